@@ -1,0 +1,51 @@
+"""The exceptions fastsubs raises on bad input: each carries a one-line message a user can act on.
+
+Command-line tools print ``str(error)`` and exit non-zero; no traceback reaches a user
+for input they got wrong.
+"""
+
+from __future__ import annotations
+
+
+class FastsubsError(Exception):
+    """Base of every error caused by input (a model, an index, a query text)."""
+
+
+class ModelFormatError(FastsubsError):
+    """An ARPA file that cannot be read: names the file, the line and what was expected."""
+
+    def __init__(self, path: str, line: int | None, message: str) -> None:
+        self.path = path
+        self.line = line
+        self.message = message
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {message}")
+
+
+class IndexFileError(FastsubsError):
+    """Base of errors about an index directory (not an index, damaged, too new)."""
+
+
+class NotAnIndexError(IndexFileError):
+    """The path holds no fastsubs index (or one whose build never finished)."""
+
+
+class IndexVersionError(IndexFileError):
+    """The index was written by a newer (or older, incompatible) format version."""
+
+
+class DamagedIndexError(IndexFileError):
+    """The index is an index, but its contents are inconsistent (truncated, bytes flipped)."""
+
+
+class IndexExistsError(FastsubsError):
+    """Building would overwrite an existing index and ``force`` was not given."""
+
+
+class QueryInputError(FastsubsError):
+    """A query input record that cannot be read: names the input and the line."""
+
+    def __init__(self, source: str, line: int, message: str) -> None:
+        self.source = source
+        self.line = line
+        super().__init__(f"{source}:{line}: {message}")

@@ -1,0 +1,103 @@
+"""The on-disk index format: the one contract between the indexer and the query engine.
+
+An index is one LMDB environment (a directory).  Nothing outside this module knows
+byte layouts; both sides import the names below.
+
+Named databases
+---------------
+``meta``      key ``b"meta"``: msgpack map (see :data:`META_KEYS`), written last, so an
+              environment without it is recognised as incomplete.
+``vocab``     word (UTF-8 bytes) -> word id, ``uint32`` little-endian.  Ids are the
+              order of the unigram section, so per-word arrays are dense.
+``arrays``    whole-vocabulary arrays, little-endian, viewed with ``numpy.frombuffer``:
+              ``unigram_alpha``/``unigram_beta`` (float32[V]), ``unigram_order``
+              (uint32[V], ids by alpha descending), ``word_offsets`` (uint64[V+1]) and
+              ``word_bytes`` (all words concatenated) for id -> word.
+``patterns{m}`` one database per n-gram order m >= 2.  A *pattern* ``A _ B`` is an
+              n-gram of order m with one open slot; its key is
+              ``slot position (1 byte) + ids of A then B (big-endian, id_bytes each)``.
+              Its value describes every word x for which ``A x B`` is in the model:
+              see :func:`pattern_value_layout`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAGIC = "fastsubs-index"
+FORMAT_VERSION = 1
+
+META_DB = b"meta"
+META_KEY = b"meta"
+VOCAB_DB = b"vocab"
+ARRAYS_DB = b"arrays"
+
+UNIGRAM_ALPHA = b"unigram_alpha"
+UNIGRAM_BETA = b"unigram_beta"
+UNIGRAM_ORDER = b"unigram_order"
+WORD_OFFSETS = b"word_offsets"
+WORD_BYTES = b"word_bytes"
+
+#: Keys every metadata map carries.
+META_KEYS = (
+    "magic", "format_version", "order", "counts", "vocab_size", "id_bytes",
+    "has_unk", "unk_id", "bos_id", "eos_id", "max_unigram_beta", "source", "build",
+)
+
+ID_DTYPE = np.dtype("<u4")
+SCORE_DTYPE = np.dtype("<f4")
+OFFSET_DTYPE = np.dtype("<u8")
+
+#: Header word of a pattern value: ``count << 1 | has_beta``.
+HEADER_DTYPE = np.dtype("<u4")
+
+#: The log10 probability KenLM gives a word missing from a model without ``<unk>``.
+UNKNOWN_WORD_LOGPROB = -100.0
+
+#: Id standing for an out-of-vocabulary context word in a model without ``<unk>``:
+#: it matches no n-gram.
+NO_WORD = 0xFFFFFFFF
+
+
+def patterns_db_name(order: int) -> bytes:
+    """Name of the LMDB database holding the patterns of n-grams of ``order``."""
+    return b"patterns%d" % order
+
+
+def id_bytes_for(vocab_size: int) -> int:
+    """Bytes per word id inside pattern keys: the fewest that hold every id."""
+    for width in (2, 3, 4):
+        if vocab_size <= 1 << (8 * width):
+            return width
+    raise ValueError(f"vocabulary of {vocab_size} words does not fit 32-bit ids")
+
+
+def pattern_key(slot: int, ids: tuple[int, ...] | list[int], id_bytes: int) -> bytes:
+    """Key of the pattern whose fixed words are ``ids`` with the slot before ``ids[slot]``."""
+    return bytes((slot,)) + b"".join(i.to_bytes(id_bytes, "big") for i in ids)
+
+
+def pattern_value_layout(count: int, has_beta: bool) -> list[tuple[str, np.dtype, int]]:
+    """Fields of a pattern value, in order, as ``(name, dtype, length)``.
+
+    ``header`` is one word ``count << 1 | has_beta``.  ``max_beta`` (only with
+    betas) is the largest back-off weight of ``A x B`` over x: what the search's
+    bound needs.  ``ids``/``alpha``/``beta`` are sorted by word id, for exact
+    look-ups with ``searchsorted``.  ``by_score`` (only when count > 1) lists
+    positions into those arrays by alpha descending (ties by id): the sorted list
+    the search reads.  Every field is 4 bytes wide, so offsets are ``4 * words``.
+    """
+    fields: list[tuple[str, np.dtype, int]] = [("header", HEADER_DTYPE, 1)]
+    if has_beta:
+        fields.append(("max_beta", SCORE_DTYPE, 1))
+    fields += [("ids", ID_DTYPE, count), ("alpha", SCORE_DTYPE, count)]
+    if has_beta:
+        fields.append(("beta", SCORE_DTYPE, count))
+    if count > 1:
+        fields.append(("by_score", ID_DTYPE, count))
+    return fields
+
+
+def pattern_value_words(count: int, has_beta: bool) -> int:
+    """Length of a pattern value in 4-byte words."""
+    return 1 + (1 + count if has_beta else 0) + 2 * count + (count if count > 1 else 0)

@@ -1,0 +1,182 @@
+"""Compiling an ARPA model into an LMDB index (see :mod:`fastsubs.format` for the layout).
+
+The build writes into a temporary directory beside the target and publishes it with
+one atomic rename only when every record and the metadata are on disk, so a build that
+fails or is killed never leaves a partial index at the target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmdb
+import msgpack
+import numpy as np
+
+from fastsubs import format as fmt
+from fastsubs.errors import FastsubsError, IndexExistsError, ModelFormatError
+from fastsubs.indexer.arpa import ArpaModel, read_arpa
+from fastsubs.indexer.patterns import check_no_duplicates, iter_records, pattern_records
+from fastsubs.indexer.publish import claim_temp_dir, make_temp_dir, publish, remove_stale_temp_dirs
+
+#: Address space reserved for the LMDB map while building; the file grows only as written.
+BUILD_MAP_SIZE = 1 << 40
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BuildSummary:
+    """What a build produced, for the closing summary line."""
+
+    index: Path
+    counts: list[int]
+    index_bytes: int
+    seconds: float
+
+
+def default_index_path(model: Path) -> Path:
+    """``model.arpa.gz`` -> ``model.fsidx`` beside it."""
+    name = model.name
+    for suffix in (".gz", ".bz2", ".xz", ".arpa", ".lm"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return model.with_name(name + ".fsidx")
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _silent(_: str) -> None:
+    pass
+
+
+def build_index(
+    model_path: str | os.PathLike[str],
+    index_path: str | os.PathLike[str] | None = None,
+    *,
+    force: bool = False,
+    progress: Progress = _silent,
+) -> BuildSummary:
+    """Build the index of the ARPA model at ``model_path``; returns a summary.
+
+    Raises :class:`IndexExistsError` when ``index_path`` exists and ``force`` is
+    false, :class:`ModelFormatError` for a malformed model.
+    """
+    started = time.monotonic()
+    model_path = Path(model_path)
+    target = Path(index_path) if index_path is not None else default_index_path(model_path)
+    if (target.exists() or target.is_symlink()) and not force:
+        raise IndexExistsError(f"{target}: an index (or file) is already there; use --force to replace it")
+    progress(f"reading {model_path}")
+    model = read_arpa(model_path)
+    for table in model.tables[1:]:
+        check_no_duplicates(table, str(model_path))
+    progress(f"read {model.order}-gram model: " + ", ".join(
+        f"{len(t.alpha):,} {t.order}-grams" for t in model.tables))
+
+    remove_stale_temp_dirs(target)
+    try:
+        temp = make_temp_dir(target)
+    except OSError as error:
+        raise FastsubsError(f"{target}: cannot create the index there ({error.strerror or error})") from None
+    try:
+        claim_temp_dir(temp)
+        _write_environment(temp, model, model_path, progress)
+        (temp / "lock.mdb").unlink(missing_ok=True)
+        publish(temp, target)
+    except lmdb.MapFullError:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise FastsubsError(f"{target}: the index outgrew its LMDB map while building") from None
+    except OSError as error:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise FastsubsError(f"{target}: cannot write the index ({error.strerror or error})") from None
+    except lmdb.Error as error:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise FastsubsError(f"{target}: cannot write the index ({error})") from None
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    size = sum(f.stat().st_size for f in target.iterdir() if f.is_file())
+    return BuildSummary(target, [len(t.alpha) for t in model.tables], size, time.monotonic() - started)
+
+
+def _write_environment(directory: Path, model: ArpaModel, model_path: Path, progress: Progress) -> None:
+    vocab_size = len(model.words)
+    id_bytes = fmt.id_bytes_for(vocab_size)
+    env = lmdb.open(str(directory), map_size=BUILD_MAP_SIZE, max_dbs=model.order + 3,
+                    sync=False, metasync=False, writemap=False)
+    try:
+        with env.begin(write=True) as txn:
+            _write_vocabulary(env, txn, model)
+        for table in model.tables[1:]:
+            db = env.open_db(fmt.patterns_db_name(table.order))
+            has_beta = table.order < model.order
+            for slot in range(table.order):
+                keys, key_length, values, offsets = pattern_records(table, slot, has_beta, id_bytes)
+                with env.begin(write=True, db=db) as txn:
+                    with txn.cursor() as cursor:
+                        cursor.putmulti(iter_records(keys, key_length, values, offsets), append=True)
+                progress(f"wrote {len(offsets) - 1:,} patterns of {table.order}-grams with the slot at {slot + 1}")
+        meta = _metadata(model, model_path, vocab_size, id_bytes)
+        with env.begin(write=True, db=env.open_db(fmt.META_DB)) as txn:
+            txn.put(fmt.META_KEY, msgpack.packb(meta))
+        env.sync(True)
+    finally:
+        env.close()
+
+
+def _write_vocabulary(env: lmdb.Environment, txn: lmdb.Transaction, model: ArpaModel) -> None:
+    vocab_db = env.open_db(fmt.VOCAB_DB, txn=txn)
+    ordered = sorted(range(len(model.words)), key=model.words.__getitem__)
+    with txn.cursor(db=vocab_db) as cursor:
+        cursor.putmulti(((model.words[i], i.to_bytes(4, "little")) for i in ordered), append=True)
+    unigrams = model.tables[0]
+    alpha = unigrams.alpha.astype(fmt.SCORE_DTYPE)
+    arrays = {
+        fmt.UNIGRAM_ALPHA: alpha,
+        fmt.UNIGRAM_BETA: unigrams.beta.astype(fmt.SCORE_DTYPE),
+        fmt.UNIGRAM_ORDER: np.lexsort((np.arange(len(alpha)), -alpha)).astype(fmt.ID_DTYPE),
+        fmt.WORD_OFFSETS: np.concatenate(([0], np.cumsum([len(w) for w in model.words]))).astype(fmt.OFFSET_DTYPE),
+    }
+    arrays_db = env.open_db(fmt.ARRAYS_DB, txn=txn)
+    for key, array in arrays.items():
+        txn.put(key, array.tobytes(), db=arrays_db)
+    txn.put(fmt.WORD_BYTES, b"".join(model.words), db=arrays_db)
+
+
+def _metadata(model: ArpaModel, model_path: Path, vocab_size: int, id_bytes: int) -> dict[str, object]:
+    index_of = {w: i for i, w in enumerate(model.words)}
+    unk = index_of.get(b"<unk>")
+    stat = model_path.stat()
+    return {
+        "magic": fmt.MAGIC,
+        "format_version": fmt.FORMAT_VERSION,
+        "order": model.order,
+        "counts": [len(t.alpha) for t in model.tables],
+        "vocab_size": vocab_size,
+        "id_bytes": id_bytes,
+        "has_unk": unk is not None,
+        "unk_id": unk,
+        "bos_id": index_of.get(b"<s>"),
+        "eos_id": index_of.get(b"</s>"),
+        "max_unigram_beta": float(model.tables[0].beta.max()),
+        "source": {"name": model_path.name, "size": stat.st_size, "sha256": _file_digest(model_path)},
+        "build": {"fastsubs_format": fmt.FORMAT_VERSION, "python": sys.version.split()[0],
+                  "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+    }
+
+
+__all__ = ["BuildSummary", "build_index", "default_index_path", "ModelFormatError"]

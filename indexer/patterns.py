@@ -1,0 +1,103 @@
+"""Turning one order's n-gram table into pattern records (key bytes, value bytes).
+
+For an n-gram table of order m and a slot position s, every n-gram ``A x B`` (x at
+position s) belongs to the pattern ``A _ B``.  All records of a table are built with
+whole-array numpy operations; only the final hand-over to LMDB is a Python loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from fastsubs import format as fmt
+from fastsubs.errors import ModelFormatError
+from fastsubs.indexer.arpa import NgramTable
+
+
+def check_no_duplicates(table: NgramTable, path: str) -> None:
+    """Raise ModelFormatError naming the line of the first repeated n-gram."""
+    if len(table.alpha) < 2:
+        return
+    order = np.lexsort(table.ids.T[::-1])
+    rows = table.ids[order]
+    same = np.all(rows[1:] == rows[:-1], axis=1)
+    if same.any():
+        pair = order[np.flatnonzero(same)[0]: np.flatnonzero(same)[0] + 2]
+        first, second = sorted(int(table.lines[i]) for i in pair)
+        raise ModelFormatError(path, second, f"duplicate {table.order}-gram (first given on line {first})")
+
+
+def _group_starts(keys: np.ndarray) -> np.ndarray:
+    """Start row of every run of equal rows in the row-sorted 2-D array ``keys``."""
+    if keys.shape[1] == 0:
+        return np.zeros(1, dtype=np.int64)
+    change = np.any(keys[1:] != keys[:-1], axis=1)
+    return np.concatenate(([0], np.flatnonzero(change) + 1)).astype(np.int64)
+
+
+def pattern_records(
+    table: NgramTable, slot: int, has_beta: bool, id_bytes: int,
+) -> tuple[bytes, int, bytes, np.ndarray]:
+    """All patterns of ``table`` with the slot at ``slot``, in key order.
+
+    Returns ``(keys, key_length, values, value_offsets)``: the keys concatenated
+    (each ``key_length`` bytes) and the values concatenated, record ``g``'s value
+    being ``values[value_offsets[g]:value_offsets[g + 1]]``.
+    """
+    other = np.delete(table.ids, slot, axis=1)
+    slot_ids = table.ids[:, slot]
+    # Primary key: the fixed words left to right; then the slot word (by-id order).
+    order = np.lexsort((slot_ids,) + tuple(other.T[::-1]))
+    other = other[order]
+    slot_ids = slot_ids[order].astype(np.uint32)
+    alpha = table.alpha[order].astype(np.float32)
+    beta = table.beta[order].astype(np.float32)
+
+    starts = _group_starts(other)
+    n_rows = len(slot_ids)
+    counts = np.diff(np.append(starts, n_rows))
+    groups = len(starts)
+    group_of_row = np.repeat(np.arange(groups), counts)
+    rank = np.arange(n_rows) - starts[group_of_row]
+
+    # Value layout (see fastsubs.format.pattern_value_layout), in 4-byte words.
+    hb = 1 if has_beta else 0
+    sizes = 1 + hb * (1 + counts) + 2 * counts + np.where(counts > 1, counts, 0)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    words = np.zeros(int(offsets[-1]), dtype=np.uint32)
+    base = offsets[:-1]
+    words[base] = (counts.astype(np.uint32) << 1) | hb
+    if has_beta:
+        max_beta = np.maximum.reduceat(beta, starts)
+        words[base + 1] = max_beta.view(np.uint32)
+    ids_at = base + 1 + hb
+    row_ids_at = ids_at[group_of_row] + rank
+    words[row_ids_at] = slot_ids
+    row_counts = counts[group_of_row]
+    words[row_ids_at + row_counts] = alpha.view(np.uint32)
+    if has_beta:
+        words[row_ids_at + 2 * row_counts] = beta.view(np.uint32)
+    # by_score: positions within the group, alpha descending, ties by id.
+    multi = row_counts > 1
+    by_score = np.lexsort((rank, -alpha, group_of_row))
+    by_score_multi = by_score[multi[by_score]]
+    grp = group_of_row[by_score_multi]
+    score_rank = np.arange(len(by_score_multi)) - np.searchsorted(grp, grp)
+    by_score_at = ids_at[grp] + (2 + hb) * counts[grp] + score_rank
+    words[by_score_at] = rank[by_score_multi].astype(np.uint32)
+
+    key_length = 1 + id_bytes * other.shape[1]
+    keys = np.empty((groups, key_length), dtype=np.uint8)
+    keys[:, 0] = slot
+    fixed = other[starts].astype(">u4").view(np.uint8).reshape(groups, -1, 4)
+    keys[:, 1:] = fixed[:, :, 4 - id_bytes:].reshape(groups, -1)
+    return keys.tobytes(), key_length, words.astype("<u4").tobytes(), offsets * 4
+
+
+def iter_records(keys: bytes, key_length: int, values: bytes, offsets: np.ndarray) -> Iterator[tuple[bytes, bytes]]:
+    """Yield ``(key, value)`` pairs from the concatenated form :func:`pattern_records` returns."""
+    bounds = offsets.tolist()
+    for g in range(len(bounds) - 1):
+        yield keys[g * key_length:(g + 1) * key_length], values[bounds[g]:bounds[g + 1]]

@@ -1,0 +1,184 @@
+"""Opening an index read-only and memory-mapped, and viewing its records as numpy arrays.
+
+Opening reads only the metadata: LMDB maps the file, every value is viewed in place
+with ``numpy.frombuffer`` (no copy), so start-up does not grow with the model and
+processes that open the same index share one copy of it in the page cache.  An
+``Index`` must be opened in the process that uses it (an LMDB environment must not
+cross a ``fork``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmdb
+import msgpack
+import numpy as np
+
+from fastsubs import format as fmt
+from fastsubs.errors import DamagedIndexError, IndexVersionError, NotAnIndexError
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """The words seen in the slot of one pattern ``A _ B``, viewed in place.
+
+    ``ids``/``alpha``/``beta`` are sorted by word id; ``by_score`` gives positions
+    into them by alpha descending.  ``beta`` is None for patterns of the highest
+    order (such n-grams have no back-off weight) and ``max_beta`` is then 0.
+    """
+
+    ids: np.ndarray
+    alpha: np.ndarray
+    beta: np.ndarray | None
+    by_score: np.ndarray
+    max_beta: float
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+
+_SINGLE = np.zeros(1, dtype=fmt.ID_DTYPE)
+
+
+def parse_pattern(value: memoryview | bytes) -> Pattern:
+    """View a pattern value (layout: :func:`fastsubs.format.pattern_value_layout`)."""
+    header = int.from_bytes(value[:4], "little")
+    count, has_beta = header >> 1, bool(header & 1)
+    if len(value) != 4 * fmt.pattern_value_words(count, has_beta):
+        raise DamagedIndexError(f"pattern value of {len(value)} bytes does not fit its header ({count} words)")
+    offset = 4
+    max_beta = 0.0
+    if has_beta:
+        max_beta = float(np.frombuffer(value, fmt.SCORE_DTYPE, 1, offset)[0])
+        offset += 4
+    ids = np.frombuffer(value, fmt.ID_DTYPE, count, offset)
+    alpha = np.frombuffer(value, fmt.SCORE_DTYPE, count, offset + 4 * count)
+    offset += 8 * count
+    beta = None
+    if has_beta:
+        beta = np.frombuffer(value, fmt.SCORE_DTYPE, count, offset)
+        offset += 4 * count
+    by_score = np.frombuffer(value, fmt.ID_DTYPE, count, offset) if count > 1 else _SINGLE
+    return Pattern(ids, alpha, beta, by_score, max_beta)
+
+
+class Index:
+    """A read-only view of one index directory; use as a context manager or call close()."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if not (self.path / "data.mdb").is_file():
+            raise NotAnIndexError(f"{self.path}: not a fastsubs index (no data.mdb in it)")
+        try:
+            self._env = lmdb.open(str(self.path), readonly=True, lock=False, max_dbs=64,
+                                  readahead=False, subdir=True, create=False)
+        except lmdb.Error as error:
+            raise NotAnIndexError(f"{self.path}: not a readable LMDB index ({error})") from None
+        try:
+            self._txn = self._env.begin(buffers=True)
+            self.meta = self._read_meta()
+            self.order: int = self.meta["order"]
+            self.vocab_size: int = self.meta["vocab_size"]
+            self.id_bytes: int = self.meta["id_bytes"]
+            self._vocab_db = self._open_db(fmt.VOCAB_DB)
+            arrays_db = self._open_db(fmt.ARRAYS_DB)
+            self._pattern_dbs = [None, None] + [
+                self._open_db(fmt.patterns_db_name(m)) for m in range(2, self.order + 1)]
+            self.unigram_alpha = self._array(arrays_db, fmt.UNIGRAM_ALPHA, fmt.SCORE_DTYPE, self.vocab_size)
+            self.unigram_beta = self._array(arrays_db, fmt.UNIGRAM_BETA, fmt.SCORE_DTYPE, self.vocab_size)
+            self.unigram_order = self._array(arrays_db, fmt.UNIGRAM_ORDER, fmt.ID_DTYPE, self.vocab_size)
+            self._word_offsets = self._array(arrays_db, fmt.WORD_OFFSETS, fmt.OFFSET_DTYPE, self.vocab_size + 1)
+            self._word_bytes = self._txn.get(fmt.WORD_BYTES, db=arrays_db)
+        except BaseException:
+            self._env.close()
+            raise
+        self.unk_id: int | None = self.meta["unk_id"]
+        self.bos_id: int | None = self.meta["bos_id"]
+        self.eos_id: int | None = self.meta["eos_id"]
+        self.max_unigram_beta: float = self.meta["max_unigram_beta"]
+
+    def _read_meta(self) -> dict:
+        try:
+            meta_db = self._env.open_db(fmt.META_DB, txn=self._txn, create=False)
+        except lmdb.Error:
+            raise NotAnIndexError(f"{self.path}: not a fastsubs index (no metadata; was its build interrupted?)") from None
+        raw = self._txn.get(fmt.META_KEY, db=meta_db)
+        if raw is None:
+            raise NotAnIndexError(f"{self.path}: not a fastsubs index (no metadata; was its build interrupted?)")
+        try:
+            meta = msgpack.unpackb(bytes(raw))
+        except Exception:
+            raise DamagedIndexError(f"{self.path}: damaged index (metadata cannot be decoded)") from None
+        if not isinstance(meta, dict) or meta.get("magic") != fmt.MAGIC:
+            raise NotAnIndexError(f"{self.path}: not a fastsubs index (wrong magic)")
+        version = meta.get("format_version")
+        if version != fmt.FORMAT_VERSION:
+            newer = isinstance(version, int) and version > fmt.FORMAT_VERSION
+            raise IndexVersionError(
+                f"{self.path}: index format version {version} is {'newer' if newer else 'older'} than "
+                f"this fastsubs reads ({fmt.FORMAT_VERSION}); rebuild it with this version"
+                + (" or upgrade fastsubs" if newer else ""))
+        missing = [k for k in fmt.META_KEYS if k not in meta]
+        if missing:
+            raise DamagedIndexError(f"{self.path}: damaged index (metadata lacks {', '.join(missing)})")
+        return meta
+
+    def _open_db(self, name: bytes):
+        try:
+            return self._env.open_db(name, txn=self._txn, create=False)
+        except lmdb.Error:
+            raise DamagedIndexError(f"{self.path}: damaged index (database {name.decode()} is missing)") from None
+
+    def _array(self, db, key: bytes, dtype: np.dtype, length: int) -> np.ndarray:
+        raw = self._txn.get(key, db=db)
+        if raw is None or len(raw) != dtype.itemsize * length:
+            raise DamagedIndexError(f"{self.path}: damaged index (array {key.decode()} is missing or truncated)")
+        return np.frombuffer(raw, dtype)
+
+    def close(self) -> None:
+        """Release the memory map; arrays viewed from this index must not be used after."""
+        self._txn.abort()
+        self._env.close()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def word_id(self, word: bytes) -> int | None:
+        """Id of ``word``, or None when it is not in the vocabulary."""
+        raw = self._txn.get(word, db=self._vocab_db)
+        return None if raw is None else int.from_bytes(raw, "little")
+
+    def word(self, word_id: int) -> bytes:
+        """The word with id ``word_id``, as the model spells it (UTF-8 bytes)."""
+        start, end = self._word_offsets[word_id:word_id + 2]
+        return bytes(self._word_bytes[start:end])
+
+    def pattern(self, slot: int, ids: tuple[int, ...]) -> Pattern | None:
+        """The pattern whose fixed words are ``ids`` with the slot before ``ids[slot]``."""
+        order = len(ids) + 1
+        if order > self.order or fmt.NO_WORD in ids:
+            return None
+        raw = self._txn.get(fmt.pattern_key(slot, ids, self.id_bytes), db=self._pattern_dbs[order])
+        return None if raw is None else parse_pattern(raw)
+
+    def ngram(self, ids: tuple[int, ...]) -> tuple[float, float] | None:
+        """``(alpha, beta)`` of the n-gram ``ids``, or None when the model lacks it."""
+        if fmt.NO_WORD in ids:
+            return None
+        if len(ids) == 1:
+            return float(self.unigram_alpha[ids[0]]), float(self.unigram_beta[ids[0]])
+        pattern = self.pattern(len(ids) - 1, ids[:-1])
+        if pattern is None:
+            return None
+        pos = int(np.searchsorted(pattern.ids, ids[-1]))
+        if pos == pattern.count or pattern.ids[pos] != ids[-1]:
+            return None
+        beta = 0.0 if pattern.beta is None else float(pattern.beta[pos])
+        return float(pattern.alpha[pos]), beta

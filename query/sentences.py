@@ -1,0 +1,51 @@
+"""From text to word ids and back: tokenizing input lines and naming substitutes.
+
+Input is handled as bytes end to end, so every word is echoed exactly as it was
+written (invalid UTF-8 included) and no decoding cost is paid per token.
+"""
+
+from __future__ import annotations
+
+from fastsubs import format as fmt
+from fastsubs.query.index import Index
+
+SENTENCE_MARKERS = (b"<s>", b"</s>")
+
+
+def tokenize(line: bytes) -> list[bytes]:
+    """Split on ASCII whitespace and drop ``<s>``/``</s>`` tokens, as the original tool does."""
+    return [token for token in line.split() if token not in SENTENCE_MARKERS]
+
+
+class Vocabulary:
+    """Maps tokens to ids (unknown words to ``<unk>`` or to no word) and ids to words, with caches."""
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self._unknown = index.unk_id if index.unk_id is not None else fmt.NO_WORD
+        self._ids: dict[bytes, int] = {}
+        self._words: dict[int, bytes] = {}
+
+    def sentence_ids(self, tokens: list[bytes]) -> list[int]:
+        """``<s> tokens </s>`` as ids; the markers become no word where the model lacks them."""
+        index = self.index
+        bos = fmt.NO_WORD if index.bos_id is None else index.bos_id
+        eos = fmt.NO_WORD if index.eos_id is None else index.eos_id
+        return [bos] + [self.word_id(token) for token in tokens] + [eos]
+
+    def word_id(self, token: bytes) -> int:
+        wid = self._ids.get(token)
+        if wid is None:
+            found = self.index.word_id(token)
+            wid = self._unknown if found is None else found
+            if len(self._ids) > 1_000_000:
+                self._ids.clear()
+            self._ids[token] = wid
+        return wid
+
+    def word(self, word_id: int) -> bytes:
+        word = self._words.get(word_id)
+        if word is None:
+            word = self.index.word(word_id)
+            self._words[word_id] = word
+        return word

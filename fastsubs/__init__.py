@@ -1,1 +1,54 @@
-"""fastsubs."""
+"""fastsubs: the exact K most likely lexical substitutes of every word, from an n-gram model.
+
+Public API (see :mod:`fastsubs.api`)::
+
+    fastsubs.build_index(model_path, index_path=None, force=False)
+    with fastsubs.open_index(index_path) as index:
+        index.sentence(tokens, n=10)        # one list of Substitute per position
+
+Names are loaded on first use, so importing ``fastsubs`` (and starting the command-line
+tools) costs next to nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "build_index", "open_index", "SubstituteIndex", "Substitute", "BuildSummary",
+    "FastsubsError", "ModelFormatError", "NotAnIndexError", "IndexVersionError",
+    "DamagedIndexError", "IndexExistsError", "QueryInputError",
+]
+
+_LOCATIONS = {
+    "build_index": "fastsubs.indexer.build",
+    "BuildSummary": "fastsubs.indexer.build",
+    "open_index": "fastsubs.api",
+    "SubstituteIndex": "fastsubs.api",
+    "Substitute": "fastsubs.api",
+}
+
+if TYPE_CHECKING:
+    from fastsubs.api import Substitute, SubstituteIndex, open_index
+    from fastsubs.indexer.build import BuildSummary, build_index
+
+from fastsubs.errors import (  # noqa: E402  (light: plain exception classes)
+    DamagedIndexError,
+    FastsubsError,
+    IndexExistsError,
+    IndexVersionError,
+    ModelFormatError,
+    NotAnIndexError,
+    QueryInputError,
+)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LOCATIONS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fastsubs' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

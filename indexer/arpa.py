@@ -18,12 +18,8 @@ Errors are :class:`fastsubs.errors.ModelFormatError` naming file and line.
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import lzma
 import math
 import os
-import zlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,9 +28,7 @@ from typing import BinaryIO
 import numpy as np
 
 from fastsubs.errors import ModelFormatError
-
-_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
-_DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
+from fastsubs.textio import DECOMPRESSION_ERRORS, open_binary
 
 
 @dataclass
@@ -61,14 +55,6 @@ class ArpaModel:
         return len(self.tables)
 
 
-def open_model_file(path: str) -> BinaryIO:
-    """Open ``path`` for binary reading, decompressing by extension."""
-    opener = _OPENERS.get(os.path.splitext(path)[1].lower())
-    if opener is None:
-        return open(path, "rb")
-    return opener(path, "rb")  # type: ignore[no-any-return]
-
-
 class _Lines:
     """Numbered, stripped lines of a model file, with compression errors made readable."""
 
@@ -82,7 +68,7 @@ class _Lines:
             for raw in self._stream:
                 self.number += 1
                 yield raw.strip()
-        except _DECOMPRESSION_ERRORS as error:
+        except DECOMPRESSION_ERRORS as error:
             raise self.error(f"file is truncated or not valid compressed data ({error})") from None
 
     def error(self, message: str, line: int | None = None) -> ModelFormatError:
@@ -149,7 +135,7 @@ def read_arpa(path: str | os.PathLike[str]) -> ArpaModel:
     """Parse the ARPA file at ``path`` completely, or raise ModelFormatError."""
     path = os.fspath(path)
     try:
-        stream = open_model_file(path)
+        stream = open_binary(path)
     except OSError as error:
         raise ModelFormatError(path, None, f"cannot open the model: {error.strerror or error}") from None
     with stream:

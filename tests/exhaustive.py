@@ -35,10 +35,10 @@ BOS = "<s>"
 EOS = "</s>"
 UNK = "<unk>"
 
-# An out-of-vocabulary word in a model without <unk>.  ``None`` is never a key
-# of any n-gram, so every look-up involving it fails, which is exactly the
-# "matches no n-gram" behaviour we want.
-_UNKNOWN = None
+# Stands for an out-of-vocabulary word in a model without <unk>.  It contains
+# spaces, so it can never be a word of an ARPA file: every look-up involving it
+# fails, which is exactly the "matches no n-gram" behaviour we want.
+_UNKNOWN = " unknown word "
 
 _HEADER_COUNT = re.compile(r"^ngram\s+(\d+)\s*=\s*(\d+)$")
 _SECTION = re.compile(r"^\\(\d+)-grams:$")
@@ -141,10 +141,10 @@ class ArpaModel:
             raise ArpaFormatError(f"{source}: no \\data\\ line")
         if state != "end":
             raise ArpaFormatError(f"{source}: no \\end\\ line")
-        for k, count in declared.items():
-            if seen.get(k, 0) != count:
+        for k, expected in declared.items():
+            if seen.get(k, 0) != expected:
                 raise ArpaFormatError(
-                    f"{source}: header says ngram {k}={count}, found {seen.get(k, 0)}"
+                    f"{source}: header says ngram {k}={expected}, found {seen.get(k, 0)}"
                 )
         if not declared or declared.get(1, 0) == 0:
             raise ArpaFormatError(f"{source}: no unigrams")
@@ -152,7 +152,7 @@ class ArpaModel:
 
     # ------------------------------------------------------------ probabilities
 
-    def map_word(self, word: str | None) -> str | None:
+    def map_word(self, word: str) -> str:
         """The vocabulary word that stands for ``word`` (``<unk>`` or unknown)."""
         if word in self._vocab_set:
             return word
@@ -169,7 +169,7 @@ class ArpaModel:
         mapped = mapped[len(mapped) - keep :] if keep > 0 else []
         return self._logprob(self.map_word(word), tuple(mapped))
 
-    def _logprob(self, word: str | None, context: tuple[str | None, ...]) -> float:
+    def _logprob(self, word: str, context: tuple[str, ...]) -> float:
         """The recursion of ALGORITHM.md on already mapped, truncated words.
 
         log10 p(w | h) = alpha(h w)                   if h w is in the model

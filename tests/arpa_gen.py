@@ -1,0 +1,217 @@
+"""Hypothesis strategies for random, valid back-off ARPA models and sentences.
+
+Why this exists: the KenLM models in ``/work/shared/data`` are all well-behaved
+(``<unk>`` present, every back-off weight <= 0, every n-gram's prefix and suffix
+present).  The exact search must also be right on the models those files never
+show, above all models with *positive* back-off weights, the case the original
+paper's bound gets wrong (see ``ALGORITHM.md``).  These strategies produce small
+models that hit those corners often, so the engine can be compared against the
+exhaustive oracle in ``tests/exhaustive.py``.
+
+What a generated model looks like:
+
+* order 1..``max_order``; 1..27 plain words (``a``…``h``, ``w0``…``w18``);
+  ``<s>`` and ``</s>`` usually present (``always_markers=True`` forces them);
+  ``<unk>`` present in about half of the models, missing in the rest;
+* ``<s>`` has log-prob -99 and, when the order is > 1, a back-off weight;
+* some plain words occur only as unigrams;
+* higher-order n-grams are built by extending a lower-order n-gram on the
+  right or on the left (so some have their prefix but not their suffix, or the
+  reverse), by changing one word of an n-gram of the same order (so a pattern
+  ``A _ B`` holds several words), or at random (neither present); ``<s>``
+  only first, ``</s>`` only last, every word a unigram, no duplicates;
+* log-probs are multiples of 1/64 in [-6, 0], back-off weights multiples of
+  1/64 in [-2, 2] (about half of the non-zero ones positive), present on about
+  half the n-grams of order < N and never on the highest order or on n-grams
+  ending in ``</s>``.  Multiples of 1/64 are exact in float32, and are printed
+  exactly, so a float32 index and a float64 oracle agree to about 1e-9;
+* fields are separated by a tab (KenLM) or by one or more spaces; sometimes
+  free text precedes ``\\data\\``.
+
+This module imports nothing from ``fastsubs`` on purpose.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+
+BOS = "<s>"
+EOS = "</s>"
+UNK = "<unk>"
+
+#: The plain tokens a vocabulary is drawn from.
+PLAIN_WORDS: tuple[str, ...] = tuple("abcdefgh") + tuple(f"w{i}" for i in range(19))
+
+#: Tokens that are never in any generated vocabulary.
+UNKNOWN_WORDS: tuple[str, ...] = ("zzz", "qq")
+
+#: log10 probability KenLM and SRILM write for the unigram <s>.
+BOS_LOGPROB = -99.0
+
+GRID = 64  # every number is a multiple of 1/GRID
+MAX_NGRAMS_PER_ORDER = 20
+
+_logprobs = st.integers(-6 * GRID, 0).map(lambda k: k / GRID)
+_backoffs = st.integers(-2 * GRID, 2 * GRID).map(lambda k: k / GRID)
+
+
+@dataclass(frozen=True)
+class GeneratedModel:
+    """A generated model: its ARPA ``text`` and what it was made from.
+
+    ``ngrams`` maps each n-gram to ``(log-prob, back-off or None)``; ``vocab``
+    lists the unigrams in file order.
+    """
+
+    text: str
+    order: int
+    vocab: list[str]
+    ngrams: dict[tuple[str, ...], tuple[float, float | None]] = field(repr=False)
+
+    def __repr__(self) -> str:
+        # Hypothesis prints this for a failing example: show the file as is.
+        return f"GeneratedModel(order={self.order}, vocab={self.vocab!r}, text=\n{self.text})"
+
+
+def _valid(ngram: tuple[str, ...], allowed: frozenset[str]) -> bool:
+    """<s> only first, </s> only last, every word allowed in n-grams."""
+    last = len(ngram) - 1
+    return all(
+        w in allowed and (w != BOS or i == 0) and (w != EOS or i == last)
+        for i, w in enumerate(ngram)
+    )
+
+
+def _slot_words(index: int, size: int, words: list[str]) -> list[str]:
+    """Words that may fill position ``index`` of a ``size``-gram."""
+    return [
+        w
+        for w in words
+        if (w != BOS or index == 0) and (w != EOS or index == size - 1)
+    ]
+
+
+def _fresh_ngram(draw, size: int, words: list[str]) -> tuple[str, ...]:
+    """An n-gram drawn slot by slot, whatever its lower orders hold."""
+    return tuple(draw(st.sampled_from(_slot_words(i, size, words))) for i in range(size))
+
+
+def _number(value: float, style: str) -> str:
+    """Print ``value`` exactly: fixed 6 decimals or Python's shortest repr."""
+    if style == "fixed":
+        return f"{value:.6f}"  # a multiple of 1/64 has at most 6 decimals
+    return repr(value)
+
+
+@st.composite
+def arpa_models(
+    draw,
+    max_order: int = 6,
+    min_order: int = 1,
+    always_markers: bool = False,
+) -> GeneratedModel:
+    """Strategy for random valid back-off ARPA models (see the module doc)."""
+    order = draw(st.integers(min_order, max_order))
+    plain = draw(st.lists(st.sampled_from(PLAIN_WORDS), min_size=1, max_size=27, unique=True))
+    usually = st.integers(0, 9).map(lambda k: k != 9)
+    has_bos = always_markers or draw(usually)
+    has_eos = always_markers or draw(usually)
+    has_unk = draw(st.booleans())
+    specials = [w for w, present in ((UNK, has_unk), (BOS, has_bos), (EOS, has_eos)) if present]
+    vocab = specials + plain
+    if draw(st.booleans()):  # KenLM writes the specials first; others need not
+        vocab = draw(st.permutations(vocab))
+
+    # Some plain words stay unigram-only; at least one plain word is left for
+    # n-grams so that every slot of every n-gram has a candidate.
+    unigram_only = draw(st.sets(st.sampled_from(plain), max_size=len(plain) - 1))
+    ngram_words = [w for w in vocab if w not in unigram_only]
+    allowed = frozenset(ngram_words)
+
+    ngrams: dict[tuple[str, ...], tuple[float, float | None]] = {}
+    for w in vocab:
+        alpha = BOS_LOGPROB if w == BOS else draw(_logprobs)
+        if order == 1 or w == EOS:
+            beta = None
+        elif w == BOS:
+            beta = draw(_backoffs)
+        else:
+            beta = draw(_backoffs) if draw(st.booleans()) else None
+        ngrams[(w,)] = (alpha, beta)
+
+    previous: list[tuple[str, ...]] = [(w,) for w in ngram_words]
+    for size in range(2, order + 1):
+        level: list[tuple[str, ...]] = []
+        for _ in range(draw(st.integers(1, MAX_NGRAMS_PER_ORDER))):
+            how = draw(st.sampled_from(["right", "left", "vary", "fresh"]))
+            if how == "right":  # prefix present, suffix maybe not
+                parent = draw(st.sampled_from(previous))
+                ngram = parent + (draw(st.sampled_from(_slot_words(size - 1, size, ngram_words))),)
+            elif how == "left":  # suffix present, prefix maybe not
+                parent = draw(st.sampled_from(previous))
+                ngram = (draw(st.sampled_from(_slot_words(0, size, ngram_words))),) + parent
+            elif how == "vary" and level:  # another word in an existing A _ B
+                base = draw(st.sampled_from(level))
+                i = draw(st.integers(0, size - 1))
+                word = draw(st.sampled_from(_slot_words(i, size, ngram_words)))
+                ngram = base[:i] + (word,) + base[i + 1 :]
+            else:  # neither prefix nor suffix need be present
+                ngram = _fresh_ngram(draw, size, ngram_words)
+            if not _valid(ngram, allowed) or ngram in ngrams:
+                continue
+            alpha = draw(_logprobs)
+            has_beta = size < order and ngram[-1] != EOS and draw(st.booleans())
+            ngrams[ngram] = (alpha, draw(_backoffs) if has_beta else None)
+            level.append(ngram)
+        if not level:  # keep every declared order non-empty
+            ngram = _fresh_ngram(draw, size, ngram_words)
+            ngrams[ngram] = (draw(_logprobs), None)
+            level.append(ngram)
+        previous = level
+
+    sep = draw(st.sampled_from(["\t", " ", "  "]))
+    style = draw(st.sampled_from(["fixed", "repr"]))
+    preamble = draw(st.sampled_from(["", "This is a generated model.\n\n"]))
+    lines = [preamble + "\\data\\"]
+    counts = [sum(1 for key in ngrams if len(key) == k) for k in range(1, order + 1)]
+    lines += [f"ngram {k}={count}" for k, count in enumerate(counts, 1)]
+    for k in range(1, order + 1):
+        lines += ["", f"\\{k}-grams:"]
+        for key, (alpha, beta) in ngrams.items():
+            if len(key) != k:
+                continue
+            fields = [_number(alpha, style), " ".join(key)]
+            if beta is not None:
+                fields.append(_number(beta, style))
+            lines.append(sep.join(fields))
+    lines += ["", "\\end\\", ""]
+    return GeneratedModel(text="\n".join(lines), order=order, vocab=list(vocab), ngrams=ngrams)
+
+
+@st.composite
+def sentences(draw, model: GeneratedModel, max_size: int = 8) -> list[str]:
+    """Strategy for token lists (0..``max_size`` tokens) to score under ``model``.
+
+    Tokens are vocabulary words (never ``<s>``/``</s>``), sometimes unknown
+    words from ``UNKNOWN_WORDS``; pieces of the model's n-grams are spliced in
+    so that high-order n-grams actually match.
+    """
+    words = [w for w in model.vocab if w not in (BOS, EOS)]
+    pieces = [
+        [w for w in key if w not in (BOS, EOS)]
+        for key in model.ngrams
+        if len(key) > 1
+    ]
+    pieces = [p for p in pieces if p]
+    tokens: list[str] = []
+    while len(tokens) < max_size and draw(st.integers(0, 4)) != 0:
+        kind = draw(st.integers(0, 5))
+        if kind == 0:
+            tokens.append(draw(st.sampled_from(UNKNOWN_WORDS)))
+        elif kind <= 2 and pieces:
+            tokens += draw(st.sampled_from(pieces))
+        else:
+            tokens.append(draw(st.sampled_from(words)))
+    return tokens[:max_size]

@@ -60,7 +60,8 @@ def listed_length(scores: np.ndarray, limits: Limits, vocab_size: int) -> tuple[
         p = np.power(10.0, scores[:n])
         total = np.cumsum(p)
         listed = np.arange(1, n + 1)
-        reached = np.flatnonzero(limits.mass <= total / (total + p * (vocab_size - listed)))
+        with np.errstate(invalid="ignore", divide="ignore"):  # p underflows to 0: never met, as the original
+            reached = np.flatnonzero(limits.mass <= total / (total + p * (vocab_size - listed)))
         if len(reached):
             return int(reached[0]) + 1, True
     return n, met
@@ -120,8 +121,8 @@ class Searcher:
         self.index = index
         self._seen = np.zeros(index.vocab_size, dtype=bool)
         self.stats = SearchStats()
-        bos = index.bos_id
-        self.candidates = index.vocab_size - (0 if bos is None else 1)
+        # The original lists at most V - 1 substitutes (one word is <s>), even for a model without <s>.
+        self.max_listed = index.vocab_size - 1
 
     def search(self, sentence: list[int], target: int, limits: Limits) -> tuple[np.ndarray, np.ndarray]:
         """Best substitutes for ``sentence[target]``: (word ids, log10 scores), best first."""
@@ -134,7 +135,7 @@ class Searcher:
         scored: list[np.ndarray] = []
         seen = self._seen
         bos = index.bos_id
-        count = min(limits.count, self.candidates)
+        count = min(limits.count, self.max_listed)
         limits = Limits(count, limits.mass)
         try:
             while True:

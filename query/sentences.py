@@ -27,11 +27,9 @@ class Vocabulary:
         self._words: dict[int, bytes] = {}
 
     def sentence_ids(self, tokens: list[bytes]) -> list[int]:
-        """``<s> tokens </s>`` as ids; the markers become no word where the model lacks them."""
-        index = self.index
-        bos = fmt.NO_WORD if index.bos_id is None else index.bos_id
-        eos = fmt.NO_WORD if index.eos_id is None else index.eos_id
-        return [bos] + [self.word_id(token) for token in tokens] + [eos]
+        """``<s> tokens </s>`` as ids; markers the model lacks are unknown words like any other."""
+        word_id = self.word_id
+        return [word_id(b"<s>")] + [word_id(token) for token in tokens] + [word_id(b"</s>")]
 
     def word_id(self, token: bytes) -> int:
         wid = self._ids.get(token)

@@ -1,0 +1,108 @@
+"""The search equals exhaustive scoring: random back-off models against the plain oracle.
+
+Hypothesis draws models of orders 1-6 with back-off weights of both signs, with and
+without ``<unk>`` (and sometimes without ``<s>``/``</s>``), words only seen as unigrams
+and n-grams whose lower orders are missing; then sentences with unknown words.  For
+every position and several limits, the engine's list must equal the oracle's: same
+length, same scores rank by rank (1e-6), and every listed word scored as the oracle
+scores it, so only ties may be ordered differently.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fastsubs
+from arpa_gen import arpa_models, sentences
+from exhaustive import ArpaModel
+
+TOLERANCE = 1e-6
+LIMITS = [(1, None), (3, None), (10, None), (100, None), (None, 0.5), (5, 0.9), (None, 0.99)]
+
+
+def assert_exact(ours: list[fastsubs.Substitute], expected: list[tuple[str, float]],
+                 all_scores: dict[str, float], where: str) -> None:
+    assert len(ours) == len(expected), f"{where}: {len(ours)} listed, exhaustive lists {len(expected)}"
+    for rank, (sub, (word, score)) in enumerate(zip(ours, expected)):
+        assert abs(sub.logprob - score) <= TOLERANCE, f"{where}: rank {rank}: {sub} vs {word} {score}"
+        assert abs(all_scores[sub.word] - sub.logprob) <= TOLERANCE, f"{where}: {sub} is scored {all_scores[sub.word]}"
+    assert len({s.word for s in ours}) == len(ours), f"{where}: a word is listed twice"
+
+
+def check_model(text: str, sentence_list: list[list[str]]) -> None:
+    oracle = ArpaModel.from_text(text)
+    with tempfile.TemporaryDirectory() as tmp:
+        model_path = Path(tmp) / "model.arpa"
+        model_path.write_text(text)
+        fastsubs.build_index(model_path, Path(tmp) / "model.fsidx")
+        with fastsubs.open_index(Path(tmp) / "model.fsidx") as index:
+            for tokens in sentence_list:
+                for position in range(len(tokens) + 1):
+                    scores = oracle.substitute_scores(tokens, position)
+                    for n, p in LIMITS:
+                        where = f"{tokens} position {position} n={n} p={p}"
+                        expected = oracle.top_substitutes(tokens, position, n=n, p=p)
+                        ours = index.position(tokens, position, n=n, p=p)
+                        assert_exact(ours, expected, scores, where)
+
+
+@st.composite
+def model_and_sentences(draw, max_order: int = 6):
+    model = draw(arpa_models(max_order=max_order))
+    return model, draw(st.lists(sentences(model), min_size=1, max_size=3))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model_and_sentences())
+def test_search_equals_exhaustive_scoring(case) -> None:
+    model, sentence_list = case
+    check_model(model.text, sentence_list)
+
+
+@pytest.mark.slow
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model_and_sentences())
+def test_search_equals_exhaustive_scoring_long_run(case) -> None:
+    model, sentence_list = case
+    check_model(model.text, sentence_list)
+
+
+def test_positive_backoff_weights_are_bounded_correctly(tmp_path: Path) -> None:
+    """The paper's bound (beta <= 0) would miss 'b' here: its positive back-off lifts it.
+
+    In "x c", p(c | x) backs off through beta(x).  Word b has a low unigram alpha but
+    a large positive beta(b), so lp(b) = alpha(b) + beta(b) + alpha(c) beats a, whose
+    n-gram "a c" is listed but poor.
+    """
+    text = "\n".join([
+        "\\data\\", "ngram 1=5", "ngram 2=2", "",
+        "\\1-grams:", "-99\t<s>\t0", "-1\t</s>", "-0.5\ta\t0", "-2\tb\t1.5", "-1\tc\t0", "",
+        "\\2-grams:", "-3\ta c", "-0.5\t<s> a", "", "\\end\\", ""])
+    model_path = tmp_path / "pos.arpa"
+    model_path.write_text(text)
+    check_model(text, [["a", "c"], ["c"]])
+    fastsubs.build_index(model_path, tmp_path / "pos.fsidx")
+    with fastsubs.open_index(tmp_path / "pos.fsidx") as index:
+        assert index.position(["a", "c"], 0, n=1)[0].word == "b"
+
+
+def test_kn4_small_sentences_equal_exhaustive(small_index: Path) -> None:
+    """A real model: the first sentences of the held-out text, every position, against the oracle."""
+    from conftest import shared
+
+    oracle = ArpaModel.from_file(str(shared("kn4-small.arpa.gz")))
+    lines = shared("heldout-dev.txt").read_text().splitlines()[:3]
+    with fastsubs.open_index(small_index) as index:
+        for line in lines:
+            tokens = line.split()[:12]
+            for position in range(len(tokens) + 1):
+                scores = oracle.substitute_scores(tokens, position)
+                for n, p in [(1, None), (100, None), (1000, None), (None, 0.5)]:
+                    expected = oracle.top_substitutes(tokens, position, n=n, p=p)
+                    ours = index.position(tokens, position, n=n, p=p)
+                    assert_exact(ours, expected, scores, f"{tokens} {position} n={n} p={p}")

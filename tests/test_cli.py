@@ -1,0 +1,126 @@
+"""The command-line tools as a user runs them: real processes, real files, real pipes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN, TEST_DATA, run_cli, shared
+
+SENTENCES = b"the cat sat\ncat the\n"
+
+
+def test_build_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
+    target = tmp_path / "tiny.fsidx"
+    run_cli("fastsubs-index", "build", TEST_DATA / "tiny.arpa", "-o", target, "-q")
+    before = run_cli("fastsubs-query", target, input=SENTENCES).stdout
+    again = run_cli("fastsubs-index", "build", TEST_DATA / "tiny.arpa", "-o", target, check=False)
+    assert again.returncode != 0
+    assert again.stderr.decode().strip().count("\n") == 0
+    assert "--force" in again.stderr.decode()
+    assert run_cli("fastsubs-query", target, input=SENTENCES).stdout == before
+    run_cli("fastsubs-index", "build", TEST_DATA / "tiny.arpa", "-o", target, "--force", "-q")
+    assert run_cli("fastsubs-query", target, input=SENTENCES).stdout == before
+
+
+def test_build_writes_beside_the_model_by_default_and_prints_a_summary(tmp_path: Path) -> None:
+    model = tmp_path / "tiny.arpa"
+    model.write_bytes((TEST_DATA / "tiny.arpa").read_bytes())
+    result = run_cli("fastsubs-index", "build", model)
+    assert (tmp_path / "tiny.fsidx" / "data.mdb").is_file()
+    assert "built" in result.stderr.decode() and "3-grams" in result.stderr.decode()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_info_prints_the_metadata(tiny_index: Path) -> None:
+    meta = json.loads(run_cli("fastsubs-index", "info", tiny_index).stdout)
+    assert meta["order"] == 3 and meta["counts"] == [6, 7, 3] and meta["vocab_size"] == 6
+    assert meta["source"]["name"] == "tiny.arpa" and len(meta["source"]["sha256"]) == 64
+
+
+@pytest.mark.parametrize("compression", ["", ".gz", ".bz2", ".xz"])
+def test_compressed_models_build_the_same_index(tmp_path: Path, tiny_index: Path, compression: str) -> None:
+    import bz2
+    import lzma
+
+    compress = {"": bytes, ".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[compression]
+    model = tmp_path / f"tiny.arpa{compression}"
+    model.write_bytes(compress((TEST_DATA / "tiny.arpa").read_bytes()))
+    run_cli("fastsubs-index", "build", model, "-o", tmp_path / "x.fsidx", "-q")
+    assert (run_cli("fastsubs-query", tmp_path / "x.fsidx", input=SENTENCES).stdout
+            == run_cli("fastsubs-query", tiny_index, input=SENTENCES).stdout)
+
+
+def test_query_on_a_missing_index_is_one_clear_line(tmp_path: Path) -> None:
+    result = run_cli("fastsubs-query", tmp_path / "nothing", check=False, input=b"a\n")
+    assert result.returncode == 1
+    assert result.stderr.decode().count("\n") == 1
+    assert "not a fastsubs index" in result.stderr.decode() and "Traceback" not in result.stderr.decode()
+
+
+def lines_of(output: bytes) -> list[bytes]:
+    return output.split(b"\n")[:-1]
+
+
+def test_every_input_line_yields_its_records(tiny_index: Path) -> None:
+    """Empty, blank, CRLF, tabs, markers, invalid UTF-8, NUL bytes, no final newline."""
+    text = (b"\n   \t \n<s> the cat </s>\r\nthe\tcat  sat\n\xff\xfe cat\nca\x00t sat\nthe cat")
+    out = lines_of(run_cli("fastsubs-query", tiny_index, "-n", "2", input=text).stdout)
+    words = [line.split(b"\t")[0] for line in out]
+    assert words == [b"</s>", b"</s>", b"the", b"cat", b"</s>", b"the", b"cat", b"sat", b"</s>",
+                     b"\xff\xfe", b"cat", b"</s>", b"ca\x00t", b"sat", b"</s>", b"the", b"cat", b"</s>"]
+    assert all(len(line.split(b"\t")) == 3 for line in out)
+
+
+def test_a_one_megabyte_line_is_one_sentence(tiny_index: Path) -> None:
+    """The original splits lines longer than 64 KB into two sentences; this must not."""
+    long_token = b"x" * (1 << 20)
+    out = lines_of(run_cli("fastsubs-query", tiny_index, "-n", "1", input=b"the " + long_token + b" sat\n").stdout)
+    assert [line.split(b"\t")[0] for line in out] == [b"the", long_token, b"sat", b"</s>"]
+
+
+def test_malformed_target_record_names_its_line(tiny_index: Path) -> None:
+    records = b"r1\t1\t0\tthe cat\nbroken record\nr3\t3\t9\tthe cat\n"
+    result = run_cli("fastsubs-query", tiny_index, "-t", check=False, input=records)
+    assert result.returncode == 1
+    assert result.stderr.decode().startswith("fastsubs-query: error: <stdin>:2: expected 'name<TAB>id<TAB>index<TAB>text'")
+    skipped = run_cli("fastsubs-query", tiny_index, "-t", "--skip-bad-records", check=False, input=records)
+    assert skipped.returncode == 0
+    assert lines_of(skipped.stdout)[0] == b"r1\t1\t0\tthe cat" and len(lines_of(skipped.stdout)) == 2
+    warnings = skipped.stderr.decode().splitlines()
+    assert len(warnings) == 2 and ":2:" in warnings[0] and ":3:" in warnings[1] and "outside" in warnings[1]
+
+
+def test_compressed_input_and_output_by_extension(tmp_path: Path, tiny_index: Path) -> None:
+    plain = run_cli("fastsubs-query", tiny_index, input=SENTENCES).stdout
+    (tmp_path / "in.txt.gz").write_bytes(gzip.compress(SENTENCES))
+    run_cli("fastsubs-query", tiny_index, "-i", tmp_path / "in.txt.gz", "-o", tmp_path / "out.txt.xz")
+    import lzma
+
+    assert lzma.decompress((tmp_path / "out.txt.xz").read_bytes()) == plain
+
+
+def test_broken_pipe_ends_quietly(small_index: Path) -> None:
+    text = shared("heldout-dev.txt")
+    result = subprocess.run(f"'{BIN / 'fastsubs-query'}' '{small_index}' -n 5 -i '{text}' | head -n 1",
+                            shell=True, capture_output=True, timeout=300)
+    assert result.stdout.count(b"\n") == 1
+    assert result.stderr == b""
+
+
+def test_workers_give_the_same_output_as_one_process(small_index: Path) -> None:
+    lines = shared("heldout-dev.txt").read_bytes().split(b"\n")[:80]
+    text = b"\n".join(lines) + b"\n"
+    one = run_cli("fastsubs-query", small_index, "-n", "20", input=text).stdout
+    two = run_cli("fastsubs-query", small_index, "-n", "20", "--workers", "2", input=text).stdout
+    assert two == one
+    assert one.count(b"\n") == sum(len(line.split()) + 1 for line in lines)
+
+
+def test_stats_are_printed_on_stderr(tiny_index: Path) -> None:
+    result = run_cli("fastsubs-query", tiny_index, "--stats", input=SENTENCES)
+    assert "positions 7" in result.stderr.decode() and "candidates evaluated" in result.stderr.decode()

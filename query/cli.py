@@ -13,6 +13,11 @@ import typer
 
 from fastsubs.cli_support import run_reporting_errors
 
+#: Substitutes listed when neither -n nor -p is given (the original listed the whole vocabulary).
+DEFAULT_COUNT = 100
+#: -p alone: no count limit (the search caps the count at vocabulary size - 1).
+NO_COUNT_LIMIT = 2**62
+
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
@@ -29,6 +34,8 @@ Examples:
   fastsubs-query demo.fsidx -p 0.9 -i corpus.txt.gz -o subs.txt.gz
   fastsubs-query demo.fsidx -t -z -n 20 < records.tsv
   fastsubs-query demo.fsidx --workers 2 -i corpus.txt -o subs.txt
+  fastsubs-query demo.fsidx --no-eos --format jsonl < sentences.txt
+  fastsubs-query demo.fsidx -n 100 --sample 20 --seed 1 < sentences.txt
 """
 
 
@@ -48,15 +55,29 @@ def query(
                                           help="With -t: skip a malformed record with a warning instead of stopping."),
     input_path: Optional[Path] = typer.Option(None, "-i", "--input", help="Read from this file (.gz/.bz2/.xz ok)."),
     output_path: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file (.gz/.bz2/.xz ok)."),
+    output_format: str = typer.Option("text", "--format", "-f",
+                                      help="text (the original's format) or jsonl (one JSON object per position)."),
+    no_eos: bool = typer.Option(False, "--no-eos", help="Omit the </s> position of every sentence."),
+    sample: Optional[int] = typer.Option(None, "--sample", min=1,
+                                         help="Print N 'word<TAB>sub' draws per position, in proportion to "
+                                              "10^lp over the listed substitutes (wordsub-n)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed for --sample (same output for any --workers)."),
     workers: int = typer.Option(1, "--workers", "-w", min=1, help="Worker processes (each opens the index)."),
     stats: bool = typer.Option(False, "--stats", help="Print search statistics on stderr at the end."),
 ) -> None:
-    from fastsubs.query.runner import execute  # the search stack loads only once arguments are valid
+    # The search stack loads only once the arguments are valid (start-up stays small).
+    from fastsubs.query.records import FORMATS, OutputOptions
+    from fastsubs.query.runner import execute
+    from fastsubs.query.search import Limits
 
+    if output_format not in FORMATS:
+        raise typer.BadParameter(f"expected one of {', '.join(FORMATS)}", param_hint="--format")
+    if count is None and probability is None:
+        count = DEFAULT_COUNT
+    limits = Limits(count if count is not None else NO_COUNT_LIMIT, probability)
+    options = OutputOptions(limits, normalize, targets, skip_bad_records, output_format, no_eos, sample, seed)
     run_reporting_errors("fastsubs-query", lambda: execute(
-        index, count=count, probability=probability, normalize=normalize, targets=targets,
-        skip_bad_records=skip_bad_records, input_path=input_path, output_path=output_path,
-        workers=workers, stats=stats))
+        index, options=options, input_path=input_path, output_path=output_path, workers=workers, stats=stats))
 
 
 def main() -> None:

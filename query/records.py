@@ -1,32 +1,41 @@
-"""Input records and their output text: what one input line becomes.
+"""Input records and their output: what one input line becomes.
 
-A plain record is a sentence; it yields one output line per token plus one for
-``</s>``.  A target record (``-t``) is ``name<TAB>id<TAB>index<TAB>text``; it yields
-the record itself, then the substitutes of token ``index`` (0-based; the token count
-means ``</s>``).  Every record yields its output, in order, or raises naming its line.
+A plain record is a sentence; it yields output for every token plus the closing
+``</s>`` (unless ``no_eos``).  A target record (``-t``) is
+``name<TAB>id<TAB>index<TAB>text``; it yields the record itself, then the substitutes of
+token ``index`` (0-based; the token count means ``</s>``).  Every record yields its
+output, in order, or raises naming its line.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from fastsubs.errors import QueryInputError
 from fastsubs.query.engine import Engine
+from fastsubs.query.formats import jsonl_record, sample_lines
 from fastsubs.query.output import format_substitutes
 from fastsubs.query.search import Limits
 from fastsubs.query.sentences import tokenize
 
 EOS = b"</s>"
+FORMATS = ("text", "jsonl")
 
 
 @dataclass(frozen=True)
 class OutputOptions:
-    """How records are read and written: the CLI's -n/-p, -z and -t."""
+    """How records are read and written: the CLI's -n/-p, -z, -t, --format, --no-eos, --sample."""
 
     limits: Limits
     normalize: bool = False
     target_records: bool = False
     skip_bad_records: bool = False
+    format: str = "text"
+    no_eos: bool = False
+    sample: int | None = None
+    seed: int = 0
 
 
 def parse_target_record(line: bytes, source: str, number: int) -> tuple[list[bytes], int]:
@@ -44,17 +53,31 @@ def parse_target_record(line: bytes, source: str, number: int) -> tuple[list[byt
     return tokens, position
 
 
+def _position_output(engine: Engine, options: OutputOptions, number: int, position: int, word: bytes,
+                     ids: np.ndarray, scores: np.ndarray, with_word: bool) -> bytes:
+    """The output of one position in the chosen format."""
+    if options.sample is not None:
+        return sample_lines(engine.vocabulary, number, position, word, ids, scores, options.sample, options.seed)
+    if options.format == "jsonl":
+        return jsonl_record(engine.vocabulary, number, position, word, ids, scores)
+    fields = format_substitutes(engine.vocabulary, ids, scores, options.normalize)
+    return (word + b"\t" + fields if with_word else fields) + b"\n"
+
+
 def render_record(engine: Engine, line: bytes, options: OutputOptions, source: str, number: int) -> bytes:
-    """The complete output text of one input line (ends with a newline)."""
-    vocabulary = engine.vocabulary
+    """The complete output of one input line."""
     if options.target_records:
         tokens, position = parse_target_record(line, source, number)
         ids, scores = engine.position(tokens, position, options.limits)
-        record = line if line.endswith(b"\n") else line + b"\n"
-        return record + format_substitutes(vocabulary, ids, scores, options.normalize) + b"\n"
+        word = tokens[position] if position < len(tokens) else EOS
+        body = _position_output(engine, options, number, position, word, ids, scores, with_word=False)
+        if options.format == "text" and options.sample is None:
+            body = (line if line.endswith(b"\n") else line + b"\n") + body
+        return body
     tokens = tokenize(line)
     ranked = engine.sentence(tokens, options.limits)
-    parts = []
-    for token, (ids, scores) in zip(tokens + [EOS], ranked):
-        parts.append(token + b"\t" + format_substitutes(vocabulary, ids, scores, options.normalize) + b"\n")
-    return b"".join(parts)
+    words = tokens + [EOS]
+    if options.no_eos:
+        ranked = ranked[:-1]
+    return b"".join(_position_output(engine, options, number, position, words[position], ids, scores, True)
+                    for position, (ids, scores) in enumerate(ranked))

@@ -8,42 +8,42 @@ the run fail with an error (``BrokenProcessPool``), never a shorter output.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import sys
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
 from fastsubs.errors import FastsubsError, QueryInputError
 from fastsubs.query.engine import Engine
+from fastsubs.query.progress import Progress, input_size
 from fastsubs.query.records import OutputOptions, render_record
-from fastsubs.query.search import Limits, SearchStats
+from fastsubs.query.search import SearchStats
 from fastsubs.textio import open_binary
 
-#: Substitutes listed when neither -n nor -p is given (the original listed the whole vocabulary).
-DEFAULT_COUNT = 100
 #: Input lines handed to a worker at a time.
 CHUNK_LINES = 32
+#: Chunks in flight per worker: enough to keep workers busy, few enough to bound memory.
+CHUNKS_AHEAD = 4
 
 Chunk = list[tuple[int, bytes]]
 
 
-def _render_chunk(engine: Engine, chunk: Chunk, options: OutputOptions, source: str) -> tuple[bytes, list[str]]:
-    out = []
-    warnings = []
-    for number, line in chunk:
-        try:
-            out.append(render_record(engine, line, options, source, number))
-        except QueryInputError as error:
-            if not options.skip_bad_records:
-                raise
-            warnings.append(f"skipped: {error}")
-    return b"".join(out), warnings
+@dataclass
+class ChunkResult:
+    """What processing a chunk gives back: output, warnings, and the work it took."""
+
+    text: bytes
+    warnings: list[str]
+    stats: SearchStats
+    input_bytes: int
 
 
 def numbered_chunks(stream: BinaryIO) -> Iterator[Chunk]:
@@ -53,23 +53,26 @@ def numbered_chunks(stream: BinaryIO) -> Iterator[Chunk]:
         yield chunk
 
 
-def run_serial(index_path: str, chunks: Iterable[Chunk], options: OutputOptions, source: str,
-               out: BinaryIO, warn=None) -> SearchStats:
-    """Process every chunk in this process, writing output as it is made."""
-    engine = Engine(index_path)
-    try:
-        for chunk in chunks:
-            text, warnings = _render_chunk(engine, chunk, options, source)
-            for warning in warnings:
-                (warn or _stderr)(warning)
-            out.write(text)
-        return engine.searcher.stats
-    finally:
-        engine.close()
+def process_chunk(engine: Engine, chunk: Chunk, options: OutputOptions, source: str) -> ChunkResult:
+    """Render every record of ``chunk``; bad -t records are skipped only when asked."""
+    before = dataclasses.replace(engine.searcher.stats)
+    out = []
+    warnings = []
+    for number, line in chunk:
+        try:
+            out.append(render_record(engine, line, options, source, number))
+        except QueryInputError as error:
+            if not options.skip_bad_records:
+                raise
+            warnings.append(f"fastsubs-query: warning: skipped {error}")
+    return ChunkResult(b"".join(out), warnings, _difference(engine.searcher.stats, before),
+                       sum(len(line) for _, line in chunk))
 
 
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr)
+def _difference(after: SearchStats, before: SearchStats) -> SearchStats:
+    """The work counted between two snapshots of a searcher's statistics."""
+    return SearchStats(**{f.name: getattr(after, f.name) - getattr(before, f.name)
+                          for f in dataclasses.fields(SearchStats)})
 
 
 _worker_engine: Engine | None = None
@@ -80,71 +83,73 @@ def _worker_init(index_path: str) -> None:
     _worker_engine = Engine(index_path)
 
 
-def _worker_chunk(chunk: Chunk, options: OutputOptions, source: str) -> tuple[bytes, list[str], SearchStats]:
-    assert _worker_engine is not None
-    before = SearchStats()
-    before.add(_worker_engine.searcher.stats)
-    text, warnings = _render_chunk(_worker_engine, chunk, options, source)
-    after = _worker_engine.searcher.stats
-    delta = SearchStats(after.positions - before.positions, after.evaluated - before.evaluated,
-                        after.rounds - before.rounds, after.listed - before.listed)
-    return text, warnings, delta
+def _worker_chunk(chunk: Chunk, options: OutputOptions, source: str) -> ChunkResult:
+    assert _worker_engine is not None, "worker initializer did not run"
+    return process_chunk(_worker_engine, chunk, options, source)
 
 
-def run_parallel(index_path: str, chunks: Iterable[Chunk], options: OutputOptions, source: str,
-                 out: BinaryIO, workers: int, warn=None) -> SearchStats:
-    """Process chunks in ``workers`` processes; output in input order, memory bounded."""
-    stats = SearchStats()
+def serial_results(index_path: str, chunks: Iterable[Chunk], options: OutputOptions,
+                   source: str) -> Iterator[ChunkResult]:
+    """Results of every chunk, computed in this process."""
+    engine = Engine(index_path)
+    try:
+        for chunk in chunks:
+            yield process_chunk(engine, chunk, options, source)
+    finally:
+        engine.close()
+
+
+def parallel_results(index_path: str, chunks: Iterable[Chunk], options: OutputOptions, source: str,
+                     workers: int) -> Iterator[ChunkResult]:
+    """Results of every chunk from ``workers`` processes, in input order, memory bounded."""
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init,
                              initargs=(index_path,)) as pool:
-        pending: deque[Future] = deque()
+        pending: deque[Future[ChunkResult]] = deque()
         try:
             for chunk in chunks:
                 pending.append(pool.submit(_worker_chunk, chunk, options, source))
-                if len(pending) >= 4 * workers:
-                    _drain_one(pending, out, stats, warn)
+                if len(pending) >= CHUNKS_AHEAD * workers:
+                    yield pending.popleft().result()
             while pending:
-                _drain_one(pending, out, stats, warn)
+                yield pending.popleft().result()
         except BrokenProcessPool:
-            raise FastsubsError("a worker process died; the output is incomplete") from None
+            raise FastsubsError("a worker process died (killed, or out of memory?); "
+                                "the output is incomplete") from None
         finally:
             for future in pending:
                 future.cancel()
-    return stats
 
 
-def _drain_one(pending: deque, out: BinaryIO, stats: SearchStats, warn) -> None:
-    text, warnings, delta = pending.popleft().result()
-    for warning in warnings:
-        (warn or _stderr)(warning)
-    out.write(text)
-    stats.add(delta)
-
-
-def execute(index: Path, *, count: int | None, probability: float | None, normalize: bool, targets: bool,
-            skip_bad_records: bool, input_path: Path | None, output_path: Path | None, workers: int,
-            stats: bool) -> None:
-    """The whole ``fastsubs-query`` run: open input and output, process, report statistics."""
-    if count is None and probability is None:
-        count = DEFAULT_COUNT
-    limits = Limits(count if count is not None else 2**62, probability)
-    options = OutputOptions(limits, normalize, targets, skip_bad_records)
+def execute(index: Path, *, options: OutputOptions, input_path: Path | None, output_path: Path | None,
+            workers: int, stats: bool, warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> None:
+    """The whole ``fastsubs-query`` run: open input and output, process, report."""
     index_path = str(index)
     if workers > 1:
         Engine(index_path).close()  # fail early, in this process, on a bad index
     source = str(input_path) if input_path is not None else "<stdin>"
+    totals = SearchStats()
     with ExitStack() as stack:
         stream = stack.enter_context(open_binary(input_path)) if input_path else sys.stdin.buffer
         out = stack.enter_context(open_binary(output_path, "wb")) if output_path else sys.stdout.buffer
+        progress = Progress(input_size(stream)) if Progress.wanted() else None
         chunks = numbered_chunks(stream)
         if workers > 1:
-            totals = run_parallel(index_path, chunks, options, source, out, workers)
+            results = parallel_results(index_path, chunks, options, source, workers)
         else:
-            totals = run_serial(index_path, chunks, options, source, out)
+            results = serial_results(index_path, chunks, options, source)
+        for result in results:
+            for warning in result.warnings:
+                warn(warning)
+            out.write(result.text)
+            totals.add(result.stats)
+            if progress is not None:
+                progress.advance(result.input_bytes, result.stats.positions)
         out.flush()
+        if progress is not None:
+            progress.finish()
     if stats:
-        print(format_stats(totals), file=sys.stderr)
+        warn(format_stats(totals))
 
 
 def format_stats(stats: SearchStats) -> str:

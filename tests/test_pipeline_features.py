@@ -1,0 +1,109 @@
+"""What users run after fastsubs, built in: --no-eos, --format jsonl, --sample, progress, API."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pty
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import fastsubs
+from conftest import BIN, run_cli, shared
+
+TEXT = b"the cat sat\ncat the\n\nthe dog sat\n"
+
+
+def test_no_eos_is_the_output_without_eos_lines(tiny_index: Path) -> None:
+    full = run_cli("fastsubs-query", tiny_index, input=TEXT).stdout.split(b"\n")
+    without = run_cli("fastsubs-query", tiny_index, "--no-eos", input=TEXT).stdout.split(b"\n")
+    assert without == [line for line in full if not line.startswith(b"</s>\t")]
+
+
+def test_jsonl_carries_the_same_substitutes_as_text(tiny_index: Path) -> None:
+    text = run_cli("fastsubs-query", tiny_index, "-n", "4", input=TEXT).stdout.decode().splitlines()
+    records = [json.loads(line) for line in
+               run_cli("fastsubs-query", tiny_index, "-n", "4", "--format", "jsonl", input=TEXT).stdout.splitlines()]
+    assert len(records) == len(text)
+    assert [(r["sentence"], r["position"]) for r in records] == [
+        (1, 0), (1, 1), (1, 2), (1, 3), (2, 0), (2, 1), (2, 2), (3, 0), (4, 0), (4, 1), (4, 2), (4, 3)]
+    for record, line in zip(records, text):
+        word, *fields = line.split("\t")
+        assert record["word"] == word
+        assert [f"{s['word']} {s['lp']:.8f}" for s in record["substitutes"]] == fields
+        assert abs(sum(s["p"] for s in record["substitutes"]) - 1) < 1e-9
+
+
+def sample(index: Path, *options: str, text: bytes = TEXT) -> bytes:
+    return run_cli("fastsubs-query", index, "--sample", "7", *options, input=text).stdout
+
+
+def test_sampling_is_reproducible_and_independent_of_workers(small_index: Path) -> None:
+    text = b"\n".join(shared("heldout-dev.txt").read_bytes().split(b"\n")[:40]) + b"\n"
+    first = sample(small_index, "--seed", "5", "-n", "20", text=text)
+    assert sample(small_index, "--seed", "5", "-n", "20", text=text) == first
+    assert sample(small_index, "--seed", "5", "-n", "20", "--workers", "2", text=text) == first
+    assert sample(small_index, "--seed", "6", "-n", "20", text=text) != first
+    positions = sum(len(line.split()) + 1 for line in text.split(b"\n")[:-1])
+    assert first.count(b"\n") == 7 * positions
+
+
+def test_samples_follow_the_listed_probabilities(tiny_index: Path) -> None:
+    """Many draws for one position: frequencies within 4 standard errors of p/Σp."""
+    draws = 4000
+    out = run_cli("fastsubs-query", tiny_index, "--no-eos", "-n", "5", "--sample", str(draws), "--seed", "1",
+                  input=b"sat\n").stdout.decode().splitlines()
+    counts = Counter(line.split("\t")[1] for line in out)
+    with fastsubs.open_index(tiny_index) as index:
+        listed = index.position(["sat"], 0, n=5)
+    assert set(counts) <= {s.word for s in listed}
+    for sub in listed:
+        p = sub.probability
+        tolerance = 4 * (p * (1 - p) / draws) ** 0.5 + 1e-9
+        assert abs(counts[sub.word] / draws - p) <= tolerance, sub
+
+
+def test_progress_is_drawn_on_a_terminal_only(small_index: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"\n".join(shared("heldout-dev.txt").read_bytes().split(b"\n")[:60]) + b"\n")
+    command = [str(BIN / "fastsubs-query"), str(small_index), "-n", "10", "-i", str(corpus), "-o", str(tmp_path / "o")]
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.run(command, stderr=terminal, timeout=300)
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(controller)
+    assert process.returncode == 0
+    assert b"positions" in shown and b"/s" in shown and b"100.0%" in shown and b"ETA" in shown
+    piped = subprocess.run(command, capture_output=True, timeout=300)
+    assert piped.returncode == 0 and piped.stderr == b""
+
+
+def test_python_api_streams_sentences_as_frozen_substitutes(tiny_index: Path) -> None:
+    with fastsubs.open_index(tiny_index) as index:
+        assert index.order == 3 and index.vocab_size == 6
+        results = index.sentences(["the cat sat", ["cat", "the"]], n=2)
+        first = next(results)
+        assert [[s.word for s in subs] for subs in first] == [["the", "cat"], ["cat", "</s>"], ["sat", "the"],
+                                                               ["</s>", "the"]]
+        sub = first[0][0]
+        assert isinstance(sub, fastsubs.Substitute)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            sub.word = "x"  # type: ignore[misc]
+        assert len(next(results)) == 3
+        assert index.position(["the", "cat", "sat"], 3, p=0.5)[0].word == "</s>"
+        with pytest.raises(ValueError):
+            index.position(["the"], 2)

@@ -1,6 +1,6 @@
 # Two entry points for a fresh clone (only Python 3.10+ needed):
 #   make demo   set up .venv, build the bundled demo model's index, print substitutes
-#   make test   set up .venv with test extras, run the test suite
+#   make test   set up .venv with the test, dask and plot extras, run the test suite
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,7 +14,7 @@ SLOW_TIMEOUT ?= 3000
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,dask,plot]'
 	touch $@
 
 demo: $(BIN)/.installed

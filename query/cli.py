@@ -36,6 +36,7 @@ Examples:
   fastsubs-query demo.fsidx --workers 2 -i corpus.txt -o subs.txt
   fastsubs-query demo.fsidx --no-eos --format jsonl < sentences.txt
   fastsubs-query demo.fsidx -n 100 --sample 20 --seed 1 < sentences.txt
+  fastsubs-query demo.fsidx --dask tcp://scheduler:8786 -i 'corpus/*.txt' -o subs/
 """
 
 
@@ -63,6 +64,9 @@ def query(
                                               "10^lp over the listed substitutes (wordsub-n)."),
     seed: int = typer.Option(0, "--seed", help="Random seed for --sample (same output for any --workers)."),
     workers: int = typer.Option(1, "--workers", "-w", min=1, help="Worker processes (each opens the index)."),
+    dask: Optional[str] = typer.Option(None, "--dask", metavar="SCHEDULER",
+                                       help="Run on the Dask cluster at this address: -i is a glob of input "
+                                            "files, -o a directory that gets one output file per input file."),
     stats: bool = typer.Option(False, "--stats", help="Print search statistics on stderr at the end."),
 ) -> None:
     # The search stack loads only once the arguments are valid (start-up stays small).
@@ -76,8 +80,23 @@ def query(
         count = DEFAULT_COUNT
     limits = Limits(count if count is not None else NO_COUNT_LIMIT, probability)
     options = OutputOptions(limits, normalize, targets, skip_bad_records, output_format, no_eos, sample, seed)
+    if dask is not None:
+        if input_path is None or output_path is None:
+            raise typer.BadParameter("needs -i GLOB and -o DIRECTORY", param_hint="--dask")
+        run_reporting_errors("fastsubs-query", lambda: _run_on_dask(dask, index, str(input_path), output_path,
+                                                                    options, stats))
+        return
     run_reporting_errors("fastsubs-query", lambda: execute(
         index, options=options, input_path=input_path, output_path=output_path, workers=workers, stats=stats))
+
+
+def _run_on_dask(scheduler: str, index: Path, pattern: str, output_dir: Path, options, stats: bool) -> None:
+    from fastsubs.query.dask_jobs import run_files
+    from fastsubs.query.runner import format_stats
+
+    totals = run_files(scheduler, str(index), pattern, output_dir, options)
+    if stats:
+        print(format_stats(totals), file=sys.stderr)
 
 
 def main() -> None:

@@ -77,8 +77,10 @@ class Index:
             self._env = lmdb.open(str(self.path), readonly=True, lock=False, max_dbs=64,
                                   readahead=False, subdir=True, create=False)
         except lmdb.Error as error:
-            raise NotAnIndexError(f"{self.path}: not a readable LMDB index ({error})") from None
+            raise DamagedIndexError(f"{self.path}: damaged index: data.mdb cannot be read as LMDB "
+                                    f"(truncated or overwritten?) ({error})") from None
         try:
+            self._check_size()
             self._txn = self._env.begin(buffers=True)
             self.meta = self._read_meta()
             self.order: int = self.meta["order"]
@@ -91,8 +93,8 @@ class Index:
             self.unigram_alpha = self._array(arrays_db, fmt.UNIGRAM_ALPHA, fmt.SCORE_DTYPE, self.vocab_size)
             self.unigram_beta = self._array(arrays_db, fmt.UNIGRAM_BETA, fmt.SCORE_DTYPE, self.vocab_size)
             self.unigram_order = self._array(arrays_db, fmt.UNIGRAM_ORDER, fmt.ID_DTYPE, self.vocab_size)
-            self._word_offsets = self._array(arrays_db, fmt.WORD_OFFSETS, fmt.OFFSET_DTYPE, self.vocab_size + 1)
-            self._word_bytes = self._txn.get(fmt.WORD_BYTES, db=arrays_db)
+            self.word_offsets = self._array(arrays_db, fmt.WORD_OFFSETS, fmt.OFFSET_DTYPE, self.vocab_size + 1)
+            self.word_bytes = self._txn.get(fmt.WORD_BYTES, db=arrays_db)
         except BaseException:
             self._env.close()
             raise
@@ -100,6 +102,19 @@ class Index:
         self.bos_id: int | None = self.meta["bos_id"]
         self.eos_id: int | None = self.meta["eos_id"]
         self.max_unigram_beta: float = self.meta["max_unigram_beta"]
+
+    def _check_size(self) -> None:
+        """A truncated file would make reads past its end fault (SIGBUS): refuse it at open."""
+        needed = (self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"]
+        actual = (self.path / "data.mdb").stat().st_size
+        if actual < needed:
+            raise DamagedIndexError(f"{self.path}: damaged index: data.mdb is truncated "
+                                    f"({actual:,} bytes, its pages need {needed:,})")
+
+    def iter_patterns(self, order: int):
+        """Every ``(key, value)`` record of the order-``order`` patterns, in key order."""
+        with self._txn.cursor(db=self._pattern_dbs[order]) as cursor:
+            yield from cursor
 
     def _read_meta(self) -> dict:
         try:
@@ -157,8 +172,8 @@ class Index:
 
     def word(self, word_id: int) -> bytes:
         """The word with id ``word_id``, as the model spells it (UTF-8 bytes)."""
-        start, end = self._word_offsets[word_id:word_id + 2]
-        return bytes(self._word_bytes[start:end])
+        start, end = self.word_offsets[word_id:word_id + 2]
+        return bytes(self.word_bytes[start:end])
 
     def pattern(self, slot: int, ids: tuple[int, ...]) -> Pattern | None:
         """The pattern whose fixed words are ``ids`` with the slot before ``ids[slot]``."""

@@ -1,0 +1,90 @@
+"""Opening what is not a sound index gives a clear error saying which, never a crash."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import lmdb
+import msgpack
+import pytest
+
+import fastsubs
+from conftest import TEST_DATA, run_cli
+
+
+@pytest.fixture()
+def index_copy(tiny_index: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "copy.fsidx"
+    shutil.copytree(tiny_index, copy)
+    return copy
+
+
+def query_error(index: Path) -> str:
+    result = run_cli("fastsubs-query", index, check=False, input=b"the cat\n")
+    assert result.returncode == 1 and result.stdout == b""
+    message = result.stderr.decode()
+    assert message.count("\n") == 1 and "Traceback" not in message
+    return message
+
+
+def test_a_plain_directory_is_not_an_index(tmp_path: Path) -> None:
+    with pytest.raises(fastsubs.NotAnIndexError):
+        fastsubs.open_index(tmp_path)
+    assert "not a fastsubs index" in query_error(tmp_path)
+
+
+def test_a_random_file_in_place_of_the_data_is_damaged(tmp_path: Path) -> None:
+    (tmp_path / "data.mdb").write_bytes(os.urandom(20000))
+    with pytest.raises(fastsubs.FastsubsError):
+        fastsubs.open_index(tmp_path)
+    assert "damaged index" in query_error(tmp_path) or "not a fastsubs index" in query_error(tmp_path)
+
+
+def test_an_lmdb_environment_without_metadata_is_not_an_index(tmp_path: Path) -> None:
+    env = lmdb.open(str(tmp_path), max_dbs=4)
+    with env.begin(write=True) as txn:
+        txn.put(b"key", b"value")
+    env.close()
+    with pytest.raises(fastsubs.NotAnIndexError, match="no metadata"):
+        fastsubs.open_index(tmp_path)
+
+
+def rewrite_meta(index: Path, **changes: object) -> None:
+    env = lmdb.open(str(index), max_dbs=16)
+    db = env.open_db(b"meta")
+    with env.begin(write=True, db=db) as txn:
+        meta = msgpack.unpackb(txn.get(b"meta"))
+        meta.update(changes)
+        txn.put(b"meta", msgpack.packb(meta))
+    env.close()
+
+
+def test_a_newer_format_version_is_named(index_copy: Path) -> None:
+    from fastsubs import format as fmt
+
+    rewrite_meta(index_copy, format_version=fmt.FORMAT_VERSION + 1)
+    with pytest.raises(fastsubs.IndexVersionError, match="newer"):
+        fastsubs.open_index(index_copy)
+    assert "newer" in query_error(index_copy)
+
+
+def test_wrong_magic_is_not_an_index(index_copy: Path) -> None:
+    rewrite_meta(index_copy, magic="something-else")
+    with pytest.raises(fastsubs.NotAnIndexError, match="magic"):
+        fastsubs.open_index(index_copy)
+
+
+@pytest.mark.parametrize("keep", [0, 4096, 0.5])
+def test_a_truncated_index_is_named_truncated(small_index: Path, tmp_path: Path, keep: float) -> None:
+    copy = tmp_path / "cut.fsidx"
+    shutil.copytree(small_index, copy)
+    data = copy / "data.mdb"
+    size = data.stat().st_size
+    os.truncate(data, int(size * keep) if isinstance(keep, float) else keep)
+    with pytest.raises(fastsubs.FastsubsError) as raised:
+        fastsubs.open_index(copy)
+    assert isinstance(raised.value, (fastsubs.DamagedIndexError, fastsubs.NotAnIndexError))
+    message = query_error(copy)
+    assert "truncated" in message or "damaged" in message

@@ -47,3 +47,11 @@ class Vocabulary:
             word = self.index.word(word_id)
             self._words[word_id] = word
         return word
+
+    def words(self, word_ids: list[int]) -> list[bytes]:
+        """``[word(i) for i in word_ids]``, with one dictionary look-up per word once cached."""
+        cache = self._words
+        try:
+            return [cache[i] for i in word_ids]
+        except KeyError:
+            return [self.word(i) for i in word_ids]

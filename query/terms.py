@@ -6,6 +6,11 @@ lp(x) is the sum over j = t … min(t+N-1, n+1) of log10 p(s_j | context) with s
 its alpha, every shorter step adds a back-off weight.  This module only *describes*
 the chains (which pattern, which constant); :mod:`fastsubs.query.search` evaluates
 them for batches of candidates and bounds them for words not yet read.
+
+Neighbouring positions and repeated contexts ask for the same patterns again and
+again (``_ </s>``, ``the _`` …), so look-ups go through :class:`Patterns`, which parses
+each LMDB value once and hands out the *same* object every time: the search keys its
+per-pattern work (look-ups of a batch, dense position maps) on that identity.
 """
 
 from __future__ import annotations
@@ -25,6 +30,12 @@ UNIGRAM_BETA = UnigramBeta()
 #: Where a step's back-off weight comes from: a constant, the pattern holding ``A x B``
 #: (its beta array), or the unigram back-off of x.
 BetaSource = float | Pattern | UnigramBeta
+
+#: Parsed patterns kept per process; the cache is emptied when it grows past this
+#: (entries are small views into the memory map, so this bounds Python objects only).
+MAX_CACHED_PATTERNS = 200_000
+
+_ABSENT = object()
 
 
 @dataclass(frozen=True)
@@ -48,56 +59,82 @@ class Term:
     base: float | None
 
 
-def logprob(index: Index, word: int, context: tuple[int, ...]) -> float:
-    """log10 p(word | context) by the ARPA back-off recursion, for fixed words."""
-    total = 0.0
-    for start in range(len(context) + 1):
-        found = index.ngram(context[start:] + (word,))
-        if found is not None:
-            return total + found[0]
-        if start < len(context):
-            backoff = index.ngram(context[start:])
-            if backoff is not None:
-                total += backoff[1]
-    return total + fmt.UNKNOWN_WORD_LOGPROB
+class Patterns:
+    """Cached pattern and n-gram look-ups of one open index (one per process)."""
 
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self._cache: dict[tuple[int, tuple[int, ...]], object] = {}
 
-def position_terms(index: Index, sentence: list[int], target: int) -> list[Term]:
-    """The chains of every term of lp(x) at ``target`` (1 … n+1) of ``sentence`` (with <s>, </s>)."""
-    order = index.order
-    last = len(sentence) - 1
-    terms = []
-    for j in range(target, min(target + order - 1, last) + 1):
-        start = max(0, j - order + 1)
-        if j == target:
-            terms.append(_predicting_term(index, tuple(sentence[start:target])))
-        else:
-            left = tuple(sentence[start:target])
-            right = tuple(sentence[target + 1:j])
-            terms.append(_context_term(index, left, right, sentence[j]))
-    return terms
+    def pattern(self, slot: int, ids: tuple[int, ...]) -> Pattern | None:
+        """``index.pattern(slot, ids)``, parsed once per process."""
+        key = (slot, ids)
+        found = self._cache.get(key, _ABSENT)
+        if found is _ABSENT:
+            if len(self._cache) >= MAX_CACHED_PATTERNS:
+                self._cache.clear()
+            found = self._cache[key] = self.index.pattern(slot, ids)
+        return found  # type: ignore[return-value]
 
+    def ngram(self, ids: tuple[int, ...]) -> tuple[float, float] | None:
+        """``(alpha, beta)`` of the n-gram ``ids`` (as ``Index.ngram``), through the pattern cache."""
+        if len(ids) == 1:
+            return self.index.ngram(ids)
+        pattern = self.pattern(len(ids) - 1, ids[:-1])
+        if pattern is None:
+            return None
+        pos = int(pattern.ids.searchsorted(ids[-1]))
+        if pos == pattern.count or pattern.ids[pos] != ids[-1]:
+            return None
+        return float(pattern.alpha[pos]), 0.0 if pattern.beta is None else float(pattern.beta[pos])
 
-def _predicting_term(index: Index, history: tuple[int, ...]) -> Term:
-    """log10 p(x | history): steps ``history[k:] _`` for k = 0 … len-1, then unigram alpha(x)."""
-    steps = []
-    for k in range(len(history)):
-        context = history[k:]
-        found = index.ngram(context)
-        steps.append(Step(index.pattern(len(context), context), 0.0 if found is None else found[1]))
-    return Term(tuple(steps), None)
+    def logprob(self, word: int, context: tuple[int, ...]) -> float:
+        """log10 p(word | context) by the ARPA back-off recursion, for fixed words."""
+        total = 0.0
+        for start in range(len(context) + 1):
+            found = self.ngram(context[start:] + (word,))
+            if found is not None:
+                return total + found[0]
+            if start < len(context):
+                backoff = self.ngram(context[start:])
+                if backoff is not None:
+                    total += backoff[1]
+        return total + fmt.UNKNOWN_WORD_LOGPROB
 
+    def position_terms(self, sentence: list[int], target: int) -> list[Term]:
+        """The chains of every term of lp(x) at ``target`` (1 … n+1) of ``sentence`` (with <s>, </s>)."""
+        order = self.index.order
+        last = len(sentence) - 1
+        terms = []
+        for j in range(target, min(target + order - 1, last) + 1):
+            start = max(0, j - order + 1)
+            if j == target:
+                terms.append(self._predicting_term(tuple(sentence[start:target])))
+            else:
+                left = tuple(sentence[start:target])
+                right = tuple(sentence[target + 1:j])
+                terms.append(self._context_term(left, right, sentence[j]))
+        return terms
 
-def _context_term(index: Index, left: tuple[int, ...], right: tuple[int, ...], word: int) -> Term:
-    """log10 p(word | left x right): steps ``left[k:] _ right word``, then x drops out."""
-    steps = []
-    for k in range(len(left) + 1):
-        fixed_left = left[k:]
-        slot = len(fixed_left)
-        alpha = index.pattern(slot, fixed_left + right + (word,))
-        if fixed_left or right:
-            beta: BetaSource = index.pattern(slot, fixed_left + right) or 0.0
-        else:
-            beta = UNIGRAM_BETA
-        steps.append(Step(alpha, beta))
-    return Term(tuple(steps), logprob(index, word, right))
+    def _predicting_term(self, history: tuple[int, ...]) -> Term:
+        """log10 p(x | history): steps ``history[k:] _`` for k = 0 … len-1, then unigram alpha(x)."""
+        steps = []
+        for k in range(len(history)):
+            context = history[k:]
+            found = self.ngram(context)
+            steps.append(Step(self.pattern(len(context), context), 0.0 if found is None else found[1]))
+        return Term(tuple(steps), None)
+
+    def _context_term(self, left: tuple[int, ...], right: tuple[int, ...], word: int) -> Term:
+        """log10 p(word | left x right): steps ``left[k:] _ right word``, then x drops out."""
+        steps = []
+        for k in range(len(left) + 1):
+            fixed_left = left[k:]
+            slot = len(fixed_left)
+            alpha = self.pattern(slot, fixed_left + right + (word,))
+            if fixed_left or right:
+                beta: BetaSource = self.pattern(slot, fixed_left + right) or 0.0
+            else:
+                beta = UNIGRAM_BETA
+            steps.append(Step(alpha, beta))
+        return Term(tuple(steps), self.logprob(word, right))

@@ -16,7 +16,7 @@ from fastsubs.errors import ModelFormatError
 from fastsubs.indexer.arpa import NgramTable
 
 
-def check_no_duplicates(table: NgramTable, path: str) -> None:
+def check_no_duplicates(table: NgramTable, path: str, words: list[bytes] | None = None) -> None:
     """Raise ModelFormatError naming the line of the first repeated n-gram."""
     if len(table.alpha) < 2:
         return
@@ -24,9 +24,14 @@ def check_no_duplicates(table: NgramTable, path: str) -> None:
     rows = table.ids[order]
     same = np.all(rows[1:] == rows[:-1], axis=1)
     if same.any():
-        pair = order[np.flatnonzero(same)[0]: np.flatnonzero(same)[0] + 2]
-        first, second = sorted(int(table.lines[i]) for i in pair)
-        raise ModelFormatError(path, second, f"duplicate {table.order}-gram (first given on line {first})")
+        at = int(np.flatnonzero(same)[0])
+        first, second = sorted(int(table.lines[i]) for i in order[at:at + 2])
+        shown = ""
+        if words is not None:
+            text = b" ".join(words[i] for i in rows[at]).decode("utf-8", "backslashreplace")
+            shown = f" '{text}'"
+        raise ModelFormatError(path, second, f"expected each {table.order}-gram once, found{shown} again "
+                                             f"(first on line {first})")
 
 
 def _group_starts(keys: np.ndarray) -> np.ndarray:

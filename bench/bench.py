@@ -1,0 +1,192 @@
+"""One benchmark run of fastsubs, printing every figure the performance issue asks for.
+
+    .venv/bin/python bench/bench.py --index /tmp/kn4-64k.fsidx --small-index /tmp/small.fsidx \
+        [--reference data/reference/kn4-64k.dev300.n100.out.gz] [--build MODEL.arpa.gz]
+
+Prints the machine, then: positions/s and candidates evaluated per position for each
+K (with the log-log slope of candidates in K), the same workload through the
+exhaustive dense-numpy baseline and the speed-up, start-up to the first output line
+beside ``import numpy, lmdb``, workers 1 vs 2 with PSS, and (with --build) build time,
+peak RSS and index size.  Every timing is the median of --repeats runs; the load
+average is printed because other jobs on the machine move these figures.
+No figure is asserted: this reports, the tests check correctness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from exhaustive_baseline import ExhaustiveScorer  # noqa: E402
+from processes import BIN, build_figures, run_with_pss, startup_figures  # noqa: E402
+
+from fastsubs.query.engine import Engine  # noqa: E402
+from fastsubs.query.output import format_substitutes  # noqa: E402
+from fastsubs.query.search import Limits  # noqa: E402
+from fastsubs.query.sentences import tokenize  # noqa: E402
+
+DATA = Path("/work/shared/data")
+
+
+def machine() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+                 platform.processor())
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return f"nproc {os.cpu_count()}  CPU {model}  Python {platform.python_version()}  load average {load}"
+
+
+def engine_pass(engine: Engine, sentences: list[list[int]], tokens: list[list[bytes]], count: int) -> list[bytes]:
+    """Search and format every position, as the CLI does; returns the output lines."""
+    limits = Limits(count)
+    search = engine.searcher.search
+    vocabulary = engine.vocabulary
+    out = []
+    for words, ids in zip(tokens, sentences):
+        for target, word in enumerate(words + [b"</s>"], start=1):
+            found, scores = search(ids, target, limits)
+            out.append(word + b"\t" + format_substitutes(vocabulary, found, scores, False))
+    return out
+
+
+def baseline_pass(scorer: ExhaustiveScorer, engine: Engine, sentences: list[list[int]],
+                  tokens: list[list[bytes]], count: int) -> list[bytes]:
+    """The same workload (search and format) through the exhaustive scorer."""
+    vocabulary = engine.vocabulary
+    out = []
+    for words, ids in zip(tokens, sentences):
+        for target, word in enumerate(words + [b"</s>"], start=1):
+            found, scores = scorer.search(ids, target, count)
+            out.append(word + b"\t" + format_substitutes(vocabulary, found, scores, False))
+    return out
+
+
+def timed(repeats: int, run) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def differences(expected: list[bytes], ours: list[bytes], tolerance: float = 1e-4) -> int:
+    """Lines that differ beyond ``tolerance`` (ties may come in any order, as in the reference)."""
+    bad = 0
+    for a, b in zip(expected, ours, strict=True):
+        fa, fb = a.split(b"\t"), b.split(b"\t")
+        if fa[0] != fb[0] or len(fa) != len(fb):
+            bad += 1
+            continue
+        sa = [f.rsplit(b" ", 1) for f in fa[1:]]
+        sb = [f.rsplit(b" ", 1) for f in fb[1:]]
+        scores_a, scores_b = np.array([float(s) for _, s in sa]), np.array([float(s) for _, s in sb])
+        if len(sa) and np.abs(scores_a - scores_b).max() > tolerance:
+            bad += 1
+            continue
+        ours_by_word = {w: float(s) for w, s in sb}
+        last = scores_a[-1] if len(sa) else 0.0
+        if any(w not in ours_by_word and abs(float(s) - last) > tolerance for w, s in sa):
+            bad += 1
+    return bad
+
+
+def throughput(args, lines: list[bytes]) -> None:
+    engine = Engine(args.index)
+    tokens = [tokenize(line) for line in lines]
+    sentences = [engine.vocabulary.sentence_ids(t) for t in tokens]
+    positions = sum(len(t) + 1 for t in tokens)
+    print(f"\n== search, {args.index}: {len(lines)} lines, {positions} positions, one process ==")
+    engine_pass(engine, sentences, tokens, 100)  # warm the page cache and the pattern caches
+    per_k = {}
+    outputs = {}
+    for count in args.ks:
+        before = engine.searcher.stats.evaluated
+        seconds, outputs[count] = timed(args.repeats, lambda: engine_pass(engine, sentences, tokens, count))
+        candidates = (engine.searcher.stats.evaluated - before) / (args.repeats * positions)
+        per_k[count] = candidates
+        print(f"K={count:<5d} {positions / seconds:8.0f} positions/s   {candidates:8.1f} candidates evaluated/position")
+    ks = sorted(per_k)
+    if len(ks) > 1:
+        slope = np.polyfit(np.log(ks), np.log([per_k[k] for k in ks]), 1)[0]
+        print(f"log-log slope of candidates in K: {slope:.3f} (paper: ~0.59 at V=64K)")
+    if args.reference and 100 in outputs:
+        expected = gzip.open(args.reference).read().splitlines()[:len(outputs[100])]  # fewer --lines: a prefix
+        print(f"K=100 output vs reference: {differences(expected, outputs[100])} lines differ")
+
+    scorer = ExhaustiveScorer(engine.index)
+    baseline_pass(scorer, engine, sentences, tokens, 100)
+    base_seconds, base_out = timed(args.repeats, lambda: baseline_pass(scorer, engine, sentences, tokens, 100))
+    search_seconds, _ = timed(args.repeats, lambda: engine_pass(engine, sentences, tokens, 100))
+    print(f"exhaustive dense-numpy baseline, K=100: {positions / base_seconds:.0f} positions/s; "
+          f"search {positions / search_seconds:.0f} positions/s (same run): speed-up {base_seconds / search_seconds:.2f}x")
+    print(f"baseline vs search output: {differences(base_out, outputs.get(100, base_out))} lines differ")
+    engine.close()
+
+
+def startup(args, line: bytes) -> None:
+    print(f"\n== start-up to first output line (median of {args.startup_repeats}) ==")
+    for index in [args.index] + ([args.small_index] if args.small_index else []):
+        query, imports = startup_figures(Path(index), line + b"\n", args.startup_repeats)
+        print(f"{index}: fastsubs-query {query * 1000:.0f} ms   import numpy, lmdb {imports * 1000:.0f} ms   "
+              f"difference {(query - imports) * 1000:.0f} ms")
+
+
+def workers(args, input_path: Path, positions: int) -> None:
+    print(f"\n== fastsubs-query -n 100 on {positions} positions: workers 1 vs 2 (median of {args.repeats}) ==")
+    for count in (1, 2):
+        command = [str(BIN / "fastsubs-query"), args.index, "-n", "100", "-i", str(input_path), "--workers", str(count)]
+        runs = [run_with_pss(command) for _ in range(args.repeats)]
+        seconds = statistics.median(r[0] for r in runs)
+        peak = statistics.median(r[1] for r in runs)
+        print(f"workers {count}: {positions / seconds:6.0f} positions/s (wall, start-up included)   "
+              f"peak PSS of the process tree {peak / 1024:.0f} MiB")
+
+
+def build(args) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        seconds, rss, size = build_figures(Path(args.build), Path(tmp) / "model.fsidx")
+    print(f"\n== build {args.build} ==\n{seconds:.1f} s   peak RSS {rss / 1024:.0f} MiB   index {size / 2**20:.0f} MiB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--index", required=True, help="index of the benchmark model (kn4-64k)")
+    parser.add_argument("--small-index", help="a second index for the start-up figure (kn4-small)")
+    parser.add_argument("--input", default=str(DATA / "heldout-dev.txt"))
+    parser.add_argument("--lines", type=int, default=300)
+    parser.add_argument("--ks", type=int, nargs="+", default=[1, 10, 100, 1000])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--startup-repeats", type=int, default=7)
+    parser.add_argument("--reference", help="the original tool's -n 100 output for this input (gzip)")
+    parser.add_argument("--build", metavar="MODEL", help="also build this ARPA model and report time, RSS, size")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["search", "startup", "workers"])
+    args = parser.parse_args()
+
+    print(machine())
+    lines = open(args.input, "rb").read().splitlines()[:args.lines]
+    if "search" not in args.skip:
+        throughput(args, lines)
+    if "startup" not in args.skip:
+        startup(args, lines[0])
+    if "workers" not in args.skip:
+        with tempfile.NamedTemporaryFile(suffix=".txt") as sample:
+            sample.write(b"\n".join(lines) + b"\n")
+            sample.flush()
+            workers(args, Path(sample.name), sum(len(tokenize(line)) + 1 for line in lines))
+    if args.build:
+        build(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -2,14 +2,15 @@
 
 The build writes into a temporary directory beside the target and publishes it with
 one atomic rename only when every record and the metadata are on disk, so a build that
-fails or is killed never leaves a partial index at the target.
+fails or is killed never leaves a partial index at the target.  What a killed build
+leaves beside it (its temporary directory, named with its process id) is removed by
+the next build of the same target; a full disk is reported as such.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from fastsubs import format as fmt
 from fastsubs.errors import FastsubsError, IndexExistsError, ModelFormatError
 from fastsubs.indexer.arpa import ArpaModel, read_arpa
 from fastsubs.indexer.patterns import check_no_duplicates, iter_records, pattern_records
-from fastsubs.indexer.publish import claim_temp_dir, make_temp_dir, publish, remove_stale_temp_dirs
+from fastsubs.indexer.publish import make_temp_dir, publish, remove_stale_temp_dirs, remove_tree
 
 #: Address space reserved for the LMDB map while building; the file grows only as written.
 BUILD_MAP_SIZE = 1 << 40
@@ -83,7 +84,7 @@ def build_index(
     progress(f"reading {model_path}")
     model = read_arpa(model_path)
     for table in model.tables[1:]:
-        check_no_duplicates(table, str(model_path))
+        check_no_duplicates(table, str(model_path), model.words)
     progress(f"read {model.order}-gram model: " + ", ".join(
         f"{len(t.alpha):,} {t.order}-grams" for t in model.tables))
 
@@ -93,24 +94,40 @@ def build_index(
     except OSError as error:
         raise FastsubsError(f"{target}: cannot create the index there ({error.strerror or error})") from None
     try:
-        claim_temp_dir(temp)
         _write_environment(temp, model, model_path, progress)
         (temp / "lock.mdb").unlink(missing_ok=True)
         publish(temp, target)
     except lmdb.MapFullError:
-        shutil.rmtree(temp, ignore_errors=True)
+        remove_tree(temp)
         raise FastsubsError(f"{target}: the index outgrew its LMDB map while building") from None
     except OSError as error:
-        shutil.rmtree(temp, ignore_errors=True)
+        remove_tree(temp)
         raise FastsubsError(f"{target}: cannot write the index ({error.strerror or error})") from None
     except lmdb.Error as error:
-        shutil.rmtree(temp, ignore_errors=True)
+        full = _disk_full(temp)
+        remove_tree(temp)
+        if full:
+            raise FastsubsError(f"{target}: cannot write the index: the disk is full ({error})") from None
         raise FastsubsError(f"{target}: cannot write the index ({error})") from None
     except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
+        remove_tree(temp)
         raise
     size = sum(f.stat().st_size for f in target.iterdir() if f.is_file())
     return BuildSummary(target, [len(t.alpha) for t in model.tables], size, time.monotonic() - started)
+
+
+#: Free space below which a failed LMDB write is reported as a full disk: LMDB turns a
+#: short write into EIO, so ENOSPC never reaches us from there.
+_NEARLY_FULL = 4 << 20
+
+
+def _disk_full(directory: Path) -> bool:
+    """Whether the filesystem holding ``directory`` has (next to) no space left."""
+    try:
+        stat = os.statvfs(directory)
+    except OSError:
+        return False
+    return stat.f_bavail * stat.f_frsize < _NEARLY_FULL
 
 
 def _write_environment(directory: Path, model: ArpaModel, model_path: Path, progress: Progress) -> None:

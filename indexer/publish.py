@@ -13,6 +13,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,45 +21,65 @@ from pathlib import Path
 TEMP_PREFIX = ".fastsubs-build-"
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
+#: What tempfile.mkdtemp appends: letters, digits and "_", never "-".
+_RANDOM_PART = r"[a-z0-9_]+"
 
 
 def make_temp_dir(target: Path) -> Path:
-    """A fresh temporary directory beside ``target`` (same filesystem, so rename works)."""
+    """A fresh temporary directory beside ``target`` (same filesystem, so rename works).
+
+    Its name carries this process's id (``.fastsubs-build-NAME-PID-random``) from the
+    moment it exists, so :func:`remove_stale_temp_dirs` in another build never mistakes
+    it for the leftover of a dead one.
+    """
     parent = target.parent
     parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{target.name}-", dir=parent))
+    return Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{target.name}-{os.getpid()}-", dir=parent))
 
 
 def remove_stale_temp_dirs(target: Path) -> None:
-    """Delete temporary directories left by earlier builds of ``target`` that died.
+    """Delete temporary directories left beside ``target`` by earlier builds that died.
 
-    A directory counts as stale when the process id in its lock file is gone;
-    builds still running keep theirs.
+    A directory counts as stale when the process id in its name is gone (or is this
+    process: a build that failed earlier in it); running builds keep theirs.  Names
+    of other targets' temporary directories never match, even for a target called
+    ``NAME-1``.
     """
-    for candidate in target.parent.glob(f"{TEMP_PREFIX}{target.name}-*"):
-        owner = candidate / "builder.pid"
-        try:
-            pid = int(owner.read_text())
-        except (OSError, ValueError):
-            pid = None
-        if pid is not None and _process_alive(pid):
+    pattern = re.compile(re.escape(f"{TEMP_PREFIX}{target.name}-") + r"(\d+)-" + _RANDOM_PART)
+    try:
+        candidates = list(target.parent.iterdir())
+    except OSError:
+        return
+    for candidate in candidates:
+        match = pattern.fullmatch(candidate.name)
+        if match is None or _process_alive(int(match.group(1))):
             continue
-        shutil.rmtree(candidate, ignore_errors=True)
+        remove_tree(candidate)
 
 
-def claim_temp_dir(temp: Path) -> None:
-    """Record this process as the owner of ``temp`` (see :func:`remove_stale_temp_dirs`)."""
-    (temp / "builder.pid").write_text(str(os.getpid()))
+def remove_tree(path: Path) -> None:
+    """Remove ``path`` whatever it is (directory, file, symlink); errors are ignored."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            path.unlink()
+        except OSError:
+            pass
 
 
 def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return pid != os.getpid()
+    except OverflowError:
+        return False
+    return True
 
 
 def _fsync_dir(path: Path) -> None:
@@ -89,16 +110,16 @@ def _exchange(a: Path, b: Path) -> bool:
 
 def publish(temp: Path, target: Path) -> None:
     """Move the complete index in ``temp`` to ``target``, replacing what is there."""
-    (temp / "builder.pid").unlink(missing_ok=True)
     _fsync_dir(temp)
     if target.exists() or target.is_symlink():
         if _exchange(temp, target):
-            shutil.rmtree(temp, ignore_errors=True)
+            remove_tree(temp)  # now the old index; readers that opened it keep their mapping
         else:
-            old = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{target.name}-old-", dir=target.parent))
+            # No atomic exchange here: for a moment the target is missing (never half-written).
+            old = make_temp_dir(target)
             os.rename(target, old / "index")
             os.rename(temp, target)
-            shutil.rmtree(old, ignore_errors=True)
+            remove_tree(old)
     else:
         os.rename(temp, target)
     _fsync_dir(target.parent)

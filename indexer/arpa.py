@@ -282,7 +282,7 @@ def _read_section(
             for position in range(1, short):
                 wid = vocab.get(parts[position])
                 if wid is None:
-                    raise lines.error(_no_unigram_message(parts, position, order, has_beta))
+                    raise lines.error(_no_unigram_message(parts, position, order))
                 ids.append(wid)
         alphas.append(alpha)
         betas.append(beta)
@@ -303,7 +303,7 @@ def _read_section(
     return table, pending
 
 
-def _no_unigram_message(parts: list[bytes], position: int, order: int, has_beta: bool) -> str:
+def _no_unigram_message(parts: list[bytes], position: int, order: int) -> str:
     word = parts[position]
     message = f"expected every word of a {order}-gram to have a unigram, found {_show(word)} that has none"
     if position == len(parts) - 1 and _is_number(word) and order > 1:

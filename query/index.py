@@ -43,6 +43,16 @@ class Pattern:
 
 _SINGLE = np.zeros(1, dtype=fmt.ID_DTYPE)
 
+#: Times opening is retried when a rebuild swaps the index in at that very moment.
+OPEN_ATTEMPTS = 20
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return None
+
 
 def parse_pattern(value: memoryview | bytes) -> Pattern:
     """View a pattern value (layout: :func:`fastsubs.format.pattern_value_layout`)."""
@@ -71,16 +81,8 @@ class Index:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        if not (self.path / "data.mdb").is_file():
-            raise NotAnIndexError(f"{self.path}: not a fastsubs index (no data.mdb in it)")
+        self._env = self._open_environment()
         try:
-            self._env = lmdb.open(str(self.path), readonly=True, lock=False, max_dbs=64,
-                                  readahead=False, subdir=True, create=False)
-        except lmdb.Error as error:
-            raise DamagedIndexError(f"{self.path}: damaged index: data.mdb cannot be read as LMDB "
-                                    f"(truncated or overwritten?) ({error})") from None
-        try:
-            self._check_size()
             self._txn = self._env.begin(buffers=True)
             self.meta = self._read_meta()
             self.order: int = self.meta["order"]
@@ -103,13 +105,39 @@ class Index:
         self.eos_id: int | None = self.meta["eos_id"]
         self.max_unigram_beta: float = self.meta["max_unigram_beta"]
 
-    def _check_size(self) -> None:
-        """A truncated file would make reads past its end fault (SIGBUS): refuse it at open."""
-        needed = (self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"]
-        actual = (self.path / "data.mdb").stat().st_size
-        if actual < needed:
-            raise DamagedIndexError(f"{self.path}: damaged index: data.mdb is truncated "
-                                    f"({actual:,} bytes, its pages need {needed:,})")
+    def _open_environment(self) -> lmdb.Environment:
+        """Open data.mdb read-only, sure of which file was opened and that it is whole.
+
+        A rebuild may swap the directory at any moment (indexer/publish.py).  The file is
+        identified by its inode before and after opening: equal inodes mean LMDB opened
+        that very file (a published index is never put back), so its size can be
+        checked; a truncated file would make reads past its end fault (SIGBUS).
+        """
+        data = self.path / "data.mdb"
+        for _ in range(OPEN_ATTEMPTS):
+            try:
+                before = data.stat()
+            except FileNotFoundError:
+                raise NotAnIndexError(f"{self.path}: not a fastsubs index (no data.mdb in it)") from None
+            try:
+                env = lmdb.open(str(self.path), readonly=True, lock=False, max_dbs=64,
+                                readahead=False, subdir=True, create=False)
+            except lmdb.Error as error:
+                if _inode(data) != before.st_ino:
+                    continue
+                raise DamagedIndexError(f"{self.path}: damaged index: data.mdb cannot be read as LMDB "
+                                        f"(truncated or overwritten?) ({error})") from None
+            after = data.stat() if data.exists() else None
+            if after is None or after.st_ino != before.st_ino:
+                env.close()
+                continue
+            needed = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+            if after.st_size < needed:
+                env.close()
+                raise DamagedIndexError(f"{self.path}: damaged index: data.mdb is truncated "
+                                        f"({after.st_size:,} bytes, its pages need {needed:,})")
+            return env
+        raise NotAnIndexError(f"{self.path}: the index kept changing while being opened (rebuilt in a loop?)")
 
     def iter_patterns(self, order: int):
         """Every ``(key, value)`` record of the order-``order`` patterns, in key order."""

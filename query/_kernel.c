@@ -1,0 +1,679 @@
+/* The exact top-K search of FASTSUBS for one position, in C (fastsubs.query._kernel).
+ *
+ * Python (query/terms.py) describes lp(x) at a position as a list of Term objects,
+ * each a back-off chain of Steps over Pattern objects (query/index.py); this module
+ * reads those objects and their numpy arrays through the buffer protocol and runs the
+ * threshold search of ALGORITHM.md one list entry at a time:
+ *
+ *   - the sorted lists are the patterns some step reads by alpha (``by_score`` order)
+ *     and the unigram list (``unigram_order``);
+ *   - every word read for the first time is scored exactly (look-ups in the patterns'
+ *     id-sorted arrays) and waits in a max-heap ("pending");
+ *   - after each read the upper bound on every word not yet read is recomputed; pending
+ *     words scoring above it are final: no unread word can beat them, so they are the
+ *     next entries of the answer, in order (score descending, ties by id);
+ *   - the search stops when the answer has K words, or the -p rule is met, or every
+ *     word has been read.
+ *
+ * Scores are summed in float64 from the stored float32 values, in the order the
+ * exhaustive scorer uses (see score_term), so results are bit-for-bit reproducible.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Patterns at least this long get a dense word -> position map (one load per look-up
+ * instead of a binary search); maps are kept per process, least recently used evicted. */
+#define DENSE_MIN_COUNT 2048
+#define DENSE_MAPS_BYTES (32u << 20)
+#define MAX_DENSE_MAPS 128
+/* Scores and the bound are sums of the same float32 values taken in different orders;
+ * raising the bound by this much keeps it an upper bound whatever the rounding. */
+#define BOUND_SLACK 1e-9
+/* New words are scored in batches of up to this many (an eighth of those scored so far,
+ * so the search reads at most ~1/8 more than one word at a time would): the look-ups of
+ * a batch are independent loads whose cache misses the CPU overlaps. */
+#define MAX_BATCH 32
+
+#define NONE (-1)
+#define BETA_CONST (-1)   /* Step.beta is a constant */
+#define BETA_UNIGRAM (-2) /* Step.beta is the unigram back-off weight of x */
+
+typedef struct {
+    PyObject *object;          /* the Pattern (borrowed: the caller's terms keep it alive) */
+    Py_buffer views[4];        /* ids, alpha, beta, by_score; held during one search */
+    int held;                  /* views acquired */
+    const uint32_t *ids;       /* sorted by word id */
+    const float *alpha;
+    const float *beta;         /* NULL: the pattern stores no back-off weights (they are 0) */
+    const uint32_t *by_score;  /* positions into ids/alpha, alpha descending */
+    Py_ssize_t count;
+    double beta_sup;           /* max(0, largest stored back-off weight) */
+    const int32_t *map;        /* dense word -> position (-1 absent), or NULL */
+    int list;                  /* the sorted list reading this pattern by alpha, or NONE */
+} Pat;
+
+typedef struct {
+    int alpha;          /* Pat index whose alpha applies when x is in it, or NONE */
+    int beta;           /* Pat index holding beta(A x B), BETA_CONST or BETA_UNIGRAM */
+    double beta_const;  /* the constant, when beta == BETA_CONST */
+    double beta_sup;    /* upper bound on the back-off weight over unread x */
+} StepC;
+
+typedef struct {
+    int first, n;       /* steps[first .. first+n), longest context first */
+    int base_unigram;   /* after the last step: unigram alpha of x (1) or ``base`` (0) */
+    double base;
+} TermC;
+
+typedef struct {        /* one sorted list */
+    int pat;            /* Pat index, or NONE for the unigram list */
+    Py_ssize_t depth, length;
+    double sup;         /* alpha of the next unread entry; -inf once exhausted */
+} List;
+
+typedef struct {
+    double score;
+    uint32_t word;
+} Entry;
+
+typedef struct {
+    const uint32_t *key; /* a pattern's ids pointer: stable while the index is open */
+    Py_ssize_t count;
+    int32_t *map;
+    uint64_t used;
+} DenseMap;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *unigram_beta_marker;   /* the object Step.beta holds for "unigram beta of x" */
+    Py_buffer unigram_views[3];
+    const float *unigram_alpha, *unigram_beta;
+    const uint32_t *unigram_order;
+    Py_ssize_t vocab_size;
+    double unigram_beta_sup;
+    uint8_t *seen;                   /* words read during the current search (+ <s>, always) */
+    DenseMap *maps;
+    int n_maps, max_maps;
+    uint64_t clock, search_start;    /* maps used since search_start serve the current search */
+    /* scratch, grown on demand and reused across searches */
+    Pat *pats; int cap_pats;
+    StepC *steps; int cap_steps;
+    TermC *terms; int cap_terms;
+    List *lists; int cap_lists;
+    uint8_t *binds; int cap_binds;   /* per list: does it bind some term's bound? */
+    int32_t *pos; int cap_pos;       /* [pattern][MAX_BATCH]: positions of the batch's words */
+    uint32_t *evaluated; Entry *pending; Entry *listed; /* each holds at most V entries */
+} Kernel;
+
+static PyObject *str_steps, *str_base, *str_alpha, *str_beta, *str_ids, *str_by_score, *str_max_beta;
+
+/* ---------------------------------------------------------------- buffers */
+
+/* View ``array`` (a 1-d C-contiguous numpy array of 4-byte items of ``kind`` 'I' or
+ * 'f') of ``length`` items. */
+static int get_view(PyObject *array, Py_buffer *view, char kind, Py_ssize_t length, const char *what) {
+    if (PyObject_GetBuffer(array, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    const char *format = view->format ? view->format : "B";
+    size_t n = strlen(format);
+    if (view->itemsize != 4 || n == 0 || format[n - 1] != kind || view->len != 4 * length) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd 4-byte items of kind '%c'", what, length, kind);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* Makes room for ``need`` items of ``size`` bytes in ``*items`` (capacity ``*cap``). */
+static int grow(void **items, int *cap, int need, size_t size) {
+    if (need <= *cap)
+        return 0;
+    int cap_ = 2 * need + 8;
+    void *grown = PyMem_Realloc(*items, (size_t)cap_ * size);
+    if (!grown) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *items = grown;
+    *cap = cap_;
+    return 0;
+}
+
+#define GROW(items, cap, need) grow((void **)&(items), &(cap), (need), sizeof(*(items)))
+
+/* ---------------------------------------------------------------- dense maps */
+
+/* The dense map of a pattern, built on first use; NULL when every map is taken by
+ * the current search (the caller then binary-searches). */
+static const int32_t *dense_map(Kernel *k, const uint32_t *ids, Py_ssize_t count) {
+    int victim = 0;
+    for (int i = 0; i < k->n_maps; i++) {
+        if (k->maps[i].key == ids && k->maps[i].count == count) {
+            k->maps[i].used = ++k->clock;
+            return k->maps[i].map;
+        }
+        if (k->maps[i].used < k->maps[victim].used)
+            victim = i;
+    }
+    DenseMap *m;
+    if (k->n_maps < k->max_maps) {
+        m = &k->maps[k->n_maps];
+        m->map = PyMem_Malloc((size_t)k->vocab_size * sizeof(int32_t));
+        if (!m->map)
+            return NULL; /* no room: the caller falls back to binary search */
+        k->n_maps++;
+    } else if (k->maps[victim].used < k->search_start) {
+        m = &k->maps[victim];
+    } else {
+        return NULL;
+    }
+    memset(m->map, 0xff, (size_t)k->vocab_size * sizeof(int32_t));
+    for (Py_ssize_t i = 0; i < count; i++)
+        m->map[ids[i]] = (int32_t)i;
+    m->key = ids;
+    m->count = count;
+    m->used = ++k->clock;
+    return m->map;
+}
+
+/* ---------------------------------------------------------------- reading the terms */
+
+static void release_pats(Kernel *k, int n) {
+    for (int i = 0; i < n; i++)
+        for (int v = 0; v < k->pats[i].held; v++)
+            PyBuffer_Release(&k->pats[i].views[v]);
+}
+
+/* Index of ``pattern`` in k->pats, adding it (views acquired) when new; -1 on error. */
+static int add_pattern(Kernel *k, PyObject *pattern, int *n_pats) {
+    for (int i = 0; i < *n_pats; i++)
+        if (k->pats[i].object == pattern)
+            return i;
+    if (GROW(k->pats, k->cap_pats, *n_pats + 1) < 0)
+        return -1;
+    Pat *p = &k->pats[*n_pats];
+    memset(p, 0, sizeof(*p));
+    p->object = pattern;
+    p->list = NONE;
+    PyObject *ids = NULL, *alpha = NULL, *beta = NULL, *by_score = NULL, *max_beta = NULL;
+    int ok = 0;
+    if (!(ids = PyObject_GetAttr(pattern, str_ids)) || !(alpha = PyObject_GetAttr(pattern, str_alpha)) ||
+        !(beta = PyObject_GetAttr(pattern, str_beta)) || !(by_score = PyObject_GetAttr(pattern, str_by_score)) ||
+        !(max_beta = PyObject_GetAttr(pattern, str_max_beta)))
+        goto done;
+    p->count = PyObject_Length(ids);
+    if (p->count < 1)
+        goto done;
+    (*n_pats)++; /* from here on, release_pats frees whatever views are held */
+    if (get_view(ids, &p->views[p->held], 'I', p->count, "Pattern.ids") < 0)
+        goto done;
+    p->ids = p->views[p->held++].buf;
+    if (get_view(alpha, &p->views[p->held], 'f', p->count, "Pattern.alpha") < 0)
+        goto done;
+    p->alpha = p->views[p->held++].buf;
+    if (get_view(by_score, &p->views[p->held], 'I', p->count, "Pattern.by_score") < 0)
+        goto done;
+    p->by_score = p->views[p->held++].buf;
+    if (beta != Py_None) {
+        if (get_view(beta, &p->views[p->held], 'f', p->count, "Pattern.beta") < 0)
+            goto done;
+        p->beta = p->views[p->held++].buf;
+    }
+    p->beta_sup = fmax(0.0, PyFloat_AsDouble(max_beta));
+    if (PyErr_Occurred())
+        goto done;
+    if (p->count >= DENSE_MIN_COUNT)
+        p->map = dense_map(k, p->ids, p->count);
+    ok = 1;
+done:
+    Py_XDECREF(ids); Py_XDECREF(alpha); Py_XDECREF(beta); Py_XDECREF(by_score); Py_XDECREF(max_beta);
+    if (!ok && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "empty pattern");
+    return ok ? *n_pats - 1 : -1;
+}
+
+/* Reads ``terms`` into k->terms/steps/pats/lists.  Returns the number of terms, -1 on error. */
+static int read_terms(Kernel *k, PyObject *terms, int *n_pats, int *n_lists) {
+    PyObject *seq = PySequence_Fast(terms, "terms must be a sequence");
+    if (!seq)
+        return -1;
+    int n_terms = (int)PySequence_Fast_GET_SIZE(seq), n_steps = 0, result = -1;
+    if (n_terms < 1) {
+        PyErr_SetString(PyExc_ValueError, "no terms");
+        goto out;
+    }
+    if (GROW(k->terms, k->cap_terms, n_terms) < 0)
+        goto out;
+    for (int t = 0; t < n_terms; t++) {
+        PyObject *term = PySequence_Fast_GET_ITEM(seq, t);
+        PyObject *base = PyObject_GetAttr(term, str_base), *steps = PyObject_GetAttr(term, str_steps);
+        PyObject *step_seq = steps ? PySequence_Fast(steps, "Term.steps must be a sequence") : NULL;
+        int bad = !base || !step_seq;
+        if (!bad) {
+            TermC *tc = &k->terms[t];
+            tc->first = n_steps;
+            tc->n = (int)PySequence_Fast_GET_SIZE(step_seq);
+            tc->base_unigram = base == Py_None;
+            tc->base = tc->base_unigram ? 0.0 : PyFloat_AsDouble(base);
+            bad = PyErr_Occurred() != NULL;
+            for (int s = 0; s < tc->n && !bad; s++) {
+                PyObject *step = PySequence_Fast_GET_ITEM(step_seq, s);
+                PyObject *alpha = PyObject_GetAttr(step, str_alpha), *beta = PyObject_GetAttr(step, str_beta);
+                bad = !alpha || !beta;
+                if (!bad && GROW(k->steps, k->cap_steps, n_steps + 1) < 0)
+                    bad = 1;
+                if (!bad) {
+                    StepC *sc = &k->steps[n_steps++];
+                    sc->alpha = NONE;
+                    if (alpha != Py_None && (sc->alpha = add_pattern(k, alpha, n_pats)) < 0)
+                        bad = 1;
+                    if (!bad && PyFloat_Check(beta)) {
+                        sc->beta = BETA_CONST;
+                        sc->beta_const = sc->beta_sup = PyFloat_AS_DOUBLE(beta);
+                    } else if (!bad && beta == k->unigram_beta_marker) {
+                        /* beta(x) of any word is at most the largest unigram back-off */
+                        sc->beta = BETA_UNIGRAM;
+                        sc->beta_sup = k->unigram_beta_sup;
+                    } else if (!bad) {
+                        /* beta(A x B) is stored for some x, 0 for the rest (the paper
+                         * bounds it by 0, wrong for positive weights: ALGORITHM.md) */
+                        if ((sc->beta = add_pattern(k, beta, n_pats)) < 0)
+                            bad = 1;
+                        else
+                            sc->beta_sup = k->pats[sc->beta].beta_sup;
+                    }
+                }
+                Py_XDECREF(alpha);
+                Py_XDECREF(beta);
+            }
+        }
+        Py_XDECREF(base);
+        Py_XDECREF(steps);
+        Py_XDECREF(step_seq);
+        if (bad)
+            goto out;
+    }
+    /* The sorted lists: each pattern some step reads by alpha, then the unigram list. */
+    int n = 0;
+    if (GROW(k->lists, k->cap_lists, *n_pats + 1) < 0 || GROW(k->binds, k->cap_binds, *n_pats + 1) < 0 ||
+        GROW(k->pos, k->cap_pos, *n_pats * MAX_BATCH) < 0)
+        goto out;
+    for (int i = 0; i < *n_pats; i++) {
+        int used = 0;
+        for (int s = 0; s < n_steps; s++)
+            used |= k->steps[s].alpha == i;
+        if (used) {
+            Pat *p = &k->pats[i];
+            p->list = n;
+            k->lists[n++] = (List){i, 0, p->count, p->alpha[p->by_score[0]]};
+        }
+    }
+    k->lists[n++] = (List){NONE, 0, k->vocab_size, k->unigram_alpha[k->unigram_order[0]]};
+    *n_lists = n;
+    result = n_terms;
+out:
+    Py_DECREF(seq);
+    return result;
+}
+
+/* ---------------------------------------------------------------- exact scores */
+
+/* Position of ``word`` in pattern p's id-sorted arrays, or -1. */
+static inline int32_t locate(const Pat *p, uint32_t word) {
+    if (p->map)
+        return p->map[word];
+    /* branch-free lower bound: no mispredictions, so the CPU overlaps the searches of
+     * a batch's words */
+    const uint32_t *first = p->ids;
+    Py_ssize_t len = p->count;
+    while (len > 1) {
+        Py_ssize_t half = len >> 1;
+        first += first[half - 1] < word ? half : 0;
+        len -= half;
+    }
+    return *first == word ? (int32_t)(first - p->ids) : -1;
+}
+
+static inline double step_beta(const Kernel *k, const StepC *s, uint32_t word, int c) {
+    if (s->beta == BETA_CONST)
+        return s->beta_const;
+    if (s->beta == BETA_UNIGRAM)
+        return (double)k->unigram_beta[word];
+    const Pat *p = &k->pats[s->beta];
+    int32_t pos = p->beta ? k->pos[s->beta * MAX_BATCH + c] : -1;
+    return pos < 0 ? 0.0 : (double)p->beta[pos];
+}
+
+/* One term for x = word (batch entry c): the longest step whose pattern holds x gives
+ * its alpha (else the base), plus the back-off weights of the longer steps, added
+ * shortest first (the order of the exhaustive scorer). */
+static inline double score_term(const Kernel *k, const TermC *t, uint32_t word, int c) {
+    const StepC *steps = &k->steps[t->first];
+    int hit = t->n;
+    double value = 0.0;
+    for (int s = 0; s < t->n; s++) {
+        if (steps[s].alpha == NONE)
+            continue;
+        int32_t pos = k->pos[steps[s].alpha * MAX_BATCH + c];
+        if (pos >= 0) {
+            hit = s;
+            value = (double)k->pats[steps[s].alpha].alpha[pos];
+            break;
+        }
+    }
+    if (hit == t->n)
+        value = t->base_unigram ? (double)k->unigram_alpha[word] : t->base;
+    for (int s = hit - 1; s >= 0; s--)
+        value = step_beta(k, &steps[s], word, c) + value;
+    return value;
+}
+
+/* Exact lp(x) of the n words of a batch: first every pattern's positions, then the
+ * terms, summed in term order; each loop's loads are independent across words. */
+static void score_batch(Kernel *k, int n_pats, int n_terms, const uint32_t *words, int n, double *total) {
+    for (int i = 0; i < n_pats; i++) {
+        int32_t *pos = &k->pos[i * MAX_BATCH];
+        for (int c = 0; c < n; c++)
+            pos[c] = locate(&k->pats[i], words[c]);
+    }
+    for (int c = 0; c < n; c++)
+        total[c] = score_term(k, &k->terms[0], words[c], c);
+    for (int t = 1; t < n_terms; t++)
+        for (int c = 0; c < n; c++)
+            total[c] = total[c] + score_term(k, &k->terms[t], words[c], c);
+}
+
+/* ---------------------------------------------------------------- the bound */
+
+/* Upper bound on lp(x) of every word not read yet; marks in k->binds the lists that
+ * bind it (reading any other list cannot lower it).
+ *
+ * A term is the largest of its alternatives: "x in the pattern of step s", bounded by
+ * that list's sup plus the beta sups of the longer steps (an unread word is not above
+ * the list's next entry, and a word absent from the pattern takes no alpha from it),
+ * and the base plus every beta sup.  The sum over terms bounds lp(x). */
+static double bound(Kernel *k, int n_terms, int n_lists) {
+    const List *lists = k->lists;
+    int unigram = n_lists - 1;
+    double total = 0.0;
+    memset(k->binds, 0, n_lists);
+    for (int t = 0; t < n_terms; t++) {
+        const TermC *term = &k->terms[t];
+        const StepC *steps = &k->steps[term->first];
+        double offset = 0.0, best = -INFINITY;
+        int arg = NONE;
+        for (int s = 0; s < term->n; s++) {
+            if (steps[s].alpha != NONE) {
+                int l = k->pats[steps[s].alpha].list;
+                if (lists[l].sup + offset > best) {
+                    best = lists[l].sup + offset;
+                    arg = l;
+                }
+            }
+            offset += steps[s].beta_sup;
+        }
+        double base = (term->base_unigram ? lists[unigram].sup : term->base) + offset;
+        if (base > best) {
+            best = base;
+            arg = term->base_unigram ? unigram : NONE;
+        }
+        total += best;
+        if (arg != NONE)
+            k->binds[arg] = 1;
+    }
+    return isfinite(total) ? total + BOUND_SLACK * (1.0 + fabs(total)) : total;
+}
+
+/* Reads the next entry of list l; returns its word. */
+static uint32_t read_list(const Kernel *k, List *list) {
+    const uint32_t *order = list->pat == NONE ? k->unigram_order : k->pats[list->pat].by_score;
+    const uint32_t *ids = list->pat == NONE ? NULL : k->pats[list->pat].ids;
+    const float *alpha = list->pat == NONE ? k->unigram_alpha : k->pats[list->pat].alpha;
+    uint32_t entry = order[list->depth++];
+    list->sup = list->depth < list->length ? alpha[order[list->depth]] : -INFINITY;
+    if (list->depth + 1 < list->length) {  /* this list's next read: load it meanwhile */
+        __builtin_prefetch(&alpha[order[list->depth + 1]]);
+        if (ids)
+            __builtin_prefetch(&ids[order[list->depth]]);
+    }
+    return ids ? ids[entry] : entry;
+}
+
+/* ---------------------------------------------------------------- pending heap */
+
+static inline int before(const Entry *a, const Entry *b) {  /* a ranks before b */
+    return a->score > b->score || (a->score == b->score && a->word < b->word);
+}
+
+static void heap_push(Entry *heap, Py_ssize_t *n, Entry e) {
+    Py_ssize_t i = (*n)++;
+    while (i > 0) {
+        Py_ssize_t parent = (i - 1) / 2;
+        if (!before(&e, &heap[parent]))
+            break;
+        heap[i] = heap[parent];
+        i = parent;
+    }
+    heap[i] = e;
+}
+
+static Entry heap_pop(Entry *heap, Py_ssize_t *n) {
+    Entry top = heap[0], last = heap[--(*n)];
+    Py_ssize_t i = 0;
+    for (;;) {
+        Py_ssize_t child = 2 * i + 1;
+        if (child >= *n)
+            break;
+        if (child + 1 < *n && before(&heap[child + 1], &heap[child]))
+            child++;
+        if (!before(&heap[child], &last))
+            break;
+        heap[i] = heap[child];
+        i = child;
+    }
+    if (*n > 0)
+        heap[i] = last;
+    return top;
+}
+
+/* ---------------------------------------------------------------- the search */
+
+static PyObject *Kernel_search(Kernel *k, PyObject *args) {
+    PyObject *terms, *mass_object;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "OnO:search", &terms, &count, &mass_object))
+        return NULL;
+    int use_mass = mass_object != Py_None;
+    double mass = use_mass ? PyFloat_AsDouble(mass_object) : 0.0;
+    if (use_mass && PyErr_Occurred())
+        return NULL;
+    int n_pats = 0, n_lists = 0;
+    k->search_start = k->clock + 1;
+    int n_terms = read_terms(k, terms, &n_pats, &n_lists);
+    if (n_terms < 0) {
+        release_pats(k, n_pats);
+        return NULL;
+    }
+    Py_ssize_t n_evaluated = 0, n_pending = 0, n_listed = 0, reads = 0;
+    double mass_sum = 0.0, batch_scores[MAX_BATCH];
+    int unigram = n_lists - 1, turn = unigram, done = count <= 0;
+    while (!done) {
+        /* Read new words into a batch, one entry at a time, the binding lists in turn. */
+        uint32_t *batch = &k->evaluated[n_evaluated];
+        int n = 0, size = (int)(n_evaluated / 8);
+        size = size < 1 ? 1 : size > MAX_BATCH ? MAX_BATCH : size;
+        while (n < size && k->lists[unigram].depth < k->vocab_size) {
+            bound(k, n_terms, n_lists);
+            do
+                turn = (turn + 1) % n_lists;
+            while (!k->binds[turn]);  /* the predicting term always binds a list */
+            uint32_t word = read_list(k, &k->lists[turn]);
+            reads++;
+            if (word < k->vocab_size && !k->seen[word]) {
+                k->seen[word] = 1;
+                batch[n++] = word;
+            }
+        }
+        score_batch(k, n_pats, n_terms, batch, n, batch_scores);
+        for (int c = 0; c < n; c++)
+            heap_push(k->pending, &n_pending, (Entry){batch_scores[c], batch[c]});
+        n_evaluated += n;
+        /* Pending words above the bound on unread words are final, best first. */
+        int everything = k->lists[unigram].depth == k->vocab_size;
+        double limit = everything ? -INFINITY : bound(k, n_terms, n_lists);
+        while (!done && n_pending && (everything || k->pending[0].score > limit)) {
+            Entry e = heap_pop(k->pending, &n_pending);
+            k->listed[n_listed++] = e;
+            if (use_mass) {  /* the original's -p rule: stop once P <= S / (S + p (V - L)) */
+                double p = pow(10.0, e.score);
+                mass_sum += p;
+                done = mass <= mass_sum / (mass_sum + p * (double)(k->vocab_size - n_listed));
+            }
+            done |= n_listed >= count;
+        }
+        done |= everything;
+    }
+    for (Py_ssize_t i = 0; i < n_evaluated; i++)
+        k->seen[k->evaluated[i]] = 0;
+    release_pats(k, n_pats);
+
+    PyObject *ids = PyBytes_FromStringAndSize(NULL, n_listed * (Py_ssize_t)sizeof(uint32_t));
+    PyObject *scores = PyBytes_FromStringAndSize(NULL, n_listed * (Py_ssize_t)sizeof(double));
+    if (!ids || !scores) {
+        Py_XDECREF(ids);
+        Py_XDECREF(scores);
+        return NULL;
+    }
+    uint32_t *out_ids = (uint32_t *)PyBytes_AS_STRING(ids);
+    double *out_scores = (double *)PyBytes_AS_STRING(scores);
+    for (Py_ssize_t i = 0; i < n_listed; i++) {
+        out_ids[i] = k->listed[i].word;
+        out_scores[i] = k->listed[i].score;
+    }
+    return Py_BuildValue("(NNnn)", ids, scores, n_evaluated, reads);
+}
+
+/* ---------------------------------------------------------------- the type */
+
+static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"unigram_alpha", "unigram_beta", "unigram_order", "max_unigram_beta",
+                            "bos_id", "unigram_beta_marker", NULL};
+    PyObject *alpha, *beta, *order, *bos, *marker;
+    double max_unigram_beta;
+    if (k->seen) {
+        PyErr_SetString(PyExc_RuntimeError, "Kernel is already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOdOO", names, &alpha, &beta, &order, &max_unigram_beta,
+                                     &bos, &marker))
+        return -1;
+    Py_ssize_t v = PyObject_Length(alpha);
+    if (v < 1 || v >= (Py_ssize_t)UINT32_MAX)
+        return PyErr_Occurred() ? -1 : (PyErr_SetString(PyExc_ValueError, "bad vocabulary size"), -1);
+    if (get_view(alpha, &k->unigram_views[0], 'f', v, "unigram_alpha") < 0)
+        return -1;
+    if (get_view(beta, &k->unigram_views[1], 'f', v, "unigram_beta") < 0) {
+        PyBuffer_Release(&k->unigram_views[0]);
+        return -1;
+    }
+    if (get_view(order, &k->unigram_views[2], 'I', v, "unigram_order") < 0) {
+        PyBuffer_Release(&k->unigram_views[0]);
+        PyBuffer_Release(&k->unigram_views[1]);
+        return -1;
+    }
+    k->unigram_alpha = k->unigram_views[0].buf;
+    k->unigram_beta = k->unigram_views[1].buf;
+    k->unigram_order = k->unigram_views[2].buf;
+    k->vocab_size = v;
+    k->unigram_beta_sup = fmax(0.0, max_unigram_beta);
+    Py_INCREF(marker);
+    k->unigram_beta_marker = marker;
+    k->max_maps = (int)(DENSE_MAPS_BYTES / ((size_t)v * sizeof(int32_t)));
+    k->max_maps = k->max_maps < 4 ? 4 : k->max_maps > MAX_DENSE_MAPS ? MAX_DENSE_MAPS : k->max_maps;
+    k->maps = PyMem_Calloc(k->max_maps, sizeof(DenseMap));
+    k->seen = PyMem_Calloc(v, 1);
+    k->evaluated = PyMem_Malloc(v * sizeof(uint32_t));
+    k->pending = PyMem_Malloc(v * sizeof(Entry));
+    k->listed = PyMem_Malloc(v * sizeof(Entry));
+    if (!k->maps || !k->seen || !k->evaluated || !k->pending || !k->listed) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (bos != Py_None) {
+        Py_ssize_t b = PyLong_AsSsize_t(bos);
+        if (b < 0 || b >= v)
+            return PyErr_Occurred() ? -1 : (PyErr_SetString(PyExc_ValueError, "bad bos_id"), -1);
+        k->seen[b] = 1;  /* never a candidate; never cleared */
+    }
+    return 0;
+}
+
+static void Kernel_dealloc(Kernel *k) {
+    if (k->seen)
+        for (int i = 0; i < 3; i++)
+            PyBuffer_Release(&k->unigram_views[i]);
+    Py_XDECREF(k->unigram_beta_marker);
+    for (int i = 0; i < k->n_maps; i++)
+        PyMem_Free(k->maps[i].map);
+    PyMem_Free(k->maps);
+    PyMem_Free(k->seen);
+    PyMem_Free(k->evaluated);
+    PyMem_Free(k->pending);
+    PyMem_Free(k->listed);
+    PyMem_Free(k->pats);
+    PyMem_Free(k->steps);
+    PyMem_Free(k->terms);
+    PyMem_Free(k->lists);
+    PyMem_Free(k->binds);
+    PyMem_Free(k->pos);
+    Py_TYPE(k)->tp_free((PyObject *)k);
+}
+
+static PyMethodDef Kernel_methods[] = {
+    {"search", (PyCFunction)Kernel_search, METH_VARARGS,
+     "search(terms, count, mass) -> (ids: bytes of uint32, scores: bytes of float64, evaluated, reads)\n\n"
+     "The best ``count`` substitutes (fewer when the -p ``mass`` rule, or None, stops first),\n"
+     "best first; ``evaluated`` words were scored exactly, ``reads`` list entries were read."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject KernelType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fastsubs.query._kernel.Kernel",
+    .tp_basicsize = sizeof(Kernel),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Kernel(unigram_alpha, unigram_beta, unigram_order, max_unigram_beta, bos_id, unigram_beta_marker)\n\n"
+              "Scratch space and dense maps of one open index; one per process.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Kernel_init,
+    .tp_dealloc = (destructor)Kernel_dealloc,
+    .tp_methods = Kernel_methods,
+};
+
+static struct PyModuleDef kernel_module = {
+    PyModuleDef_HEAD_INIT, "fastsubs.query._kernel", "The per-position exact search of FASTSUBS, in C.", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kernel(void) {
+    if (PyType_Ready(&KernelType) < 0)
+        return NULL;
+    if (!(str_steps = PyUnicode_InternFromString("steps")) || !(str_base = PyUnicode_InternFromString("base")) ||
+        !(str_alpha = PyUnicode_InternFromString("alpha")) || !(str_beta = PyUnicode_InternFromString("beta")) ||
+        !(str_ids = PyUnicode_InternFromString("ids")) || !(str_by_score = PyUnicode_InternFromString("by_score")) ||
+        !(str_max_beta = PyUnicode_InternFromString("max_beta")))
+        return NULL;
+    PyObject *module = PyModule_Create(&kernel_module);
+    if (!module)
+        return NULL;
+    Py_INCREF(&KernelType);
+    if (PyModule_AddObject(module, "Kernel", (PyObject *)&KernelType) < 0) {
+        Py_DECREF(&KernelType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

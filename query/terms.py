@@ -7,10 +7,11 @@ its alpha, every shorter step adds a back-off weight.  This module only *describ
 the chains (which pattern, which constant); :mod:`fastsubs.query.search` evaluates
 them for batches of candidates and bounds them for words not yet read.
 
-Neighbouring positions and repeated contexts ask for the same patterns again and
-again (``_ </s>``, ``the _`` …), so look-ups go through :class:`Patterns`, which parses
-each LMDB value once and hands out the *same* object every time: the search keys its
-per-pattern work (look-ups of a batch, dense position maps) on that identity.
+Neighbouring positions and repeated contexts ask for the same patterns and terms
+again and again (``_ </s>``, ``the _`` …), so look-ups go through :class:`Patterns`,
+which parses each LMDB value once, builds each term once, and hands out the *same*
+objects every time: the search kernel keys its per-pattern work (shared look-ups,
+dense position maps) on that identity.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ UNIGRAM_BETA = UnigramBeta()
 #: (its beta array), or the unigram back-off of x.
 BetaSource = float | Pattern | UnigramBeta
 
-#: Parsed patterns kept per process; the cache is emptied when it grows past this
-#: (entries are small views into the memory map, so this bounds Python objects only).
+#: Parsed patterns and built terms kept per process; each cache is emptied when it grows
+#: past this (entries are small views into the memory map, so this bounds Python objects only).
 MAX_CACHED_PATTERNS = 200_000
+MAX_CACHED_TERMS = 200_000
 
 _ABSENT = object()
 
@@ -65,6 +67,7 @@ class Patterns:
     def __init__(self, index: Index) -> None:
         self.index = index
         self._cache: dict[tuple[int, tuple[int, ...]], object] = {}
+        self._terms: dict[tuple[tuple[int, ...], tuple[int, ...]], Term] = {}
 
     def pattern(self, slot: int, ids: tuple[int, ...]) -> Pattern | None:
         """``index.pattern(slot, ids)``, parsed once per process."""
@@ -104,16 +107,19 @@ class Patterns:
     def position_terms(self, sentence: list[int], target: int) -> list[Term]:
         """The chains of every term of lp(x) at ``target`` (1 … n+1) of ``sentence`` (with <s>, </s>)."""
         order = self.index.order
-        last = len(sentence) - 1
+        cache = self._terms
         terms = []
-        for j in range(target, min(target + order - 1, last) + 1):
-            start = max(0, j - order + 1)
-            if j == target:
-                terms.append(self._predicting_term(tuple(sentence[start:target])))
-            else:
-                left = tuple(sentence[start:target])
-                right = tuple(sentence[target + 1:j])
-                terms.append(self._context_term(left, right, sentence[j]))
+        for j in range(target, min(target + order - 1, len(sentence) - 1) + 1):
+            # the term of s_j depends on the words left of x in its n-gram and those after
+            key = (tuple(sentence[max(0, j - order + 1):target]), tuple(sentence[target + 1:j + 1]))
+            term = cache.get(key)
+            if term is None:
+                if len(cache) >= MAX_CACHED_TERMS:
+                    cache.clear()
+                left, after = key
+                term = cache[key] = (self._context_term(left, after[:-1], after[-1]) if after
+                                     else self._predicting_term(left))
+            terms.append(term)
         return terms
 
     def _predicting_term(self, history: tuple[int, ...]) -> Term:

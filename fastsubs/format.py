@@ -25,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 MAGIC = "fastsubs-index"
-FORMAT_VERSION = 1
+#: 2: the header word of a pattern value is its checksum (1 held count and flags).
+FORMAT_VERSION = 2
 
 META_DB = b"meta"
 META_KEY = b"meta"
@@ -48,8 +49,14 @@ ID_DTYPE = np.dtype("<u4")
 SCORE_DTYPE = np.dtype("<f4")
 OFFSET_DTYPE = np.dtype("<u8")
 
-#: Header word of a pattern value: ``count << 1 | has_beta``.
+#: Header word of a pattern value: :func:`record_checksum` of its key and the rest of the value.
 HEADER_DTYPE = np.dtype("<u4")
+
+_MASK32 = 0xFFFFFFFF
+#: Odd multipliers: a weighted sum mod 2^32 with odd weights changes whenever any one
+#: word (or key byte) changes, whatever the change, so a flipped byte never goes unseen.
+_VALUE_WEIGHT = 0x9E3779B1
+_KEY_WEIGHT = 0x85EBCA6B
 
 #: The log10 probability KenLM gives a word missing from a model without ``<unk>``.
 UNKNOWN_WORD_LOGPROB = -100.0
@@ -77,10 +84,65 @@ def pattern_key(slot: int, ids: tuple[int, ...] | list[int], id_bytes: int) -> b
     return bytes((slot,)) + b"".join(i.to_bytes(id_bytes, "big") for i in ids)
 
 
+def checksum_weights(length: int, key: bool = False) -> np.ndarray:
+    """The (odd, uint64) weights of :func:`record_checksum` for ``length`` words or key bytes."""
+    step = _KEY_WEIGHT if key else _VALUE_WEIGHT
+    return ((2 * np.arange(length, dtype=np.uint64) + 1) * np.uint64(step)) & np.uint64(_MASK32)
+
+
+def record_checksum(key: bytes, body: np.ndarray) -> int:
+    """Checksum of a pattern record: key bytes and the value's words after the header.
+
+    ``sum(body[i] * w_i) + sum(key[j] * u_j) mod 2^32`` with odd weights: cheap to
+    compute with numpy on both sides (the builder does all records at once).
+    """
+    key_bytes = np.frombuffer(key, dtype=np.uint8).astype(np.uint64)
+    total = (body.astype(np.uint64) * checksum_weights(len(body))).sum(dtype=np.uint64)
+    total += (key_bytes * checksum_weights(len(key_bytes), key=True)).sum(dtype=np.uint64)
+    return int(total) & _MASK32
+
+
+#: Records checksummed at once by :func:`batch_checksums`: bounds its temporaries.
+CHECKSUM_BATCH = 1 << 18
+
+
+def batch_checksums(words: np.ndarray, offsets: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """:func:`record_checksum` of many records at once (uint32 per record).
+
+    ``words`` holds the records' values back to back (uint32, header words included
+    but not summed), record g spanning ``words[offsets[g]:offsets[g + 1]]``; ``keys``
+    is a uint8 matrix with one key per row (all keys of one database are equally long).
+    """
+    key_sums = (keys.astype(np.uint64) * checksum_weights(keys.shape[1], key=True)).sum(axis=1, dtype=np.uint64)
+    result = np.empty(len(offsets) - 1, dtype=np.uint32)
+    for first in range(0, len(result), CHECKSUM_BATCH):
+        last = min(first + CHECKSUM_BATCH, len(result))
+        body_starts = offsets[first:last] + 1
+        lengths = offsets[first + 1:last + 1] - body_starts
+        starts_in_batch = np.cumsum(lengths) - lengths
+        record = np.repeat(np.arange(last - first), lengths)
+        position = np.arange(int(lengths.sum())) - starts_in_batch[record]
+        weights = checksum_weights(int(position.max()) + 1)[position]
+        sums = np.add.reduceat(words[body_starts[record] + position].astype(np.uint64) * weights, starts_in_batch)
+        result[first:last] = (sums + key_sums[first:last]) & np.uint64(_MASK32)
+    return result
+
+
+def pattern_count(value_words: int, has_beta: bool) -> int | None:
+    """The number of words in a pattern whose value is ``value_words`` words long (None: no such length)."""
+    hb = 1 if has_beta else 0
+    if value_words == 3 + 2 * hb:
+        return 1
+    count, rest = divmod(value_words - 1 - hb, 3 + hb)
+    return count if rest == 0 and count > 1 else None
+
+
 def pattern_value_layout(count: int, has_beta: bool) -> list[tuple[str, np.dtype, int]]:
     """Fields of a pattern value, in order, as ``(name, dtype, length)``.
 
-    ``header`` is one word ``count << 1 | has_beta``.  ``max_beta`` (only with
+    ``header`` is the record's checksum.  Whether there are back-off weights follows
+    from the order (patterns of the highest order have none) and the count from the
+    value's length (:func:`pattern_count`).  ``max_beta`` (only with
     betas) is the largest back-off weight of ``A x B`` over x: what the search's
     bound needs.  ``ids``/``alpha``/``beta`` are sorted by word id, for exact
     look-ups with ``searchsorted``.  ``by_score`` (only when count > 1) lists

@@ -1,4 +1,4 @@
-"""``fastsubs-index``: build an index from an ARPA model, and show what an index holds.
+"""``fastsubs-index``: build an index from an ARPA model, show what an index holds, verify it.
 
 A thin layer over :mod:`fastsubs.indexer.build`.
 """
@@ -62,6 +62,35 @@ def info(index: Path = typer.Argument(..., help="Index directory.")) -> None:
             print(json.dumps(opened.meta, indent=2, sort_keys=True))
 
     run_reporting_errors("fastsubs-index", show)
+
+
+@app.command(help="""Check an index completely: every record's checksum, a sample of records field by
+field, and (given the model) sampled n-grams against the ARPA file.  Exit status 1 if anything is wrong.
+
+\b
+Examples:
+  fastsubs-index verify model.fsidx
+  fastsubs-index verify model.fsidx model.arpa.gz --samples 5000
+""")
+def verify(
+    index: Path = typer.Argument(..., help="Index directory."),
+    model: Optional[Path] = typer.Argument(None, help="The ARPA model it was built from (optional)."),
+    samples: int = typer.Option(1000, "--samples", min=1, help="N-grams per order to compare with the model."),
+) -> None:
+    from fastsubs.query.verify import verify_index
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    report = run_reporting_errors("fastsubs-index", lambda: verify_index(index, model, samples, progress))
+    for problem in report.problems:
+        print(f"fastsubs-index: {index}: {problem}", file=sys.stderr)
+    summary = (f"{report.records:,} pattern records checksummed, {report.deep_checked:,} checked field by field"
+               + (f", {report.sampled_ngrams:,} n-grams compared with {model}" if model else ""))
+    if report.problems:
+        print(f"fastsubs-index: {index}: DAMAGED ({len(report.problems)} problem(s) shown); {summary}", file=sys.stderr)
+        raise typer.Exit(1)
+    print(f"{index}: OK; {summary}")
 
 
 def main() -> None:

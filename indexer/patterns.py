@@ -73,7 +73,6 @@ def pattern_records(
     offsets = np.concatenate(([0], np.cumsum(sizes)))
     words = np.zeros(int(offsets[-1]), dtype=np.uint32)
     base = offsets[:-1]
-    words[base] = (counts.astype(np.uint32) << 1) | hb
     if has_beta:
         max_beta = np.maximum.reduceat(beta, starts)
         words[base + 1] = max_beta.view(np.uint32)
@@ -98,6 +97,7 @@ def pattern_records(
     keys[:, 0] = slot
     fixed = other[starts].astype(">u4").view(np.uint8).reshape(groups, -1, 4)
     keys[:, 1:] = fixed[:, :, 4 - id_bytes:].reshape(groups, -1)
+    words[offsets[:-1]] = fmt.batch_checksums(words, offsets, keys)
     return keys.tobytes(), key_length, words.astype("<u4").tobytes(), offsets * 4
 
 

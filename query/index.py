@@ -54,12 +54,18 @@ def _inode(path: Path) -> int | None:
         return None
 
 
-def parse_pattern(value: memoryview | bytes) -> Pattern:
-    """View a pattern value (layout: :func:`fastsubs.format.pattern_value_layout`)."""
-    header = int.from_bytes(value[:4], "little")
-    count, has_beta = header >> 1, bool(header & 1)
-    if len(value) != 4 * fmt.pattern_value_words(count, has_beta):
-        raise DamagedIndexError(f"pattern value of {len(value)} bytes does not fit its header ({count} words)")
+def parse_pattern(key: bytes | memoryview, value: memoryview | bytes, has_beta: bool) -> Pattern:
+    """View a pattern value (layout: :func:`fastsubs.format.pattern_value_layout`), checking its checksum.
+
+    A value whose length fits no count, or whose checksum does not match its key and
+    contents, raises DamagedIndexError: a flipped byte never becomes a wrong answer.
+    """
+    count = fmt.pattern_count(len(value) // 4, has_beta) if len(value) % 4 == 0 else None
+    if count is None:
+        raise DamagedIndexError(f"damaged index: a pattern value of {len(value)} bytes fits no layout")
+    body = np.frombuffer(value, fmt.ID_DTYPE, offset=4)
+    if fmt.record_checksum(bytes(key), body) != int.from_bytes(value[:4], "little"):
+        raise DamagedIndexError(f"damaged index: pattern {bytes(key).hex()} fails its checksum (bytes flipped?)")
     offset = 4
     max_beta = 0.0
     if has_beta:
@@ -97,6 +103,9 @@ class Index:
             self.unigram_order = self._array(arrays_db, fmt.UNIGRAM_ORDER, fmt.ID_DTYPE, self.vocab_size)
             self.word_offsets = self._array(arrays_db, fmt.WORD_OFFSETS, fmt.OFFSET_DTYPE, self.vocab_size + 1)
             self.word_bytes = self._txn.get(fmt.WORD_BYTES, db=arrays_db)
+        except lmdb.Error as error:
+            self._env.close()
+            raise DamagedIndexError(f"{self.path}: damaged index ({type(error).__name__}: {error})") from None
         except BaseException:
             self._env.close()
             raise
@@ -141,8 +150,11 @@ class Index:
 
     def iter_patterns(self, order: int):
         """Every ``(key, value)`` record of the order-``order`` patterns, in key order."""
-        with self._txn.cursor(db=self._pattern_dbs[order]) as cursor:
-            yield from cursor
+        try:
+            with self._txn.cursor(db=self._pattern_dbs[order]) as cursor:
+                yield from cursor
+        except lmdb.Error as error:
+            raise DamagedIndexError(f"{self.path}: damaged index ({type(error).__name__}: {error})") from None
 
     def _read_meta(self) -> dict:
         try:
@@ -193,10 +205,21 @@ class Index:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _get(self, key: bytes, db) -> memoryview | None:
+        """``txn.get``, with LMDB's complaints about a damaged file turned into DamagedIndexError."""
+        try:
+            return self._txn.get(key, db=db)
+        except lmdb.Error as error:
+            raise DamagedIndexError(f"{self.path}: damaged index ({type(error).__name__}: {error})") from None
+
     def word_id(self, word: bytes) -> int | None:
         """Id of ``word``, or None when it is not in the vocabulary."""
-        raw = self._txn.get(word, db=self._vocab_db)
-        return None if raw is None else int.from_bytes(raw, "little")
+        raw = self._get(word, self._vocab_db)
+        if raw is None:
+            return None
+        if len(raw) != 4 or int.from_bytes(raw, "little") >= self.vocab_size:
+            raise DamagedIndexError(f"{self.path}: damaged index (vocabulary entry of {word!r} is invalid)")
+        return int.from_bytes(raw, "little")
 
     def word(self, word_id: int) -> bytes:
         """The word with id ``word_id``, as the model spells it (UTF-8 bytes)."""
@@ -208,8 +231,14 @@ class Index:
         order = len(ids) + 1
         if order > self.order or fmt.NO_WORD in ids:
             return None
-        raw = self._txn.get(fmt.pattern_key(slot, ids, self.id_bytes), db=self._pattern_dbs[order])
-        return None if raw is None else parse_pattern(raw)
+        key = fmt.pattern_key(slot, ids, self.id_bytes)
+        raw = self._get(key, self._pattern_dbs[order])
+        if raw is None:
+            return None
+        try:
+            return parse_pattern(key, raw, order < self.order)
+        except DamagedIndexError as error:
+            raise DamagedIndexError(f"{self.path}: {error}") from None
 
     def ngram(self, ids: tuple[int, ...]) -> tuple[float, float] | None:
         """``(alpha, beta)`` of the n-gram ``ids``, or None when the model lacks it."""

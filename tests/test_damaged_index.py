@@ -88,3 +88,53 @@ def test_a_truncated_index_is_named_truncated(small_index: Path, tmp_path: Path,
     assert isinstance(raised.value, (fastsubs.DamagedIndexError, fastsubs.NotAnIndexError))
     message = query_error(copy)
     assert "truncated" in message or "damaged" in message
+
+
+def flip_byte(index: Path, offset: int) -> None:
+    with open(index / "data.mdb", "r+b") as data:
+        data.seek(offset)
+        byte = data.read(1)
+        data.seek(offset)
+        data.write(bytes([byte[0] ^ 0xFF]))
+
+
+def check_flips(source: Path, tmp_path: Path, flips: int, seed: int) -> dict[str, int]:
+    """Flip one byte at a time at random offsets: answers stay right, or a clear error, never wrong."""
+    import random
+
+    from conftest import shared
+
+    text = b"\n".join(shared("heldout-dev.txt").read_bytes().split(b"\n")[:25]) + b"\n"
+    expected = run_cli("fastsubs-query", source, "-n", "20", input=text).stdout
+    size = (source / "data.mdb").stat().st_size
+    rng = random.Random(seed)
+    outcomes = {"same answers": 0, "clear error": 0, "verify found it": 0}
+    for attempt in range(flips):
+        copy = tmp_path / f"flip{attempt}.fsidx"
+        shutil.copytree(source, copy)
+        flip_byte(copy, rng.randrange(size))
+        result = run_cli("fastsubs-query", copy, "-n", "20", check=False, input=text)
+        if result.returncode == 0:
+            assert result.stdout == expected, "a flipped byte changed an answer without an error"
+            outcomes["same answers"] += 1
+        else:
+            message = result.stderr.decode()
+            assert result.returncode == 1 and message.count("\n") == 1 and "damaged" in message, message
+            outcomes["clear error"] += 1
+        verified = run_cli("fastsubs-index", "verify", copy, check=False)
+        assert verified.returncode in (0, 1) and b"Traceback" not in verified.stderr
+        if verified.returncode == 1:
+            outcomes["verify found it"] += 1
+        shutil.rmtree(copy)
+    return outcomes
+
+
+def test_flipped_bytes_give_a_clear_error_or_the_right_answer(small_index: Path, tmp_path: Path) -> None:
+    outcomes = check_flips(small_index, tmp_path, flips=6, seed=1)
+    assert sum(outcomes[k] for k in ("same answers", "clear error")) == 6
+
+
+@pytest.mark.slow
+def test_flipped_bytes_many(small_index: Path, tmp_path: Path) -> None:
+    outcomes = check_flips(small_index, tmp_path, flips=60, seed=2)
+    assert outcomes["verify found it"] > 0

@@ -25,11 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Patterns at least this long get a dense word -> position map (one load per look-up
- * instead of a binary search); maps are kept per process, least recently used evicted. */
-#define DENSE_MIN_COUNT 2048
-#define DENSE_MAPS_BYTES (32u << 20)
-#define MAX_DENSE_MAPS 128
+/* Patterns at least this long get a rank map (word -> position in one cache line
+ * instead of a binary search); maps are kept per process, least recently used evicted.
+ * A map takes 2 bits per vocabulary word (V = 64K: 16 KiB), so many fit in cache. */
+#define RANK_MIN_COUNT 256
+#define RANK_MAPS_BYTES (16u << 20)
+#define MAX_RANK_MAPS 256
 /* Scores and the bound are sums of the same float32 values taken in different orders;
  * raising the bound by this much keeps it an upper bound whatever the rounding. */
 #define BOUND_SLACK 1e-9
@@ -42,22 +43,28 @@
 #define BETA_CONST (-1)   /* Step.beta is a constant */
 #define BETA_UNIGRAM (-2) /* Step.beta is the unigram back-off weight of x */
 
+/* 64 words of a rank map: which of them the pattern holds, and how many words before
+ * them it holds (the position of the first of them in the pattern's id-sorted arrays). */
+typedef struct {
+    uint64_t bits;
+    uint32_t rank, unused;
+} Block;
+
 typedef struct {
     PyObject *object;          /* the Pattern (borrowed: the caller's terms keep it alive) */
-    Py_buffer views[4];        /* ids, alpha, beta, by_score; held during one search */
-    int held;                  /* views acquired */
     const uint32_t *ids;       /* sorted by word id */
     const float *alpha;
     const float *beta;         /* NULL: the pattern stores no back-off weights (they are 0) */
     const uint32_t *by_score;  /* positions into ids/alpha, alpha descending */
     Py_ssize_t count;
     double beta_sup;           /* max(0, largest stored back-off weight) */
-    const int32_t *map;        /* dense word -> position (-1 absent), or NULL */
+    const Block *map;          /* rank map, or NULL */
     int list;                  /* the sorted list reading this pattern by alpha, or NONE */
 } Pat;
 
 typedef struct {
     int alpha;          /* Pat index whose alpha applies when x is in it, or NONE */
+    int list;           /* the sorted list of that pattern (set once the lists are known) */
     int beta;           /* Pat index holding beta(A x B), BETA_CONST or BETA_UNIGRAM */
     double beta_const;  /* the constant, when beta == BETA_CONST */
     double beta_sup;    /* upper bound on the back-off weight over unread x */
@@ -83,9 +90,9 @@ typedef struct {
 typedef struct {
     const uint32_t *key; /* a pattern's ids pointer: stable while the index is open */
     Py_ssize_t count;
-    int32_t *map;
+    Block *map;
     uint64_t used;
-} DenseMap;
+} RankMap;
 
 typedef struct {
     PyObject_HEAD
@@ -96,11 +103,12 @@ typedef struct {
     Py_ssize_t vocab_size;
     double unigram_beta_sup;
     uint8_t *seen;                   /* words read during the current search (+ <s>, always) */
-    DenseMap *maps;
+    RankMap *maps;
     int n_maps, max_maps;
     uint64_t clock, search_start;    /* maps used since search_start serve the current search */
     /* scratch, grown on demand and reused across searches */
     Pat *pats; int cap_pats;
+    Py_buffer *views; int n_views, cap_views;  /* the patterns' arrays, held during one search */
     StepC *steps; int cap_steps;
     TermC *terms; int cap_terms;
     List *lists; int cap_lists;
@@ -145,11 +153,19 @@ static int grow(void **items, int *cap, int need, size_t size) {
 
 #define GROW(items, cap, need) grow((void **)&(items), &(cap), (need), sizeof(*(items)))
 
-/* ---------------------------------------------------------------- dense maps */
+/* ---------------------------------------------------------------- rank maps */
 
-/* The dense map of a pattern, built on first use; NULL when every map is taken by
+/* Bits set in x, inline and portable (no popcnt instruction assumed). */
+static inline uint32_t popcount64(uint64_t x) {
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (uint32_t)((x * 0x0101010101010101ull) >> 56);
+}
+
+/* The rank map of a pattern, built on first use; NULL when every map is taken by
  * the current search (the caller then binary-searches). */
-static const int32_t *dense_map(Kernel *k, const uint32_t *ids, Py_ssize_t count) {
+static const Block *rank_map(Kernel *k, const uint32_t *ids, Py_ssize_t count) {
     int victim = 0;
     for (int i = 0; i < k->n_maps; i++) {
         if (k->maps[i].key == ids && k->maps[i].count == count) {
@@ -159,10 +175,11 @@ static const int32_t *dense_map(Kernel *k, const uint32_t *ids, Py_ssize_t count
         if (k->maps[i].used < k->maps[victim].used)
             victim = i;
     }
-    DenseMap *m;
+    RankMap *m;
+    Py_ssize_t blocks = (k->vocab_size + 63) / 64;
     if (k->n_maps < k->max_maps) {
         m = &k->maps[k->n_maps];
-        m->map = PyMem_Malloc((size_t)k->vocab_size * sizeof(int32_t));
+        m->map = PyMem_Malloc((size_t)blocks * sizeof(Block));
         if (!m->map)
             return NULL; /* no room: the caller falls back to binary search */
         k->n_maps++;
@@ -171,9 +188,14 @@ static const int32_t *dense_map(Kernel *k, const uint32_t *ids, Py_ssize_t count
     } else {
         return NULL;
     }
-    memset(m->map, 0xff, (size_t)k->vocab_size * sizeof(int32_t));
+    memset(m->map, 0, (size_t)blocks * sizeof(Block));
     for (Py_ssize_t i = 0; i < count; i++)
-        m->map[ids[i]] = (int32_t)i;
+        m->map[ids[i] >> 6].bits |= 1ull << (ids[i] & 63);
+    uint32_t rank = 0;
+    for (Py_ssize_t b = 0; b < blocks; b++) {
+        m->map[b].rank = rank;
+        rank += (uint32_t)popcount64(m->map[b].bits);
+    }
     m->key = ids;
     m->count = count;
     m->used = ++k->clock;
@@ -182,10 +204,18 @@ static const int32_t *dense_map(Kernel *k, const uint32_t *ids, Py_ssize_t count
 
 /* ---------------------------------------------------------------- reading the terms */
 
-static void release_pats(Kernel *k, int n) {
-    for (int i = 0; i < n; i++)
-        for (int v = 0; v < k->pats[i].held; v++)
-            PyBuffer_Release(&k->pats[i].views[v]);
+static void release_views(Kernel *k) {
+    for (int v = 0; v < k->n_views; v++)
+        PyBuffer_Release(&k->views[v]);
+    k->n_views = 0;
+}
+
+/* The buffer of ``array`` (see get_view), held until release_views; NULL on error. */
+static const void *hold_view(Kernel *k, PyObject *array, char kind, Py_ssize_t length, const char *what) {
+    if (GROW(k->views, k->cap_views, k->n_views + 1) < 0 ||
+        get_view(array, &k->views[k->n_views], kind, length, what) < 0)
+        return NULL;
+    return k->views[k->n_views++].buf;
 }
 
 /* Index of ``pattern`` in k->pats, adding it (views acquired) when new; -1 on error. */
@@ -208,26 +238,17 @@ static int add_pattern(Kernel *k, PyObject *pattern, int *n_pats) {
     p->count = PyObject_Length(ids);
     if (p->count < 1)
         goto done;
-    (*n_pats)++; /* from here on, release_pats frees whatever views are held */
-    if (get_view(ids, &p->views[p->held], 'I', p->count, "Pattern.ids") < 0)
+    if (!(p->ids = hold_view(k, ids, 'I', p->count, "Pattern.ids")) ||
+        !(p->alpha = hold_view(k, alpha, 'f', p->count, "Pattern.alpha")) ||
+        !(p->by_score = hold_view(k, by_score, 'I', p->count, "Pattern.by_score")) ||
+        (beta != Py_None && !(p->beta = hold_view(k, beta, 'f', p->count, "Pattern.beta"))))
         goto done;
-    p->ids = p->views[p->held++].buf;
-    if (get_view(alpha, &p->views[p->held], 'f', p->count, "Pattern.alpha") < 0)
-        goto done;
-    p->alpha = p->views[p->held++].buf;
-    if (get_view(by_score, &p->views[p->held], 'I', p->count, "Pattern.by_score") < 0)
-        goto done;
-    p->by_score = p->views[p->held++].buf;
-    if (beta != Py_None) {
-        if (get_view(beta, &p->views[p->held], 'f', p->count, "Pattern.beta") < 0)
-            goto done;
-        p->beta = p->views[p->held++].buf;
-    }
     p->beta_sup = fmax(0.0, PyFloat_AsDouble(max_beta));
     if (PyErr_Occurred())
         goto done;
-    if (p->count >= DENSE_MIN_COUNT)
-        p->map = dense_map(k, p->ids, p->count);
+    if (p->count >= RANK_MIN_COUNT)
+        p->map = rank_map(k, p->ids, p->count);
+    (*n_pats)++;
     ok = 1;
 done:
     Py_XDECREF(ids); Py_XDECREF(alpha); Py_XDECREF(beta); Py_XDECREF(by_score); Py_XDECREF(max_beta);
@@ -312,6 +333,8 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats, int *n_lists) {
             k->lists[n++] = (List){i, 0, p->count, p->alpha[p->by_score[0]]};
         }
     }
+    for (int s = 0; s < n_steps; s++)
+        k->steps[s].list = k->steps[s].alpha == NONE ? NONE : k->pats[k->steps[s].alpha].list;
     k->lists[n++] = (List){NONE, 0, k->vocab_size, k->unigram_alpha[k->unigram_order[0]]};
     *n_lists = n;
     result = n_terms;
@@ -324,8 +347,11 @@ out:
 
 /* Position of ``word`` in pattern p's id-sorted arrays, or -1. */
 static inline int32_t locate(const Pat *p, uint32_t word) {
-    if (p->map)
-        return p->map[word];
+    if (p->map) {
+        Block block = p->map[word >> 6];
+        uint64_t bit = 1ull << (word & 63);
+        return block.bits & bit ? (int32_t)(block.rank + popcount64(block.bits & (bit - 1))) : -1;
+    }
     /* branch-free lower bound: no mispredictions, so the CPU overlaps the searches of
      * a batch's words */
     const uint32_t *first = p->ids;
@@ -376,9 +402,15 @@ static inline double score_term(const Kernel *k, const TermC *t, uint32_t word, 
  * terms, summed in term order; each loop's loads are independent across words. */
 static void score_batch(Kernel *k, int n_pats, int n_terms, const uint32_t *words, int n, double *total) {
     for (int i = 0; i < n_pats; i++) {
+        const Pat *p = &k->pats[i];
         int32_t *pos = &k->pos[i * MAX_BATCH];
-        for (int c = 0; c < n; c++)
-            pos[c] = locate(&k->pats[i], words[c]);
+        for (int c = 0; c < n; c++) {
+            pos[c] = locate(p, words[c]);
+            /* start loading what score_term will read (harmless at 0 when absent) */
+            __builtin_prefetch(&p->alpha[pos[c] < 0 ? 0 : pos[c]]);
+            if (p->beta)
+                __builtin_prefetch(&p->beta[pos[c] < 0 ? 0 : pos[c]]);
+        }
     }
     for (int c = 0; c < n; c++)
         total[c] = score_term(k, &k->terms[0], words[c], c);
@@ -407,8 +439,8 @@ static double bound(Kernel *k, int n_terms, int n_lists) {
         double offset = 0.0, best = -INFINITY;
         int arg = NONE;
         for (int s = 0; s < term->n; s++) {
-            if (steps[s].alpha != NONE) {
-                int l = k->pats[steps[s].alpha].list;
+            if (steps[s].list != NONE) {
+                int l = steps[s].list;
                 if (lists[l].sup + offset > best) {
                     best = lists[l].sup + offset;
                     arg = l;
@@ -495,7 +527,7 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     k->search_start = k->clock + 1;
     int n_terms = read_terms(k, terms, &n_pats, &n_lists);
     if (n_terms < 0) {
-        release_pats(k, n_pats);
+        release_views(k);
         return NULL;
     }
     Py_ssize_t n_evaluated = 0, n_pending = 0, n_listed = 0, reads = 0;
@@ -516,6 +548,8 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
             if (word < k->vocab_size && !k->seen[word]) {
                 k->seen[word] = 1;
                 batch[n++] = word;
+                __builtin_prefetch(&k->unigram_alpha[word]);
+                __builtin_prefetch(&k->unigram_beta[word]);
             }
         }
         score_batch(k, n_pats, n_terms, batch, n, batch_scores);
@@ -539,7 +573,7 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     }
     for (Py_ssize_t i = 0; i < n_evaluated; i++)
         k->seen[k->evaluated[i]] = 0;
-    release_pats(k, n_pats);
+    release_views(k);
 
     PyObject *ids = PyBytes_FromStringAndSize(NULL, n_listed * (Py_ssize_t)sizeof(uint32_t));
     PyObject *scores = PyBytes_FromStringAndSize(NULL, n_listed * (Py_ssize_t)sizeof(double));
@@ -592,9 +626,9 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds) {
     k->unigram_beta_sup = fmax(0.0, max_unigram_beta);
     Py_INCREF(marker);
     k->unigram_beta_marker = marker;
-    k->max_maps = (int)(DENSE_MAPS_BYTES / ((size_t)v * sizeof(int32_t)));
-    k->max_maps = k->max_maps < 4 ? 4 : k->max_maps > MAX_DENSE_MAPS ? MAX_DENSE_MAPS : k->max_maps;
-    k->maps = PyMem_Calloc(k->max_maps, sizeof(DenseMap));
+    k->max_maps = (int)(RANK_MAPS_BYTES / ((size_t)(v + 63) / 64 * sizeof(Block)));
+    k->max_maps = k->max_maps < 4 ? 4 : k->max_maps > MAX_RANK_MAPS ? MAX_RANK_MAPS : k->max_maps;
+    k->maps = PyMem_Calloc(k->max_maps, sizeof(RankMap));
     k->seen = PyMem_Calloc(v, 1);
     k->evaluated = PyMem_Malloc(v * sizeof(uint32_t));
     k->pending = PyMem_Malloc(v * sizeof(Entry));
@@ -625,6 +659,7 @@ static void Kernel_dealloc(Kernel *k) {
     PyMem_Free(k->pending);
     PyMem_Free(k->listed);
     PyMem_Free(k->pats);
+    PyMem_Free(k->views);
     PyMem_Free(k->steps);
     PyMem_Free(k->terms);
     PyMem_Free(k->lists);
@@ -647,7 +682,7 @@ static PyTypeObject KernelType = {
     .tp_basicsize = sizeof(Kernel),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Kernel(unigram_alpha, unigram_beta, unigram_order, max_unigram_beta, bos_id, unigram_beta_marker)\n\n"
-              "Scratch space and dense maps of one open index; one per process.",
+              "Scratch space and rank maps of one open index; one per process.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Kernel_init,
     .tp_dealloc = (destructor)Kernel_dealloc,

@@ -121,15 +121,16 @@ static PyObject *str_steps, *str_base, *str_alpha, *str_beta, *str_ids, *str_by_
 
 /* ---------------------------------------------------------------- buffers */
 
-/* View ``array`` (a 1-d C-contiguous numpy array of 4-byte items of ``kind`` 'I' or
- * 'f') of ``length`` items. */
+/* View ``array`` (a 1-d C-contiguous numpy array of ``length`` items of ``kind``: 'I'
+ * uint32, 'f' float32 or 'd' float64; length -1: any). */
 static int get_view(PyObject *array, Py_buffer *view, char kind, Py_ssize_t length, const char *what) {
     if (PyObject_GetBuffer(array, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         return -1;
     const char *format = view->format ? view->format : "B";
     size_t n = strlen(format);
-    if (view->itemsize != 4 || n == 0 || format[n - 1] != kind || view->len != 4 * length) {
-        PyErr_Format(PyExc_ValueError, "%s: expected %zd 4-byte items of kind '%c'", what, length, kind);
+    Py_ssize_t size = kind == 'd' ? 8 : 4;
+    if (view->itemsize != size || n == 0 || format[n - 1] != kind || (length >= 0 && view->len != size * length)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd items of kind '%c'", what, length, kind);
         PyBuffer_Release(view);
         return -1;
     }
@@ -591,6 +592,75 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     return Py_BuildValue("(NNnn)", ids, scores, n_evaluated, reads);
 }
 
+/* ---------------------------------------------------------------- output */
+
+/* Appends ``value`` as Python's ``"%.8f" % value`` would.  Fast path: value * 1e8
+ * rounded to an integer.  For |value| < 1e4 the product is below 2^40, so its rounding
+ * error is below 2^-13; unless it lies within 1e-3 of a half, it then rounds as the
+ * exact product does.  Other values go to Python's own formatter. */
+static char *append_score(char *out, double value) {
+    double scaled = value * 1e8, rounded = nearbyint(scaled);
+    if (fabs(value) < 1e4 && fabs(fabs(scaled - rounded) - 0.5) > 1e-3) {
+        uint64_t digits = (uint64_t)fabs(rounded);
+        char text[32], *end = text + sizeof(text), *p = end;
+        for (int i = 0; i < 8; i++, digits /= 10)
+            *--p = (char)('0' + digits % 10);
+        *--p = '.';
+        do
+            *--p = (char)('0' + digits % 10);
+        while ((digits /= 10) != 0);
+        if (signbit(value))
+            *--p = '-';
+        memcpy(out, p, (size_t)(end - p));
+        return out + (end - p);
+    }
+    char *text = PyOS_double_to_string(value, 'f', 8, 0, NULL);
+    if (!text)
+        return NULL;
+    size_t n = strlen(text);
+    memcpy(out, text, n);
+    PyMem_Free(text);
+    return out + n;
+}
+
+static PyObject *format_fields(PyObject *module, PyObject *args) {
+    PyObject *words, *values;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "O!O:format_fields", &PyList_Type, &words, &values))
+        return NULL;
+    Py_buffer view;
+    Py_ssize_t n = PyList_GET_SIZE(words);
+    if (get_view(values, &view, 'd', n, "values") < 0)
+        return NULL;
+    const double *scores = view.buf;
+    Py_ssize_t size = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *word = PyList_GET_ITEM(words, i);
+        if (!PyBytes_Check(word)) {
+            PyBuffer_Release(&view);
+            PyErr_SetString(PyExc_TypeError, "words must be bytes");
+            return NULL;
+        }
+        size += PyBytes_GET_SIZE(word) + 2 + 330;  /* ' ', '\t' and the longest %.8f of a double */
+    }
+    char *buffer = PyMem_Malloc(size ? (size_t)size : 1), *out = buffer;
+    for (Py_ssize_t i = 0; buffer && out && i < n; i++) {
+        PyObject *word = PyList_GET_ITEM(words, i);
+        if (i)
+            *out++ = '\t';
+        memcpy(out, PyBytes_AS_STRING(word), (size_t)PyBytes_GET_SIZE(word));
+        out += PyBytes_GET_SIZE(word);
+        *out++ = ' ';
+        out = append_score(out, scores[i]);
+    }
+    PyBuffer_Release(&view);
+    PyObject *result = buffer && out ? PyBytes_FromStringAndSize(buffer, out - buffer) : NULL;
+    if (!buffer)
+        PyErr_NoMemory();
+    PyMem_Free(buffer);
+    return result;
+}
+
 /* ---------------------------------------------------------------- the type */
 
 static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds) {
@@ -689,8 +759,17 @@ static PyTypeObject KernelType = {
     .tp_methods = Kernel_methods,
 };
 
+static PyMethodDef module_methods[] = {
+    {"format_fields", format_fields, METH_VARARGS,
+     "format_fields(words: list[bytes], values: float64 array) -> bytes\n\n"
+     "``word value`` fields joined by tabs, each value as ``b\"%.8f\" % value`` would write it."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef kernel_module = {
-    PyModuleDef_HEAD_INIT, "fastsubs.query._kernel", "The per-position exact search of FASTSUBS, in C.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "fastsubs.query._kernel",
+    "The compiled parts of fastsubs-query: the per-position exact search, and output formatting.", -1,
+    module_methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__kernel(void) {

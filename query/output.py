@@ -7,10 +7,9 @@ below 1e-8.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
+from fastsubs.query._kernel import format_fields
 from fastsubs.query.sentences import Vocabulary
 
 NORMALIZED_FLOOR = 1e-8
@@ -32,14 +31,4 @@ def format_substitutes(vocabulary: Vocabulary, ids: np.ndarray, scores: np.ndarr
         below = np.flatnonzero(values < NORMALIZED_FLOOR)
         if len(below):
             ids, values = ids[: below[0]], values[: below[0]]
-    fields: list[object] = [None] * (2 * len(ids))
-    fields[0::2] = vocabulary.words(ids.tolist())
-    fields[1::2] = values.tolist()
-    return _template(len(ids)) % tuple(fields)
-
-
-@functools.lru_cache(maxsize=64)
-def _template(count: int) -> bytes:
-    """``sub score`` fields for ``count`` substitutes: one %-formatting call per position
-    costs about half of one per substitute."""
-    return b"\t".join([b"%s %.8f"] * count)
+    return format_fields(vocabulary.words(ids.tolist()), values)

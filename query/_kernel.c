@@ -113,6 +113,9 @@ typedef struct {
     TermC *terms; int cap_terms;
     List *lists; int cap_lists;
     uint8_t *binds; int cap_binds;   /* per list: does it bind some term's bound? */
+    double *term_sup; int cap_term_sup;    /* per term: its bound now */
+    double *batch_sup; int cap_batch_sup;  /* per term: its bound before the current batch */
+    double *top;                     /* min-heap of the best ``count`` scores so far (at most V) */
     int32_t *pos; int cap_pos;       /* [pattern][MAX_BATCH]: positions of the batch's words */
     uint32_t *evaluated; Entry *pending; Entry *listed; /* each holds at most V entries */
 } Kernel;
@@ -270,6 +273,8 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats, int *n_lists) {
     }
     if (GROW(k->terms, k->cap_terms, n_terms) < 0)
         goto out;
+    if (GROW(k->term_sup, k->cap_term_sup, n_terms) < 0 || GROW(k->batch_sup, k->cap_batch_sup, n_terms) < 0)
+        goto out;
     for (int t = 0; t < n_terms; t++) {
         PyObject *term = PySequence_Fast_GET_ITEM(seq, t);
         PyObject *base = PyObject_GetAttr(term, str_base), *steps = PyObject_GetAttr(term, str_steps);
@@ -399,31 +404,72 @@ static inline double score_term(const Kernel *k, const TermC *t, uint32_t word, 
     return value;
 }
 
-/* Exact lp(x) of the n words of a batch: first every pattern's positions, then the
- * terms, summed in term order; each loop's loads are independent across words. */
-static void score_batch(Kernel *k, int n_pats, int n_terms, const uint32_t *words, int n, double *total) {
-    for (int i = 0; i < n_pats; i++) {
-        const Pat *p = &k->pats[i];
-        int32_t *pos = &k->pos[i * MAX_BATCH];
-        for (int c = 0; c < n; c++) {
-            pos[c] = locate(p, words[c]);
-            /* start loading what score_term will read (harmless at 0 when absent) */
-            __builtin_prefetch(&p->alpha[pos[c] < 0 ? 0 : pos[c]]);
-            if (p->beta)
-                __builtin_prefetch(&p->beta[pos[c] < 0 ? 0 : pos[c]]);
-        }
+#define UNLOCATED INT32_MIN
+
+/* Positions in pattern i of the live words not located yet, prefetching the alpha and
+ * beta entries score_term will read (harmless at 0 when absent).  Each loop's loads are
+ * independent across words, so the CPU overlaps their cache misses. */
+static void locate_live(Kernel *k, int i, const uint32_t *words, const int *live, int n_live) {
+    const Pat *p = &k->pats[i];
+    int32_t *pos = &k->pos[i * MAX_BATCH];
+    for (int j = 0; j < n_live; j++) {
+        int c = live[j];
+        if (pos[c] != UNLOCATED)
+            continue;
+        pos[c] = locate(p, words[c]);
+        __builtin_prefetch(&p->alpha[pos[c] < 0 ? 0 : pos[c]]);
+        if (p->beta)
+            __builtin_prefetch(&p->beta[pos[c] < 0 ? 0 : pos[c]]);
     }
-    for (int c = 0; c < n; c++)
-        total[c] = score_term(k, &k->terms[0], words[c], c);
-    for (int t = 1; t < n_terms; t++)
+}
+
+/* Exact lp(x) of the n words of a batch, term by term (summed in term order).  ``sup``
+ * holds each term's bound from before any of these words was read, so it bounds their
+ * terms too; after each term, a word whose partial sum plus the later terms' sups is
+ * below ``threshold`` (the count-th best score so far) is dropped: ``count`` words
+ * already beat it, so it is never listed, and its other terms need no look-ups.
+ * Returns how many words are kept, their batch columns in ``live``. */
+static int score_batch(Kernel *k, int n_pats, int n_terms, const uint32_t *words, int n, const double *sup,
+                       double threshold, double *total, int *live) {
+    for (int i = 0; i < n_pats; i++)
         for (int c = 0; c < n; c++)
-            total[c] = total[c] + score_term(k, &k->terms[t], words[c], c);
+            k->pos[i * MAX_BATCH + c] = UNLOCATED;
+    int n_live = n;
+    for (int c = 0; c < n; c++)
+        live[c] = c;
+    for (int t = 0; t < n_terms && n_live; t++) {
+        const TermC *term = &k->terms[t];
+        for (int s = term->first; s < term->first + term->n; s++) {
+            if (k->steps[s].alpha != NONE)
+                locate_live(k, k->steps[s].alpha, words, live, n_live);
+            if (k->steps[s].beta >= 0)
+                locate_live(k, k->steps[s].beta, words, live, n_live);
+        }
+        for (int j = 0; j < n_live; j++) {
+            int c = live[j];
+            double value = score_term(k, term, words[c], c);
+            total[c] = t ? total[c] + value : value;
+        }
+        if (t + 1 == n_terms || threshold == -INFINITY)
+            continue;
+        double rest = 0.0;
+        for (int u = t + 1; u < n_terms; u++)
+            rest += sup[u];
+        int kept = 0;
+        for (int j = 0; j < n_live; j++) {
+            double most = total[live[j]] + rest;
+            if (most + BOUND_SLACK * (1.0 + fabs(most)) >= threshold)
+                live[kept++] = live[j];
+        }
+        n_live = kept;
+    }
+    return n_live;
 }
 
 /* ---------------------------------------------------------------- the bound */
 
-/* Upper bound on lp(x) of every word not read yet; marks in k->binds the lists that
- * bind it (reading any other list cannot lower it).
+/* Upper bound on lp(x) of every word not read yet; its terms' bounds go to k->term_sup,
+ * and k->binds marks the lists that bind it (reading any other list cannot lower it).
  *
  * A term is the largest of its alternatives: "x in the pattern of step s", bounded by
  * that list's sup plus the beta sups of the longer steps (an unread word is not above
@@ -455,6 +501,7 @@ static double bound(Kernel *k, int n_terms, int n_lists) {
             arg = term->base_unigram ? unigram : NONE;
         }
         total += best;
+        k->term_sup[t] = best;
         if (arg != NONE)
             k->binds[arg] = 1;
     }
@@ -513,6 +560,31 @@ static Entry heap_pop(Entry *heap, Py_ssize_t *n) {
     return top;
 }
 
+/* Keeps the best ``size`` scores in the min-heap ``top``. */
+static void top_push(double *top, Py_ssize_t *n, Py_ssize_t size, double score) {
+    Py_ssize_t i;
+    if (*n < size) {
+        for (i = (*n)++; i > 0 && top[(i - 1) / 2] > score; i = (i - 1) / 2)
+            top[i] = top[(i - 1) / 2];
+        top[i] = score;
+        return;
+    }
+    if (score <= top[0])
+        return;
+    for (i = 0;;) {  /* replace the smallest, sift down */
+        Py_ssize_t child = 2 * i + 1;
+        if (child >= *n)
+            break;
+        if (child + 1 < *n && top[child + 1] < top[child])
+            child++;
+        if (top[child] >= score)
+            break;
+        top[i] = top[child];
+        i = child;
+    }
+    top[i] = score;
+}
+
 /* ---------------------------------------------------------------- the search */
 
 static PyObject *Kernel_search(Kernel *k, PyObject *args) {
@@ -532,8 +604,9 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
         return NULL;
     }
     Py_ssize_t n_evaluated = 0, n_pending = 0, n_listed = 0, reads = 0;
+    Py_ssize_t n_top = 0, top_size = count < k->vocab_size ? count : k->vocab_size;
     double mass_sum = 0.0, batch_scores[MAX_BATCH];
-    int unigram = n_lists - 1, turn = unigram, done = count <= 0;
+    int unigram = n_lists - 1, turn = unigram, done = count <= 0, live[MAX_BATCH];
     while (!done) {
         /* Read new words into a batch, one entry at a time, the binding lists in turn. */
         uint32_t *batch = &k->evaluated[n_evaluated];
@@ -541,6 +614,8 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
         size = size < 1 ? 1 : size > MAX_BATCH ? MAX_BATCH : size;
         while (n < size && k->lists[unigram].depth < k->vocab_size) {
             bound(k, n_terms, n_lists);
+            if (n == 0)  /* the terms' bounds before any word of the batch was read */
+                memcpy(k->batch_sup, k->term_sup, n_terms * sizeof(double));
             do
                 turn = (turn + 1) % n_lists;
             while (!k->binds[turn]);  /* the predicting term always binds a list */
@@ -553,9 +628,13 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
                 __builtin_prefetch(&k->unigram_beta[word]);
             }
         }
-        score_batch(k, n_pats, n_terms, batch, n, batch_scores);
-        for (int c = 0; c < n; c++)
-            heap_push(k->pending, &n_pending, (Entry){batch_scores[c], batch[c]});
+        double threshold = n_top == top_size ? k->top[0] : -INFINITY;
+        int kept = score_batch(k, n_pats, n_terms, batch, n, k->batch_sup, threshold, batch_scores, live);
+        for (int j = 0; j < kept; j++) {
+            double score = batch_scores[live[j]];
+            heap_push(k->pending, &n_pending, (Entry){score, batch[live[j]]});
+            top_push(k->top, &n_top, top_size, score);
+        }
         n_evaluated += n;
         /* Pending words above the bound on unread words are final, best first. */
         int everything = k->lists[unigram].depth == k->vocab_size;
@@ -703,7 +782,8 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds) {
     k->evaluated = PyMem_Malloc(v * sizeof(uint32_t));
     k->pending = PyMem_Malloc(v * sizeof(Entry));
     k->listed = PyMem_Malloc(v * sizeof(Entry));
-    if (!k->maps || !k->seen || !k->evaluated || !k->pending || !k->listed) {
+    k->top = PyMem_Malloc(v * sizeof(double));
+    if (!k->maps || !k->seen || !k->evaluated || !k->pending || !k->listed || !k->top) {
         PyErr_NoMemory();
         return -1;
     }
@@ -734,6 +814,9 @@ static void Kernel_dealloc(Kernel *k) {
     PyMem_Free(k->terms);
     PyMem_Free(k->lists);
     PyMem_Free(k->binds);
+    PyMem_Free(k->term_sup);
+    PyMem_Free(k->batch_sup);
+    PyMem_Free(k->top);
     PyMem_Free(k->pos);
     Py_TYPE(k)->tp_free((PyObject *)k);
 }

@@ -3,17 +3,20 @@
  * Python (query/terms.py) describes lp(x) at a position as a list of Term objects,
  * each a back-off chain of Steps over Pattern objects (query/index.py); this module
  * reads those objects and their numpy arrays through the buffer protocol and runs the
- * threshold search of ALGORITHM.md one list entry at a time:
+ * threshold search of ALGORITHM.md:
  *
  *   - the sorted lists are the patterns some step reads by alpha (``by_score`` order)
  *     and the unigram list (``unigram_order``);
- *   - every word read for the first time is scored exactly (look-ups in the patterns'
- *     id-sorted arrays) and waits in a max-heap ("pending");
- *   - after each read the upper bound on every word not yet read is recomputed; pending
- *     words scoring above it are final: no unread word can beat them, so they are the
- *     next entries of the answer, in order (score descending, ties by id);
- *   - the search stops when the answer has K words, or the -p rule is met, or every
- *     word has been read.
+ *   - each round reads one entry from every list that binds the upper bound on words
+ *     not read yet, then the bound is recomputed;
+ *   - words read for the first time are scored exactly in small batches (look-ups in
+ *     the patterns' id-sorted arrays), dropping early those that cannot reach the top
+ *     ``count``, and wait in a max-heap ("pending");
+ *   - pending words scoring above the bound are final: no unread word can beat them,
+ *     so they are the next entries of the answer, in order (score descending, ties by
+ *     lowest id);
+ *   - the search stops when the answer has ``count`` words, or the -p rule is met, or
+ *     every word has been read.
  *
  * Scores are summed in float64 from the stored float32 values, in the order the
  * exhaustive scorer uses (see score_term), so results are bit-for-bit reproducible.
@@ -606,9 +609,9 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     Py_ssize_t n_evaluated = 0, n_pending = 0, n_listed = 0, reads = 0;
     Py_ssize_t n_top = 0, top_size = count < k->vocab_size ? count : k->vocab_size;
     double mass_sum = 0.0, batch_scores[MAX_BATCH];
-    int unigram = n_lists - 1, turn = unigram, done = count <= 0, live[MAX_BATCH];
+    int unigram = n_lists - 1, done = count <= 0, live[MAX_BATCH];
     while (!done) {
-        /* Read new words into a batch, one entry at a time, the binding lists in turn. */
+        /* Read new words into a batch: rounds of one entry from each binding list. */
         uint32_t *batch = &k->evaluated[n_evaluated];
         int n = 0, size = (int)(n_evaluated / 8);
         size = size < 1 ? 1 : size > MAX_BATCH ? MAX_BATCH : size;
@@ -616,16 +619,18 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
             bound(k, n_terms, n_lists);
             if (n == 0)  /* the terms' bounds before any word of the batch was read */
                 memcpy(k->batch_sup, k->term_sup, n_terms * sizeof(double));
-            do
-                turn = (turn + 1) % n_lists;
-            while (!k->binds[turn]);  /* the predicting term always binds a list */
-            uint32_t word = read_list(k, &k->lists[turn]);
-            reads++;
-            if (word < k->vocab_size && !k->seen[word]) {
-                k->seen[word] = 1;
-                batch[n++] = word;
-                __builtin_prefetch(&k->unigram_alpha[word]);
-                __builtin_prefetch(&k->unigram_beta[word]);
+            /* one entry of each list that binds (its sup is finite, so it has one left) */
+            for (int l = 0; l < n_lists && n < size; l++) {
+                if (!k->binds[l])
+                    continue;
+                uint32_t word = read_list(k, &k->lists[l]);
+                reads++;
+                if (word < k->vocab_size && !k->seen[word]) {
+                    k->seen[word] = 1;
+                    batch[n++] = word;
+                    __builtin_prefetch(&k->unigram_alpha[word]);
+                    __builtin_prefetch(&k->unigram_beta[word]);
+                }
             }
         }
         double threshold = n_top == top_size ? k->top[0] : -INFINITY;

@@ -1,6 +1,8 @@
 """Golden files: a tiny hand-written model and its exact expected output, committed.
 
-Any change to the output format or to the numbers shows up here as a diff.  The
+Any change to the output format or to the numbers shows up here as a diff (scores are
+float32 values from the index summed in float64, so they differ from the decimal sums
+in the 8th place).  The
 expected files were produced by fastsubs-query and are checked against the plain
 exhaustive scorer below (and two values by hand), so they are not merely a snapshot:
 
@@ -58,3 +60,20 @@ def test_hand_computed_values(tiny_index: Path) -> None:
     first = result.stdout.split(b"\n")[0].split(b"\t")
     assert first[1].split()[0] == b"the" and abs(float(first[1].split()[1]) + 0.6) < 1e-6
     assert first[2].split()[0] == b"cat" and abs(float(first[2].split()[1]) + 2.325) < 1e-6
+
+
+def test_scores_are_float64_sums_of_float32_values(tiny_index: Path) -> None:
+    """The index stores float32; the search must sum in float64, as ALGORITHM.md asks.
+
+    "cat the", substitute "the" for "cat": p(the|<s>) = -0.3; p(the|<s> the) backs off,
+    beta(<s> the) = -0.0625, beta(the) = -0.25, alpha(the) = -0.6; p(</s>|the the)
+    backs off, beta(the) = -0.25, alpha(</s>) = -0.8.  Summed in float32 (the original
+    tool's way, and what an accidental float32 numpy sum gives) the 8th decimal differs.
+    """
+    import numpy as np
+
+    parts = [-0.3, -0.0625, -0.25, -0.6, -0.25, -0.8]
+    expected = sum(float(np.float32(p)) for p in parts)
+    first = run_cli("fastsubs-query", tiny_index, "-n", "1", input=b"cat the\n").stdout.split(b"\n")[0]
+    assert first == b"cat\tthe %.8f" % expected
+    assert b"%.8f" % expected == b"-2.26250005"

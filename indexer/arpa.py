@@ -26,6 +26,7 @@ what was expected there.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from array import array
@@ -44,15 +45,31 @@ MAX_WORD_BYTES = 511
 _BOM = b"\xef\xbb\xbf"
 
 
+#: Lines parsed at once by the bulk parser: bounds its Python objects (~6 per line).
+BATCH_LINES = 1 << 17
+#: Decompressed bytes read at once (in the stream's own small reads, see :class:`_Lines`).
+READ_BYTES = 1 << 23
+
+
 @dataclass
 class NgramTable:
-    """All n-grams of one order, as parallel arrays (rows in file order)."""
+    """N-grams of one order (all of them, or a chunk), as parallel arrays (rows in file order).
+
+    Scores are float64 for unigrams (the metadata keeps their full precision) and
+    float32 for higher orders: what the index stores, at half the memory.
+    """
 
     order: int
     ids: np.ndarray  # int32 [count, order]
-    alpha: np.ndarray  # float64 [count]
-    beta: np.ndarray  # float64 [count]; 0 where the file gives none
+    alpha: np.ndarray  # float [count]
+    beta: np.ndarray  # float [count]; 0 where the file gives none
     lines: np.ndarray  # int64 [count]: line number of each row, for error messages
+
+    @staticmethod
+    def concatenate(chunks: list[NgramTable]) -> NgramTable:
+        """One table of the rows of ``chunks`` (of one order), in their order."""
+        return NgramTable(chunks[0].order, *(np.concatenate([getattr(c, name) for c in chunks])
+                                             for name in ("ids", "alpha", "beta", "lines")))
 
 
 @dataclass
@@ -69,25 +86,80 @@ class ArpaModel:
 
 
 class _Lines:
-    """Numbered, stripped lines of a model file, with compression errors made readable."""
+    """Numbered, stripped lines of a model file, with compression errors made readable.
+
+    Lines come one at a time (iterate) or in batches (:meth:`take`) for the bulk parser;
+    both read from one buffer filled a block at a time.  A compression error is held
+    back until every complete line before it has been handed out, so an error in those
+    lines is still the one reported, and the damage is reported at the line after them.
+    """
 
     def __init__(self, path: str, stream: BinaryIO) -> None:
         self.path = path
         self._stream = stream
-        self.number = 0
+        self.number = 0  # lines handed out so far
+        self._buffer: list[bytes] = []
+        self._next = 0
+        self._partial = b""  # the start of a line the last block cut
+        self._failure: BaseException | None = None
+        self._at_end = False
+
+    def _fill(self) -> bool:
+        """Read the next block into the buffer; False at the end of the file."""
+        if self._failure is not None:
+            raise self._readable(self._failure)
+        if self._at_end:
+            return False
+        blocks = [self._partial]
+        size = 0
+        try:
+            while size < READ_BYTES:
+                # read1: one small read of the decompressor, so an error loses little text.
+                block = self._stream.read1()
+                if not block:
+                    self._at_end = True
+                    break
+                blocks.append(block)
+                size += len(block)
+        except DECOMPRESSION_ERRORS as error:
+            self._failure = error
+        lines = b"".join(blocks).split(b"\n")
+        # Unless the file ended there, the last piece is an incomplete line (or b"").
+        self._partial = lines.pop() if not self._at_end or not lines[-1] else b""
+        if self._failure is not None:
+            self._partial = b""
+        self._buffer = list(map(bytes.strip, lines))
+        self._next = 0
+        return bool(self._buffer) or self._fill()
+
+    def _readable(self, error: BaseException) -> ModelFormatError:
+        if isinstance(error, EOFError):
+            return self.error(f"expected more compressed data: the file is truncated ({error})",
+                              line=self.number + 1)
+        kind = os.path.splitext(self.path)[1] or "compressed"
+        return self.error(f"expected {kind} compressed data, found data that is damaged or in another "
+                          f"format ({error})", line=self.number + 1)
 
     def __iter__(self) -> Iterator[bytes]:
-        try:
-            for raw in self._stream:
-                self.number += 1
-                yield raw.strip()
-        except EOFError as error:
-            raise self.error(f"expected more compressed data: the file is truncated ({error})",
-                             line=self.number + 1) from None
-        except DECOMPRESSION_ERRORS as error:
-            kind = os.path.splitext(self.path)[1] or "compressed"
-            raise self.error(f"expected {kind} compressed data, found data that is damaged or in another "
-                             f"format ({error})", line=self.number + 1) from None
+        while self._next < len(self._buffer) or self._fill():
+            line = self._buffer[self._next]
+            self._next += 1
+            self.number += 1
+            yield line
+
+    def take(self, limit: int) -> list[bytes]:
+        """The next lines, at most ``limit`` (at least one unless the file has ended)."""
+        if self._next == len(self._buffer) and not self._fill():
+            return []
+        batch = self._buffer[self._next:self._next + limit]
+        self._next += len(batch)
+        self.number += len(batch)
+        return batch
+
+    def put_back(self, count: int) -> None:
+        """Un-read the last ``count`` lines :meth:`take` returned."""
+        self._next -= count
+        self.number -= count
 
     def error(self, message: str, line: int | None = None) -> ModelFormatError:
         return ModelFormatError(self.path, self.number if line is None else line, message)
@@ -191,41 +263,162 @@ def _next_content(lines: _Lines, it: Iterator[bytes], pending: bytes | None, exp
 
 def read_arpa(path: str | os.PathLike[str]) -> ArpaModel:
     """Parse the ARPA file at ``path`` completely, or raise ModelFormatError."""
-    path = os.fspath(path)
-    try:
-        stream = open_binary(path)
-    except OSError as error:
-        raise ModelFormatError(path, None, f"cannot open the model: {error.strerror or error}") from None
-    with stream:
-        lines = _Lines(path, stream)
-        it = iter(lines)
-        header, pending = _read_header(lines, it)
-        model = ArpaModel(path=path, words=[])
-        vocab: dict[bytes, int] = {}
-        highest = len(header.counts)
-        for order in range(1, highest + 1):
-            heading = _next_content(lines, it, pending, f"the \\{order}-grams: section")
-            if heading != b"\\%d-grams:" % order:
-                raise lines.error(f"expected the \\{order}-grams: section, found {_show(heading)}")
-            table, pending = _read_section(lines, it, order, header, vocab, model.words)
-            model.tables.append(table)
-        end = _next_content(lines, it, pending, f"\\end\\ after the {highest}-grams")
-        if end != b"\\end\\":
-            raise lines.error(f"expected \\end\\ after the {highest}-grams (the \\data\\ header declares "
-                              f"{highest} orders), found {_show(end)}")
-        for _ in it:  # ignored, but read: a truncated or corrupt compressed file fails its check
-            pass
-    return model
+    reader = ArpaReader(path)
+    by_order: dict[int, list[NgramTable]] = {}
+    for chunk in reader:
+        by_order.setdefault(chunk.order, []).append(chunk)
+    return ArpaModel(path=reader.path, words=reader.words,
+                     tables=[NgramTable.concatenate(chunks) for chunks in by_order.values()])
+
+
+class ArpaReader:
+    """The n-grams of an ARPA file chunk by chunk, so that a reader's memory need not grow with the model.
+
+    Iterating parses the file and yields :class:`NgramTable` chunks in file order: the
+    whole unigram table first (``words`` is complete by then), then each higher order
+    in chunks of at most :data:`BATCH_LINES` rows, at least one (maybe empty) per order.
+    A malformed file raises ModelFormatError when the iteration reaches the fault.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.words: list[bytes] = []
+        self.counts: list[int] = []  # from the \\data\\ header
+
+    def __iter__(self) -> Iterator[NgramTable]:
+        try:
+            stream = open_binary(self.path)
+        except OSError as error:
+            raise ModelFormatError(self.path, None, f"cannot open the model: {error.strerror or error}") from None
+        with stream:
+            lines = _Lines(self.path, stream)
+            it = iter(lines)
+            header, pending = _read_header(lines, it)
+            self.counts = header.counts
+            vocab = _Vocabulary(self.words)
+            highest = len(header.counts)
+            for order in range(1, highest + 1):
+                heading = _next_content(lines, it, pending, f"the \\{order}-grams: section")
+                if heading != b"\\%d-grams:" % order:
+                    raise lines.error(f"expected the \\{order}-grams: section, found {_show(heading)}")
+                pending = yield from _read_section(lines, it, order, header, vocab)
+            end = _next_content(lines, it, pending, f"\\end\\ after the {highest}-grams")
+            if end != b"\\end\\":
+                raise lines.error(f"expected \\end\\ after the {highest}-grams (the \\data\\ header declares "
+                                  f"{highest} orders), found {_show(end)}")
+            for _ in it:  # ignored, but read: a truncated or corrupt compressed file fails its check
+                pass
+
+
+@dataclass
+class _Vocabulary:
+    """The unigrams read so far: word -> id, and the line of each id (for duplicate errors)."""
+
+    words: list[bytes]
+    ids: dict[bytes, int] = field(default_factory=dict)
+    lines: array = field(default_factory=lambda: array("q"))
 
 
 def _read_section(
-    lines: _Lines, it: Iterator[bytes], order: int, header: _Header,
-    vocab: dict[bytes, int], words: list[bytes],
-) -> tuple[NgramTable, bytes | None]:
-    """Read the entries of one section; unigrams also fill ``vocab``/``words``.
+    lines: _Lines, it: Iterator[bytes], order: int, header: _Header, vocab: _Vocabulary,
+) -> Iterator[NgramTable]:
+    """Yield the entries of one section in chunks; unigrams also fill ``vocab``.
 
-    Returns the table and the line that ended the section when it was not blank.
+    Each batch of lines is parsed in bulk when it can be (see :func:`_parse_bulk`);
+    a batch the bulk parser turns down (a fault in it, or unigrams) is parsed line by
+    line, which raises the error naming the line.  Returns the line that ended the
+    section when it was not blank.
     """
+    count = header.counts[order - 1]
+    has_beta = order < len(header.counts)
+    found = 0
+    pending = None
+    ended = "the end of the file"
+    while batch := lines.take(BATCH_LINES):
+        end = _section_end(batch)
+        if end is not None:
+            lines.put_back(len(batch) - end)
+            batch = batch[:end]
+        if batch:
+            table = None
+            if order > 1 and found + len(batch) <= count:
+                table = _parse_bulk(batch, order, has_beta, vocab.ids, lines.number - len(batch) + 1)
+            if table is None:
+                lines.put_back(len(batch))
+                table = _parse_lines(lines, it, len(batch), order, header, found, vocab)
+            found += len(table.lines)
+            yield table
+        if end is not None:
+            line = next(it)
+            pending = line or None
+            ended = _show(line) if line else "a blank line"
+            break
+    if found != count:
+        raise lines.error(f"expected {count} {order}-grams ({header.says(order)}), "
+                          f"found only {found} before {ended}")
+    if count == 0:
+        yield NgramTable(order, np.zeros((0, order), np.int32), np.zeros(0, np.float32),
+                         np.zeros(0, np.float32), np.zeros(0, np.int64))
+    return pending
+
+
+def _section_end(batch: list[bytes]) -> int | None:
+    """Index of the first line in ``batch`` that ends a section (blank or starting with ``\\``)."""
+    text = b"\n".join(batch) + b"\n"
+    cuts = [at for at in (text.find(b"\n\n"), text.find(b"\n\\")) if at >= 0]
+    if text[:1] in (b"\n", b"\\"):
+        return 0
+    return text.count(b"\n", 0, min(cuts)) + 1 if cuts else None
+
+
+#: Bytes that ``bytes.split()`` splits at.
+_WHITESPACE = np.zeros(256, dtype=bool)
+_WHITESPACE[list(b" \t\n\r\x0b\x0c")] = True
+
+
+def _parse_bulk(batch: list[bytes], order: int, has_beta: bool, vocab: dict[bytes, int],
+                first_line: int) -> NgramTable | None:
+    """Parse n-gram lines (order > 1, none blank) all at once; None if any line is faulty.
+
+    Splits the joined batch once, finds each line's first field with numpy, and maps
+    words and numbers with C-level ``map`` calls.  It accepts exactly what
+    :func:`_parse_lines` accepts (same ``float``, same checks), so turning a batch down
+    only means the line-by-line parser runs and names the fault.
+    """
+    text = b"\n".join(batch)
+    tokens = text.split()
+    n = len(batch)
+    codes = np.frombuffer(text, dtype=np.uint8)
+    space = _WHITESPACE[codes]
+    # Lines are stripped and not blank, so every line starts a field.
+    field_starts = np.flatnonzero(space[:-1] & ~space[1:]) + 1
+    line_starts = np.flatnonzero(codes == ord("\n")) + 1
+    first = np.zeros(n, dtype=np.int64)
+    first[1:] = np.searchsorted(field_starts, line_starts) + 1
+    fields = np.diff(first, append=len(tokens))
+    with_beta = fields == order + 2
+    if not ((fields == order + 1) | (with_beta & has_beta)).all():
+        return None
+    word_at = (first[:, None] + np.arange(1, order + 1)).ravel().tolist()
+    try:
+        ids = np.fromiter(map(vocab.__getitem__, map(tokens.__getitem__, word_at)), np.int32, n * order)
+        alpha = np.fromiter(map(float, map(tokens.__getitem__, first.tolist())), np.float64, n)
+        beta = np.zeros(n)
+        beta[with_beta] = np.fromiter(map(float, map(tokens.__getitem__, (first[with_beta] + order + 1).tolist())),
+                                      np.float64, int(with_beta.sum()))
+    except (KeyError, ValueError):
+        return None
+    if not (np.isfinite(alpha).all() and (alpha <= 0).all() and np.isfinite(beta).all()):
+        return None
+    return NgramTable(order, ids.reshape(n, order), alpha.astype(np.float32), beta.astype(np.float32),
+                      np.arange(first_line, first_line + n, dtype=np.int64))
+
+
+def _parse_lines(
+    lines: _Lines, it: Iterator[bytes], n: int, order: int, header: _Header, found: int, vocab: _Vocabulary,
+) -> NgramTable:
+    """Parse the next ``n`` lines of a section (none blank) one by one: the careful
+    parser, whose errors name the faulty line.  ``found`` n-grams came before them."""
     count = header.counts[order - 1]
     has_beta = order < len(header.counts)
     ids = array("i")
@@ -233,54 +426,32 @@ def _read_section(
     betas = array("d")
     line_numbers = array("q")
     short, long_ = order + 1, order + 2
-    found = 0
-    pending = None
-    ended = "a blank line"
-    for line in it:
-        if not line:
-            break
-        if line[:1] == b"\\":
-            pending = line
-            ended = _show(line)
-            break
+    for line in itertools.islice(it, n):
         if found == count:
             raise lines.error(f"expected only {count} {order}-grams ({header.says(order)}), found more")
         parts = line.split()
-        n = len(parts)
-        if n == short:
+        fields = len(parts)
+        if fields == short:
             beta = 0.0
-        elif n == long_ and has_beta:
+        elif fields == long_ and has_beta:
             if not _is_number(parts[-1]):
                 raise lines.error(
                     f"expected a number for the back-off weight, found {_show(parts[-1])} "
                     f"(is this a {order + 1}-gram in the \\{order}-grams: section?)")
             beta = _parse_number(parts[-1], lines, "back-off weight")
-        elif n == long_ and _is_number(parts[-1]):
+        elif fields == long_ and _is_number(parts[-1]):
             raise lines.error(f"expected no back-off weight on a {order}-gram, found {_show(parts[-1])} "
                               f"({order} is the model's highest order)")
         else:
-            raise lines.error(f"expected {_ngram_shape(order, has_beta)}, found {n} field{'s' * (n != 1)}")
+            raise lines.error(f"expected {_ngram_shape(order, has_beta)}, found {fields} field{'s' * (fields != 1)}")
         alpha = _parse_number(parts[0], lines, "log-probability")
         if alpha > 0:
             raise lines.error(f"expected a log-probability <= 0, found {_show(parts[0])}")
         if order == 1:
-            word = parts[1]
-            if word in vocab:
-                raise lines.error(f"expected each word to have one unigram, found {_show(word)} again "
-                                  f"(first on line {line_numbers[vocab[word]]})")
-            try:
-                word.decode("utf-8")
-            except UnicodeDecodeError:
-                raise lines.error(f"expected UTF-8 text, found a word that is not: {_show(word)}") from None
-            if len(word) > MAX_WORD_BYTES:
-                raise lines.error(f"expected a word of at most {MAX_WORD_BYTES} bytes, "
-                                  f"found one of {len(word)} bytes")
-            vocab[word] = len(words)
-            words.append(word)
-            ids.append(vocab[word])
+            ids.append(_add_word(lines, parts[1], vocab))
         else:
             for position in range(1, short):
-                wid = vocab.get(parts[position])
+                wid = vocab.ids.get(parts[position])
                 if wid is None:
                     raise lines.error(_no_unigram_message(parts, position, order))
                 ids.append(wid)
@@ -288,19 +459,31 @@ def _read_section(
         betas.append(beta)
         line_numbers.append(lines.number)
         found += 1
-    else:
-        ended = "the end of the file"
-    if found != count:
-        raise lines.error(f"expected {count} {order}-grams ({header.says(order)}), "
-                          f"found only {found} before {ended}")
-    table = NgramTable(
+    scores = np.float64 if order == 1 else np.float32
+    return NgramTable(
         order=order,
         ids=np.frombuffer(ids, dtype=np.int32).reshape(-1, order).copy(),
-        alpha=np.frombuffer(alphas, dtype=np.float64).copy(),
-        beta=np.frombuffer(betas, dtype=np.float64).copy(),
+        alpha=np.frombuffer(alphas, dtype=np.float64).astype(scores),
+        beta=np.frombuffer(betas, dtype=np.float64).astype(scores),
         lines=np.frombuffer(line_numbers, dtype=np.int64).copy(),
     )
-    return table, pending
+
+
+def _add_word(lines: _Lines, word: bytes, vocab: _Vocabulary) -> int:
+    """Give the unigram ``word`` the next id, checking it can be one."""
+    if word in vocab.ids:
+        raise lines.error(f"expected each word to have one unigram, found {_show(word)} again "
+                          f"(first on line {vocab.lines[vocab.ids[word]]})")
+    try:
+        word.decode("utf-8")
+    except UnicodeDecodeError:
+        raise lines.error(f"expected UTF-8 text, found a word that is not: {_show(word)}") from None
+    if len(word) > MAX_WORD_BYTES:
+        raise lines.error(f"expected a word of at most {MAX_WORD_BYTES} bytes, found one of {len(word)} bytes")
+    vocab.ids[word] = len(vocab.words)
+    vocab.words.append(word)
+    vocab.lines.append(lines.number)
+    return vocab.ids[word]
 
 
 def _no_unigram_message(parts: list[bytes], position: int, order: int) -> str:

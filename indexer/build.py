@@ -23,9 +23,13 @@ import numpy as np
 
 from fastsubs import format as fmt
 from fastsubs.errors import FastsubsError, IndexExistsError, ModelFormatError
-from fastsubs.indexer.arpa import ArpaModel, read_arpa
+from fastsubs.indexer.arpa import ArpaReader, NgramTable
 from fastsubs.indexer.patterns import check_no_duplicates, iter_records, pattern_records
 from fastsubs.indexer.publish import make_temp_dir, publish, remove_stale_temp_dirs, remove_tree
+from fastsubs.indexer.runs import SortedRuns, merged_blocks
+
+#: Subdirectory of the build's temporary directory holding the sorted runs until written.
+_RUNS_DIR = "runs"
 
 #: Address space reserved for the LMDB map while building; the file grows only as written.
 BUILD_MAP_SIZE = 1 << 40
@@ -41,6 +45,37 @@ class BuildSummary:
     counts: list[int]
     index_bytes: int
     seconds: float
+
+
+@dataclass
+class _SortedModel:
+    """A model read once: vocabulary and unigrams in memory, higher orders as sorted runs on disk."""
+
+    words: list[bytes]
+    counts: list[int]
+    unigrams: NgramTable
+    runs: list[SortedRuns]  # orders 2..N
+
+    @property
+    def order(self) -> int:
+        return len(self.counts)
+
+
+def _read_model(model_path: Path, directory: Path) -> _SortedModel:
+    """Parse the model, spilling each higher order to ``directory`` as runs sorted for every slot."""
+    directory.mkdir()
+    reader = ArpaReader(model_path)
+    unigrams = None
+    runs: dict[int, SortedRuns] = {}
+    for chunk in reader:
+        if chunk.order == 1:
+            unigrams = chunk
+        else:
+            runs.setdefault(chunk.order, SortedRuns(directory, chunk.order)).add(chunk)
+    for order_runs in runs.values():
+        order_runs.flush()
+    assert unigrams is not None
+    return _SortedModel(reader.words, reader.counts, unigrams, list(runs.values()))
 
 
 def default_index_path(model: Path) -> Path:
@@ -81,39 +116,35 @@ def build_index(
     target = Path(index_path) if index_path is not None else default_index_path(model_path)
     if (target.exists() or target.is_symlink()) and not force:
         raise IndexExistsError(f"{target}: an index (or file) is already there; use --force to replace it")
-    progress(f"reading {model_path}")
-    model = read_arpa(model_path)
-    for table in model.tables[1:]:
-        check_no_duplicates(table, str(model_path), model.words)
-    progress(f"read {model.order}-gram model: " + ", ".join(
-        f"{len(t.alpha):,} {t.order}-grams" for t in model.tables))
-
     remove_stale_temp_dirs(target)
     try:
         temp = make_temp_dir(target)
     except OSError as error:
         raise FastsubsError(f"{target}: cannot create the index there ({error.strerror or error})") from None
     try:
+        progress(f"reading {model_path}")
+        model = _read_model(model_path, temp / _RUNS_DIR)
+        progress(f"read {model.order}-gram model: " + ", ".join(
+            f"{count:,} {order}-grams" for order, count in enumerate(model.counts, start=1)))
         _write_environment(temp, model, model_path, progress)
+        remove_tree(temp / _RUNS_DIR)
         (temp / "lock.mdb").unlink(missing_ok=True)
         publish(temp, target)
     except lmdb.MapFullError:
         remove_tree(temp)
         raise FastsubsError(f"{target}: the index outgrew its LMDB map while building") from None
-    except OSError as error:
-        remove_tree(temp)
-        raise FastsubsError(f"{target}: cannot write the index ({error.strerror or error})") from None
-    except lmdb.Error as error:
+    except (OSError, lmdb.Error) as error:  # the sorted runs or LMDB
         full = _disk_full(temp)
         remove_tree(temp)
+        reason = getattr(error, "strerror", None) or error
         if full:
-            raise FastsubsError(f"{target}: cannot write the index: the disk is full ({error})") from None
-        raise FastsubsError(f"{target}: cannot write the index ({error})") from None
+            raise FastsubsError(f"{target}: cannot write the index: the disk is full ({reason})") from None
+        raise FastsubsError(f"{target}: cannot write the index ({reason})") from None
     except BaseException:
         remove_tree(temp)
         raise
     size = sum(f.stat().st_size for f in target.iterdir() if f.is_file())
-    return BuildSummary(target, [len(t.alpha) for t in model.tables], size, time.monotonic() - started)
+    return BuildSummary(target, model.counts, size, time.monotonic() - started)
 
 
 #: Free space below which a failed LMDB write is reported as a full disk: LMDB turns a
@@ -130,7 +161,7 @@ def _disk_full(directory: Path) -> bool:
     return stat.f_bavail * stat.f_frsize < _NEARLY_FULL
 
 
-def _write_environment(directory: Path, model: ArpaModel, model_path: Path, progress: Progress) -> None:
+def _write_environment(directory: Path, model: _SortedModel, model_path: Path, progress: Progress) -> None:
     vocab_size = len(model.words)
     id_bytes = fmt.id_bytes_for(vocab_size)
     env = lmdb.open(str(directory), map_size=BUILD_MAP_SIZE, max_dbs=model.order + 3,
@@ -138,15 +169,20 @@ def _write_environment(directory: Path, model: ArpaModel, model_path: Path, prog
     try:
         with env.begin(write=True) as txn:
             _write_vocabulary(env, txn, model)
-        for table in model.tables[1:]:
-            db = env.open_db(fmt.patterns_db_name(table.order))
-            has_beta = table.order < model.order
-            for slot in range(table.order):
-                keys, key_length, values, offsets = pattern_records(table, slot, has_beta, id_bytes)
-                with env.begin(write=True, db=db) as txn:
-                    with txn.cursor() as cursor:
+        for runs in model.runs:
+            db = env.open_db(fmt.patterns_db_name(runs.order))
+            has_beta = runs.order < model.order
+            for slot in range(runs.order):
+                written = 0
+                # One transaction per merged block: LMDB's dirty pages stay bounded too.
+                for rows in merged_blocks(runs.files[slot], runs.order):
+                    if slot == runs.order - 1:  # the slot last: rows in n-gram order
+                        check_no_duplicates(rows, runs.order, str(model_path), model.words)
+                    keys, key_length, values, offsets = pattern_records(rows, slot, has_beta, id_bytes)
+                    with env.begin(write=True, db=db) as txn, txn.cursor() as cursor:
                         cursor.putmulti(iter_records(keys, key_length, values, offsets), append=True)
-                progress(f"wrote {len(offsets) - 1:,} patterns of {table.order}-grams with the slot at {slot + 1}")
+                    written += len(offsets) - 1
+                progress(f"wrote {written:,} patterns of {runs.order}-grams with the slot at {slot + 1}")
         meta = _metadata(model, model_path, vocab_size, id_bytes)
         with env.begin(write=True, db=env.open_db(fmt.META_DB)) as txn:
             txn.put(fmt.META_KEY, msgpack.packb(meta))
@@ -155,12 +191,12 @@ def _write_environment(directory: Path, model: ArpaModel, model_path: Path, prog
         env.close()
 
 
-def _write_vocabulary(env: lmdb.Environment, txn: lmdb.Transaction, model: ArpaModel) -> None:
+def _write_vocabulary(env: lmdb.Environment, txn: lmdb.Transaction, model: _SortedModel) -> None:
     vocab_db = env.open_db(fmt.VOCAB_DB, txn=txn)
     ordered = sorted(range(len(model.words)), key=model.words.__getitem__)
     with txn.cursor(db=vocab_db) as cursor:
         cursor.putmulti(((model.words[i], i.to_bytes(4, "little")) for i in ordered), append=True)
-    unigrams = model.tables[0]
+    unigrams = model.unigrams
     alpha = unigrams.alpha.astype(fmt.SCORE_DTYPE)
     arrays = {
         fmt.UNIGRAM_ALPHA: alpha,
@@ -174,7 +210,7 @@ def _write_vocabulary(env: lmdb.Environment, txn: lmdb.Transaction, model: ArpaM
     txn.put(fmt.WORD_BYTES, b"".join(model.words), db=arrays_db)
 
 
-def _metadata(model: ArpaModel, model_path: Path, vocab_size: int, id_bytes: int) -> dict[str, object]:
+def _metadata(model: _SortedModel, model_path: Path, vocab_size: int, id_bytes: int) -> dict[str, object]:
     index_of = {w: i for i, w in enumerate(model.words)}
     unk = index_of.get(b"<unk>")
     stat = model_path.stat()
@@ -182,14 +218,14 @@ def _metadata(model: ArpaModel, model_path: Path, vocab_size: int, id_bytes: int
         "magic": fmt.MAGIC,
         "format_version": fmt.FORMAT_VERSION,
         "order": model.order,
-        "counts": [len(t.alpha) for t in model.tables],
+        "counts": model.counts,
         "vocab_size": vocab_size,
         "id_bytes": id_bytes,
         "has_unk": unk is not None,
         "unk_id": unk,
         "bos_id": index_of.get(b"<s>"),
         "eos_id": index_of.get(b"</s>"),
-        "max_unigram_beta": float(model.tables[0].beta.max()),
+        "max_unigram_beta": float(model.unigrams.beta.max()),
         "source": {"name": model_path.name, "size": stat.st_size, "sha256": _file_digest(model_path)},
         "build": {"fastsubs_format": fmt.FORMAT_VERSION, "python": sys.version.split()[0],
                   "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},

@@ -1,8 +1,8 @@
 """Turning one order's n-gram table into pattern records (key bytes, value bytes).
 
-For an n-gram table of order m and a slot position s, every n-gram ``A x B`` (x at
-position s) belongs to the pattern ``A _ B``.  All records of a table are built with
-whole-array numpy operations; only the final hand-over to LMDB is a Python loop.
+For n-grams of order m and a slot position s, every n-gram ``A x B`` (x at position s)
+belongs to the pattern ``A _ B``.  The records of a block of sorted n-grams are built
+with whole-array numpy operations, and handed to LMDB through C-level iterators.
 """
 
 from __future__ import annotations
@@ -13,24 +13,21 @@ import numpy as np
 
 from fastsubs import format as fmt
 from fastsubs.errors import ModelFormatError
-from fastsubs.indexer.arpa import NgramTable
 
 
-def check_no_duplicates(table: NgramTable, path: str, words: list[bytes] | None = None) -> None:
-    """Raise ModelFormatError naming the line of the first repeated n-gram."""
-    if len(table.alpha) < 2:
-        return
-    order = np.lexsort(table.ids.T[::-1])
-    rows = table.ids[order]
-    same = np.all(rows[1:] == rows[:-1], axis=1)
+def check_no_duplicates(rows: np.ndarray, order: int, path: str, words: list[bytes]) -> None:
+    """Raise ModelFormatError naming the line of the first repeated n-gram in ``rows``.
+
+    ``rows`` (see :func:`fastsubs.indexer.runs.row_dtype`) must be sorted with the slot
+    last, so that their ids are in n-gram order and a repeat follows its first.
+    """
+    ids = rows["ids"]
+    same = np.all(ids[1:] == ids[:-1], axis=1)
     if same.any():
         at = int(np.flatnonzero(same)[0])
-        first, second = sorted(int(table.lines[i]) for i in order[at:at + 2])
-        shown = ""
-        if words is not None:
-            text = b" ".join(words[i] for i in rows[at]).decode("utf-8", "backslashreplace")
-            shown = f" '{text}'"
-        raise ModelFormatError(path, second, f"expected each {table.order}-gram once, found{shown} again "
+        first, second = sorted(int(line) for line in rows["line"][at:at + 2])
+        text = b" ".join(words[i] for i in ids[at]).decode("utf-8", "backslashreplace")
+        raise ModelFormatError(path, second, f"expected each {order}-gram once, found '{text}' again "
                                              f"(first on line {first})")
 
 
@@ -43,22 +40,19 @@ def _group_starts(keys: np.ndarray) -> np.ndarray:
 
 
 def pattern_records(
-    table: NgramTable, slot: int, has_beta: bool, id_bytes: int,
+    rows: np.ndarray, slot: int, has_beta: bool, id_bytes: int,
 ) -> tuple[bytes, int, bytes, np.ndarray]:
-    """All patterns of ``table`` with the slot at ``slot``, in key order.
+    """The patterns of ``rows`` with the slot at ``slot``, in key order.
 
-    Returns ``(keys, key_length, values, value_offsets)``: the keys concatenated
+    ``rows`` (see :func:`fastsubs.indexer.runs.row_dtype`) are sorted by key and hold
+    whole patterns.  Returns ``(keys, key_length, values, value_offsets)``: the keys concatenated
     (each ``key_length`` bytes) and the values concatenated, record ``g``'s value
     being ``values[value_offsets[g]:value_offsets[g + 1]]``.
     """
-    other = np.delete(table.ids, slot, axis=1)
-    slot_ids = table.ids[:, slot]
-    # Primary key: the fixed words left to right; then the slot word (by-id order).
-    order = np.lexsort((slot_ids,) + tuple(other.T[::-1]))
-    other = other[order]
-    slot_ids = slot_ids[order].astype(np.uint32)
-    alpha = table.alpha[order].astype(np.float32)
-    beta = table.beta[order].astype(np.float32)
+    other = rows["ids"][:, :-1]
+    slot_ids = rows["ids"][:, -1]
+    alpha = rows["alpha"]
+    beta = rows["beta"]
 
     starts = _group_starts(other)
     n_rows = len(slot_ids)
@@ -102,7 +96,12 @@ def pattern_records(
 
 
 def iter_records(keys: bytes, key_length: int, values: bytes, offsets: np.ndarray) -> Iterator[tuple[bytes, bytes]]:
-    """Yield ``(key, value)`` pairs from the concatenated form :func:`pattern_records` returns."""
+    """``(key, value)`` pairs from the concatenated form :func:`pattern_records` returns.
+
+    Built from ``map``/``zip`` over slices, so no Python code runs per record while
+    LMDB's ``putmulti`` consumes it (a generator cost about a microsecond a record).
+    """
     bounds = offsets.tolist()
-    for g in range(len(bounds) - 1):
-        yield keys[g * key_length:(g + 1) * key_length], values[bounds[g]:bounds[g + 1]]
+    key_bounds = range(0, len(keys) + 1, key_length)
+    return zip(map(keys.__getitem__, map(slice, key_bounds, key_bounds[1:])),
+               map(values.__getitem__, map(slice, bounds, bounds[1:])))

@@ -39,6 +39,13 @@ def _group_starts(keys: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], np.flatnonzero(change) + 1)).astype(np.int64)
 
 
+def _descending_key(scores: np.ndarray) -> np.ndarray:
+    """uint64 keys of float32 ``scores`` that sort ascending as the scores sort descending."""
+    bits = (scores + np.float32(0)).view(np.uint32)  # + 0: -0.0 becomes 0.0, equal as a float
+    ascending = np.where(bits & np.uint32(0x80000000), ~bits, bits | np.uint32(0x80000000))
+    return (~ascending).astype(np.uint64)
+
+
 def pattern_records(
     rows: np.ndarray, slot: int, has_beta: bool, id_bytes: int,
 ) -> tuple[bytes, int, bytes, np.ndarray]:
@@ -79,7 +86,8 @@ def pattern_records(
         words[row_ids_at + 2 * row_counts] = beta.view(np.uint32)
     # by_score: positions within the group, alpha descending, ties by id.
     multi = row_counts > 1
-    by_score = np.lexsort((rank, -alpha, group_of_row))
+    # One stable sort of (group, alpha descending) packed in a uint64: rows of a group are in rank order.
+    by_score = np.argsort((group_of_row.astype(np.uint64) << np.uint64(32)) | _descending_key(alpha), kind="stable")
     by_score_multi = by_score[multi[by_score]]
     grp = group_of_row[by_score_multi]
     score_rank = np.arange(len(by_score_multi)) - np.searchsorted(grp, grp)

@@ -63,11 +63,27 @@ class SortedRuns:
         rows["alpha"], rows["beta"], rows["line"] = table.alpha, table.beta, table.lines
         for slot in range(self.order):
             rows["ids"] = table.ids[:, key_columns(self.order, slot)]
-            order = np.lexsort(rows["ids"].T[::-1])
+            order = sort_order(rows["ids"])
             path = self.directory / f"{self.order}-{slot}-{len(self.files[slot])}.rows"
             with open(path, "wb") as stream:  # not tofile(): its errors lose the errno (ENOSPC)
                 stream.write(rows[order].data)
             self.files[slot].append(path)
+
+
+def sort_order(ids: np.ndarray) -> np.ndarray:
+    """The stable order that sorts the rows of ``ids`` (uint32 columns) lexicographically.
+
+    When the ids fit, the columns are packed into one uint64 and sorted once: several
+    times faster than ``lexsort``'s pass per column (4 columns of 16 bits for 64K words).
+    """
+    bits = int(ids.max()).bit_length() if ids.size else 0
+    if bits * ids.shape[1] > 64:
+        return np.lexsort(ids.T[::-1])
+    key = np.zeros(len(ids), dtype=np.uint64)
+    for column in range(ids.shape[1]):
+        key <<= np.uint64(bits)
+        key |= ids[:, column]
+    return np.argsort(key, kind="stable")
 
 
 def _lexicographic_le(ids: np.ndarray, bound: np.ndarray) -> np.ndarray:
@@ -108,7 +124,8 @@ def merged_blocks(files: list[Path], order: int) -> Iterator[np.ndarray]:
                 cut = [len(block) for block in blocks]
             taken = np.concatenate([carry] + [block[:c] for block, c in zip(blocks, cut)])
             blocks = [block[c:] for block, c in zip(blocks, cut)]
-            taken = taken[np.lexsort(taken["ids"].T[::-1])]  # stable: equal rows stay in file order
+            if len(files) > 1:
+                taken = taken[sort_order(taken["ids"])]  # stable: equal rows stay in file order
             if not open_runs:
                 if len(taken):
                     yield taken

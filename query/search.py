@@ -2,11 +2,11 @@
 ALGORITHM.md), run per position by the C kernel ``fastsubs.query._kernel``.
 
 Python describes the position (:mod:`fastsubs.query.terms` builds its terms from cached
-patterns); the kernel reads the sorted lists one entry at a time, always from the list
-whose next entry lowers the upper bound most, scores each new word exactly and lists
-words once they score above the bound on every word not yet read.  See
-``query/_kernel.c`` for why each bound holds.  The result equals exhaustive scoring of
-every candidate; ties come lowest word id first.
+patterns); the kernel reads the sorted lists in rounds of one entry from every list
+that binds the upper bound, scores new words exactly, and lists words once they score
+above the bound on every word not yet read.  See ``query/_kernel.c`` for why each
+bound holds.  The result equals exhaustive scoring of every candidate; ties come
+lowest word id first.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from fastsubs.query.terms import UNIGRAM_BETA, Patterns
 class SearchStats:
     """Counters over a run, for ``--stats``: how much work the bound saved.
 
-    ``evaluated`` counts words scored exactly; ``rounds`` counts sorted-list entries
-    read (the kernel reads one entry per step).
+    ``evaluated`` counts words read and scored (some only until their partial score
+    showed they cannot be listed); ``rounds`` counts sorted-list entries read.
     """
 
     positions: int = 0

@@ -4,14 +4,17 @@ For the sentence ``s_0 … s_{n+1}`` (``<s> w1 … wn </s>``) and a target posit
 lp(x) is the sum over j = t … min(t+N-1, n+1) of log10 p(s_j | context) with s_t := x
 (ALGORITHM.md).  Each such term is a back-off chain: the longest n-gram present gives
 its alpha, every shorter step adds a back-off weight.  This module only *describes*
-the chains (which pattern, which constant); :mod:`fastsubs.query.search` evaluates
-them for batches of candidates and bounds them for words not yet read.
+the chains (which pattern, which constant); the search kernel (``query/_kernel.c``)
+evaluates them for candidates and bounds them for words not yet read.  The kernel
+reads these objects by attribute: ``Term.steps``/``base``, ``Step.alpha``/``beta``
+(``UNIGRAM_BETA`` by identity) and ``Pattern.ids``/``alpha``/``beta``/``by_score``/
+``max_beta``.
 
 Neighbouring positions and repeated contexts ask for the same patterns and terms
 again and again (``_ </s>``, ``the _`` …), so look-ups go through :class:`Patterns`,
 which parses each LMDB value once, builds each term once, and hands out the *same*
-objects every time: the search kernel keys its per-pattern work (shared look-ups,
-dense position maps) on that identity.
+objects every time: the search kernel shares a pattern's look-ups between the terms
+that use it by that identity (and keeps rank maps of big patterns across positions).
 """
 
 from __future__ import annotations

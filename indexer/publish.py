@@ -108,8 +108,20 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(b))
 
 
+def _give_default_permissions(directory: Path) -> None:
+    """Give the index directory the permissions a new directory gets (mkdtemp makes it 0700).
+
+    Indexes are shared: other users' processes and cluster workers must be able to read
+    them, as they could any directory this user creates.
+    """
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(directory, 0o777 & ~umask)
+
+
 def publish(temp: Path, target: Path) -> None:
     """Move the complete index in ``temp`` to ``target``, replacing what is there."""
+    _give_default_permissions(temp)
     _fsync_dir(temp)
     if target.exists() or target.is_symlink():
         if _exchange(temp, target):

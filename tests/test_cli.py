@@ -124,3 +124,14 @@ def test_workers_give_the_same_output_as_one_process(small_index: Path) -> None:
 def test_stats_are_printed_on_stderr(tiny_index: Path) -> None:
     result = run_cli("fastsubs-query", tiny_index, "--stats", input=SENTENCES)
     assert "positions 7" in result.stderr.decode() and "candidates evaluated" in result.stderr.decode()
+
+
+def test_the_index_gets_the_permissions_of_any_new_directory(tmp_path: Path) -> None:
+    """Other users and cluster workers read shared indexes: not mkdtemp's private 0700."""
+    import os
+
+    target = tmp_path / "shared.fsidx"
+    run_cli("fastsubs-index", "build", TEST_DATA / "tiny.arpa", "-o", target, "-q")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o777 & ~umask

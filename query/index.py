@@ -40,6 +40,13 @@ class Pattern:
     def count(self) -> int:
         return len(self.ids)
 
+    def entry(self, word: int) -> tuple[float, float] | None:
+        """``(alpha, beta)`` of ``A word B``, or None when ``word`` is not in the slot."""
+        pos = int(self.ids.searchsorted(word))
+        if pos == len(self.ids) or self.ids[pos] != word:
+            return None
+        return float(self.alpha[pos]), 0.0 if self.beta is None else float(self.beta[pos])
+
 
 _SINGLE = np.zeros(1, dtype=fmt.ID_DTYPE)
 
@@ -247,10 +254,4 @@ class Index:
         if len(ids) == 1:
             return float(self.unigram_alpha[ids[0]]), float(self.unigram_beta[ids[0]])
         pattern = self.pattern(len(ids) - 1, ids[:-1])
-        if pattern is None:
-            return None
-        pos = int(np.searchsorted(pattern.ids, ids[-1]))
-        if pos == pattern.count or pattern.ids[pos] != ids[-1]:
-            return None
-        beta = 0.0 if pattern.beta is None else float(pattern.beta[pos])
-        return float(pattern.alpha[pos]), beta
+        return None if pattern is None else pattern.entry(ids[-1])

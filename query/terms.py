@@ -87,12 +87,7 @@ class Patterns:
         if len(ids) == 1:
             return self.index.ngram(ids)
         pattern = self.pattern(len(ids) - 1, ids[:-1])
-        if pattern is None:
-            return None
-        pos = int(pattern.ids.searchsorted(ids[-1]))
-        if pos == pattern.count or pattern.ids[pos] != ids[-1]:
-            return None
-        return float(pattern.alpha[pos]), 0.0 if pattern.beta is None else float(pattern.beta[pos])
+        return None if pattern is None else pattern.entry(ids[-1])
 
     def logprob(self, word: int, context: tuple[int, ...]) -> float:
         """log10 p(word | context) by the ARPA back-off recursion, for fixed words."""

@@ -156,5 +156,5 @@ def format_stats(stats: SearchStats) -> str:
     """One line of search statistics for ``--stats``."""
     per = max(stats.positions, 1)
     return (f"positions {stats.positions}  candidates evaluated {stats.evaluated} "
-            f"({stats.evaluated / per:.1f} per position)  sorted-list entries read {stats.rounds / per:.1f} per position  "
+            f"({stats.evaluated / per:.1f} per position)  sorted-list entries read {stats.list_reads / per:.1f} per position  "
             f"substitutes listed {stats.listed}")

@@ -25,18 +25,18 @@ class SearchStats:
     """Counters over a run, for ``--stats``: how much work the bound saved.
 
     ``evaluated`` counts words read and scored (some only until their partial score
-    showed they cannot be listed); ``rounds`` counts sorted-list entries read.
+    showed they cannot be listed); ``list_reads`` counts sorted-list entries read.
     """
 
     positions: int = 0
     evaluated: int = 0
-    rounds: int = 0
+    list_reads: int = 0
     listed: int = 0
 
     def add(self, other: SearchStats) -> None:
         self.positions += other.positions
         self.evaluated += other.evaluated
-        self.rounds += other.rounds
+        self.list_reads += other.list_reads
         self.listed += other.listed
 
 
@@ -71,6 +71,6 @@ class Searcher:
         stats = self.stats
         stats.positions += 1
         stats.evaluated += evaluated
-        stats.rounds += reads
+        stats.list_reads += reads
         stats.listed += len(ids) // 4
         return np.frombuffer(ids, np.uint32), np.frombuffer(scores)

@@ -225,7 +225,8 @@ def _metadata(model: _SortedModel, model_path: Path, vocab_size: int, id_bytes: 
         "unk_id": unk,
         "bos_id": index_of.get(b"<s>"),
         "eos_id": index_of.get(b"</s>"),
-        "max_unigram_beta": float(model.unigrams.beta.max()),
+        # The bound must cover the stored (float32) weights, which can round up from the text.
+        "max_unigram_beta": float(model.unigrams.beta.astype(fmt.SCORE_DTYPE).max()),
         "source": {"name": model_path.name, "size": stat.st_size, "sha256": _file_digest(model_path)},
         "build": {"fastsubs_format": fmt.FORMAT_VERSION, "python": sys.version.split()[0],
                   "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},

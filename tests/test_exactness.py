@@ -106,3 +106,19 @@ def test_kn4_small_sentences_equal_exhaustive(small_index: Path) -> None:
                     expected = oracle.top_substitutes(tokens, position, n=n, p=p)
                     ours = index.position(tokens, position, n=n, p=p)
                     assert_exact(ours, expected, scores, f"{tokens} {position} n={n} p={p}")
+
+
+def test_bound_covers_float32_rounding_of_positive_backoffs(tmp_path: Path) -> None:
+    """beta(b) = 0.3 is stored as 0.30000001192 (float32 rounds it up): the bound on the
+    unigram back-off must be the stored maximum, not the decimal one, or b — which ties
+    a exactly and has the lower id — is passed over for the single best substitute."""
+    text = "\n".join([
+        "\\data\\", "ngram 1=5", "ngram 2=2", "",
+        "\\1-grams:", "-99\t<s>\t0", "-1\t</s>", "-0.5\tb\t0.3", "-2\ta\t0", "-2\tc\t0", "",
+        "\\2-grams:", "-0.199999988\t<s> a", "-3\tc </s>", "", "\\end\\", ""])
+    model_path = tmp_path / "tie.arpa"
+    model_path.write_text(text)
+    fastsubs.build_index(model_path, tmp_path / "tie.fsidx")
+    with fastsubs.open_index(tmp_path / "tie.fsidx") as index:
+        best = index.position(["a"], 0, n=2)
+    assert [s.word for s in best] == ["b", "a"] and best[0].logprob == best[1].logprob

@@ -595,6 +595,10 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     Py_ssize_t count;
     if (!PyArg_ParseTuple(args, "OnO:search", &terms, &count, &mass_object))
         return NULL;
+    if (!k->seen) {
+        PyErr_SetString(PyExc_RuntimeError, "Kernel.search before Kernel.__init__ succeeded");
+        return NULL;
+    }
     int use_mass = mass_object != Py_None;
     double mass = use_mass ? PyFloat_AsDouble(mass_object) : 0.0;
     if (use_mass && PyErr_Occurred())
@@ -802,7 +806,7 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds) {
 }
 
 static void Kernel_dealloc(Kernel *k) {
-    if (k->seen)
+    if (k->unigram_alpha) /* set once all three views are held */
         for (int i = 0; i < 3; i++)
             PyBuffer_Release(&k->unigram_views[i]);
     Py_XDECREF(k->unigram_beta_marker);

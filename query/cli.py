@@ -62,7 +62,7 @@ def query(
     sample: Optional[int] = typer.Option(None, "--sample", min=1,
                                          help="Print N 'word<TAB>sub' draws per position, in proportion to "
                                               "10^lp over the listed substitutes (wordsub-n)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed for --sample (same output for any --workers)."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Random seed for --sample (same output for any --workers)."),
     workers: int = typer.Option(1, "--workers", "-w", min=1, help="Worker processes (each opens the index)."),
     dask: Optional[str] = typer.Option(None, "--dask", metavar="SCHEDULER",
                                        help="Run on the Dask cluster at this address: -i is a glob of input "

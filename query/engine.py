@@ -25,16 +25,27 @@ class Engine:
         self.vocabulary = Vocabulary(self.index)
         self.searcher = Searcher(self.index)
 
+        self.closed = False
+
     def close(self) -> None:
+        """Unmap the index; the cached patterns point into it, so the engine is done for."""
+        self.closed = True
         self.index.close()
 
-    def sentence(self, tokens: list[bytes], limits: Limits) -> list[Ranked]:
-        """Ranked substitutes for every position w1 … wn and the closing ``</s>``."""
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("the index is closed")
+
+    def sentence(self, tokens: list[bytes], limits: Limits, eos: bool = True) -> list[Ranked]:
+        """Ranked substitutes for every position w1 … wn and (with ``eos``) the closing ``</s>``."""
+        self._check_open()
         ids = self.vocabulary.sentence_ids(tokens)
-        return [self.searcher.search(ids, target, limits) for target in range(1, len(ids))]
+        last = len(ids) if eos else len(ids) - 1
+        return [self.searcher.search(ids, target, limits) for target in range(1, last)]
 
     def position(self, tokens: list[bytes], position: int, limits: Limits) -> Ranked:
         """Ranked substitutes for ``tokens[position]`` (``position == len(tokens)`` is ``</s>``)."""
+        self._check_open()
         if not 0 <= position <= len(tokens):
             raise ValueError(f"position {position} is outside 0 … {len(tokens)}")
         ids = self.vocabulary.sentence_ids(tokens)

@@ -75,9 +75,7 @@ def render_record(engine: Engine, line: bytes, options: OutputOptions, source: s
             body = (line if line.endswith(b"\n") else line + b"\n") + body
         return body
     tokens = tokenize(line)
-    ranked = engine.sentence(tokens, options.limits)
+    ranked = engine.sentence(tokens, options.limits, eos=not options.no_eos)
     words = tokens + [EOS]
-    if options.no_eos:
-        ranked = ranked[:-1]
     return b"".join(_position_output(engine, options, number, position, words[position], ids, scores, True)
                     for position, (ids, scores) in enumerate(ranked))

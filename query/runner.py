@@ -9,12 +9,9 @@ the run fail with an error (``BrokenProcessPool``), never a shorter output.
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
 from dataclasses import dataclass
 from itertools import islice
@@ -102,10 +99,15 @@ def serial_results(index_path: str, chunks: Iterable[Chunk], options: OutputOpti
 def parallel_results(index_path: str, chunks: Iterable[Chunk], options: OutputOptions, source: str,
                      workers: int) -> Iterator[ChunkResult]:
     """Results of every chunk from ``workers`` processes, in input order, memory bounded."""
+    # Imported here: a one-process run (the common case) should not pay for them at start-up.
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init,
                              initargs=(index_path,)) as pool:
-        pending: deque[Future[ChunkResult]] = deque()
+        pending: deque[Future] = deque()
         try:
             for chunk in chunks:
                 pending.append(pool.submit(_worker_chunk, chunk, options, source))

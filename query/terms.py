@@ -35,10 +35,12 @@ UNIGRAM_BETA = UnigramBeta()
 #: (its beta array), or the unigram back-off of x.
 BetaSource = float | Pattern | UnigramBeta
 
-#: Parsed patterns and built terms kept per process; each cache is emptied when it grows
-#: past this (entries are small views into the memory map, so this bounds Python objects only).
-MAX_CACHED_PATTERNS = 200_000
-MAX_CACHED_TERMS = 200_000
+#: Parsed patterns kept per process (about 1.5 KB of Python objects each, the arrays
+#: themselves are views into the memory map).  When either cache is full both are
+#: emptied together: a term must keep sharing the Pattern objects the pattern cache
+#: hands out, since the kernel recognises a list read twice by object identity.
+MAX_CACHED_PATTERNS = 50_000
+MAX_CACHED_TERMS = 50_000
 
 _ABSENT = object()
 
@@ -72,13 +74,18 @@ class Patterns:
         self._cache: dict[tuple[int, tuple[int, ...]], object] = {}
         self._terms: dict[tuple[tuple[int, ...], tuple[int, ...]], Term] = {}
 
+    def _forget(self) -> None:
+        """Empty both caches at once (see MAX_CACHED_PATTERNS)."""
+        self._cache.clear()
+        self._terms.clear()
+
     def pattern(self, slot: int, ids: tuple[int, ...]) -> Pattern | None:
         """``index.pattern(slot, ids)``, parsed once per process."""
         key = (slot, ids)
         found = self._cache.get(key, _ABSENT)
         if found is _ABSENT:
             if len(self._cache) >= MAX_CACHED_PATTERNS:
-                self._cache.clear()
+                self._forget()
             found = self._cache[key] = self.index.pattern(slot, ids)
         return found  # type: ignore[return-value]
 
@@ -113,7 +120,7 @@ class Patterns:
             term = cache.get(key)
             if term is None:
                 if len(cache) >= MAX_CACHED_TERMS:
-                    cache.clear()
+                    self._forget()
                 left, after = key
                 term = cache[key] = (self._context_term(left, after[:-1], after[-1]) if after
                                      else self._predicting_term(left))

@@ -107,3 +107,16 @@ def test_python_api_streams_sentences_as_frozen_substitutes(tiny_index: Path) ->
         assert index.position(["the", "cat", "sat"], 3, p=0.5)[0].word == "</s>"
         with pytest.raises(ValueError):
             index.position(["the"], 2)
+
+
+def test_using_a_closed_index_is_an_error_not_a_crash(tiny_index: Path) -> None:
+    index = fastsubs.open_index(tiny_index)
+    assert index.sentence("the cat", n=1)
+    index.close()
+    with pytest.raises(ValueError, match="closed"):
+        index.sentence("the cat", n=1)
+
+
+def test_a_negative_seed_is_a_usage_error(tiny_index: Path) -> None:
+    result = run_cli("fastsubs-query", tiny_index, "--sample", "2", "--seed", "-1", check=False, input=b"a\n")
+    assert result.returncode == 2 and b"Traceback" not in result.stderr

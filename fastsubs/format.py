@@ -1,7 +1,10 @@
 """The on-disk index format: the one contract between the indexer and the query engine.
 
-An index is one LMDB environment (a directory).  Nothing outside this module knows
-byte layouts; both sides import the names below.
+An index is one LMDB environment (a directory).  Byte layouts are defined here and
+both sides import the names below; the one place that writes a layout out by hand is
+the builder's vectorized writer (``indexer/patterns.py`` fills the fields of all
+records at once), which is checked against :func:`pattern_value_layout` by every test
+that reads an index it built.
 
 Named databases
 ---------------
@@ -171,6 +174,10 @@ def pattern_value_layout(count: int, has_beta: bool) -> list[tuple[str, np.dtype
     return fields
 
 
-def pattern_value_words(count: int, has_beta: bool) -> int:
-    """Length of a pattern value in 4-byte words."""
-    return 1 + (1 + count if has_beta else 0) + 2 * count + (count if count > 1 else 0)
+def pattern_value_words(count, has_beta: bool):
+    """Length of pattern values in 4-byte words: :func:`pattern_value_layout` summed.
+
+    Works on one count or on a numpy array of counts (the builder sizes all records at once).
+    """
+    hb = 1 if has_beta else 0
+    return 1 + hb * (1 + count) + 2 * count + count * (count > 1)

@@ -70,7 +70,7 @@ def pattern_records(
 
     # Value layout (see fastsubs.format.pattern_value_layout), in 4-byte words.
     hb = 1 if has_beta else 0
-    sizes = 1 + hb * (1 + counts) + 2 * counts + np.where(counts > 1, counts, 0)
+    sizes = fmt.pattern_value_words(counts, has_beta)
     offsets = np.concatenate(([0], np.cumsum(sizes)))
     words = np.zeros(int(offsets[-1]), dtype=np.uint32)
     base = offsets[:-1]

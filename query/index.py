@@ -73,19 +73,14 @@ def parse_pattern(key: bytes | memoryview, value: memoryview | bytes, has_beta: 
     body = np.frombuffer(value, fmt.ID_DTYPE, offset=4)
     if fmt.record_checksum(bytes(key), body) != int.from_bytes(value[:4], "little"):
         raise DamagedIndexError(f"damaged index: pattern {bytes(key).hex()} fails its checksum (bytes flipped?)")
-    offset = 4
-    max_beta = 0.0
-    if has_beta:
-        max_beta = float(np.frombuffer(value, fmt.SCORE_DTYPE, 1, offset)[0])
-        offset += 4
-    ids = np.frombuffer(value, fmt.ID_DTYPE, count, offset)
-    alpha = np.frombuffer(value, fmt.SCORE_DTYPE, count, offset + 4 * count)
-    offset += 8 * count
-    beta = None
-    if has_beta:
-        beta = np.frombuffer(value, fmt.SCORE_DTYPE, count, offset)
-        offset += 4 * count
-    by_score = np.frombuffer(value, fmt.ID_DTYPE, count, offset) if count > 1 else _SINGLE
+    fields = {}
+    offset = 0
+    for name, dtype, length in fmt.pattern_value_layout(count, has_beta):
+        fields[name] = np.frombuffer(value, dtype, length, offset)
+        offset += dtype.itemsize * length
+    ids, alpha, beta = fields["ids"], fields["alpha"], fields.get("beta")
+    by_score = fields.get("by_score", _SINGLE)
+    max_beta = float(fields["max_beta"][0]) if has_beta else 0.0
     return Pattern(ids, alpha, beta, by_score, max_beta)
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from fastsubs.query.engine import Engine, Ranked
 from fastsubs.query.output import normalized
 from fastsubs.query.search import Limits
-from fastsubs.query.sentences import tokenize
+from fastsubs.query.sentences import SENTENCE_MARKERS, tokenize
 
 Token = str | bytes
 
@@ -38,16 +38,6 @@ class Substitute:
 
 def _encode(token: Token) -> bytes:
     return token if isinstance(token, bytes) else token.encode("utf-8", "surrogateescape")
-
-
-def _limits(n: int | None, p: float | None) -> Limits:
-    if n is None and p is None:
-        n = 100
-    if n is not None and n < 1:
-        raise ValueError(f"n must be at least 1, got {n}")
-    if p is not None and not 0.0 <= p <= 1.0:
-        raise ValueError(f"p must be within 0 … 1, got {p}")
-    return Limits(n if n is not None else 2**62, p)
 
 
 class SubstituteIndex:
@@ -99,7 +89,7 @@ class SubstituteIndex:
         [Substitute(word='cat', ...), Substitute(word='dog', ...)]
         """
         words = [_encode(t) for t in tokens]
-        return self._substitutes(self._engine.position(words, position, _limits(n, p)))
+        return self._substitutes(self._engine.position(words, position, Limits.from_options(n, p)))
 
     def sentence(self, tokens: Sequence[Token] | str, *, n: int | None = None,
                  p: float | None = None) -> list[list[Substitute]]:
@@ -113,8 +103,8 @@ class SubstituteIndex:
         if isinstance(tokens, str):
             words = tokenize(_encode(tokens))
         else:
-            words = [w for w in (_encode(t) for t in tokens) if w not in (b"<s>", b"</s>")]
-        return [self._substitutes(r) for r in self._engine.sentence(words, _limits(n, p))]
+            words = [w for w in (_encode(t) for t in tokens) if w not in SENTENCE_MARKERS]
+        return [self._substitutes(r) for r in self._engine.sentence(words, Limits.from_options(n, p))]
 
     def sentences(self, sentences: Iterable[Sequence[Token] | str], *, n: int | None = None,
                   p: float | None = None) -> Iterator[list[list[Substitute]]]:

@@ -13,11 +13,6 @@ import typer
 
 from fastsubs.cli_support import run_reporting_errors
 
-#: Substitutes listed when neither -n nor -p is given (the original listed the whole vocabulary).
-DEFAULT_COUNT = 100
-#: -p alone: no count limit (the search caps the count at vocabulary size - 1).
-NO_COUNT_LIMIT = 2**62
-
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
@@ -76,9 +71,7 @@ def query(
 
     if output_format not in FORMATS:
         raise typer.BadParameter(f"expected one of {', '.join(FORMATS)}", param_hint="--format")
-    if count is None and probability is None:
-        count = DEFAULT_COUNT
-    limits = Limits(count if count is not None else NO_COUNT_LIMIT, probability)
+    limits = Limits.from_options(count, probability)
     options = OutputOptions(limits, normalize, targets, skip_bad_records, output_format, no_eos, sample, seed)
     if dask is not None:
         if input_path is None or output_path is None:

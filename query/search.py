@@ -40,6 +40,12 @@ class SearchStats:
         self.listed += other.listed
 
 
+#: Substitutes listed when neither -n nor -p is given.
+DEFAULT_COUNT = 100
+#: The count of -p alone: no limit of its own.
+NO_COUNT_LIMIT = 2**62
+
+
 @dataclass(frozen=True)
 class Limits:
     """When to stop listing: ``count`` substitutes, or probability mass ``mass`` (-p).
@@ -50,6 +56,18 @@ class Limits:
 
     count: int
     mass: float | None = None
+
+    @classmethod
+    def from_options(cls, n: int | None, p: float | None) -> Limits:
+        """The limits of ``-n``/``-p``: neither means 100 substitutes (the original listed
+        the whole vocabulary); ``-p`` alone sets no count (the search caps it at V - 1)."""
+        if n is None and p is None:
+            n = DEFAULT_COUNT
+        if n is not None and n < 1:
+            raise ValueError(f"n must be at least 1, got {n}")
+        if p is not None and not 0.0 <= p <= 1.0:
+            raise ValueError(f"p must be within 0 … 1, got {p}")
+        return cls(n if n is not None else NO_COUNT_LIMIT, p)
 
 
 class Searcher:

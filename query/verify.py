@@ -117,7 +117,10 @@ def _check_batch(batch: list[tuple[bytes, bytes]], order: int, has_beta: bool, i
     for g in wrong[:MAX_PROBLEMS].tolist():
         report.problems.append(f"{where} {batch[g][0].hex()}: checksum mismatch (bytes flipped?)")
     report.records += len(batch)
-    for key, value in batch:
+    damaged = set(wrong.tolist())
+    for g, (key, value) in enumerate(batch):
+        if g in damaged:
+            continue
         pattern_words = len(value) // 4
         if pattern_words < DEEP_CHECK_WORDS and rng.random() >= DEEP_CHECK_SHARE:
             continue
@@ -144,7 +147,10 @@ def verify_against_model(index: Index, model_path: Path, samples: int, report: V
         rows = rng.sample(range(len(table.alpha)), min(samples, len(table.alpha)))
         for row in rows:
             words = tuple(model.words[i] for i in table.ids[row])
-            key = tuple(ids_of.setdefault(w, index.word_id(w)) for w in words)
+            for word in words:
+                if word not in ids_of:
+                    ids_of[word] = index.word_id(word)
+            key = tuple(ids_of[w] for w in words)
             found = None if None in key else index.ngram(key)  # type: ignore[arg-type]
             report.sampled_ngrams += 1
             if found is None:

@@ -54,6 +54,11 @@ _SINGLE = np.zeros(1, dtype=fmt.ID_DTYPE)
 OPEN_ATTEMPTS = 20
 
 
+def lmdb_damage(path: Path, error: Exception) -> DamagedIndexError:
+    """The error to raise when LMDB itself complains while reading: its file is damaged."""
+    return DamagedIndexError(f"{path}: damaged index ({type(error).__name__}: {error})")
+
+
 def _inode(path: Path) -> int | None:
     try:
         return path.stat().st_ino
@@ -107,7 +112,7 @@ class Index:
             self.word_bytes = self._txn.get(fmt.WORD_BYTES, db=arrays_db)
         except lmdb.Error as error:
             self._env.close()
-            raise DamagedIndexError(f"{self.path}: damaged index ({type(error).__name__}: {error})") from None
+            raise lmdb_damage(self.path, error) from None
         except BaseException:
             self._env.close()
             raise
@@ -156,7 +161,7 @@ class Index:
             with self._txn.cursor(db=self._pattern_dbs[order]) as cursor:
                 yield from cursor
         except lmdb.Error as error:
-            raise DamagedIndexError(f"{self.path}: damaged index ({type(error).__name__}: {error})") from None
+            raise lmdb_damage(self.path, error) from None
 
     def _read_meta(self) -> dict:
         try:
@@ -212,7 +217,7 @@ class Index:
         try:
             return self._txn.get(key, db=db)
         except lmdb.Error as error:
-            raise DamagedIndexError(f"{self.path}: damaged index ({type(error).__name__}: {error})") from None
+            raise lmdb_damage(self.path, error) from None
 
     def word_id(self, word: bytes) -> int | None:
         """Id of ``word``, or None when it is not in the vocabulary."""

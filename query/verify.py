@@ -20,7 +20,7 @@ import numpy as np
 
 from fastsubs import format as fmt
 from fastsubs.errors import DamagedIndexError, FastsubsError
-from fastsubs.query.index import Index, Pattern, parse_pattern
+from fastsubs.query.index import Index, Pattern, lmdb_damage, parse_pattern
 
 #: Score agreement between the float32 index and the model's decimal text.
 SCORE_TOLERANCE = 1e-5
@@ -174,5 +174,5 @@ def verify_index(index_path: Path, model_path: Path | None = None, samples: int 
         except FastsubsError:
             raise
         except Exception as error:  # lmdb.CorruptedError and kin: the B-tree itself is damaged
-            raise DamagedIndexError(f"{index_path}: damaged index ({type(error).__name__}: {error})") from None
+            raise lmdb_damage(index_path, error) from None
     return report

@@ -7,6 +7,7 @@ the input's size, known for regular files.
 from __future__ import annotations
 
 import io
+import math
 import os
 import stat
 import sys
@@ -70,7 +71,7 @@ class Progress:
 
 
 def _clock(seconds: float) -> str:
-    if seconds != seconds:  # NaN: nothing done yet
+    if math.isnan(seconds):  # nothing done yet
         return "--:--"
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)

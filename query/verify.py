@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from fastsubs import format as fmt
-from fastsubs.errors import DamagedIndexError, FastsubsError
+from fastsubs.errors import FastsubsError
 from fastsubs.query.index import Index, Pattern, lmdb_damage, parse_pattern
 
 #: Score agreement between the float32 index and the model's decimal text.

@@ -11,7 +11,7 @@ import msgpack
 import pytest
 
 import fastsubs
-from conftest import TEST_DATA, run_cli
+from conftest import run_cli
 
 
 @pytest.fixture()

@@ -11,7 +11,8 @@ a model would otherwise be silently misread:
   file must still decompress to its end: a lost or corrupt end of it is an error).
 * counts in the ``\\data\\`` header must match the sections, sections must come in
   order 1..N, every n-gram must have its order's number of words, log-probs must be
-  finite and <= 0 (``-99`` for ``<s>`` is fine), back-off weights finite (either sign).
+  finite and <= 0 (``-99`` for ``<s>`` is fine), back-off weights finite (either sign),
+  and every number must fit a 32-bit float (the index stores float32).
   A back-off weight on the highest order is rejected (it would be silently unused).
 * every n-gram and every unigram may be given only once.
 * every word of a higher-order n-gram must have a unigram; an n-gram whose lower-order
@@ -39,6 +40,8 @@ import numpy as np
 from fastsubs.errors import ModelFormatError
 from fastsubs.textio import DECOMPRESSION_ERRORS, open_binary
 
+#: Largest magnitude a score may have: the index stores float32.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: Longest word the index can hold: LMDB's maximum key size.
 MAX_WORD_BYTES = 511
 
@@ -189,6 +192,8 @@ def _parse_number(text: bytes, lines: _Lines, what: str) -> float:
         raise lines.error(f"expected a number for the {what}, found {_show(text)}") from None
     if not math.isfinite(value):
         raise lines.error(f"expected a finite {what}, found {_show(text)}")
+    if abs(value) > FLOAT32_MAX:
+        raise lines.error(f"expected a {what} within ±3.4e38 (the index stores 32-bit floats), found {_show(text)}")
     return value
 
 
@@ -408,9 +413,12 @@ def _parse_bulk(batch: list[bytes], order: int, has_beta: bool, vocab: dict[byte
                                       np.float64, int(with_beta.sum()))
     except (KeyError, ValueError):
         return None
-    if not (np.isfinite(alpha).all() and (alpha <= 0).all() and np.isfinite(beta).all()):
+    with np.errstate(over="ignore"):
+        alpha32, beta32 = alpha.astype(np.float32), beta.astype(np.float32)
+    # Non-finite after narrowing too: the line-by-line reader then names the line.
+    if not (np.isfinite(alpha32).all() and (alpha <= 0).all() and np.isfinite(beta32).all()):
         return None
-    return NgramTable(order, ids.reshape(n, order), alpha.astype(np.float32), beta.astype(np.float32),
+    return NgramTable(order, ids.reshape(n, order), alpha32, beta32,
                       np.arange(first_line, first_line + n, dtype=np.int64))
 
 

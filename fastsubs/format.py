@@ -25,6 +25,8 @@ Named databases
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 MAGIC = "fastsubs-index"
@@ -82,8 +84,14 @@ def id_bytes_for(vocab_size: int) -> int:
     raise ValueError(f"vocabulary of {vocab_size} words does not fit 32-bit ids")
 
 
+_KEY_STRUCTS = {2: "H", 4: "I"}
+
+
 def pattern_key(slot: int, ids: tuple[int, ...] | list[int], id_bytes: int) -> bytes:
     """Key of the pattern whose fixed words are ``ids`` with the slot before ``ids[slot]``."""
+    code = _KEY_STRUCTS.get(id_bytes)
+    if code is not None:  # the common widths: one struct.pack call (this is on the query's hot path)
+        return struct.pack(f">B{len(ids)}{code}", slot, *ids)
     return bytes((slot,)) + b"".join(i.to_bytes(id_bytes, "big") for i in ids)
 
 

@@ -78,11 +78,15 @@ def parse_pattern(key: bytes | memoryview, value: memoryview | bytes, has_beta: 
     body = np.frombuffer(value, fmt.ID_DTYPE, offset=4)
     if fmt.record_checksum(bytes(key), body) != int.from_bytes(value[:4], "little"):
         raise DamagedIndexError(f"damaged index: pattern {bytes(key).hex()} fails its checksum (bytes flipped?)")
+    # Every field is one 4-byte word per entry: slice the words already viewed for the
+    # checksum (cheaper than a frombuffer per field), reinterpreting scores as float32.
     fields = {}
-    offset = 0
+    offset = -1  # body starts after the header word
     for name, dtype, length in fmt.pattern_value_layout(count, has_beta):
-        fields[name] = np.frombuffer(value, dtype, length, offset)
-        offset += dtype.itemsize * length
+        if offset >= 0:
+            words = body[offset:offset + length]
+            fields[name] = words if dtype == fmt.ID_DTYPE else words.view(dtype)
+        offset += length
     ids, alpha, beta = fields["ids"], fields["alpha"], fields.get("beta")
     by_score = fields.get("by_score", _SINGLE)
     max_beta = float(fields["max_beta"][0]) if has_beta else 0.0

@@ -72,6 +72,15 @@ def test_search_equals_exhaustive_scoring_long_run(case) -> None:
     check_model(model.text, sentence_list)
 
 
+def bigram_model(folder: Path, unigrams: list[str], bigrams: list[str]) -> tuple[str, Path]:
+    """A small hand-written bigram model's text, and its index built in ``folder``."""
+    text = "\n".join(["\\data\\", f"ngram 1={len(unigrams)}", f"ngram 2={len(bigrams)}", "", "\\1-grams:",
+                      *unigrams, "", "\\2-grams:", *bigrams, "", "\\end\\", ""])
+    (folder / "model.arpa").write_text(text)
+    fastsubs.build_index(folder / "model.arpa", folder / "model.fsidx")
+    return text, folder / "model.fsidx"
+
+
 def test_positive_backoff_weights_are_bounded_correctly(tmp_path: Path) -> None:
     """The paper's bound (beta <= 0) would miss 'b' here: its positive back-off lifts it.
 
@@ -79,15 +88,10 @@ def test_positive_backoff_weights_are_bounded_correctly(tmp_path: Path) -> None:
     a large positive beta(b), so lp(b) = alpha(b) + beta(b) + alpha(c) beats a, whose
     n-gram "a c" is listed but poor.
     """
-    text = "\n".join([
-        "\\data\\", "ngram 1=5", "ngram 2=2", "",
-        "\\1-grams:", "-99\t<s>\t0", "-1\t</s>", "-0.5\ta\t0", "-2\tb\t1.5", "-1\tc\t0", "",
-        "\\2-grams:", "-3\ta c", "-0.5\t<s> a", "", "\\end\\", ""])
-    model_path = tmp_path / "pos.arpa"
-    model_path.write_text(text)
+    text, index_path = bigram_model(tmp_path, ["-99\t<s>\t0", "-1\t</s>", "-0.5\ta\t0", "-2\tb\t1.5", "-1\tc\t0"],
+                                    ["-3\ta c", "-0.5\t<s> a"])
     check_model(text, [["a", "c"], ["c"]])
-    fastsubs.build_index(model_path, tmp_path / "pos.fsidx")
-    with fastsubs.open_index(tmp_path / "pos.fsidx") as index:
+    with fastsubs.open_index(index_path) as index:
         assert index.position(["a", "c"], 0, n=1)[0].word == "b"
 
 
@@ -112,13 +116,8 @@ def test_bound_covers_float32_rounding_of_positive_backoffs(tmp_path: Path) -> N
     """beta(b) = 0.3 is stored as 0.30000001192 (float32 rounds it up): the bound on the
     unigram back-off must be the stored maximum, not the decimal one, or b — which ties
     a exactly and has the lower id — is passed over for the single best substitute."""
-    text = "\n".join([
-        "\\data\\", "ngram 1=5", "ngram 2=2", "",
-        "\\1-grams:", "-99\t<s>\t0", "-1\t</s>", "-0.5\tb\t0.3", "-2\ta\t0", "-2\tc\t0", "",
-        "\\2-grams:", "-0.199999988\t<s> a", "-3\tc </s>", "", "\\end\\", ""])
-    model_path = tmp_path / "tie.arpa"
-    model_path.write_text(text)
-    fastsubs.build_index(model_path, tmp_path / "tie.fsidx")
-    with fastsubs.open_index(tmp_path / "tie.fsidx") as index:
+    _, index_path = bigram_model(tmp_path, ["-99\t<s>\t0", "-1\t</s>", "-0.5\tb\t0.3", "-2\ta\t0", "-2\tc\t0"],
+                                 ["-0.199999988\t<s> a", "-3\tc </s>"])
+    with fastsubs.open_index(index_path) as index:
         best = index.position(["a"], 0, n=2)
     assert [s.word for s in best] == ["b", "a"] and best[0].logprob == best[1].logprob

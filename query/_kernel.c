@@ -614,13 +614,16 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     Py_ssize_t n_top = 0, top_size = count < k->vocab_size ? count : k->vocab_size;
     double mass_sum = 0.0, batch_scores[MAX_BATCH];
     int unigram = n_lists - 1, done = count <= 0, live[MAX_BATCH];
+    int bound_fresh = 0; /* the bound (term_sup, binds) was computed after the last list read */
     while (!done) {
         /* Read new words into a batch: rounds of one entry from each binding list. */
         uint32_t *batch = &k->evaluated[n_evaluated];
         int n = 0, size = (int)(n_evaluated / 8);
         size = size < 1 ? 1 : size > MAX_BATCH ? MAX_BATCH : size;
         while (n < size && k->lists[unigram].depth < k->vocab_size) {
-            bound(k, n_terms, n_lists);
+            if (!bound_fresh)
+                bound(k, n_terms, n_lists);
+            bound_fresh = 0;
             if (n == 0)  /* the terms' bounds before any word of the batch was read */
                 memcpy(k->batch_sup, k->term_sup, n_terms * sizeof(double));
             /* one entry of each list that binds (its sup is finite, so it has one left) */
@@ -648,6 +651,7 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
         /* Pending words above the bound on unread words are final, best first. */
         int everything = k->lists[unigram].depth == k->vocab_size;
         double limit = everything ? -INFINITY : bound(k, n_terms, n_lists);
+        bound_fresh = !everything; /* scoring reads no list: the next round can start from it */
         while (!done && n_pending && (everything || k->pending[0].score > limit)) {
             Entry e = heap_pop(k->pending, &n_pending);
             k->listed[n_listed++] = e;

@@ -42,6 +42,13 @@
  * a batch are independent loads whose cache misses the CPU overlaps. */
 #define MAX_BATCH 32
 
+/* Per-word flags of the current search (one byte per vocabulary word): SEEN marks words
+ * read already (and <s>, always); each other bit marks the words of one small pattern,
+ * scattered in when the search starts, so "is x in it?" is mostly answered by the byte
+ * the SEEN test has just brought into cache, with no search in the pattern. */
+#define SEEN 1u
+#define MEMBER_BITS 7
+
 #define NONE (-1)
 #define BETA_CONST (-1)   /* Step.beta is a constant */
 #define BETA_UNIGRAM (-2) /* Step.beta is the unigram back-off weight of x */
@@ -62,6 +69,7 @@ typedef struct {
     Py_ssize_t count;
     double beta_sup;           /* max(0, largest stored back-off weight) */
     const Block *map;          /* rank map, or NULL */
+    uint8_t member;            /* its bit in Kernel.flags, or 0 */
     int list;                  /* the sorted list reading this pattern by alpha, or NONE */
 } Pat;
 
@@ -105,7 +113,8 @@ typedef struct {
     const uint32_t *unigram_order;
     Py_ssize_t vocab_size;
     double unigram_beta_sup;
-    uint8_t *seen;                   /* words read during the current search (+ <s>, always) */
+    uint8_t *flags;                  /* per word: SEEN and small-pattern membership bits */
+    Py_ssize_t bos;                  /* <s>, never a candidate, or -1 */
     RankMap *maps;
     int n_maps, max_maps;
     uint64_t clock, search_start;    /* maps used since search_start serve the current search */
@@ -352,10 +361,38 @@ out:
     return result;
 }
 
+/* Gives the smallest patterns without a rank map a membership bit each (as many as
+ * there are bits) and marks their words in k->flags. */
+static void mark_members(Kernel *k, int n_pats) {
+    int next = 0;
+    for (int i = 0; i < n_pats && next < MEMBER_BITS; i++) {
+        Pat *p = &k->pats[i];
+        if (p->map || p->count >= RANK_MIN_COUNT)
+            continue;
+        p->member = (uint8_t)(2u << next++);
+        for (Py_ssize_t j = 0; j < p->count; j++)
+            k->flags[p->ids[j]] |= p->member;
+    }
+}
+
+/* Clears every flag the search set: the words read and the marked patterns' words. */
+static void clear_flags(Kernel *k, int n_pats, Py_ssize_t n_evaluated) {
+    for (Py_ssize_t i = 0; i < n_evaluated; i++)
+        k->flags[k->evaluated[i]] = 0;
+    for (int i = 0; i < n_pats; i++)
+        if (k->pats[i].member)
+            for (Py_ssize_t j = 0; j < k->pats[i].count; j++)
+                k->flags[k->pats[i].ids[j]] = 0;
+    if (k->bos >= 0)
+        k->flags[k->bos] = SEEN;
+}
+
 /* ---------------------------------------------------------------- exact scores */
 
 /* Position of ``word`` in pattern p's id-sorted arrays, or -1. */
-static inline int32_t locate(const Pat *p, uint32_t word) {
+static inline int32_t locate(const Kernel *k, const Pat *p, uint32_t word) {
+    if (p->member && !(k->flags[word] & p->member))
+        return -1;
     if (p->map) {
         Block block = p->map[word >> 6];
         uint64_t bit = 1ull << (word & 63);
@@ -419,7 +456,7 @@ static void locate_live(Kernel *k, int i, const uint32_t *words, const int *live
         int c = live[j];
         if (pos[c] != UNLOCATED)
             continue;
-        pos[c] = locate(p, words[c]);
+        pos[c] = locate(k, p, words[c]);
         __builtin_prefetch(&p->alpha[pos[c] < 0 ? 0 : pos[c]]);
         if (p->beta)
             __builtin_prefetch(&p->beta[pos[c] < 0 ? 0 : pos[c]]);
@@ -595,7 +632,7 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     Py_ssize_t count;
     if (!PyArg_ParseTuple(args, "OnO:search", &terms, &count, &mass_object))
         return NULL;
-    if (!k->seen) {
+    if (!k->flags) {
         PyErr_SetString(PyExc_RuntimeError, "Kernel.search before Kernel.__init__ succeeded");
         return NULL;
     }
@@ -610,6 +647,7 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
         release_views(k);
         return NULL;
     }
+    mark_members(k, n_pats);
     Py_ssize_t n_evaluated = 0, n_pending = 0, n_listed = 0, reads = 0;
     Py_ssize_t n_top = 0, top_size = count < k->vocab_size ? count : k->vocab_size;
     double mass_sum = 0.0, batch_scores[MAX_BATCH];
@@ -632,8 +670,8 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
                     continue;
                 uint32_t word = read_list(k, &k->lists[l]);
                 reads++;
-                if (word < k->vocab_size && !k->seen[word]) {
-                    k->seen[word] = 1;
+                if (word < k->vocab_size && !(k->flags[word] & SEEN)) {
+                    k->flags[word] |= SEEN;
                     batch[n++] = word;
                     __builtin_prefetch(&k->unigram_alpha[word]);
                     __builtin_prefetch(&k->unigram_beta[word]);
@@ -664,8 +702,7 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
         }
         done |= everything;
     }
-    for (Py_ssize_t i = 0; i < n_evaluated; i++)
-        k->seen[k->evaluated[i]] = 0;
+    clear_flags(k, n_pats, n_evaluated);
     release_views(k);
 
     PyObject *ids = PyBytes_FromStringAndSize(NULL, n_listed * (Py_ssize_t)sizeof(uint32_t));
@@ -760,7 +797,7 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds) {
                             "bos_id", "unigram_beta_marker", NULL};
     PyObject *alpha, *beta, *order, *bos, *marker;
     double max_unigram_beta;
-    if (k->seen) {
+    if (k->flags) {
         PyErr_SetString(PyExc_RuntimeError, "Kernel is already initialised");
         return -1;
     }
@@ -791,20 +828,22 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds) {
     k->max_maps = (int)(RANK_MAPS_BYTES / ((size_t)(v + 63) / 64 * sizeof(Block)));
     k->max_maps = k->max_maps < 4 ? 4 : k->max_maps > MAX_RANK_MAPS ? MAX_RANK_MAPS : k->max_maps;
     k->maps = PyMem_Calloc(k->max_maps, sizeof(RankMap));
-    k->seen = PyMem_Calloc(v, 1);
+    k->flags = PyMem_Calloc(v, 1);
     k->evaluated = PyMem_Malloc(v * sizeof(uint32_t));
     k->pending = PyMem_Malloc(v * sizeof(Entry));
     k->listed = PyMem_Malloc(v * sizeof(Entry));
     k->top = PyMem_Malloc(v * sizeof(double));
-    if (!k->maps || !k->seen || !k->evaluated || !k->pending || !k->listed || !k->top) {
+    if (!k->maps || !k->flags || !k->evaluated || !k->pending || !k->listed || !k->top) {
         PyErr_NoMemory();
         return -1;
     }
+    k->bos = -1;
     if (bos != Py_None) {
         Py_ssize_t b = PyLong_AsSsize_t(bos);
         if (b < 0 || b >= v)
             return PyErr_Occurred() ? -1 : (PyErr_SetString(PyExc_ValueError, "bad bos_id"), -1);
-        k->seen[b] = 1;  /* never a candidate; never cleared */
+        k->bos = b;
+        k->flags[b] = SEEN;  /* never a candidate */
     }
     return 0;
 }
@@ -817,7 +856,7 @@ static void Kernel_dealloc(Kernel *k) {
     for (int i = 0; i < k->n_maps; i++)
         PyMem_Free(k->maps[i].map);
     PyMem_Free(k->maps);
-    PyMem_Free(k->seen);
+    PyMem_Free(k->flags);
     PyMem_Free(k->evaluated);
     PyMem_Free(k->pending);
     PyMem_Free(k->listed);

@@ -136,15 +136,17 @@ static PyObject *str_steps, *str_base, *str_alpha, *str_beta, *str_ids, *str_by_
 
 /* ---------------------------------------------------------------- buffers */
 
-/* View ``array`` (a 1-d C-contiguous numpy array of ``length`` items of ``kind``: 'I'
- * uint32, 'f' float32 or 'd' float64; length -1: any). */
+/* View ``array`` (a 1-d C-contiguous buffer of ``length`` items of ``kind``: 'I' uint32,
+ * 'Q' uint64, 'f' float32, 'd' float64 or 'B' bytes; length -1: any). */
 static int get_view(PyObject *array, Py_buffer *view, char kind, Py_ssize_t length, const char *what) {
     if (PyObject_GetBuffer(array, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         return -1;
     const char *format = view->format ? view->format : "B";
     size_t n = strlen(format);
-    Py_ssize_t size = kind == 'd' ? 8 : 4;
-    if (view->itemsize != size || n == 0 || format[n - 1] != kind || (length >= 0 && view->len != size * length)) {
+    Py_ssize_t size = kind == 'd' || kind == 'Q' ? 8 : kind == 'B' ? 1 : 4;
+    char last = n ? format[n - 1] : 0;
+    int kind_ok = last == kind || (kind == 'Q' && last == 'L' && sizeof(unsigned long) == 8);
+    if (view->itemsize != size || !kind_ok || (length >= 0 && view->len != size * length)) {
         PyErr_Format(PyExc_ValueError, "%s: expected %zd items of kind '%c'", what, length, kind);
         PyBuffer_Release(view);
         return -1;
@@ -752,43 +754,118 @@ static char *append_score(char *out, double value) {
     return out + n;
 }
 
-static PyObject *format_fields(PyObject *module, PyObject *args) {
-    PyObject *words, *values;
-    (void)module;
-    if (!PyArg_ParseTuple(args, "O!O:format_fields", &PyList_Type, &words, &values))
-        return NULL;
-    Py_buffer view;
-    Py_ssize_t n = PyList_GET_SIZE(words);
-    if (get_view(values, &view, 'd', n, "values") < 0)
-        return NULL;
-    const double *scores = view.buf;
-    Py_ssize_t size = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *word = PyList_GET_ITEM(words, i);
-        if (!PyBytes_Check(word)) {
-            PyBuffer_Release(&view);
-            PyErr_SetString(PyExc_TypeError, "words must be bytes");
-            return NULL;
-        }
-        size += PyBytes_GET_SIZE(word) + 2 + 330;  /* ' ', '\t' and the longest %.8f of a double */
+/* The model's words by id, read in place from the index (``word_offsets``, ``word_bytes``),
+ * to write output lines without making a Python object per substitute. */
+typedef struct {
+    PyObject_HEAD
+    Py_buffer offsets_view, bytes_view;
+    const uint64_t *offsets;  /* NULL until __init__ succeeded */
+    const char *bytes;
+    Py_ssize_t vocab_size;
+} Words;
+
+static int Words_init(Words *w, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"word_offsets", "word_bytes", NULL};
+    PyObject *offsets, *bytes;
+    if (w->offsets) {
+        PyErr_SetString(PyExc_RuntimeError, "Words is already initialised");
+        return -1;
     }
-    char *buffer = PyMem_Malloc(size ? (size_t)size : 1), *out = buffer;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO", names, &offsets, &bytes))
+        return -1;
+    if (get_view(offsets, &w->offsets_view, 'Q', -1, "word_offsets") < 0)
+        return -1;
+    if (get_view(bytes, &w->bytes_view, 'B', -1, "word_bytes") < 0) {
+        PyBuffer_Release(&w->offsets_view);
+        return -1;
+    }
+    const uint64_t *o = w->offsets_view.buf;
+    Py_ssize_t v = w->offsets_view.len / 8 - 1;
+    int ok = v >= 0 && o[0] == 0 && o[v] <= (uint64_t)w->bytes_view.len;
+    for (Py_ssize_t i = 0; ok && i < v; i++)
+        ok = o[i] <= o[i + 1];
+    if (!ok) {  /* every word must lie inside word_bytes: fields() reads them unchecked */
+        PyBuffer_Release(&w->offsets_view);
+        PyBuffer_Release(&w->bytes_view);
+        PyErr_SetString(PyExc_ValueError, "word_offsets do not describe word_bytes (damaged index?)");
+        return -1;
+    }
+    w->offsets = o;
+    w->bytes = w->bytes_view.buf;
+    w->vocab_size = v;
+    return 0;
+}
+
+static void Words_dealloc(Words *w) {
+    if (w->offsets) {
+        PyBuffer_Release(&w->offsets_view);
+        PyBuffer_Release(&w->bytes_view);
+    }
+    Py_TYPE(w)->tp_free((PyObject *)w);
+}
+
+static PyObject *Words_fields(Words *w, PyObject *args) {
+    PyObject *ids_object, *values_object;
+    if (!w->offsets) {
+        PyErr_SetString(PyExc_RuntimeError, "Words.fields before Words.__init__ succeeded");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OO:fields", &ids_object, &values_object))
+        return NULL;
+    Py_buffer ids_view, values_view;
+    if (get_view(ids_object, &ids_view, 'I', -1, "ids") < 0)
+        return NULL;
+    Py_ssize_t n = ids_view.len / 4;
+    if (get_view(values_object, &values_view, 'd', n, "values") < 0) {
+        PyBuffer_Release(&ids_view);
+        return NULL;
+    }
+    const uint32_t *ids = ids_view.buf;
+    const double *scores = values_view.buf;
+    Py_ssize_t size = 1;
+    for (Py_ssize_t i = 0; i < n && size > 0; i++)
+        size = ids[i] < w->vocab_size ? size + (Py_ssize_t)(w->offsets[ids[i] + 1] - w->offsets[ids[i]]) + 2 + 330 : -1;
+    /* per field: the word, ' ', '\t' and the longest %.8f of a double */
+    char *buffer = size > 0 ? PyMem_Malloc((size_t)size) : NULL, *out = buffer;
     for (Py_ssize_t i = 0; buffer && out && i < n; i++) {
-        PyObject *word = PyList_GET_ITEM(words, i);
         if (i)
             *out++ = '\t';
-        memcpy(out, PyBytes_AS_STRING(word), (size_t)PyBytes_GET_SIZE(word));
-        out += PyBytes_GET_SIZE(word);
+        size_t length = (size_t)(w->offsets[ids[i] + 1] - w->offsets[ids[i]]);
+        memcpy(out, w->bytes + w->offsets[ids[i]], length);
+        out += length;
         *out++ = ' ';
         out = append_score(out, scores[i]);
     }
-    PyBuffer_Release(&view);
+    PyBuffer_Release(&ids_view);
+    PyBuffer_Release(&values_view);
     PyObject *result = buffer && out ? PyBytes_FromStringAndSize(buffer, out - buffer) : NULL;
-    if (!buffer)
+    if (size < 0)
+        PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
+    else if (!buffer)
         PyErr_NoMemory();
     PyMem_Free(buffer);
     return result;
 }
+
+static PyMethodDef Words_methods[] = {
+    {"fields", (PyCFunction)Words_fields, METH_VARARGS,
+     "fields(ids: uint32 array, values: float64 array) -> bytes\n\n"
+     "``word value`` fields joined by tabs, each value as ``b\"%.8f\" % value`` would write it."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject WordsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fastsubs.query._kernel.Words",
+    .tp_basicsize = sizeof(Words),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Words(word_offsets: uint64[V+1], word_bytes: bytes-like)\n\n"
+              "The words of an open index by id, for writing output lines.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Words_init,
+    .tp_dealloc = (destructor)Words_dealloc,
+    .tp_methods = Words_methods,
+};
 
 /* ---------------------------------------------------------------- the type */
 
@@ -895,9 +972,6 @@ static PyTypeObject KernelType = {
 };
 
 static PyMethodDef module_methods[] = {
-    {"format_fields", format_fields, METH_VARARGS,
-     "format_fields(words: list[bytes], values: float64 array) -> bytes\n\n"
-     "``word value`` fields joined by tabs, each value as ``b\"%.8f\" % value`` would write it."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -908,7 +982,7 @@ static struct PyModuleDef kernel_module = {
 };
 
 PyMODINIT_FUNC PyInit__kernel(void) {
-    if (PyType_Ready(&KernelType) < 0)
+    if (PyType_Ready(&KernelType) < 0 || PyType_Ready(&WordsType) < 0)
         return NULL;
     if (!(str_steps = PyUnicode_InternFromString("steps")) || !(str_base = PyUnicode_InternFromString("base")) ||
         !(str_alpha = PyUnicode_InternFromString("alpha")) || !(str_beta = PyUnicode_InternFromString("beta")) ||
@@ -918,9 +992,7 @@ PyMODINIT_FUNC PyInit__kernel(void) {
     PyObject *module = PyModule_Create(&kernel_module);
     if (!module)
         return NULL;
-    Py_INCREF(&KernelType);
-    if (PyModule_AddObject(module, "Kernel", (PyObject *)&KernelType) < 0) {
-        Py_DECREF(&KernelType);
+    if (PyModule_AddType(module, &KernelType) < 0 || PyModule_AddType(module, &WordsType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

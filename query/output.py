@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastsubs.query._kernel import format_fields
 from fastsubs.query.sentences import Vocabulary
 
 NORMALIZED_FLOOR = 1e-8
@@ -31,4 +30,4 @@ def format_substitutes(vocabulary: Vocabulary, ids: np.ndarray, scores: np.ndarr
         below = np.flatnonzero(values < NORMALIZED_FLOOR)
         if len(below):
             ids, values = ids[: below[0]], values[: below[0]]
-    return format_fields(vocabulary.words(ids.tolist()), values)
+    return vocabulary.fields(ids, values)

@@ -76,6 +76,25 @@ def test_wrong_magic_is_not_an_index(index_copy: Path) -> None:
         fastsubs.open_index(index_copy)
 
 
+def test_word_offsets_past_the_word_bytes_are_named(index_copy: Path) -> None:
+    """Output lines are written in C straight from ``word_bytes``: offsets reaching past
+    it must be refused when the index is opened, not read out of bounds."""
+    import numpy as np
+
+    from fastsubs import format as fmt
+
+    env = lmdb.open(str(index_copy), max_dbs=16)
+    db = env.open_db(fmt.ARRAYS_DB)
+    with env.begin(write=True, db=db) as txn:
+        offsets = np.frombuffer(txn.get(fmt.WORD_OFFSETS), fmt.OFFSET_DTYPE).copy()
+        offsets[-1] += 1_000_000
+        txn.put(fmt.WORD_OFFSETS, offsets.tobytes())
+    env.close()
+    with pytest.raises(fastsubs.DamagedIndexError, match="word_offsets"):
+        fastsubs.open_index(index_copy)
+    assert "damaged index" in query_error(index_copy)
+
+
 @pytest.mark.parametrize("keep", [0, 4096, 0.5])
 def test_a_truncated_index_is_named_truncated(small_index: Path, tmp_path: Path, keep: float) -> None:
     copy = tmp_path / "cut.fsidx"

@@ -71,6 +71,7 @@ typedef struct {
     const Block *map;          /* rank map, or NULL */
     uint8_t member;            /* its bit in Kernel.flags, or 0 */
     int list;                  /* the sorted list reading this pattern by alpha, or NONE */
+    uint64_t located;          /* the batch whose live words have their positions in Kernel.pos */
 } Pat;
 
 typedef struct {
@@ -85,7 +86,16 @@ typedef struct {
     int first, n;       /* steps[first .. first+n), longest context first */
     int base_unigram;   /* after the last step: unigram alpha of x (1) or ``base`` (0) */
     double base;
+    /* the term's bound (see bound()): the largest of alts[first_alt ..][n_alts] and ``fixed`` */
+    int first_alt, n_alts;
+    double fixed;       /* base + every beta sup when the base is a constant, else -inf */
+    int frozen;         /* no list binds it any more: its bound stays (sups only decrease) */
 } TermC;
+
+typedef struct {        /* one alternative of a term's bound: lists[list].sup + offset */
+    int list;
+    double offset;      /* the beta sups of the longer steps (fixed during a search) */
+} Alt;
 
 typedef struct {        /* one sorted list */
     int pat;            /* Pat index, or NONE for the unigram list */
@@ -124,7 +134,11 @@ typedef struct {
     StepC *steps; int cap_steps;
     TermC *terms; int cap_terms;
     List *lists; int cap_lists;
-    uint8_t *binds; int cap_binds;   /* per list: does it bind some term's bound? */
+    Alt *alts; int cap_alts;
+    uint64_t *binds; int cap_binds;  /* per list: binds some term's bound if == bound_stamp */
+    double *keep; int cap_keep;      /* per binding list: it binds all those terms while its sup > keep */
+    int *binding; int cap_binding, n_binding;  /* the lists that bind, in the order found */
+    uint64_t bound_stamp, batch_stamp;  /* count bound() calls and batches: never wrap */
     double *term_sup; int cap_term_sup;    /* per term: its bound now */
     double *batch_sup; int cap_batch_sup;  /* per term: its bound before the current batch */
     double *top;                     /* min-heap of the best ``count`` scores so far (at most V) */
@@ -173,17 +187,23 @@ static int grow(void **items, int *cap, int need, size_t size) {
 
 /* ---------------------------------------------------------------- rank maps */
 
-/* Bits set in x, inline and portable (no popcnt instruction assumed). */
+/* Bits set in x: one instruction where the code is compiled for a CPU that has it (see
+ * TARGET_CLONES), a few shifts and adds otherwise. */
 static inline uint32_t popcount64(uint64_t x) {
-    x -= (x >> 1) & 0x5555555555555555ull;
-    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
-    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
-    return (uint32_t)((x * 0x0101010101010101ull) >> 56);
+    return (uint32_t)__builtin_popcountll(x);
 }
+
+/* The functions that count bits run often enough to be compiled twice on x86-64, with
+ * and without the popcnt instruction; the loader picks the one this CPU can run. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#define TARGET_CLONES __attribute__((target_clones("popcnt", "default")))
+#else
+#define TARGET_CLONES
+#endif
 
 /* The rank map of a pattern, built on first use; NULL when every map is taken by
  * the current search (the caller then binary-searches). */
-static const Block *rank_map(Kernel *k, const uint32_t *ids, Py_ssize_t count) {
+TARGET_CLONES static const Block *rank_map(Kernel *k, const uint32_t *ids, Py_ssize_t count) {
     int victim = 0;
     for (int i = 0; i < k->n_maps; i++) {
         if (k->maps[i].key == ids && k->maps[i].count == count) {
@@ -341,6 +361,7 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats, int *n_lists) {
     /* The sorted lists: each pattern some step reads by alpha, then the unigram list. */
     int n = 0;
     if (GROW(k->lists, k->cap_lists, *n_pats + 1) < 0 || GROW(k->binds, k->cap_binds, *n_pats + 1) < 0 ||
+        GROW(k->keep, k->cap_keep, *n_pats + 1) < 0 || GROW(k->binding, k->cap_binding, *n_pats + 1) < 0 ||
         GROW(k->pos, k->cap_pos, *n_pats * MAX_BATCH) < 0)
         goto out;
     for (int i = 0; i < *n_pats; i++) {
@@ -355,8 +376,30 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats, int *n_lists) {
     }
     for (int s = 0; s < n_steps; s++)
         k->steps[s].list = k->steps[s].alpha == NONE ? NONE : k->pats[k->steps[s].alpha].list;
+    int unigram = n;
     k->lists[n++] = (List){NONE, 0, k->vocab_size, k->unigram_alpha[k->unigram_order[0]]};
     *n_lists = n;
+    for (int l = 0; l < n; l++)
+        k->binds[l] = 0;
+    /* Each term's bound alternatives (see bound()), base last. */
+    if (GROW(k->alts, k->cap_alts, n_steps + n_terms) < 0)
+        goto out;
+    int n_alts = 0;
+    for (int t = 0; t < n_terms; t++) {
+        TermC *term = &k->terms[t];
+        double offset = 0.0;
+        term->first_alt = n_alts;
+        for (int s = term->first; s < term->first + term->n; s++) {
+            if (k->steps[s].list != NONE)
+                k->alts[n_alts++] = (Alt){k->steps[s].list, offset};
+            offset += k->steps[s].beta_sup;
+        }
+        if (term->base_unigram)
+            k->alts[n_alts++] = (Alt){unigram, offset};
+        term->fixed = term->base_unigram ? -INFINITY : term->base + offset;
+        term->n_alts = n_alts - term->first_alt;
+        term->frozen = 0;
+    }
     result = n_terms;
 out:
     Py_DECREF(seq);
@@ -446,22 +489,24 @@ static inline double score_term(const Kernel *k, const TermC *t, uint32_t word, 
     return value;
 }
 
-#define UNLOCATED INT32_MIN
-
-/* Positions in pattern i of the live words not located yet, prefetching the alpha and
- * beta entries score_term will read (harmless at 0 when absent).  Each loop's loads are
- * independent across words, so the CPU overlaps their cache misses. */
-static void locate_live(Kernel *k, int i, const uint32_t *words, const int *live, int n_live) {
-    const Pat *p = &k->pats[i];
+/* Positions in pattern i of the live words of the current batch, once per batch (live
+ * words only get fewer, so those located for an earlier term cover the later ones),
+ * prefetching the alpha and beta entries score_term will read.  The loop's loads are independent across words: the CPU overlaps their
+ * cache misses. */
+TARGET_CLONES static void locate_live(Kernel *k, int i, const uint32_t *words, const int *live, int n_live) {
+    Pat *p = &k->pats[i];
+    if (p->located == k->batch_stamp)
+        return;
+    p->located = k->batch_stamp;
     int32_t *pos = &k->pos[i * MAX_BATCH];
     for (int j = 0; j < n_live; j++) {
         int c = live[j];
-        if (pos[c] != UNLOCATED)
-            continue;
-        pos[c] = locate(k, p, words[c]);
-        __builtin_prefetch(&p->alpha[pos[c] < 0 ? 0 : pos[c]]);
-        if (p->beta)
-            __builtin_prefetch(&p->beta[pos[c] < 0 ? 0 : pos[c]]);
+        int32_t at = pos[c] = locate(k, p, words[c]);
+        if (at >= 0) {
+            __builtin_prefetch(&p->alpha[at]);
+            if (p->beta)
+                __builtin_prefetch(&p->beta[at]);
+        }
     }
 }
 
@@ -471,11 +516,9 @@ static void locate_live(Kernel *k, int i, const uint32_t *words, const int *live
  * below ``threshold`` (the count-th best score so far) is dropped: ``count`` words
  * already beat it, so it is never listed, and its other terms need no look-ups.
  * Returns how many words are kept, their batch columns in ``live``. */
-static int score_batch(Kernel *k, int n_pats, int n_terms, const uint32_t *words, int n, const double *sup,
+static int score_batch(Kernel *k, int n_terms, const uint32_t *words, int n, const double *sup,
                        double threshold, double *total, int *live) {
-    for (int i = 0; i < n_pats; i++)
-        for (int c = 0; c < n; c++)
-            k->pos[i * MAX_BATCH + c] = UNLOCATED;
+    k->batch_stamp++;
     int n_live = n;
     for (int c = 0; c < n; c++)
         live[c] = c;
@@ -511,41 +554,62 @@ static int score_batch(Kernel *k, int n_pats, int n_terms, const uint32_t *words
 /* ---------------------------------------------------------------- the bound */
 
 /* Upper bound on lp(x) of every word not read yet; its terms' bounds go to k->term_sup,
- * and k->binds marks the lists that bind it (reading any other list cannot lower it).
+ * and k->binding lists the lists that bind it (reading any other list cannot lower it).
  *
  * A term is the largest of its alternatives: "x in the pattern of step s", bounded by
  * that list's sup plus the beta sups of the longer steps (an unread word is not above
  * the list's next entry, and a word absent from the pattern takes no alpha from it),
- * and the base plus every beta sup.  The sum over terms bounds lp(x). */
-static double bound(Kernel *k, int n_terms, int n_lists) {
+ * and the base plus every beta sup.  The sum over terms bounds lp(x).
+ *
+ * Sups only decrease, so a term whose largest alternative is a constant keeps its bound
+ * (frozen), and a binding list keeps binding the same terms while its sup stays above
+ * k->keep[list] (the runner-up alternatives): the search reads on without recomputing
+ * the bound until then. */
+static double bound(Kernel *k, int n_terms) {
     const List *lists = k->lists;
-    int unigram = n_lists - 1;
+    uint64_t stamp = ++k->bound_stamp;
     double total = 0.0;
-    memset(k->binds, 0, n_lists);
+    k->n_binding = 0;
     for (int t = 0; t < n_terms; t++) {
-        const TermC *term = &k->terms[t];
-        const StepC *steps = &k->steps[term->first];
-        double offset = 0.0, best = -INFINITY;
-        int arg = NONE;
-        for (int s = 0; s < term->n; s++) {
-            if (steps[s].list != NONE) {
-                int l = steps[s].list;
-                if (lists[l].sup + offset > best) {
-                    best = lists[l].sup + offset;
-                    arg = l;
-                }
-            }
-            offset += steps[s].beta_sup;
+        TermC *term = &k->terms[t];
+        if (term->frozen) {
+            total += k->term_sup[t];
+            continue;
         }
-        double base = (term->base_unigram ? lists[unigram].sup : term->base) + offset;
-        if (base > best) {
-            best = base;
-            arg = term->base_unigram ? unigram : NONE;
+        const Alt *alts = &k->alts[term->first_alt];
+        double best = -INFINITY, second = -INFINITY, offset = 0.0;
+        int arg = NONE;
+        for (int a = 0; a < term->n_alts; a++) {
+            double value = lists[alts[a].list].sup + alts[a].offset;
+            if (value > best) {
+                second = best;
+                best = value;
+                arg = alts[a].list;
+                offset = alts[a].offset;
+            } else if (value > second) {
+                second = value;
+            }
+        }
+        if (term->fixed > best) {
+            best = term->fixed;
+            arg = NONE;
+        } else if (term->fixed > second) {
+            second = term->fixed;
         }
         total += best;
         k->term_sup[t] = best;
-        if (arg != NONE)
-            k->binds[arg] = 1;
+        if (arg == NONE) {
+            term->frozen = 1;
+            continue;
+        }
+        double keep = second - offset;
+        if (k->binds[arg] != stamp) {
+            k->binds[arg] = stamp;
+            k->binding[k->n_binding++] = arg;
+            k->keep[arg] = keep;
+        } else if (keep > k->keep[arg]) {
+            k->keep[arg] = keep;
+        }
     }
     return isfinite(total) ? total + BOUND_SLACK * (1.0 + fabs(total)) : total;
 }
@@ -654,24 +718,24 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     Py_ssize_t n_top = 0, top_size = count < k->vocab_size ? count : k->vocab_size;
     double mass_sum = 0.0, batch_scores[MAX_BATCH];
     int unigram = n_lists - 1, done = count <= 0, live[MAX_BATCH];
-    int bound_fresh = 0; /* the bound (term_sup, binds) was computed after the last list read */
+    int need_bound = 1;  /* the binding lists may have changed since the bound was computed */
     while (!done) {
         /* Read new words into a batch: rounds of one entry from each binding list. */
         uint32_t *batch = &k->evaluated[n_evaluated];
         int n = 0, size = (int)(n_evaluated / 8);
         size = size < 1 ? 1 : size > MAX_BATCH ? MAX_BATCH : size;
         while (n < size && k->lists[unigram].depth < k->vocab_size) {
-            if (!bound_fresh)
-                bound(k, n_terms, n_lists);
-            bound_fresh = 0;
-            if (n == 0)  /* the terms' bounds before any word of the batch was read */
+            if (need_bound)
+                bound(k, n_terms);
+            need_bound = 0;
+            if (n == 0)  /* bounds on the terms of every word the batch will read */
                 memcpy(k->batch_sup, k->term_sup, n_terms * sizeof(double));
             /* one entry of each list that binds (its sup is finite, so it has one left) */
-            for (int l = 0; l < n_lists && n < size; l++) {
-                if (!k->binds[l])
-                    continue;
+            for (int b = 0; b < k->n_binding && n < size; b++) {
+                int l = k->binding[b];
                 uint32_t word = read_list(k, &k->lists[l]);
                 reads++;
+                need_bound |= k->lists[l].sup <= k->keep[l];
                 if (word < k->vocab_size && !(k->flags[word] & SEEN)) {
                     k->flags[word] |= SEEN;
                     batch[n++] = word;
@@ -681,7 +745,7 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
             }
         }
         double threshold = n_top == top_size ? k->top[0] : -INFINITY;
-        int kept = score_batch(k, n_pats, n_terms, batch, n, k->batch_sup, threshold, batch_scores, live);
+        int kept = score_batch(k, n_terms, batch, n, k->batch_sup, threshold, batch_scores, live);
         for (int j = 0; j < kept; j++) {
             double score = batch_scores[live[j]];
             heap_push(k->pending, &n_pending, (Entry){score, batch[live[j]]});
@@ -690,8 +754,8 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
         n_evaluated += n;
         /* Pending words above the bound on unread words are final, best first. */
         int everything = k->lists[unigram].depth == k->vocab_size;
-        double limit = everything ? -INFINITY : bound(k, n_terms, n_lists);
-        bound_fresh = !everything; /* scoring reads no list: the next round can start from it */
+        double limit = everything ? -INFINITY : bound(k, n_terms);
+        need_bound = everything; /* scoring reads no list: the next round can start from this bound */
         while (!done && n_pending && (everything || k->pending[0].score > limit)) {
             Entry e = heap_pop(k->pending, &n_pending);
             k->listed[n_listed++] = e;
@@ -943,6 +1007,9 @@ static void Kernel_dealloc(Kernel *k) {
     PyMem_Free(k->terms);
     PyMem_Free(k->lists);
     PyMem_Free(k->binds);
+    PyMem_Free(k->alts);
+    PyMem_Free(k->keep);
+    PyMem_Free(k->binding);
     PyMem_Free(k->term_sup);
     PyMem_Free(k->batch_sup);
     PyMem_Free(k->top);

@@ -58,4 +58,4 @@ class Vocabulary:
 
     def fields(self, word_ids: np.ndarray, values: np.ndarray) -> bytes:
         """``word value`` fields (``%.8f``) joined by tabs, written in C straight from the index."""
-        return self._table.fields(word_ids, values)
+        return self._table.fields(np.asarray(word_ids, dtype=fmt.ID_DTYPE), values)

@@ -97,10 +97,22 @@ typedef struct {        /* one alternative of a term's bound: lists[list].sup + 
     double offset;      /* the beta sups of the longer steps (fixed during a search) */
 } Alt;
 
+/* A list's next entries are gathered ahead, up to this many at a time: entry i sits at
+ * an arbitrary place of the pattern (``by_score`` holds positions), so reading one at a
+ * time waits for a cache miss per entry, while gathering many overlaps the misses. */
+#define LIST_AHEAD 64
+#define LIST_FIRST_AHEAD 8
+
 typedef struct {        /* one sorted list */
-    int pat;            /* Pat index, or NONE for the unigram list */
+    const uint32_t *order;  /* entry -> position in ids/alpha (the pattern's by_score, or unigram_order) */
+    const uint32_t *ids;    /* position -> word; NULL for the unigram list (positions are words) */
+    const float *alpha;
     Py_ssize_t depth, length;
     double sup;         /* alpha of the next unread entry; -inf once exhausted */
+    Py_ssize_t ahead_start, ahead_end;  /* entries gathered into words/alphas */
+    int ahead;          /* how many to gather next time: doubles up to LIST_AHEAD */
+    uint32_t words[LIST_AHEAD];
+    float alphas[LIST_AHEAD];
 } List;
 
 typedef struct {
@@ -240,6 +252,40 @@ TARGET_CLONES static const Block *rank_map(Kernel *k, const uint32_t *ids, Py_ss
     return m->map;
 }
 
+/* ---------------------------------------------------------------- sorted lists */
+
+/* Gathers the list's next entries (words and alphas) from the depth on, prefetching the
+ * words' flags, which the search tests next. */
+static void gather_ahead(const Kernel *k, List *list) {
+    Py_ssize_t n = list->length - list->depth;
+    n = n < list->ahead ? n : list->ahead;
+    const uint32_t *order = list->order + list->depth;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t at = order[i];
+        list->words[i] = list->ids ? list->ids[at] : at;
+        list->alphas[i] = list->alpha[at];
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (list->words[i] < k->vocab_size)
+            __builtin_prefetch(&k->flags[list->words[i]]);
+    list->ahead_start = list->depth;
+    list->ahead_end = list->depth + n;
+    list->ahead = list->ahead * 2 < LIST_AHEAD ? list->ahead * 2 : LIST_AHEAD;
+}
+
+/* A list of ``length`` (>= 1) entries, none read yet. */
+static void start_list(const Kernel *k, List *list, const uint32_t *order, const uint32_t *ids,
+                       const float *alpha, Py_ssize_t length) {
+    list->order = order;
+    list->ids = ids;
+    list->alpha = alpha;
+    list->depth = 0;
+    list->length = length;
+    list->ahead = LIST_FIRST_AHEAD;
+    gather_ahead(k, list);
+    list->sup = list->alphas[0];
+}
+
 /* ---------------------------------------------------------------- reading the terms */
 
 static void release_views(Kernel *k) {
@@ -371,13 +417,13 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats, int *n_lists) {
         if (used) {
             Pat *p = &k->pats[i];
             p->list = n;
-            k->lists[n++] = (List){i, 0, p->count, p->alpha[p->by_score[0]]};
+            start_list(k, &k->lists[n++], p->by_score, p->ids, p->alpha, p->count);
         }
     }
     for (int s = 0; s < n_steps; s++)
         k->steps[s].list = k->steps[s].alpha == NONE ? NONE : k->pats[k->steps[s].alpha].list;
     int unigram = n;
-    k->lists[n++] = (List){NONE, 0, k->vocab_size, k->unigram_alpha[k->unigram_order[0]]};
+    start_list(k, &k->lists[n++], k->unigram_order, NULL, k->unigram_alpha, k->vocab_size);
     *n_lists = n;
     for (int l = 0; l < n; l++)
         k->binds[l] = 0;
@@ -614,19 +660,17 @@ static double bound(Kernel *k, int n_terms) {
     return isfinite(total) ? total + BOUND_SLACK * (1.0 + fabs(total)) : total;
 }
 
-/* Reads the next entry of list l; returns its word. */
-static uint32_t read_list(const Kernel *k, List *list) {
-    const uint32_t *order = list->pat == NONE ? k->unigram_order : k->pats[list->pat].by_score;
-    const uint32_t *ids = list->pat == NONE ? NULL : k->pats[list->pat].ids;
-    const float *alpha = list->pat == NONE ? k->unigram_alpha : k->pats[list->pat].alpha;
-    uint32_t entry = order[list->depth++];
-    list->sup = list->depth < list->length ? alpha[order[list->depth]] : -INFINITY;
-    if (list->depth + 1 < list->length) {  /* this list's next read: load it meanwhile */
-        __builtin_prefetch(&alpha[order[list->depth + 1]]);
-        if (ids)
-            __builtin_prefetch(&ids[order[list->depth]]);
+/* Reads the next entry of ``list``; returns its word. */
+static inline uint32_t read_list(const Kernel *k, List *list) {
+    uint32_t word = list->words[list->depth++ - list->ahead_start];
+    if (list->depth == list->length) {
+        list->sup = -INFINITY;
+    } else {
+        if (list->depth == list->ahead_end)
+            gather_ahead(k, list);
+        list->sup = list->alphas[list->depth - list->ahead_start];
     }
-    return ids ? ids[entry] : entry;
+    return word;
 }
 
 /* ---------------------------------------------------------------- pending heap */

@@ -2,13 +2,13 @@
  *
  * Python (query/terms.py) describes lp(x) at a position as a list of Term objects,
  * each a back-off chain of Steps over Pattern objects (query/index.py); this module
- * reads those objects and their numpy arrays through the buffer protocol and runs the
- * threshold search of ALGORITHM.md:
+ * reads those objects (each Pattern's arrays through its PatternView, which holds them
+ * from the moment the pattern is parsed) and runs the threshold search of ALGORITHM.md:
  *
  *   - the sorted lists are the patterns some step reads by alpha (``by_score`` order)
  *     and the unigram list (``unigram_order``);
  *   - each round reads one entry from every list that binds the upper bound on words
- *     not read yet, then the bound is recomputed;
+ *     not read yet; the bound is recomputed when the lists that bind may have changed;
  *   - words read for the first time are scored exactly in small batches (look-ups in
  *     the patterns' id-sorted arrays), dropping early those that cannot reach the top
  *     ``count``, and wait in a max-heap ("pending");
@@ -29,11 +29,11 @@
 #include <string.h>
 
 /* Patterns at least this long get a rank map (word -> position in one cache line
- * instead of a binary search); maps are kept per process, least recently used evicted.
- * A map takes 2 bits per vocabulary word (V = 64K: 16 KiB), so many fit in cache. */
+ * instead of a binary search); maps are kept per process, least recently used freed
+ * beyond RANK_MAPS_BYTES.  A map takes 2 bits per vocabulary word (V = 64K: 16 KiB);
+ * kn4-64k has 3,255 patterns this long, 1,573 of them used by 300 held-out lines. */
 #define RANK_MIN_COUNT 256
-#define RANK_MAPS_BYTES (16u << 20)
-#define MAX_RANK_MAPS 256
+#define RANK_MAPS_BYTES ((size_t)16 << 20)
 /* Scores and the bound are sums of the same float32 values taken in different orders;
  * raising the bound by this much keeps it an upper bound whatever the rounding. */
 #define BOUND_SLACK 1e-9
@@ -61,7 +61,7 @@ typedef struct {
 } Block;
 
 typedef struct {
-    PyObject *object;          /* the Pattern (borrowed: the caller's terms keep it alive) */
+    const void *view;          /* its PatternView (the caller's terms keep it alive) */
     const uint32_t *ids;       /* sorted by word id */
     const float *alpha;
     const float *beta;         /* NULL: the pattern stores no back-off weights (they are 0) */
@@ -121,13 +121,6 @@ typedef struct {
 } Entry;
 
 typedef struct {
-    const uint32_t *key; /* a pattern's ids pointer: stable while the index is open */
-    Py_ssize_t count;
-    Block *map;
-    uint64_t used;
-} RankMap;
-
-typedef struct {
     PyObject_HEAD
     PyObject *unigram_beta_marker;   /* the object Step.beta holds for "unigram beta of x" */
     Py_buffer unigram_views[3];
@@ -137,12 +130,8 @@ typedef struct {
     double unigram_beta_sup;
     uint8_t *flags;                  /* per word: SEEN and small-pattern membership bits */
     Py_ssize_t bos;                  /* <s>, never a candidate, or -1 */
-    RankMap *maps;
-    int n_maps, max_maps;
-    uint64_t clock, search_start;    /* maps used since search_start serve the current search */
     /* scratch, grown on demand and reused across searches */
     Pat *pats; int cap_pats;
-    Py_buffer *views; int n_views, cap_views;  /* the patterns' arrays, held during one search */
     StepC *steps; int cap_steps;
     TermC *terms; int cap_terms;
     List *lists; int cap_lists;
@@ -158,7 +147,7 @@ typedef struct {
     uint32_t *evaluated; Entry *pending; Entry *listed; /* each holds at most V entries */
 } Kernel;
 
-static PyObject *str_steps, *str_base, *str_alpha, *str_beta, *str_ids, *str_by_score, *str_max_beta;
+static PyObject *str_steps, *str_base, *str_alpha, *str_beta, *str_view;
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -197,7 +186,7 @@ static int grow(void **items, int *cap, int need, size_t size) {
 
 #define GROW(items, cap, need) grow((void **)&(items), &(cap), (need), sizeof(*(items)))
 
-/* ---------------------------------------------------------------- rank maps */
+/* ---------------------------------------------------------------- bit counting */
 
 /* Bits set in x: one instruction where the code is compiled for a CPU that has it (see
  * TARGET_CLONES), a few shifts and adds otherwise. */
@@ -213,44 +202,147 @@ static inline uint32_t popcount64(uint64_t x) {
 #define TARGET_CLONES
 #endif
 
-/* The rank map of a pattern, built on first use; NULL when every map is taken by
- * the current search (the caller then binary-searches). */
-TARGET_CLONES static const Block *rank_map(Kernel *k, const uint32_t *ids, Py_ssize_t count) {
-    int victim = 0;
-    for (int i = 0; i < k->n_maps; i++) {
-        if (k->maps[i].key == ids && k->maps[i].count == count) {
-            k->maps[i].used = ++k->clock;
-            return k->maps[i].map;
-        }
-        if (k->maps[i].used < k->maps[victim].used)
-            victim = i;
-    }
-    RankMap *m;
-    Py_ssize_t blocks = (k->vocab_size + 63) / 64;
-    if (k->n_maps < k->max_maps) {
-        m = &k->maps[k->n_maps];
-        m->map = PyMem_Malloc((size_t)blocks * sizeof(Block));
-        if (!m->map)
-            return NULL; /* no room: the caller falls back to binary search */
-        k->n_maps++;
-    } else if (k->maps[victim].used < k->search_start) {
-        m = &k->maps[victim];
-    } else {
-        return NULL;
-    }
-    memset(m->map, 0, (size_t)blocks * sizeof(Block));
-    for (Py_ssize_t i = 0; i < count; i++)
-        m->map[ids[i] >> 6].bits |= 1ull << (ids[i] & 63);
-    uint32_t rank = 0;
-    for (Py_ssize_t b = 0; b < blocks; b++) {
-        m->map[b].rank = rank;
-        rank += (uint32_t)popcount64(m->map[b].bits);
-    }
-    m->key = ids;
-    m->count = count;
-    m->used = ++k->clock;
-    return m->map;
+/* ---------------------------------------------------------------- pattern views, rank maps */
+
+/* What the search needs of one pattern, read once when the pattern is parsed (Python's
+ * Pattern.view) instead of at every search: its arrays, held, and its rank map. */
+typedef struct PatternView {
+    PyObject_HEAD
+    Py_buffer buffers[4];        /* ids, alpha, by_score, beta: held while the view lives */
+    int n_buffers;
+    const uint32_t *ids;         /* sorted by word id */
+    const float *alpha;
+    const float *beta;           /* NULL: the pattern stores no back-off weights (they are 0) */
+    const uint32_t *by_score;    /* positions into ids/alpha, alpha descending */
+    Py_ssize_t count, vocab_size;
+    double beta_sup;             /* max(0, largest stored back-off weight) */
+    Block *map;                  /* rank map (count >= RANK_MIN_COUNT), built on first use */
+    struct PatternView *newer, *older;  /* in the list of views holding a map, newest first */
+    uint64_t used;               /* the last search that used the map */
+} PatternView;
+
+/* Rank maps of all views in this process, least recently used freed first: at most
+ * RANK_MAPS_BYTES, never one in use by the current search. */
+static struct {
+    PatternView *newest, *oldest;
+    size_t bytes;
+    uint64_t search;             /* the current search (counts searches) */
+} maps;
+
+static size_t map_bytes(const PatternView *v) {
+    return (size_t)((v->vocab_size + 63) / 64) * sizeof(Block);
 }
+
+static void forget_map(PatternView *v) {
+    if (!v->map)
+        return;
+    if (v->newer) v->newer->older = v->older; else maps.newest = v->older;
+    if (v->older) v->older->newer = v->newer; else maps.oldest = v->newer;
+    v->newer = v->older = NULL;
+    maps.bytes -= map_bytes(v);
+    PyMem_Free(v->map);
+    v->map = NULL;
+}
+
+/* The rank map of a view, built on first use; NULL when the maps the current search
+ * uses leave no room (the caller then binary-searches). */
+TARGET_CLONES static const Block *rank_map(PatternView *v) {
+    if (!v->map) {
+        size_t need = map_bytes(v);
+        while (maps.bytes + need > RANK_MAPS_BYTES && maps.oldest && maps.oldest->used != maps.search)
+            forget_map(maps.oldest);
+        if (maps.bytes + need > RANK_MAPS_BYTES || !(v->map = PyMem_Calloc(need / sizeof(Block), sizeof(Block))))
+            return NULL;
+        for (Py_ssize_t i = 0; i < v->count; i++)
+            v->map[v->ids[i] >> 6].bits |= 1ull << (v->ids[i] & 63);
+        uint32_t rank = 0;
+        for (Py_ssize_t b = 0; b < (v->vocab_size + 63) / 64; b++) {
+            v->map[b].rank = rank;
+            rank += (uint32_t)popcount64(v->map[b].bits);
+        }
+        maps.bytes += need;
+    } else if (v->newer) {  /* already the newest otherwise */
+        v->newer->older = v->older;
+        if (v->older) v->older->newer = v->newer; else maps.oldest = v->newer;
+        v->older = NULL;
+    } else {
+        v->used = maps.search;
+        return v->map;
+    }
+    v->newer = NULL;  /* link as the newest */
+    v->older = maps.newest;
+    if (maps.newest) maps.newest->newer = v;
+    maps.newest = v;
+    if (!maps.oldest) maps.oldest = v;
+    v->used = maps.search;
+    return v->map;
+}
+
+static int PatternView_init(PatternView *v, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"ids", "alpha", "beta", "by_score", "max_beta", "vocab_size", NULL};
+    PyObject *ids, *alpha, *beta, *by_score;
+    double max_beta;
+    Py_ssize_t vocab_size;
+    if (v->n_buffers) {
+        PyErr_SetString(PyExc_RuntimeError, "PatternView is already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOdn", names, &ids, &alpha, &beta, &by_score, &max_beta,
+                                     &vocab_size))
+        return -1;
+    Py_ssize_t count = PyObject_Length(ids);
+    if (count < 1 || vocab_size < 1 || vocab_size >= (Py_ssize_t)UINT32_MAX) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "empty pattern or bad vocabulary size");
+        return -1;
+    }
+    PyObject *arrays[4] = {ids, alpha, by_score, beta};
+    const char kinds[4] = {'I', 'f', 'I', 'f'};
+    const char *what[4] = {"ids", "alpha", "by_score", "beta"};
+    int n = beta == Py_None ? 3 : 4;
+    for (int i = 0; i < n; i++)
+        if (get_view(arrays[i], &v->buffers[i], kinds[i], count, what[i]) < 0) {
+            while (i--)
+                PyBuffer_Release(&v->buffers[i]);
+            return -1;
+        }
+    v->ids = v->buffers[0].buf;
+    v->alpha = v->buffers[1].buf;
+    v->by_score = v->buffers[2].buf;
+    v->beta = n == 4 ? v->buffers[3].buf : NULL;
+    v->count = count;
+    v->vocab_size = vocab_size;
+    v->beta_sup = fmax(0.0, max_beta);
+    v->n_buffers = n;
+    /* the search indexes memory with these: refuse what would reach outside it */
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < count && ok; i++)
+        ok = v->ids[i] < (uint32_t)vocab_size && v->by_score[i] < (uint32_t)count;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary or position outside the pattern");
+        return -1;  /* dealloc releases the buffers */
+    }
+    return 0;
+}
+
+static void PatternView_dealloc(PatternView *v) {
+    forget_map(v);
+    for (int i = 0; i < v->n_buffers; i++)
+        PyBuffer_Release(&v->buffers[i]);
+    Py_TYPE(v)->tp_free((PyObject *)v);
+}
+
+static PyTypeObject PatternViewType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fastsubs.query._kernel.PatternView",
+    .tp_basicsize = sizeof(PatternView),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "PatternView(ids, alpha, beta, by_score, max_beta, vocab_size)\n\n"
+              "One pattern's arrays as the search kernel reads them (see Pattern.view).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)PatternView_init,
+    .tp_dealloc = (destructor)PatternView_dealloc,
+};
 
 /* ---------------------------------------------------------------- sorted lists */
 
@@ -288,57 +380,34 @@ static void start_list(const Kernel *k, List *list, const uint32_t *order, const
 
 /* ---------------------------------------------------------------- reading the terms */
 
-static void release_views(Kernel *k) {
-    for (int v = 0; v < k->n_views; v++)
-        PyBuffer_Release(&k->views[v]);
-    k->n_views = 0;
-}
-
-/* The buffer of ``array`` (see get_view), held until release_views; NULL on error. */
-static const void *hold_view(Kernel *k, PyObject *array, char kind, Py_ssize_t length, const char *what) {
-    if (GROW(k->views, k->cap_views, k->n_views + 1) < 0 ||
-        get_view(array, &k->views[k->n_views], kind, length, what) < 0)
-        return NULL;
-    return k->views[k->n_views++].buf;
-}
-
-/* Index of ``pattern`` in k->pats, adding it (views acquired) when new; -1 on error. */
+/* Index of ``pattern`` in k->pats, adding it when new; -1 on error. */
 static int add_pattern(Kernel *k, PyObject *pattern, int *n_pats) {
+    PyObject *view_object = PyObject_GetAttr(pattern, str_view);
+    if (!view_object)
+        return -1;
+    PatternView *v = (PatternView *)view_object;
+    Py_DECREF(view_object);  /* the pattern holds it, and the caller's terms hold the pattern */
+    if (!PyObject_TypeCheck(view_object, &PatternViewType) || !v->n_buffers || v->vocab_size != k->vocab_size) {
+        PyErr_SetString(PyExc_TypeError, "Pattern.view must be a PatternView of this index");
+        return -1;
+    }
     for (int i = 0; i < *n_pats; i++)
-        if (k->pats[i].object == pattern)
+        if (k->pats[i].view == v)
             return i;
     if (GROW(k->pats, k->cap_pats, *n_pats + 1) < 0)
         return -1;
-    Pat *p = &k->pats[*n_pats];
+    Pat *p = &k->pats[(*n_pats)++];
     memset(p, 0, sizeof(*p));
-    p->object = pattern;
+    p->view = v;
     p->list = NONE;
-    PyObject *ids = NULL, *alpha = NULL, *beta = NULL, *by_score = NULL, *max_beta = NULL;
-    int ok = 0;
-    if (!(ids = PyObject_GetAttr(pattern, str_ids)) || !(alpha = PyObject_GetAttr(pattern, str_alpha)) ||
-        !(beta = PyObject_GetAttr(pattern, str_beta)) || !(by_score = PyObject_GetAttr(pattern, str_by_score)) ||
-        !(max_beta = PyObject_GetAttr(pattern, str_max_beta)))
-        goto done;
-    p->count = PyObject_Length(ids);
-    if (p->count < 1)
-        goto done;
-    if (!(p->ids = hold_view(k, ids, 'I', p->count, "Pattern.ids")) ||
-        !(p->alpha = hold_view(k, alpha, 'f', p->count, "Pattern.alpha")) ||
-        !(p->by_score = hold_view(k, by_score, 'I', p->count, "Pattern.by_score")) ||
-        (beta != Py_None && !(p->beta = hold_view(k, beta, 'f', p->count, "Pattern.beta"))))
-        goto done;
-    p->beta_sup = fmax(0.0, PyFloat_AsDouble(max_beta));
-    if (PyErr_Occurred())
-        goto done;
-    if (p->count >= RANK_MIN_COUNT)
-        p->map = rank_map(k, p->ids, p->count);
-    (*n_pats)++;
-    ok = 1;
-done:
-    Py_XDECREF(ids); Py_XDECREF(alpha); Py_XDECREF(beta); Py_XDECREF(by_score); Py_XDECREF(max_beta);
-    if (!ok && !PyErr_Occurred())
-        PyErr_SetString(PyExc_ValueError, "empty pattern");
-    return ok ? *n_pats - 1 : -1;
+    p->ids = v->ids;
+    p->alpha = v->alpha;
+    p->beta = v->beta;
+    p->by_score = v->by_score;
+    p->count = v->count;
+    p->beta_sup = v->beta_sup;
+    p->map = v->count >= RANK_MIN_COUNT ? rank_map(v) : NULL;
+    return *n_pats - 1;
 }
 
 /* Reads ``terms`` into k->terms/steps/pats/lists.  Returns the number of terms, -1 on error. */
@@ -751,12 +820,10 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     if (use_mass && PyErr_Occurred())
         return NULL;
     int n_pats = 0, n_lists = 0;
-    k->search_start = k->clock + 1;
+    maps.search++;
     int n_terms = read_terms(k, terms, &n_pats, &n_lists);
-    if (n_terms < 0) {
-        release_views(k);
+    if (n_terms < 0)
         return NULL;
-    }
     mark_members(k, n_pats);
     Py_ssize_t n_evaluated = 0, n_pending = 0, n_listed = 0, reads = 0;
     Py_ssize_t n_top = 0, top_size = count < k->vocab_size ? count : k->vocab_size;
@@ -813,7 +880,6 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
         done |= everything;
     }
     clear_flags(k, n_pats, n_evaluated);
-    release_views(k);
 
     PyObject *ids = PyBytes_FromStringAndSize(NULL, n_listed * (Py_ssize_t)sizeof(uint32_t));
     PyObject *scores = PyBytes_FromStringAndSize(NULL, n_listed * (Py_ssize_t)sizeof(double));
@@ -1010,15 +1076,12 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds) {
     k->unigram_beta_sup = fmax(0.0, max_unigram_beta);
     Py_INCREF(marker);
     k->unigram_beta_marker = marker;
-    k->max_maps = (int)(RANK_MAPS_BYTES / ((size_t)(v + 63) / 64 * sizeof(Block)));
-    k->max_maps = k->max_maps < 4 ? 4 : k->max_maps > MAX_RANK_MAPS ? MAX_RANK_MAPS : k->max_maps;
-    k->maps = PyMem_Calloc(k->max_maps, sizeof(RankMap));
     k->flags = PyMem_Calloc(v, 1);
     k->evaluated = PyMem_Malloc(v * sizeof(uint32_t));
     k->pending = PyMem_Malloc(v * sizeof(Entry));
     k->listed = PyMem_Malloc(v * sizeof(Entry));
     k->top = PyMem_Malloc(v * sizeof(double));
-    if (!k->maps || !k->flags || !k->evaluated || !k->pending || !k->listed || !k->top) {
+    if (!k->flags || !k->evaluated || !k->pending || !k->listed || !k->top) {
         PyErr_NoMemory();
         return -1;
     }
@@ -1038,15 +1101,11 @@ static void Kernel_dealloc(Kernel *k) {
         for (int i = 0; i < 3; i++)
             PyBuffer_Release(&k->unigram_views[i]);
     Py_XDECREF(k->unigram_beta_marker);
-    for (int i = 0; i < k->n_maps; i++)
-        PyMem_Free(k->maps[i].map);
-    PyMem_Free(k->maps);
     PyMem_Free(k->flags);
     PyMem_Free(k->evaluated);
     PyMem_Free(k->pending);
     PyMem_Free(k->listed);
     PyMem_Free(k->pats);
-    PyMem_Free(k->views);
     PyMem_Free(k->steps);
     PyMem_Free(k->terms);
     PyMem_Free(k->lists);
@@ -1075,7 +1134,7 @@ static PyTypeObject KernelType = {
     .tp_basicsize = sizeof(Kernel),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Kernel(unigram_alpha, unigram_beta, unigram_order, max_unigram_beta, bos_id, unigram_beta_marker)\n\n"
-              "Scratch space and rank maps of one open index; one per process.",
+              "Scratch space for the searches of one open index; one per process.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Kernel_init,
     .tp_dealloc = (destructor)Kernel_dealloc,
@@ -1093,17 +1152,17 @@ static struct PyModuleDef kernel_module = {
 };
 
 PyMODINIT_FUNC PyInit__kernel(void) {
-    if (PyType_Ready(&KernelType) < 0 || PyType_Ready(&WordsType) < 0)
+    if (PyType_Ready(&KernelType) < 0 || PyType_Ready(&WordsType) < 0 || PyType_Ready(&PatternViewType) < 0)
         return NULL;
     if (!(str_steps = PyUnicode_InternFromString("steps")) || !(str_base = PyUnicode_InternFromString("base")) ||
         !(str_alpha = PyUnicode_InternFromString("alpha")) || !(str_beta = PyUnicode_InternFromString("beta")) ||
-        !(str_ids = PyUnicode_InternFromString("ids")) || !(str_by_score = PyUnicode_InternFromString("by_score")) ||
-        !(str_max_beta = PyUnicode_InternFromString("max_beta")))
+        !(str_view = PyUnicode_InternFromString("view")))
         return NULL;
     PyObject *module = PyModule_Create(&kernel_module);
     if (!module)
         return NULL;
-    if (PyModule_AddType(module, &KernelType) < 0 || PyModule_AddType(module, &WordsType) < 0) {
+    if (PyModule_AddType(module, &KernelType) < 0 || PyModule_AddType(module, &WordsType) < 0 ||
+        PyModule_AddType(module, &PatternViewType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -10,7 +10,7 @@ cross a ``fork``).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import lmdb
@@ -19,6 +19,7 @@ import numpy as np
 
 from fastsubs import format as fmt
 from fastsubs.errors import DamagedIndexError, IndexVersionError, NotAnIndexError
+from fastsubs.query._kernel import PatternView
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class Pattern:
     ``ids``/``alpha``/``beta`` are sorted by word id; ``by_score`` gives positions
     into them by alpha descending.  ``beta`` is None for patterns of the highest
     order (such n-grams have no back-off weight) and ``max_beta`` is then 0.
+    ``view`` is the same pattern as the search kernel reads it, made once here so
+    that no search pays for getting at the arrays again.
     """
 
     ids: np.ndarray
@@ -35,6 +38,7 @@ class Pattern:
     beta: np.ndarray | None
     by_score: np.ndarray
     max_beta: float
+    view: PatternView = field(repr=False, compare=False)
 
     @property
     def count(self) -> int:
@@ -66,11 +70,12 @@ def _inode(path: Path) -> int | None:
         return None
 
 
-def parse_pattern(key: bytes | memoryview, value: memoryview | bytes, has_beta: bool) -> Pattern:
+def parse_pattern(key: bytes | memoryview, value: memoryview | bytes, has_beta: bool, vocab_size: int) -> Pattern:
     """View a pattern value (layout: :func:`fastsubs.format.pattern_value_layout`), checking its checksum.
 
-    A value whose length fits no count, or whose checksum does not match its key and
-    contents, raises DamagedIndexError: a flipped byte never becomes a wrong answer.
+    A value whose length fits no count, whose checksum does not match its key and
+    contents, or whose ids or positions point outside the vocabulary or the pattern,
+    raises DamagedIndexError: a flipped byte never becomes a wrong answer or a crash.
     """
     count = fmt.pattern_count(len(value) // 4, has_beta) if len(value) % 4 == 0 else None
     if count is None:
@@ -90,7 +95,11 @@ def parse_pattern(key: bytes | memoryview, value: memoryview | bytes, has_beta: 
     ids, alpha, beta = fields["ids"], fields["alpha"], fields.get("beta")
     by_score = fields.get("by_score", _SINGLE)
     max_beta = float(fields["max_beta"][0]) if has_beta else 0.0
-    return Pattern(ids, alpha, beta, by_score, max_beta)
+    try:
+        view = PatternView(ids, alpha, beta, by_score, max_beta, vocab_size)
+    except ValueError as error:
+        raise DamagedIndexError(f"damaged index: pattern {bytes(key).hex()}: {error}") from None
+    return Pattern(ids, alpha, beta, by_score, max_beta, view)
 
 
 class Index:
@@ -247,7 +256,7 @@ class Index:
         if raw is None:
             return None
         try:
-            return parse_pattern(key, raw, order < self.order)
+            return parse_pattern(key, raw, order < self.order, self.vocab_size)
         except DamagedIndexError as error:
             raise DamagedIndexError(f"{self.path}: {error}") from None
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from fastsubs import format as fmt
-from fastsubs.errors import FastsubsError
+from fastsubs.errors import DamagedIndexError, FastsubsError
 from fastsubs.query.index import Index, Pattern, lmdb_damage, parse_pattern
 
 #: Score agreement between the float32 index and the model's decimal text.
@@ -124,8 +124,12 @@ def _check_batch(batch: list[tuple[bytes, bytes]], order: int, has_beta: bool, i
         pattern_words = len(value) // 4
         if pattern_words < DEEP_CHECK_WORDS and rng.random() >= DEEP_CHECK_SHARE:
             continue
-        pattern = parse_pattern(key, value, has_beta)
         report.deep_checked += 1
+        try:
+            pattern = parse_pattern(key, value, has_beta, index.vocab_size)
+        except DamagedIndexError:
+            report.problems.append(f"{where} {key.hex()}: word id or by-score position out of range")
+            continue
         problem = _pattern_problems(pattern, index.vocab_size)
         if problem:
             report.problems.append(f"{where} {key.hex()}: {problem}")

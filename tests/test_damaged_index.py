@@ -95,6 +95,32 @@ def test_word_offsets_past_the_word_bytes_are_named(index_copy: Path) -> None:
     assert "damaged index" in query_error(index_copy)
 
 
+def test_ids_outside_the_vocabulary_under_a_valid_checksum_are_named(index_copy: Path) -> None:
+    """The kernel indexes memory with a pattern's ids and positions: a record that passes
+    its checksum but points outside the vocabulary is refused when parsed, not followed."""
+    import numpy as np
+
+    from fastsubs import format as fmt
+
+    env = lmdb.open(str(index_copy), max_dbs=16)
+    meta = msgpack.unpackb(env.begin(db=env.open_db(b"meta")).get(b"meta"))
+    db = env.open_db(fmt.patterns_db_name(2))
+    damaged = 0
+    with env.begin(write=True, db=db) as txn:
+        for key, value in list(txn.cursor()):
+            words = np.frombuffer(value, fmt.ID_DTYPE).copy()
+            layout = fmt.pattern_value_layout(fmt.pattern_count(len(words), True), True)
+            ids_end = sum(length for name, _, length in layout[: [n for n, _, _ in layout].index("ids") + 1])
+            words[ids_end - 1] = meta["vocab_size"] + 5  # the largest id: still sorted
+            words[0] = fmt.record_checksum(key, words[1:])
+            txn.put(key, words.tobytes())
+            damaged += 1
+    env.close()
+    assert damaged
+    message = query_error(index_copy)
+    assert "damaged index" in message and "outside the vocabulary" in message
+
+
 @pytest.mark.parametrize("keep", [0, 4096, 0.5])
 def test_a_truncated_index_is_named_truncated(small_index: Path, tmp_path: Path, keep: float) -> None:
     copy = tmp_path / "cut.fsidx"

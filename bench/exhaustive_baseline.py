@@ -46,7 +46,7 @@ class ExhaustiveScorer:
                 value[step.alpha.ids] = step.alpha.alpha
         self._total += value
 
-    def search(self, sentence: list[int], target: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, sentence: tuple[int, ...], target: int, count: int) -> tuple[np.ndarray, np.ndarray]:
         """Best ``count`` substitutes for ``sentence[target]``: (word ids, scores), best first."""
         total = self._total
         total.fill(0.0)

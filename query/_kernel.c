@@ -141,6 +141,9 @@ typedef struct {
     double *keep; int cap_keep;      /* per binding list: it binds all those terms while its sup > keep */
     int *binding; int cap_binding, n_binding;  /* the lists that bind, in the order found */
     uint64_t bound_stamp, batch_stamp;  /* count bound() calls and batches: never wrap */
+    /* statistics since the kernel was made: searches, words evaluated, list entries read,
+     * substitutes listed (Searcher.stats) */
+    unsigned long long n_searches, n_evaluated, n_reads, n_listed;
     double *term_sup; int cap_term_sup;    /* per term: its bound now */
     double *batch_sup; int cap_batch_sup;  /* per term: its bound before the current batch */
     double *top;                     /* min-heap of the best ``count`` scores so far (at most V) */
@@ -822,6 +825,10 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     double mass = use_mass ? PyFloat_AsDouble(mass_object) : 0.0;
     if (use_mass && PyErr_Occurred())
         return NULL;
+    /* The original lists at most V - 1 substitutes (one word is <s>), even for a model
+     * without <s>. */
+    if (count > k->vocab_size - 1)
+        count = k->vocab_size - 1;
     int n_pats = 0, n_lists = 0;
     maps.search++;
     int n_terms = read_terms(k, terms, &n_pats, &n_lists);
@@ -897,7 +904,16 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
         out_ids[i] = k->listed[i].word;
         out_scores[i] = k->listed[i].score;
     }
-    return Py_BuildValue("(NNnn)", ids, scores, n_evaluated, reads);
+    k->n_searches++;
+    k->n_evaluated += (unsigned long long)n_evaluated;
+    k->n_reads += (unsigned long long)reads;
+    k->n_listed += (unsigned long long)n_listed;
+    return Py_BuildValue("(NN)", ids, scores);
+}
+
+static PyObject *Kernel_counters(Kernel *k, PyObject *unused) {
+    (void)unused;
+    return Py_BuildValue("(KKKK)", k->n_searches, k->n_evaluated, k->n_reads, k->n_listed);
 }
 
 /* ---------------------------------------------------------------- output */
@@ -1125,9 +1141,12 @@ static void Kernel_dealloc(Kernel *k) {
 
 static PyMethodDef Kernel_methods[] = {
     {"search", (PyCFunction)Kernel_search, METH_VARARGS,
-     "search(terms, count, mass) -> (ids: bytes of uint32, scores: bytes of float64, evaluated, reads)\n\n"
-     "The best ``count`` substitutes (fewer when the -p ``mass`` rule, or None, stops first),\n"
-     "best first; ``evaluated`` words were scored exactly, ``reads`` list entries were read."},
+     "search(terms, count, mass) -> (ids: bytes of uint32, scores: bytes of float64)\n\n"
+     "The best ``count`` substitutes (at most V - 1; fewer when the -p ``mass`` rule, or\n"
+     "None, stops first), best first."},
+    {"counters", (PyCFunction)Kernel_counters, METH_NOARGS,
+     "counters() -> (searches, words evaluated, list entries read, substitutes listed)\n\n"
+     "Totals over every search this kernel ran."},
     {NULL, NULL, 0, NULL},
 };
 

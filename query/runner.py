@@ -52,7 +52,7 @@ def numbered_chunks(stream: BinaryIO) -> Iterator[Chunk]:
 
 def process_chunk(engine: Engine, chunk: Chunk, options: OutputOptions, source: str) -> ChunkResult:
     """Render every record of ``chunk``; bad -t records are skipped only when asked."""
-    before = dataclasses.replace(engine.searcher.stats)
+    before = engine.searcher.stats
     out = []
     warnings = []
     for number, line in chunk:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fastsubs import format as fmt
 from fastsubs.query._kernel import Kernel
 from fastsubs.query.index import Index
 from fastsubs.query.terms import UNIGRAM_BETA, Patterns
@@ -78,17 +79,17 @@ class Searcher:
         self.patterns = Patterns(index)
         self._kernel = Kernel(index.unigram_alpha, index.unigram_beta, index.unigram_order,
                               index.max_unigram_beta, index.bos_id, UNIGRAM_BETA)
-        self.stats = SearchStats()
-        # The original lists at most V - 1 substitutes (one word is <s>), even for a model without <s>.
-        self.max_listed = index.vocab_size - 1
 
-    def search(self, sentence: list[int], target: int, limits: Limits) -> tuple[np.ndarray, np.ndarray]:
-        """Best substitutes for ``sentence[target]``: (word ids, log10 scores), best first."""
-        terms = self.patterns.position_terms(sentence, target)
-        ids, scores, evaluated, reads = self._kernel.search(terms, min(limits.count, self.max_listed), limits.mass)
-        stats = self.stats
-        stats.positions += 1
-        stats.evaluated += evaluated
-        stats.list_reads += reads
-        stats.listed += len(ids) // 4
-        return np.frombuffer(ids, np.uint32), np.frombuffer(scores)
+    @property
+    def stats(self) -> SearchStats:
+        """Totals over every search so far (the kernel counts; this is a snapshot)."""
+        return SearchStats(*self._kernel.counters())
+
+    def search(self, sentence: tuple[int, ...], target: int, limits: Limits) -> tuple[np.ndarray, np.ndarray]:
+        """Best substitutes for ``sentence[target]``: (word ids, log10 scores), best first.
+
+        At most V - 1 substitutes (one word is ``<s>``), as the original, even for a
+        model without ``<s>``.
+        """
+        ids, scores = self._kernel.search(self.patterns.position_terms(sentence, target), limits.count, limits.mass)
+        return np.frombuffer(ids, fmt.ID_DTYPE), np.frombuffer(scores)

@@ -34,10 +34,12 @@ class Vocabulary:
         except ValueError as error:
             raise DamagedIndexError(f"{index.path}: damaged index ({error})") from None
 
-    def sentence_ids(self, tokens: list[bytes]) -> list[int]:
-        """``<s> tokens </s>`` as ids; markers the model lacks are unknown words like any other."""
+    def sentence_ids(self, tokens: list[bytes]) -> tuple[int, ...]:
+        """``<s> tokens </s>`` as ids; markers the model lacks are unknown words like any other.
+
+        A tuple: the search slices it into the keys of its caches."""
         word_id = self.word_id
-        return [word_id(b"<s>")] + [word_id(token) for token in tokens] + [word_id(b"</s>")]
+        return (word_id(b"<s>"), *[word_id(token) for token in tokens], word_id(b"</s>"))
 
     def word_id(self, token: bytes) -> int:
         wid = self._ids.get(token)

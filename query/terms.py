@@ -111,14 +111,14 @@ class Patterns:
                     total += backoff[1]
         return total + fmt.UNKNOWN_WORD_LOGPROB
 
-    def position_terms(self, sentence: list[int], target: int) -> list[Term]:
+    def position_terms(self, sentence: tuple[int, ...], target: int) -> list[Term]:
         """The chains of every term of lp(x) at ``target`` (1 … n+1) of ``sentence`` (with <s>, </s>)."""
         order = self.index.order
         cache = self._terms
         terms = []
-        for j in range(target, min(target + order - 1, len(sentence) - 1) + 1):
+        for j in range(target, min(target + order, len(sentence))):
             # the term of s_j depends on the words left of x in its n-gram and those after
-            key = (tuple(sentence[max(0, j - order + 1):target]), tuple(sentence[target + 1:j + 1]))
+            key = (sentence[max(0, j - order + 1):target], sentence[target + 1:j + 1])
             term = cache.get(key)
             if term is None:
                 if len(cache) >= MAX_CACHED_TERMS:

@@ -81,6 +81,11 @@ typedef struct {
     int beta;           /* Pat index holding beta(A x B), BETA_CONST or BETA_UNIGRAM */
     double beta_const;  /* the constant, when beta == BETA_CONST */
     double beta_sup;    /* upper bound on the back-off weight over unread x */
+    /* for scoring, set once the patterns are known: the alpha pattern's row of batch
+     * positions (Kernel.pos) and its alphas, NULL without one; the same for the beta
+     * pattern (beta_values NULL: its back-off weights are all 0) */
+    const int32_t *alpha_pos, *beta_pos;
+    const float *alpha_values, *beta_values;
 } StepC;
 
 typedef struct {
@@ -483,6 +488,13 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats, int *n_lists) {
         GROW(k->keep, k->cap_keep, *n_pats + 1) < 0 || GROW(k->binding, k->cap_binding, *n_pats + 1) < 0 ||
         GROW(k->pos, k->cap_pos, *n_pats * MAX_BATCH) < 0)
         goto out;
+    for (int s = 0; s < n_steps; s++) {
+        StepC *step = &k->steps[s];
+        step->alpha_pos = step->alpha == NONE ? NULL : &k->pos[step->alpha * MAX_BATCH];
+        step->alpha_values = step->alpha == NONE ? NULL : k->pats[step->alpha].alpha;
+        step->beta_pos = step->beta < 0 ? NULL : &k->pos[step->beta * MAX_BATCH];
+        step->beta_values = step->beta < 0 ? NULL : k->pats[step->beta].beta;
+    }
     for (int i = 0; i < *n_pats; i++) {
         int used = 0;
         for (int s = 0; s < n_steps; s++)
@@ -579,12 +591,11 @@ static inline double step_beta(const Kernel *k, const StepC *s, uint32_t word, i
         return s->beta_const;
     if (s->beta == BETA_UNIGRAM)
         return (double)k->unigram_beta[word];
-    const Pat *p = &k->pats[s->beta];
-    if (!p->beta)
+    if (!s->beta_values)
         return 0.0;
-    int32_t pos = k->pos[s->beta * MAX_BATCH + c];
-    double beta = (double)p->beta[pos < 0 ? 0 : pos];  /* selects, not branches: */
-    return pos < 0 ? 0.0 : beta;                         /* whether x is in is a coin toss */
+    int32_t pos = s->beta_pos[c];
+    double beta = (double)s->beta_values[pos < 0 ? 0 : pos];  /* selects, not branches: */
+    return pos < 0 ? 0.0 : beta;                               /* whether x is in is a coin toss */
 }
 
 /* One term for x = word (batch entry c), by the back-off recursion from the shortest
@@ -599,12 +610,12 @@ static inline double score_term(const Kernel *k, const TermC *t, uint32_t word, 
     double value = t->base_unigram ? (double)k->unigram_alpha[word] : t->base;
     for (int s = t->n - 1; s >= 0; s--) {
         double backed = step_beta(k, &steps[s], word, c) + value;
-        if (steps[s].alpha == NONE) {
+        if (!steps[s].alpha_pos) {
             value = backed;
             continue;
         }
-        int32_t pos = k->pos[steps[s].alpha * MAX_BATCH + c];
-        double alpha = (double)k->pats[steps[s].alpha].alpha[pos < 0 ? 0 : pos];
+        int32_t pos = steps[s].alpha_pos[c];
+        double alpha = (double)steps[s].alpha_values[pos < 0 ? 0 : pos];
         value = pos < 0 ? backed : alpha;
     }
     return value;

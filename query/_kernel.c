@@ -586,39 +586,51 @@ static inline int32_t locate(const Kernel *k, const Pat *p, uint32_t word) {
     return *first == word ? (int32_t)(first - p->ids) : -1;
 }
 
-static inline double step_beta(const Kernel *k, const StepC *s, uint32_t word, int c) {
-    if (s->beta == BETA_CONST)
-        return s->beta_const;
-    if (s->beta == BETA_UNIGRAM)
-        return (double)k->unigram_beta[word];
-    if (!s->beta_values)
-        return 0.0;
-    int32_t pos = s->beta_pos[c];
-    double beta = (double)s->beta_values[pos < 0 ? 0 : pos];  /* selects, not branches: */
-    return pos < 0 ? 0.0 : beta;                               /* whether x is in is a coin toss */
-}
-
-/* One term for x = word (batch entry c), by the back-off recursion from the shortest
- * step up: value(s) = alpha of step s if its pattern holds x, else beta(s) + value(s+1),
- * from the base (unigram alpha of x, or a constant).  So the longest step holding x
- * gives its alpha, plus the back-off weights of the longer steps added shortest first
- * (the order of the exhaustive scorer).  Every step is evaluated and the choice made
- * with selects: which steps hold x is unpredictable, and a mispredicted branch costs
- * more than the few loads (all located and prefetched already). */
-static inline double score_term(const Kernel *k, const TermC *t, uint32_t word, int c) {
+/* One term for the live words of a batch (``value`` by batch column), by the back-off
+ * recursion from the shortest step up: value(s) = alpha of step s if its pattern holds
+ * x, else beta(s) + value(s+1), from the base (unigram alpha of x, or a constant).  So
+ * the longest step holding x gives its alpha, plus the back-off weights of the longer
+ * steps added shortest first (the order of the exhaustive scorer).
+ *
+ * A step at a time over all the words, each loop of one kind: no dispatch per word, and
+ * the choice "is x in this pattern" is a select, not a branch (which steps hold a word
+ * is a coin toss for the predictor; the loads it skips are located and prefetched). */
+static void score_term(const Kernel *k, const TermC *t, const uint32_t *words, const int *live, int n_live,
+                       double *value) {
     const StepC *steps = &k->steps[t->first];
-    double value = t->base_unigram ? (double)k->unigram_alpha[word] : t->base;
+    if (t->base_unigram)
+        for (int j = 0; j < n_live; j++)
+            value[live[j]] = (double)k->unigram_alpha[words[live[j]]];
+    else
+        for (int j = 0; j < n_live; j++)
+            value[live[j]] = t->base;
     for (int s = t->n - 1; s >= 0; s--) {
-        double backed = step_beta(k, &steps[s], word, c) + value;
-        if (!steps[s].alpha_pos) {
-            value = backed;
-            continue;
+        const StepC *step = &steps[s];
+        if (step->beta == BETA_CONST) {
+            for (int j = 0; j < n_live; j++)
+                value[live[j]] = step->beta_const + value[live[j]];
+        } else if (step->beta == BETA_UNIGRAM) {
+            for (int j = 0; j < n_live; j++)
+                value[live[j]] = (double)k->unigram_beta[words[live[j]]] + value[live[j]];
+        } else if (step->beta_values) {
+            for (int j = 0; j < n_live; j++) {
+                int c = live[j];
+                int32_t pos = step->beta_pos[c];
+                double beta = (double)step->beta_values[pos < 0 ? 0 : pos];
+                value[c] = (pos < 0 ? 0.0 : beta) + value[c];
+            }
+        } else {  /* a pattern without back-off weights: they are 0 */
+            for (int j = 0; j < n_live; j++)
+                value[live[j]] = 0.0 + value[live[j]];
         }
-        int32_t pos = steps[s].alpha_pos[c];
-        double alpha = (double)steps[s].alpha_values[pos < 0 ? 0 : pos];
-        value = pos < 0 ? backed : alpha;
+        if (step->alpha_pos)
+            for (int j = 0; j < n_live; j++) {
+                int c = live[j];
+                int32_t pos = step->alpha_pos[c];
+                double alpha = (double)step->alpha_values[pos < 0 ? 0 : pos];
+                value[c] = pos < 0 ? value[c] : alpha;
+            }
     }
-    return value;
 }
 
 /* Positions in pattern i of the live words of the current batch, once per batch (live
@@ -662,10 +674,11 @@ static int score_batch(Kernel *k, int n_terms, const uint32_t *words, int n, con
             if (k->steps[s].beta >= 0)
                 locate_live(k, k->steps[s].beta, words, live, n_live);
         }
+        double value[MAX_BATCH];
+        score_term(k, term, words, live, n_live, value);
         for (int j = 0; j < n_live; j++) {
             int c = live[j];
-            double value = score_term(k, term, words[c], c);
-            total[c] = t ? total[c] + value : value;
+            total[c] = t ? total[c] + value[c] : value[c];
         }
         if (t + 1 == n_terms || threshold == -INFINITY)
             continue;

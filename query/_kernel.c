@@ -96,6 +96,9 @@ typedef struct {
     int first_alt, n_alts;
     double fixed;       /* base + every beta sup when the base is a constant, else -inf */
     int frozen;         /* no list binds it any more: its bound stays (sups only decrease) */
+    int arg;            /* the list its bound came from last time, or NONE: not computed yet */
+    double arg_offset;  /* that alternative's offset */
+    double arg_keep;    /* that list stays the largest alternative while its sup > arg_keep */
 } TermC;
 
 typedef struct {        /* one alternative of a term's bound: lists[list].sup + offset */
@@ -530,6 +533,7 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats, int *n_lists) {
         term->fixed = term->base_unigram ? -INFINITY : term->base + offset;
         term->n_alts = n_alts - term->first_alt;
         term->frozen = 0;
+        term->arg = NONE;
     }
     result = n_terms;
 out:
@@ -721,25 +725,38 @@ static double bound(Kernel *k, int n_terms) {
             total += k->term_sup[t];
             continue;
         }
-        const Alt *alts = &k->alts[term->first_alt];
-        double best = -INFINITY, second = -INFINITY, offset = 0.0;
-        int arg = NONE;
-        for (int a = 0; a < term->n_alts; a++) {
-            double value = lists[alts[a].list].sup + alts[a].offset;
-            if (value > best) {
-                second = best;
-                best = value;
-                arg = alts[a].list;
-                offset = alts[a].offset;
-            } else if (value > second) {
-                second = value;
-            }
-        }
-        if (term->fixed > best) {
-            best = term->fixed;
+        int arg = term->arg;
+        double best, keep;
+        if (arg != NONE && lists[arg].sup > term->arg_keep) {
+            /* the same list is still the largest alternative: the others only fell */
+            best = lists[arg].sup + term->arg_offset;
+            keep = term->arg_keep;
+        } else {
+            const Alt *alts = &k->alts[term->first_alt];
+            double second = -INFINITY, offset = 0.0;
+            best = -INFINITY;
             arg = NONE;
-        } else if (term->fixed > second) {
-            second = term->fixed;
+            for (int a = 0; a < term->n_alts; a++) {
+                double value = lists[alts[a].list].sup + alts[a].offset;
+                if (value > best) {
+                    second = best;
+                    best = value;
+                    arg = alts[a].list;
+                    offset = alts[a].offset;
+                } else if (value > second) {
+                    second = value;
+                }
+            }
+            if (term->fixed > best) {
+                best = term->fixed;
+                arg = NONE;
+            } else if (term->fixed > second) {
+                second = term->fixed;
+            }
+            keep = second - offset;
+            term->arg = arg;
+            term->arg_offset = offset;
+            term->arg_keep = keep;
         }
         total += best;
         k->term_sup[t] = best;
@@ -747,7 +764,6 @@ static double bound(Kernel *k, int n_terms) {
             term->frozen = 1;
             continue;
         }
-        double keep = second - offset;
         if (k->binds[arg] != stamp) {
             k->binds[arg] = stamp;
             k->binding[k->n_binding++] = arg;

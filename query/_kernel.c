@@ -886,9 +886,14 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
         int n = 0, size = (int)(n_evaluated / 8);
         size = size < 1 ? 1 : size > MAX_BATCH ? MAX_BATCH : size;
         while (n < size && k->lists[unigram].depth < k->vocab_size) {
-            if (need_bound)
-                bound(k, n_terms);
-            need_bound = 0;
+            /* stop reading once the best ``count`` scores so far all beat every unread
+             * word: the words of this batch still get scored, no more are needed */
+            if (need_bound) {
+                need_bound = 0;
+                double unread = bound(k, n_terms);
+                if (n_top == top_size && unread < k->top[0])
+                    break;
+            }
             if (n == 0)  /* bounds on the terms of every word the batch will read */
                 memcpy(k->batch_sup, k->term_sup, n_terms * sizeof(double));
             /* one entry of each list that binds (its sup is finite, so it has one left) */

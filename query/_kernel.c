@@ -113,8 +113,9 @@ typedef struct {        /* one alternative of a term's bound: lists[list].sup + 
 #define LIST_FIRST_AHEAD 8
 
 typedef struct {        /* one sorted list */
-    const uint32_t *order;  /* entry -> position in ids/alpha (the pattern's by_score, or unigram_order) */
-    const uint32_t *ids;    /* position -> word; NULL for the unigram list (positions are words) */
+    const uint32_t *order;  /* entry -> position in ids/alpha: the pattern's by_score, or NULL: the
+                             * entry is the position (the unigram list, kept in score order) */
+    const uint32_t *ids;    /* position -> word */
     const float *alpha;
     Py_ssize_t depth, length;
     double sup;         /* alpha of the next unread entry; -inf once exhausted */
@@ -134,6 +135,10 @@ typedef struct {
     PyObject *unigram_beta_marker;   /* the object Step.beta holds for "unigram beta of x" */
     Py_buffer unigram_views[3];
     const float *unigram_alpha, *unigram_beta;
+    /* copies made at start: each word's alpha and beta side by side (one cache line for
+     * both), and the alphas in unigram_order (the unigram list then reads sequentially) */
+    struct UnigramScores { float alpha, beta; } *unigram;
+    float *sorted_alpha;
     const uint32_t *unigram_order;
     Py_ssize_t vocab_size;
     double unigram_beta_sup;
@@ -363,9 +368,8 @@ static PyTypeObject PatternViewType = {
 static void gather_ahead(const Kernel *k, List *list) {
     Py_ssize_t n = list->length - list->depth;
     n = n < list->ahead ? n : list->ahead;
-    const uint32_t *order = list->order + list->depth;
     for (Py_ssize_t i = 0; i < n; i++) {
-        uint32_t at = order[i];
+        uint32_t at = list->order ? list->order[list->depth + i] : (uint32_t)(list->depth + i);
         list->words[i] = list->ids ? list->ids[at] : at;
         list->alphas[i] = list->alpha[at];
     }
@@ -511,7 +515,7 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats, int *n_lists) {
     for (int s = 0; s < n_steps; s++)
         k->steps[s].list = k->steps[s].alpha == NONE ? NONE : k->pats[k->steps[s].alpha].list;
     int unigram = n;
-    start_list(k, &k->lists[n++], k->unigram_order, NULL, k->unigram_alpha, k->vocab_size);
+    start_list(k, &k->lists[n++], NULL, k->unigram_order, k->sorted_alpha, k->vocab_size);
     *n_lists = n;
     for (int l = 0; l < n; l++)
         k->binds[l] = 0;
@@ -604,7 +608,7 @@ static void score_term(const Kernel *k, const TermC *t, const uint32_t *words, c
     const StepC *steps = &k->steps[t->first];
     if (t->base_unigram)
         for (int j = 0; j < n_live; j++)
-            value[live[j]] = (double)k->unigram_alpha[words[live[j]]];
+            value[live[j]] = (double)k->unigram[words[live[j]]].alpha;
     else
         for (int j = 0; j < n_live; j++)
             value[live[j]] = t->base;
@@ -615,7 +619,7 @@ static void score_term(const Kernel *k, const TermC *t, const uint32_t *words, c
                 value[live[j]] = step->beta_const + value[live[j]];
         } else if (step->beta == BETA_UNIGRAM) {
             for (int j = 0; j < n_live; j++)
-                value[live[j]] = (double)k->unigram_beta[words[live[j]]] + value[live[j]];
+                value[live[j]] = (double)k->unigram[words[live[j]]].beta + value[live[j]];
         } else if (step->beta_values) {
             for (int j = 0; j < n_live; j++) {
                 int c = live[j];
@@ -905,8 +909,7 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
                 if (word < k->vocab_size && !(k->flags[word] & SEEN)) {
                     k->flags[word] |= SEEN;
                     batch[n++] = word;
-                    __builtin_prefetch(&k->unigram_alpha[word]);
-                    __builtin_prefetch(&k->unigram_beta[word]);
+                    __builtin_prefetch(&k->unigram[word]);
                 }
             }
         }
@@ -1137,6 +1140,21 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds) {
     k->unigram_beta = k->unigram_views[1].buf;
     k->unigram_order = k->unigram_views[2].buf;
     k->vocab_size = v;
+    k->unigram = PyMem_Malloc(v * sizeof(*k->unigram));
+    k->sorted_alpha = PyMem_Malloc(v * sizeof(float));
+    if (!k->unigram || !k->sorted_alpha) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < v; i++) {
+        k->unigram[i].alpha = k->unigram_alpha[i];
+        k->unigram[i].beta = k->unigram_beta[i];
+        if (k->unigram_order[i] >= (uint32_t)v) {  /* the search indexes memory with it */
+            PyErr_SetString(PyExc_ValueError, "unigram_order holds a word id outside the vocabulary");
+            return -1;
+        }
+        k->sorted_alpha[i] = k->unigram_alpha[k->unigram_order[i]];
+    }
     k->unigram_beta_sup = fmax(0.0, max_unigram_beta);
     Py_INCREF(marker);
     k->unigram_beta_marker = marker;
@@ -1165,6 +1183,8 @@ static void Kernel_dealloc(Kernel *k) {
         for (int i = 0; i < 3; i++)
             PyBuffer_Release(&k->unigram_views[i]);
     Py_XDECREF(k->unigram_beta_marker);
+    PyMem_Free(k->unigram);
+    PyMem_Free(k->sorted_alpha);
     PyMem_Free(k->flags);
     PyMem_Free(k->evaluated);
     PyMem_Free(k->pending);

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fastsubs import format as fmt
+from fastsubs.errors import DamagedIndexError
 from fastsubs.query._kernel import Kernel
 from fastsubs.query.index import Index
 from fastsubs.query.terms import UNIGRAM_BETA, Patterns
@@ -77,8 +78,11 @@ class Searcher:
     def __init__(self, index: Index) -> None:
         self.index = index
         self.patterns = Patterns(index)
-        self._kernel = Kernel(index.unigram_alpha, index.unigram_beta, index.unigram_order,
-                              index.max_unigram_beta, index.bos_id, UNIGRAM_BETA)
+        try:
+            self._kernel = Kernel(index.unigram_alpha, index.unigram_beta, index.unigram_order,
+                                  index.max_unigram_beta, index.bos_id, UNIGRAM_BETA)
+        except ValueError as error:
+            raise DamagedIndexError(f"{index.path}: damaged index ({error})") from None
 
     @property
     def stats(self) -> SearchStats:

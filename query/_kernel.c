@@ -61,8 +61,10 @@ typedef struct {
     uint32_t rank, unused;
 } Block;
 
+struct PatternView;
+
 typedef struct {
-    const void *view;          /* its PatternView (the caller's terms keep it alive) */
+    const struct PatternView *view;  /* where it came from (the caller's terms keep it alive) */
     const uint32_t *ids;       /* sorted by word id */
     const float *alpha;
     const float *beta;         /* NULL: the pattern stores no back-off weights (they are 0) */
@@ -973,14 +975,22 @@ static PyObject *Kernel_counters(Kernel *k, PyObject *unused) {
 static char *append_score(char *out, double value) {
     double scaled = value * 1e8, rounded = nearbyint(scaled);
     if (fabs(value) < 1e4 && fabs(fabs(scaled - rounded) - 0.5) > 1e-3) {
+        static const char pairs[] =
+            "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+            "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+            "8081828384858687888990919293949596979899";
         uint64_t digits = (uint64_t)fabs(rounded);
+        uint32_t fraction = (uint32_t)(digits % 100000000u);
+        uint64_t whole = digits / 100000000u;
         char text[32], *end = text + sizeof(text), *p = end;
-        for (int i = 0; i < 8; i++, digits /= 10)
-            *--p = (char)('0' + digits % 10);
+        for (int i = 0; i < 4; i++, fraction /= 100) {  /* two digits at a time */
+            p -= 2;
+            memcpy(p, &pairs[2 * (fraction % 100)], 2);
+        }
         *--p = '.';
         do
-            *--p = (char)('0' + digits % 10);
-        while ((digits /= 10) != 0);
+            *--p = (char)('0' + whole % 10);
+        while ((whole /= 10) != 0);
         if (signbit(value))
             *--p = '-';
         memcpy(out, p, (size_t)(end - p));

@@ -60,8 +60,11 @@ HEADER_DTYPE = np.dtype("<u4")
 _MASK32 = 0xFFFFFFFF
 #: Odd multipliers: a weighted sum mod 2^32 with odd weights changes whenever any one
 #: word (or key byte) changes, whatever the change, so a flipped byte never goes unseen.
-_VALUE_WEIGHT = 0x9E3779B1
-_KEY_WEIGHT = 0x85EBCA6B
+#: The i-th value word (after the header) is weighted by (2i + 1) * VALUE_WEIGHT mod 2^32,
+#: the j-th key byte by (2j + 1) * KEY_WEIGHT mod 2^32 (the query's C kernel computes the
+#: same sum from these two constants, tested against :func:`record_checksum`).
+VALUE_WEIGHT = 0x9E3779B1
+KEY_WEIGHT = 0x85EBCA6B
 
 #: The log10 probability KenLM gives a word missing from a model without ``<unk>``.
 UNKNOWN_WORD_LOGPROB = -100.0
@@ -97,7 +100,7 @@ def pattern_key(slot: int, ids: tuple[int, ...] | list[int], id_bytes: int) -> b
 
 def checksum_weights(length: int, key: bool = False) -> np.ndarray:
     """The (odd, uint64) weights of :func:`record_checksum` for ``length`` words or key bytes."""
-    step = _KEY_WEIGHT if key else _VALUE_WEIGHT
+    step = KEY_WEIGHT if key else VALUE_WEIGHT
     return ((2 * np.arange(length, dtype=np.uint64) + 1) * np.uint64(step)) & np.uint64(_MASK32)
 
 

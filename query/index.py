@@ -19,7 +19,7 @@ import numpy as np
 
 from fastsubs import format as fmt
 from fastsubs.errors import DamagedIndexError, IndexVersionError, NotAnIndexError
-from fastsubs.query._kernel import PatternView
+from fastsubs.query._kernel import PatternView, checksum
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def parse_pattern(key: bytes | memoryview, value: memoryview | bytes, has_beta: 
     if count is None:
         raise DamagedIndexError(f"damaged index: a pattern value of {len(value)} bytes fits no layout")
     body = np.frombuffer(value, fmt.ID_DTYPE, offset=4)
-    if fmt.record_checksum(bytes(key), body) != int.from_bytes(value[:4], "little"):
+    if checksum(key, body, fmt.VALUE_WEIGHT, fmt.KEY_WEIGHT) != int.from_bytes(value[:4], "little"):
         raise DamagedIndexError(f"damaged index: pattern {bytes(key).hex()} fails its checksum (bytes flipped?)")
     # Every field is one 4-byte word per entry: slice the words already viewed for the
     # checksum (cheaper than a frombuffer per field), reinterpreting scores as float32.

@@ -7,8 +7,8 @@ its alpha, every shorter step adds a back-off weight.  This module only *describ
 the chains (which pattern, which constant); the search kernel (``query/_kernel.c``)
 evaluates them for candidates and bounds them for words not yet read.  The kernel
 reads these objects by attribute: ``Term.steps``/``base``, ``Step.alpha``/``beta``
-(``UNIGRAM_BETA`` by identity) and ``Pattern.ids``/``alpha``/``beta``/``by_score``/
-``max_beta``.
+(``UNIGRAM_BETA`` by identity) and ``Pattern.view`` (the pattern's arrays as the kernel
+holds them, made when the pattern is parsed).
 
 Neighbouring positions and repeated contexts ask for the same patterns and terms
 again and again (``_ </s>``, ``the _`` …), so look-ups go through :class:`Patterns`,

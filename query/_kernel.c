@@ -64,7 +64,7 @@ typedef struct {
 struct PatternView;
 
 typedef struct {
-    const struct PatternView *view;  /* where it came from (the caller's terms keep it alive) */
+    struct PatternView *view;  /* where it came from: a reference held until the search ends */
     const uint32_t *ids;       /* sorted by word id */
     const float *alpha;
     const float *beta;         /* NULL: the pattern stores no back-off weights (they are 0) */
@@ -144,6 +144,7 @@ typedef struct {
     const uint32_t *unigram_order;
     Py_ssize_t vocab_size;
     double unigram_beta_sup;
+    int ready;                       /* __init__ succeeded */
     uint8_t *flags;                  /* per word: SEEN and small-pattern membership bits */
     Py_ssize_t bos;                  /* <s>, never a candidate, or -1 */
     /* scratch, grown on demand and reused across searches */
@@ -156,6 +157,7 @@ typedef struct {
     double *keep; int cap_keep;      /* per binding list: it binds all those terms while its sup > keep */
     int *binding; int cap_binding, n_binding;  /* the lists that bind, in the order found */
     uint64_t bound_stamp, batch_stamp;  /* count bound() calls and batches: never wrap */
+    int unigram_list;                /* index of the unigram list (the last one) in k->lists */
     /* statistics since the kernel was made: searches, words evaluated, list entries read,
      * substitutes listed (Searcher.stats) */
     unsigned long long n_searches, n_evaluated, n_reads, n_listed;
@@ -332,15 +334,17 @@ static int PatternView_init(PatternView *v, PyObject *args, PyObject *kwds) {
     v->count = count;
     v->vocab_size = vocab_size;
     v->beta_sup = fmax(0.0, max_beta);
-    v->n_buffers = n;
     /* the search indexes memory with these: refuse what would reach outside it */
     int ok = 1;
     for (Py_ssize_t i = 0; i < count && ok; i++)
         ok = v->ids[i] < (uint32_t)vocab_size && v->by_score[i] < (uint32_t)count;
     if (!ok) {
+        for (int i = 0; i < n; i++)
+            PyBuffer_Release(&v->buffers[i]);
         PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary or position outside the pattern");
-        return -1;  /* dealloc releases the buffers */
+        return -1;
     }
+    v->n_buffers = n;  /* usable from here on */
     return 0;
 }
 
@@ -404,19 +408,23 @@ static int add_pattern(Kernel *k, PyObject *pattern, int *n_pats) {
     if (!view_object)
         return -1;
     PatternView *v = (PatternView *)view_object;
-    Py_DECREF(view_object);  /* the pattern holds it, and the caller's terms hold the pattern */
     if (!PyObject_TypeCheck(view_object, &PatternViewType) || !v->n_buffers || v->vocab_size != k->vocab_size) {
+        Py_DECREF(view_object);
         PyErr_SetString(PyExc_TypeError, "Pattern.view must be a PatternView of this index");
         return -1;
     }
     for (int i = 0; i < *n_pats; i++)
-        if (k->pats[i].view == v)
+        if (k->pats[i].view == v) {
+            Py_DECREF(view_object);
             return i;
-    if (GROW(k->pats, k->cap_pats, *n_pats + 1) < 0)
+        }
+    if (GROW(k->pats, k->cap_pats, *n_pats + 1) < 0) {
+        Py_DECREF(view_object);
         return -1;
+    }
     Pat *p = &k->pats[(*n_pats)++];
     memset(p, 0, sizeof(*p));
-    p->view = v;
+    p->view = v;  /* the reference taken above: its arrays and map stay valid during the search */
     p->list = NONE;
     p->ids = v->ids;
     p->alpha = v->alpha;
@@ -428,7 +436,14 @@ static int add_pattern(Kernel *k, PyObject *pattern, int *n_pats) {
     return *n_pats - 1;
 }
 
-/* Reads ``terms`` into k->terms/steps/pats/lists.  Returns the number of terms, -1 on error. */
+/* Drops the references to the views of the search's patterns. */
+static void release_pats(Kernel *k, int n_pats) {
+    for (int i = 0; i < n_pats; i++)
+        Py_DECREF(k->pats[i].view);
+}
+
+/* Reads ``terms`` into k->terms/steps/pats/lists.  Returns the number of terms, -1 on error
+ * (the patterns added so far, *n_pats of them, still hold references: release_pats). */
 static int read_terms(Kernel *k, PyObject *terms, int *n_pats, int *n_lists) {
     PyObject *seq = PySequence_Fast(terms, "terms must be a sequence");
     if (!seq)
@@ -516,7 +531,7 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats, int *n_lists) {
     }
     for (int s = 0; s < n_steps; s++)
         k->steps[s].list = k->steps[s].alpha == NONE ? NONE : k->pats[k->steps[s].alpha].list;
-    int unigram = n;
+    int unigram = k->unigram_list = n;
     start_list(k, &k->lists[n++], NULL, k->unigram_order, k->sorted_alpha, k->vocab_size);
     *n_lists = n;
     for (int l = 0; l < n; l++)
@@ -778,11 +793,21 @@ static double bound(Kernel *k, int n_terms) {
             k->keep[arg] = keep;
         }
     }
+    /* No list binds only if no term predicts x (never so for position_terms' terms):
+     * then reading cannot lower the bound, and exactness needs every word read. */
+    if (!k->n_binding) {
+        int unigram = k->unigram_list;
+        k->binds[unigram] = stamp;
+        k->binding[k->n_binding++] = unigram;
+        k->keep[unigram] = INFINITY;
+    }
     return isfinite(total) ? total + BOUND_SLACK * (1.0 + fabs(total)) : total;
 }
 
 /* Reads the next entry of ``list``; returns its word. */
 static inline uint32_t read_list(const Kernel *k, List *list) {
+    if (list->depth >= list->length)  /* nothing left: no word (the caller skips ids >= V) */
+        return UINT32_MAX;
     uint32_t word = list->words[list->depth++ - list->ahead_start];
     if (list->depth == list->length) {
         list->sup = -INFINITY;
@@ -863,7 +888,7 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     Py_ssize_t count;
     if (!PyArg_ParseTuple(args, "OnO:search", &terms, &count, &mass_object))
         return NULL;
-    if (!k->flags) {
+    if (!k->ready) {
         PyErr_SetString(PyExc_RuntimeError, "Kernel.search before Kernel.__init__ succeeded");
         return NULL;
     }
@@ -878,8 +903,10 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     int n_pats = 0, n_lists = 0;
     maps.search++;
     int n_terms = read_terms(k, terms, &n_pats, &n_lists);
-    if (n_terms < 0)
+    if (n_terms < 0) {
+        release_pats(k, n_pats);
         return NULL;
+    }
     mark_members(k, n_pats);
     Py_ssize_t n_evaluated = 0, n_pending = 0, n_listed = 0, reads = 0;
     Py_ssize_t n_top = 0, top_size = count < k->vocab_size ? count : k->vocab_size;
@@ -940,6 +967,7 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
         done |= everything;
     }
     clear_flags(k, n_pats, n_evaluated);
+    release_pats(k, n_pats);
 
     PyObject *ids = PyBytes_FromStringAndSize(NULL, n_listed * (Py_ssize_t)sizeof(uint32_t));
     PyObject *scores = PyBytes_FromStringAndSize(NULL, n_listed * (Py_ssize_t)sizeof(double));
@@ -1125,7 +1153,7 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds) {
                             "bos_id", "unigram_beta_marker", NULL};
     PyObject *alpha, *beta, *order, *bos, *marker;
     double max_unigram_beta;
-    if (k->flags) {
+    if (k->unigram_alpha) {  /* tried once already (even if it failed: it holds what it got) */
         PyErr_SetString(PyExc_RuntimeError, "Kernel is already initialised");
         return -1;
     }
@@ -1185,6 +1213,7 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds) {
         k->bos = b;
         k->flags[b] = SEEN;  /* never a candidate */
     }
+    k->ready = 1;
     return 0;
 }
 

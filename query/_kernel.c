@@ -50,6 +50,19 @@
 #define SEEN 1u
 #define MEMBER_BITS 7
 
+/* Arrays read in place from the index: an LMDB value starts wherever its key ends in the
+ * page, so these may be unaligned; the types say so, and the compiler emits loads that
+ * allow it (on x86-64 the same instructions). */
+#if defined(__GNUC__)
+typedef uint32_t ix_u32 __attribute__((aligned(1)));
+typedef uint64_t ix_u64 __attribute__((aligned(1)));
+typedef float ix_f32 __attribute__((aligned(1)));
+#else
+typedef uint32_t ix_u32;
+typedef uint64_t ix_u64;
+typedef float ix_f32;
+#endif
+
 #define NONE (-1)
 #define BETA_CONST (-1)   /* Step.beta is a constant */
 #define BETA_UNIGRAM (-2) /* Step.beta is the unigram back-off weight of x */
@@ -65,10 +78,10 @@ struct PatternView;
 
 typedef struct {
     struct PatternView *view;  /* where it came from: a reference held until the search ends */
-    const uint32_t *ids;       /* sorted by word id */
-    const float *alpha;
-    const float *beta;         /* NULL: the pattern stores no back-off weights (they are 0) */
-    const uint32_t *by_score;  /* positions into ids/alpha, alpha descending */
+    const ix_u32 *ids;       /* sorted by word id */
+    const ix_f32 *alpha;
+    const ix_f32 *beta;         /* NULL: the pattern stores no back-off weights (they are 0) */
+    const ix_u32 *by_score;  /* positions into ids/alpha, alpha descending */
     Py_ssize_t count;
     double beta_sup;           /* max(0, largest stored back-off weight) */
     const Block *map;          /* rank map, or NULL */
@@ -87,7 +100,7 @@ typedef struct {
      * positions (Kernel.pos) and its alphas, NULL without one; the same for the beta
      * pattern (beta_values NULL: its back-off weights are all 0) */
     const int32_t *alpha_pos, *beta_pos;
-    const float *alpha_values, *beta_values;
+    const ix_f32 *alpha_values, *beta_values;
 } StepC;
 
 typedef struct {
@@ -115,10 +128,10 @@ typedef struct {        /* one alternative of a term's bound: lists[list].sup + 
 #define LIST_FIRST_AHEAD 8
 
 typedef struct {        /* one sorted list */
-    const uint32_t *order;  /* entry -> position in ids/alpha: the pattern's by_score, or NULL: the
+    const ix_u32 *order;  /* entry -> position in ids/alpha: the pattern's by_score, or NULL: the
                              * entry is the position (the unigram list, kept in score order) */
-    const uint32_t *ids;    /* position -> word */
-    const float *alpha;
+    const ix_u32 *ids;    /* position -> word */
+    const ix_f32 *alpha;
     Py_ssize_t depth, length;
     double sup;         /* alpha of the next unread entry; -inf once exhausted */
     Py_ssize_t ahead_start, ahead_end;  /* entries gathered into words/alphas */
@@ -136,12 +149,12 @@ typedef struct {
     PyObject_HEAD
     PyObject *unigram_beta_marker;   /* the object Step.beta holds for "unigram beta of x" */
     Py_buffer unigram_views[3];
-    const float *unigram_alpha, *unigram_beta;
+    const ix_f32 *unigram_alpha, *unigram_beta;
     /* copies made at start: each word's alpha and beta side by side (one cache line for
      * both), and the alphas in unigram_order (the unigram list then reads sequentially) */
     struct UnigramScores { float alpha, beta; } *unigram;
     float *sorted_alpha;
-    const uint32_t *unigram_order;
+    const ix_u32 *unigram_order;
     Py_ssize_t vocab_size;
     double unigram_beta_sup;
     int ready;                       /* __init__ succeeded */
@@ -231,10 +244,10 @@ typedef struct PatternView {
     PyObject_HEAD
     Py_buffer buffers[4];        /* ids, alpha, by_score, beta: held while the view lives */
     int n_buffers;
-    const uint32_t *ids;         /* sorted by word id */
-    const float *alpha;
-    const float *beta;           /* NULL: the pattern stores no back-off weights (they are 0) */
-    const uint32_t *by_score;    /* positions into ids/alpha, alpha descending */
+    const ix_u32 *ids;         /* sorted by word id */
+    const ix_f32 *alpha;
+    const ix_f32 *beta;           /* NULL: the pattern stores no back-off weights (they are 0) */
+    const ix_u32 *by_score;    /* positions into ids/alpha, alpha descending */
     Py_ssize_t count, vocab_size;
     double beta_sup;             /* max(0, largest stored back-off weight) */
     Block *map;                  /* rank map (count >= RANK_MIN_COUNT), built on first use */
@@ -388,8 +401,8 @@ static void gather_ahead(const Kernel *k, List *list) {
 }
 
 /* A list of ``length`` (>= 1) entries, none read yet. */
-static void start_list(const Kernel *k, List *list, const uint32_t *order, const uint32_t *ids,
-                       const float *alpha, Py_ssize_t length) {
+static void start_list(const Kernel *k, List *list, const ix_u32 *order, const ix_u32 *ids,
+                       const ix_f32 *alpha, Py_ssize_t length) {
     list->order = order;
     list->ids = ids;
     list->alpha = alpha;
@@ -601,7 +614,7 @@ static inline int32_t locate(const Kernel *k, const Pat *p, uint32_t word) {
     }
     /* branch-free lower bound: no mispredictions, so the CPU overlaps the searches of
      * a batch's words */
-    const uint32_t *first = p->ids;
+    const ix_u32 *first = p->ids;
     Py_ssize_t len = p->count;
     while (len > 1) {
         Py_ssize_t half = len >> 1;
@@ -1038,7 +1051,7 @@ static char *append_score(char *out, double value) {
 typedef struct {
     PyObject_HEAD
     Py_buffer offsets_view, bytes_view;
-    const uint64_t *offsets;  /* NULL until __init__ succeeded */
+    const ix_u64 *offsets;  /* NULL until __init__ succeeded */
     const char *bytes;
     Py_ssize_t vocab_size;
 } Words;
@@ -1058,7 +1071,7 @@ static int Words_init(Words *w, PyObject *args, PyObject *kwds) {
         PyBuffer_Release(&w->offsets_view);
         return -1;
     }
-    const uint64_t *o = w->offsets_view.buf;
+    const ix_u64 *o = w->offsets_view.buf;
     Py_ssize_t v = w->offsets_view.len / 8 - 1;
     int ok = v >= 0 && o[0] == 0 && o[v] <= (uint64_t)w->bytes_view.len;
     for (Py_ssize_t i = 0; ok && i < v; i++)
@@ -1099,7 +1112,7 @@ static PyObject *Words_fields(Words *w, PyObject *args) {
         PyBuffer_Release(&ids_view);
         return NULL;
     }
-    const uint32_t *ids = ids_view.buf;
+    const ix_u32 *ids = ids_view.buf;
     const double *scores = values_view.buf;
     Py_ssize_t size = 1;
     for (Py_ssize_t i = 0; i < n && size > 0; i++)
@@ -1285,7 +1298,7 @@ static PyObject *checksum(PyObject *module, PyObject *args) {
         return NULL;
     }
     uint32_t total = 0, weight = (uint32_t)value_weight, step = 2u * (uint32_t)value_weight;
-    const uint32_t *words = body.buf;
+    const ix_u32 *words = body.buf;
     for (Py_ssize_t i = 0; i < body.len / 4; i++, weight += step)  /* (2i + 1) * w mod 2^32 */
         total += words[i] * weight;
     const uint8_t *bytes = key.buf;

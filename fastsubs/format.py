@@ -104,27 +104,17 @@ def checksum_weights(length: int, key: bool = False) -> np.ndarray:
     return ((2 * np.arange(length, dtype=np.uint64) + 1) * np.uint64(step)) & np.uint64(_MASK32)
 
 
-#: Key weights as Python ints (keys are short: a slot byte and up to 255 ids of 4 bytes).
-_KEY_WEIGHTS: list[int] = checksum_weights(1 + 4 * 255, key=True).tolist()
-
-
 def record_checksum(key: bytes, body: np.ndarray) -> int:
     """Checksum of a pattern record: key bytes and the value's words after the header.
 
-    ``sum(body[i] * w_i) + sum(key[j] * u_j) mod 2^32`` with odd weights: cheap to
-    compute with numpy on both sides (the builder does all records at once).
+    ``sum(body[i] * w_i) + sum(key[j] * u_j) mod 2^32`` with odd weights.  This is the
+    definition; the builder computes it for all records at once (:func:`batch_checksums`)
+    and the query in C (``fastsubs.query._kernel.checksum``), both tested against it.
     """
-    global _value_weights
-    if len(body) > len(_value_weights):
-        _value_weights = checksum_weights(max(len(body), 2 * len(_value_weights)))
-    # One integer dot product (wrapping mod 2^64, so right mod 2^32); keys are a few bytes.
-    total = int(np.dot(body, _value_weights[: len(body)]))
-    total += sum(byte * weight for byte, weight in zip(key, _KEY_WEIGHTS))
-    return total & _MASK32
-
-
-#: Weights reused by record_checksum (grown on demand) and for keys (at most 1 + 4 * 255 bytes).
-_value_weights = np.zeros(0, dtype=np.uint64)
+    key_bytes = np.frombuffer(key, dtype=np.uint8).astype(np.uint64)
+    total = (body.astype(np.uint64) * checksum_weights(len(body))).sum(dtype=np.uint64)
+    total += (key_bytes * checksum_weights(len(key_bytes), key=True)).sum(dtype=np.uint64)
+    return int(total) & _MASK32
 
 
 #: Records checksummed at once by :func:`batch_checksums`: bounds its temporaries.

@@ -457,7 +457,7 @@ static void release_pats(Kernel *k, int n_pats) {
 
 /* Reads ``terms`` into k->terms/steps/pats/lists.  Returns the number of terms, -1 on error
  * (the patterns added so far, *n_pats of them, still hold references: release_pats). */
-static int read_terms(Kernel *k, PyObject *terms, int *n_pats, int *n_lists) {
+static int read_terms(Kernel *k, PyObject *terms, int *n_pats) {
     PyObject *seq = PySequence_Fast(terms, "terms must be a sequence");
     if (!seq)
         return -1;
@@ -546,7 +546,6 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats, int *n_lists) {
         k->steps[s].list = k->steps[s].alpha == NONE ? NONE : k->pats[k->steps[s].alpha].list;
     int unigram = k->unigram_list = n;
     start_list(k, &k->lists[n++], NULL, k->unigram_order, k->sorted_alpha, k->vocab_size);
-    *n_lists = n;
     for (int l = 0; l < n; l++)
         k->binds[l] = 0;
     /* Each term's bound alternatives (see bound()), base last. */
@@ -913,9 +912,9 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
      * without <s>. */
     if (count > k->vocab_size - 1)
         count = k->vocab_size - 1;
-    int n_pats = 0, n_lists = 0;
+    int n_pats = 0;
     maps.search++;
-    int n_terms = read_terms(k, terms, &n_pats, &n_lists);
+    int n_terms = read_terms(k, terms, &n_pats);
     if (n_terms < 0) {
         release_pats(k, n_pats);
         return NULL;
@@ -924,7 +923,7 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     Py_ssize_t n_evaluated = 0, n_pending = 0, n_listed = 0, reads = 0;
     Py_ssize_t n_top = 0, top_size = count < k->vocab_size ? count : k->vocab_size;
     double mass_sum = 0.0, batch_scores[MAX_BATCH];
-    int unigram = n_lists - 1, done = count <= 0, live[MAX_BATCH];
+    int unigram = k->unigram_list, done = count <= 0, live[MAX_BATCH];
     int need_bound = 1;  /* the binding lists may have changed since the bound was computed */
     while (!done) {
         /* Read new words into a batch: rounds of one entry from each binding list. */

@@ -1,9 +1,10 @@
 /* The exact top-K search of FASTSUBS for one position, in C (fastsubs.query._kernel).
  *
  * Python (query/terms.py) describes lp(x) at a position as a list of Term objects,
- * each a back-off chain of Steps over Pattern objects (query/index.py); this module
- * reads those objects (each Pattern's arrays through its PatternView, which holds them
- * from the moment the pattern is parsed) and runs the threshold search of ALGORITHM.md:
+ * each a back-off chain of Steps over Pattern objects (query/index.py); each Term holds
+ * a TermView, its chain as this module reads it (PatternViews of the patterns' arrays,
+ * constants), made once when the term is built.  The search reads those views and runs
+ * the threshold search of ALGORITHM.md:
  *
  *   - the sorted lists are the patterns some step reads by alpha (``by_score`` order)
  *     and the unigram list (``unigram_order``);
@@ -152,7 +153,6 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *unigram_beta_marker;   /* the object Step.beta holds for "unigram beta of x" */
     Py_buffer unigram_views[3];
     const ix_f32 *unigram_alpha, *unigram_beta;
     /* copies made at start: each word's alpha and beta side by side (one cache line for
@@ -186,7 +186,7 @@ typedef struct {
     uint32_t *evaluated; Entry *pending; Entry *listed; /* each holds at most V entries */
 } Kernel;
 
-static PyObject *str_steps, *str_base, *str_alpha, *str_beta, *str_view;
+static PyObject *str_view;
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -385,6 +385,118 @@ static PyTypeObject PatternViewType = {
     .tp_dealloc = (destructor)PatternView_dealloc,
 };
 
+/* ---------------------------------------------------------------- term views */
+
+#define BETA_PATTERN 0    /* StepSpec.beta holds beta(A x B) */
+
+/* One step of a term's back-off chain: the pattern whose alpha applies when x is in it
+ * (or NULL), and where the back-off weight comes from. */
+typedef struct {
+    PatternView *alpha;          /* a reference, or NULL */
+    PatternView *beta;           /* a reference when beta_kind == BETA_PATTERN */
+    int beta_kind;               /* BETA_PATTERN, BETA_CONST or BETA_UNIGRAM */
+    double beta_const;
+} StepSpec;
+
+/* A term of lp(x) as the search reads it (Python's Term.view), made once per term so
+ * that a search reads one attribute per term instead of walking Step objects. */
+typedef struct {
+    PyObject_HEAD
+    int n_steps;                 /* -1 until __init__ succeeded */
+    int base_unigram;            /* after the last step: unigram alpha of x (1) or ``base`` (0) */
+    double base;
+    StepSpec *steps;             /* longest context first */
+} TermView;
+
+static void TermView_clear(TermView *tv) {
+    for (int s = 0; s < tv->n_steps; s++) {
+        Py_XDECREF(tv->steps[s].alpha);
+        Py_XDECREF(tv->steps[s].beta);
+    }
+    PyMem_Free(tv->steps);
+    tv->steps = NULL;
+    tv->n_steps = -1;
+}
+
+/* The PatternView ``object`` as a new reference (NULL with None allowed: *view = NULL). */
+static int pattern_view_arg(PyObject *object, PatternView **view, const char *what) {
+    if (PyObject_TypeCheck(object, &PatternViewType) && ((PatternView *)object)->n_buffers) {
+        Py_INCREF(object);
+        *view = (PatternView *)object;
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "%s must be a PatternView", what);
+    return -1;
+}
+
+static int TermView_init(TermView *tv, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"alphas", "betas", "base", NULL};
+    PyObject *alphas, *betas, *base;
+    if (tv->steps) {
+        PyErr_SetString(PyExc_RuntimeError, "TermView is already initialised");
+        return -1;
+    }
+    tv->n_steps = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O", names, &PyTuple_Type, &alphas, &PyTuple_Type, &betas, &base))
+        return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(alphas);
+    if (PyTuple_GET_SIZE(betas) != n || n > 64) {
+        PyErr_SetString(PyExc_ValueError, "alphas and betas: one of each per step (at most 64 steps)");
+        return -1;
+    }
+    tv->base_unigram = base == Py_None;
+    tv->base = tv->base_unigram ? 0.0 : PyFloat_AsDouble(base);
+    if (PyErr_Occurred())
+        return -1;
+    if (!(tv->steps = PyMem_Calloc(n ? (size_t)n : 1, sizeof(StepSpec)))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    tv->n_steps = 0;
+    for (Py_ssize_t s = 0; s < n; s++, tv->n_steps++) {
+        StepSpec *spec = &tv->steps[s];
+        PyObject *alpha = PyTuple_GET_ITEM(alphas, s), *beta = PyTuple_GET_ITEM(betas, s);
+        if (alpha != Py_None && pattern_view_arg(alpha, &spec->alpha, "an alpha") < 0)
+            break;
+        if (beta == Py_None) {
+            spec->beta_kind = BETA_UNIGRAM;
+        } else if (PyFloat_Check(beta)) {
+            spec->beta_kind = BETA_CONST;
+            spec->beta_const = PyFloat_AS_DOUBLE(beta);
+        } else if (pattern_view_arg(beta, &spec->beta, "a beta") < 0) {
+            break;
+        } else {
+            spec->beta_kind = BETA_PATTERN;
+        }
+    }
+    if (tv->n_steps < n) {
+        tv->n_steps++;  /* the step that failed may hold its alpha */
+        TermView_clear(tv);
+        return -1;
+    }
+    return 0;
+}
+
+static void TermView_dealloc(TermView *tv) {
+    TermView_clear(tv);
+    Py_TYPE(tv)->tp_free((PyObject *)tv);
+}
+
+static PyTypeObject TermViewType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fastsubs.query._kernel.TermView",
+    .tp_basicsize = sizeof(TermView),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "TermView(alphas, betas, base)\n\n"
+              "One term's back-off chain as the search reads it (see Term.view): per step, longest\n"
+              "context first, the PatternView whose alpha applies (or None) and the back-off weight\n"
+              "(a float, a PatternView holding beta(A x B), or None: the unigram beta of x); ``base``\n"
+              "a float, or None for the unigram alpha of x.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)TermView_init,
+    .tp_dealloc = (destructor)TermView_dealloc,
+};
+
 /* ---------------------------------------------------------------- sorted lists */
 
 /* Gathers the list's next entries (words and alphas) from the depth on, prefetching the
@@ -420,29 +532,22 @@ static void start_list(const Kernel *k, List *list, const ix_u32 *order, const i
 
 /* ---------------------------------------------------------------- reading the terms */
 
-/* Index of ``pattern`` in k->pats, adding it when new; -1 on error. */
-static int add_pattern(Kernel *k, PyObject *pattern, int *n_pats) {
-    PyObject *view_object = PyObject_GetAttr(pattern, str_view);
-    if (!view_object)
-        return -1;
-    PatternView *v = (PatternView *)view_object;
-    if (!PyObject_TypeCheck(view_object, &PatternViewType) || !v->n_buffers || v->vocab_size != k->vocab_size) {
-        Py_DECREF(view_object);
-        PyErr_SetString(PyExc_TypeError, "Pattern.view must be a PatternView of this index");
+/* Index of the pattern ``v`` in k->pats, adding it (and a reference to it) when new;
+ * -1 on error. */
+static int add_pattern(Kernel *k, PatternView *v, int *n_pats) {
+    if (v->vocab_size != k->vocab_size) {
+        PyErr_SetString(PyExc_ValueError, "a pattern of another index");
         return -1;
     }
     for (int i = 0; i < *n_pats; i++)
-        if (k->pats[i].view == v) {
-            Py_DECREF(view_object);
+        if (k->pats[i].view == v)
             return i;
-        }
-    if (GROW(k->pats, k->cap_pats, *n_pats + 1) < 0) {
-        Py_DECREF(view_object);
+    if (GROW(k->pats, k->cap_pats, *n_pats + 1) < 0)
         return -1;
-    }
     Pat *p = &k->pats[(*n_pats)++];
     memset(p, 0, sizeof(*p));
-    p->view = v;  /* the reference taken above: its arrays and map stay valid during the search */
+    Py_INCREF(v);  /* its arrays and map stay valid during the search */
+    p->view = v;
     p->list = NONE;
     p->ids = v->ids;
     p->alpha = v->alpha;
@@ -460,8 +565,9 @@ static void release_pats(Kernel *k, int n_pats) {
         Py_DECREF(k->pats[i].view);
 }
 
-/* Reads ``terms`` into k->terms/steps/pats/lists.  Returns the number of terms, -1 on error
- * (the patterns added so far, *n_pats of them, still hold references: release_pats). */
+/* Reads ``terms`` (objects with a TermView ``view``) into k->terms/steps/pats/lists.
+ * Returns the number of terms, -1 on error (the patterns added so far, *n_pats of them,
+ * still hold references: release_pats). */
 static int read_terms(Kernel *k, PyObject *terms, int *n_pats) {
     PyObject *seq = PySequence_Fast(terms, "terms must be a sequence");
     if (!seq)
@@ -476,51 +582,44 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats) {
     if (GROW(k->term_sup, k->cap_term_sup, n_terms) < 0 || GROW(k->batch_sup, k->cap_batch_sup, n_terms) < 0)
         goto out;
     for (int t = 0; t < n_terms; t++) {
-        PyObject *term = PySequence_Fast_GET_ITEM(seq, t);
-        PyObject *base = PyObject_GetAttr(term, str_base), *steps = PyObject_GetAttr(term, str_steps);
-        PyObject *step_seq = steps ? PySequence_Fast(steps, "Term.steps must be a sequence") : NULL;
-        int bad = !base || !step_seq;
-        if (!bad) {
-            TermC *tc = &k->terms[t];
-            tc->first = n_steps;
-            tc->n = (int)PySequence_Fast_GET_SIZE(step_seq);
-            tc->base_unigram = base == Py_None;
-            tc->base = tc->base_unigram ? 0.0 : PyFloat_AsDouble(base);
-            bad = PyErr_Occurred() != NULL;
-            for (int s = 0; s < tc->n && !bad; s++) {
-                PyObject *step = PySequence_Fast_GET_ITEM(step_seq, s);
-                PyObject *alpha = PyObject_GetAttr(step, str_alpha), *beta = PyObject_GetAttr(step, str_beta);
-                bad = !alpha || !beta;
-                if (!bad && GROW(k->steps, k->cap_steps, n_steps + 1) < 0)
-                    bad = 1;
-                if (!bad) {
-                    StepC *sc = &k->steps[n_steps++];
-                    sc->alpha = NONE;
-                    if (alpha != Py_None && (sc->alpha = add_pattern(k, alpha, n_pats)) < 0)
-                        bad = 1;
-                    if (!bad && PyFloat_Check(beta)) {
-                        sc->beta = BETA_CONST;
-                        sc->beta_const = sc->beta_sup = PyFloat_AS_DOUBLE(beta);
-                    } else if (!bad && beta == k->unigram_beta_marker) {
-                        /* beta(x) of any word is at most the largest unigram back-off */
-                        sc->beta = BETA_UNIGRAM;
-                        sc->beta_sup = k->unigram_beta_sup;
-                    } else if (!bad) {
-                        /* beta(A x B) is stored for some x, 0 for the rest (the paper
-                         * bounds it by 0, wrong for positive weights: ALGORITHM.md) */
-                        if ((sc->beta = add_pattern(k, beta, n_pats)) < 0)
-                            bad = 1;
-                        else
-                            sc->beta_sup = k->pats[sc->beta].beta_sup;
-                    }
-                }
-                Py_XDECREF(alpha);
-                Py_XDECREF(beta);
+        PyObject *view = PyObject_GetAttr(PySequence_Fast_GET_ITEM(seq, t), str_view);
+        if (!view)
+            goto out;
+        if (!PyObject_TypeCheck(view, &TermViewType) || !((TermView *)view)->steps) {
+            Py_DECREF(view);
+            PyErr_SetString(PyExc_TypeError, "Term.view must be an initialised TermView");
+            goto out;
+        }
+        const TermView *tv = (const TermView *)view;
+        TermC *tc = &k->terms[t];
+        tc->first = n_steps;
+        tc->n = tv->n_steps;
+        tc->base_unigram = tv->base_unigram;
+        tc->base = tv->base;
+        int bad = GROW(k->steps, k->cap_steps, n_steps + tv->n_steps) < 0;
+        for (int s = 0; s < tv->n_steps && !bad; s++) {
+            const StepSpec *spec = &tv->steps[s];
+            StepC *sc = &k->steps[n_steps++];
+            sc->alpha = spec->alpha ? add_pattern(k, spec->alpha, n_pats) : NONE;
+            bad = spec->alpha && sc->alpha < 0;
+            if (bad)
+                break;
+            sc->beta = spec->beta_kind;
+            sc->beta_const = spec->beta_const;
+            if (spec->beta_kind == BETA_CONST) {
+                sc->beta_sup = spec->beta_const;
+            } else if (spec->beta_kind == BETA_UNIGRAM) {
+                /* beta(x) of any word is at most the largest unigram back-off */
+                sc->beta_sup = k->unigram_beta_sup;
+            } else if ((sc->beta = add_pattern(k, spec->beta, n_pats)) < 0) {
+                bad = 1;
+            } else {
+                /* beta(A x B) is stored for some x, 0 for the rest (the paper bounds it
+                 * by 0, wrong for positive weights: ALGORITHM.md) */
+                sc->beta_sup = k->pats[sc->beta].beta_sup;
             }
         }
-        Py_XDECREF(base);
-        Py_XDECREF(steps);
-        Py_XDECREF(step_seq);
+        Py_DECREF(view);
         if (bad)
             goto out;
     }
@@ -1168,15 +1267,15 @@ static PyTypeObject WordsType = {
 
 static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds) {
     static char *names[] = {"unigram_alpha", "unigram_beta", "unigram_order", "max_unigram_beta",
-                            "bos_id", "unigram_beta_marker", NULL};
-    PyObject *alpha, *beta, *order, *bos, *marker;
+                            "bos_id", NULL};
+    PyObject *alpha, *beta, *order, *bos;
     double max_unigram_beta;
     if (k->unigram_alpha) {  /* tried once already (even if it failed: it holds what it got) */
         PyErr_SetString(PyExc_RuntimeError, "Kernel is already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOdOO", names, &alpha, &beta, &order, &max_unigram_beta,
-                                     &bos, &marker))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOdO", names, &alpha, &beta, &order, &max_unigram_beta,
+                                     &bos))
         return -1;
     Py_ssize_t v = PyObject_Length(alpha);
     if (v < 1 || v >= (Py_ssize_t)UINT32_MAX)
@@ -1212,8 +1311,6 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds) {
         k->sorted_alpha[i] = k->unigram_alpha[k->unigram_order[i]];
     }
     k->unigram_beta_sup = fmax(0.0, max_unigram_beta);
-    Py_INCREF(marker);
-    k->unigram_beta_marker = marker;
     k->flags = PyMem_Calloc(v, 1);
     k->evaluated = PyMem_Malloc(v * sizeof(uint32_t));
     k->pending = PyMem_Malloc(v * sizeof(Entry));
@@ -1239,7 +1336,6 @@ static void Kernel_dealloc(Kernel *k) {
     if (k->unigram_alpha) /* set once all three views are held */
         for (int i = 0; i < 3; i++)
             PyBuffer_Release(&k->unigram_views[i]);
-    Py_XDECREF(k->unigram_beta_marker);
     PyMem_Free(k->unigram);
     PyMem_Free(k->sorted_alpha);
     PyMem_Free(k->flags);
@@ -1277,7 +1373,7 @@ static PyTypeObject KernelType = {
     .tp_name = "fastsubs.query._kernel.Kernel",
     .tp_basicsize = sizeof(Kernel),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Kernel(unigram_alpha, unigram_beta, unigram_order, max_unigram_beta, bos_id, unigram_beta_marker)\n\n"
+    .tp_doc = "Kernel(unigram_alpha, unigram_beta, unigram_order, max_unigram_beta, bos_id)\n\n"
               "Scratch space for the searches of one open index; one per process.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Kernel_init,
@@ -1330,17 +1426,16 @@ static struct PyModuleDef kernel_module = {
 };
 
 PyMODINIT_FUNC PyInit__kernel(void) {
-    if (PyType_Ready(&KernelType) < 0 || PyType_Ready(&WordsType) < 0 || PyType_Ready(&PatternViewType) < 0)
+    if (PyType_Ready(&KernelType) < 0 || PyType_Ready(&WordsType) < 0 || PyType_Ready(&PatternViewType) < 0 ||
+        PyType_Ready(&TermViewType) < 0)
         return NULL;
-    if (!(str_steps = PyUnicode_InternFromString("steps")) || !(str_base = PyUnicode_InternFromString("base")) ||
-        !(str_alpha = PyUnicode_InternFromString("alpha")) || !(str_beta = PyUnicode_InternFromString("beta")) ||
-        !(str_view = PyUnicode_InternFromString("view")))
+    if (!(str_view = PyUnicode_InternFromString("view")))
         return NULL;
     PyObject *module = PyModule_Create(&kernel_module);
     if (!module)
         return NULL;
     if (PyModule_AddType(module, &KernelType) < 0 || PyModule_AddType(module, &WordsType) < 0 ||
-        PyModule_AddType(module, &PatternViewType) < 0) {
+        PyModule_AddType(module, &PatternViewType) < 0 || PyModule_AddType(module, &TermViewType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

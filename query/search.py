@@ -19,7 +19,7 @@ from fastsubs import format as fmt
 from fastsubs.errors import DamagedIndexError
 from fastsubs.query._kernel import Kernel
 from fastsubs.query.index import Index
-from fastsubs.query.terms import UNIGRAM_BETA, Patterns
+from fastsubs.query.terms import Patterns
 
 
 @dataclass
@@ -80,7 +80,7 @@ class Searcher:
         self.patterns = Patterns(index)
         try:
             self._kernel = Kernel(index.unigram_alpha, index.unigram_beta, index.unigram_order,
-                                  index.max_unigram_beta, index.bos_id, UNIGRAM_BETA)
+                                  index.max_unigram_beta, index.bos_id)
         except ValueError as error:
             raise DamagedIndexError(f"{index.path}: damaged index ({error})") from None
 

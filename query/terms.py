@@ -5,10 +5,9 @@ lp(x) is the sum over j = t … min(t+N-1, n+1) of log10 p(s_j | context) with s
 (ALGORITHM.md).  Each such term is a back-off chain: the longest n-gram present gives
 its alpha, every shorter step adds a back-off weight.  This module only *describes*
 the chains (which pattern, which constant); the search kernel (``query/_kernel.c``)
-evaluates them for candidates and bounds them for words not yet read.  The kernel
-reads these objects by attribute: ``Term.steps``/``base``, ``Step.alpha``/``beta``
-(``UNIGRAM_BETA`` by identity) and ``Pattern.view`` (the pattern's arrays as the kernel
-holds them, made when the pattern is parsed).
+evaluates them for candidates and bounds them for words not yet read.  It reads a
+term through ``Term.view``, the same chain as a kernel ``TermView`` (the patterns'
+``Pattern.view``, the constants), made once when the term is built.
 
 Neighbouring positions and repeated contexts ask for the same patterns and terms
 again and again (``_ </s>``, ``the _`` …), so look-ups go through :class:`Patterns`,
@@ -19,9 +18,10 @@ that use it by that identity (and keeps rank maps of big patterns across positio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastsubs import format as fmt
+from fastsubs.query._kernel import TermView
 from fastsubs.query.index import Index, Pattern
 
 
@@ -61,11 +61,19 @@ class Term:
     """log10 p(s_j | …) as a function of x: ``steps`` longest first, then ``base``.
 
     ``base`` is a constant (the probability once x has left the context), or None
-    meaning the unigram alpha of x (the term that predicts x itself).
+    meaning the unigram alpha of x (the term that predicts x itself).  ``view`` is the
+    same chain as the search kernel reads it, made here once per term.
     """
 
     steps: tuple[Step, ...]
     base: float | None
+    view: TermView = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        alphas = tuple(None if step.alpha is None else step.alpha.view for step in self.steps)
+        betas = tuple(None if step.beta is UNIGRAM_BETA else step.beta.view if isinstance(step.beta, Pattern)
+                      else step.beta for step in self.steps)
+        object.__setattr__(self, "view", TermView(alphas, betas, self.base))
 
 
 class Patterns:

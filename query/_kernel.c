@@ -29,12 +29,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Patterns at least this long get a rank map (word -> position in one cache line
- * instead of a binary search); maps are kept per process, least recently used freed
- * beyond RANK_MAPS_BYTES.  A map takes 2 bits per vocabulary word (V = 64K: 16 KiB);
- * kn4-64k has 3,255 patterns this long, 1,573 of them used by 300 held-out lines. */
+/* Patterns at least this long ("big") get a rank map (word -> position in one cache
+ * line instead of a binary search) and keep the part of their sorted list that searches
+ * have read, copied in score order (read again in sequence instead of through
+ * ``by_score``, a cache miss per entry).  Both are kept per process, least recently
+ * used freed beyond CACHED_BYTES.  A map takes 2 bits per vocabulary word (V = 64K:
+ * 16 KiB); kn4-64k has 3,255 patterns this long, 1,573 of them used by 300 held-out
+ * lines. */
 #define RANK_MIN_COUNT 256
-#define RANK_MAPS_BYTES ((size_t)16 << 20)
+#define CACHED_BYTES ((size_t)24 << 20)
 /* Scores and the bound are sums of the same float32 values taken in different orders;
  * raising the bound by this much keeps it an upper bound whatever the rounding. */
 #define BOUND_SLACK 1e-9
@@ -134,6 +137,7 @@ typedef struct {        /* one alternative of a term's bound: lists[list].sup + 
 #define LIST_FIRST_AHEAD 8
 
 typedef struct {        /* one sorted list */
+    struct PatternView *view;  /* a big pattern's view: its sorted prefix serves the reads when it can */
     const ix_u32 *order;  /* entry -> position in ids/alpha: the pattern's by_score, or NULL: the
                              * entry is the position (the unigram list, kept in score order) */
     const ix_u32 *ids;    /* position -> word */
@@ -255,42 +259,86 @@ typedef struct PatternView {
     const ix_u32 *by_score;    /* positions into ids/alpha, alpha descending */
     Py_ssize_t count, vocab_size;
     double beta_sup;             /* max(0, largest stored back-off weight) */
-    Block *map;                  /* rank map (count >= RANK_MIN_COUNT), built on first use */
-    struct PatternView *newer, *older;  /* in the list of views holding a map, newest first */
-    uint64_t used;               /* the last search that used the map */
+    /* what big patterns keep between searches (see RANK_MIN_COUNT): */
+    Block *map;                  /* rank map, built on first use */
+    uint32_t *sorted_ids;        /* the first sorted_len entries of the sorted list: words */
+    float *sorted_alpha;         /* and their alphas (room for sorted_cap) */
+    Py_ssize_t sorted_len, sorted_cap;
+    struct PatternView *newer, *older;  /* in the list of views keeping either, newest first */
+    uint64_t used;               /* the last search that used them */
 } PatternView;
 
-/* Rank maps of all views in this process, least recently used freed first: at most
- * RANK_MAPS_BYTES, never one in use by the current search. */
+/* The views keeping a map or a sorted prefix, least recently used freed first: at most
+ * ``budget`` bytes in all (CACHED_BYTES unless set_cache_bytes says otherwise), never
+ * those the current search uses. */
 static struct {
     PatternView *newest, *oldest;
-    size_t bytes;
+    size_t bytes, budget;
     uint64_t search;             /* the current search (counts searches) */
-} maps;
+} cached;
 
 static size_t map_bytes(const PatternView *v) {
     return (size_t)((v->vocab_size + 63) / 64) * sizeof(Block);
 }
 
-static void forget_map(PatternView *v) {
-    if (!v->map)
-        return;
-    if (v->newer) v->newer->older = v->older; else maps.newest = v->older;
-    if (v->older) v->older->newer = v->newer; else maps.oldest = v->newer;
-    v->newer = v->older = NULL;
-    maps.bytes -= map_bytes(v);
-    PyMem_Free(v->map);
-    v->map = NULL;
+static size_t kept_bytes(const PatternView *v) {
+    return (v->map ? map_bytes(v) : 0) + (size_t)v->sorted_cap * (sizeof(uint32_t) + sizeof(float));
 }
 
-/* The rank map of a view, built on first use; NULL when the maps the current search
- * uses leave no room (the caller then binary-searches). */
+/* Is v in the list?  (Every member but the newest has a newer one.) */
+static int listed(const PatternView *v) {
+    return cached.newest == v || v->newer;
+}
+
+static void forget_cached(PatternView *v) {
+    if (!listed(v))
+        return;
+    if (v->newer) v->newer->older = v->older; else cached.newest = v->older;
+    if (v->older) v->older->newer = v->newer; else cached.oldest = v->newer;
+    v->newer = v->older = NULL;
+    cached.bytes -= kept_bytes(v);
+    PyMem_Free(v->map);
+    PyMem_Free(v->sorted_ids);
+    PyMem_Free(v->sorted_alpha);
+    v->map = NULL;
+    v->sorted_ids = NULL;
+    v->sorted_alpha = NULL;
+    v->sorted_len = v->sorted_cap = 0;
+}
+
+/* Marks v used by the current search: the newest in the list. */
+static void touch(PatternView *v) {
+    v->used = cached.search;
+    if (cached.newest == v)
+        return;
+    if (v->newer) {  /* in the list: unlink */
+        v->newer->older = v->older;
+        if (v->older) v->older->newer = v->newer; else cached.oldest = v->newer;
+    }
+    v->newer = NULL;
+    v->older = cached.newest;
+    if (cached.newest) cached.newest->newer = v;
+    cached.newest = v;
+    if (!cached.oldest) cached.oldest = v;
+}
+
+/* Frees what views unused by the current search keep until ``more`` bytes fit; 0 if
+ * they cannot. */
+static int make_room(size_t more) {
+    while (cached.bytes + more > cached.budget && cached.oldest && cached.oldest->used != cached.search)
+        forget_cached(cached.oldest);
+    return cached.bytes + more <= cached.budget;
+}
+
+/* The rank map of a big view, built on first use; NULL when the views the current
+ * search uses leave no room (the caller then binary-searches). */
 TARGET_CLONES static const Block *rank_map(PatternView *v) {
     if (!v->map) {
         size_t need = map_bytes(v);
-        while (maps.bytes + need > RANK_MAPS_BYTES && maps.oldest && maps.oldest->used != maps.search)
-            forget_map(maps.oldest);
-        if (maps.bytes + need > RANK_MAPS_BYTES || !(v->map = PyMem_Calloc(need / sizeof(Block), sizeof(Block))))
+        if (!make_room(need))
+            return NULL;
+        touch(v);
+        if (!(v->map = PyMem_Calloc(need / sizeof(Block), sizeof(Block))))
             return NULL;
         for (Py_ssize_t i = 0; i < v->count; i++)
             v->map[v->ids[i] >> 6].bits |= 1ull << (v->ids[i] & 63);
@@ -299,22 +347,41 @@ TARGET_CLONES static const Block *rank_map(PatternView *v) {
             v->map[b].rank = rank;
             rank += (uint32_t)popcount64(v->map[b].bits);
         }
-        maps.bytes += need;
-    } else if (v->newer) {  /* already the newest otherwise */
-        v->newer->older = v->older;
-        if (v->older) v->older->newer = v->newer; else maps.oldest = v->newer;
-        v->older = NULL;
-    } else {
-        v->used = maps.search;
-        return v->map;
+        cached.bytes += need;
     }
-    v->newer = NULL;  /* link as the newest */
-    v->older = maps.newest;
-    if (maps.newest) maps.newest->newer = v;
-    maps.newest = v;
-    if (!maps.oldest) maps.oldest = v;
-    v->used = maps.search;
+    touch(v);
     return v->map;
+}
+
+/* Makes the sorted prefix of a big view hold its first ``need`` entries (need <= count),
+ * copying those not copied yet; 0 when there is no room for them. */
+static int sorted_prefix(PatternView *v, Py_ssize_t need) {
+    if (need > v->sorted_cap) {
+        Py_ssize_t cap = 2 * v->sorted_cap > need ? 2 * v->sorted_cap : need;
+        cap = cap < 64 ? 64 : cap > v->count ? v->count : cap;
+        size_t more = (size_t)(cap - v->sorted_cap) * (sizeof(uint32_t) + sizeof(float));
+        if (!make_room(more))
+            return 0;
+        touch(v);
+        uint32_t *ids = PyMem_Realloc(v->sorted_ids, (size_t)cap * sizeof(uint32_t));
+        if (ids)
+            v->sorted_ids = ids;
+        float *alpha = ids ? PyMem_Realloc(v->sorted_alpha, (size_t)cap * sizeof(float)) : NULL;
+        if (!alpha)
+            return 0;  /* what it had stays usable */
+        v->sorted_alpha = alpha;
+        cached.bytes += more;
+        v->sorted_cap = cap;
+    }
+    for (Py_ssize_t i = v->sorted_len; i < need; i++) {
+        uint32_t at = v->by_score[i];
+        v->sorted_ids[i] = v->ids[at];
+        v->sorted_alpha[i] = v->alpha[at];
+    }
+    if (need > v->sorted_len)
+        v->sorted_len = need;
+    touch(v);
+    return 1;
 }
 
 static int PatternView_init(PatternView *v, PyObject *args, PyObject *kwds) {
@@ -367,7 +434,7 @@ static int PatternView_init(PatternView *v, PyObject *args, PyObject *kwds) {
 }
 
 static void PatternView_dealloc(PatternView *v) {
-    forget_map(v);
+    forget_cached(v);
     for (int i = 0; i < v->n_buffers; i++)
         PyBuffer_Release(&v->buffers[i]);
     Py_TYPE(v)->tp_free((PyObject *)v);
@@ -504,10 +571,15 @@ static PyTypeObject TermViewType = {
 static void gather_ahead(const Kernel *k, List *list) {
     Py_ssize_t n = list->length - list->depth;
     n = n < list->ahead ? n : list->ahead;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint32_t at = list->order ? list->order[list->depth + i] : (uint32_t)(list->depth + i);
-        list->words[i] = list->ids ? list->ids[at] : at;
-        list->alphas[i] = list->alpha[at];
+    if (list->view && sorted_prefix(list->view, list->depth + n)) {
+        memcpy(list->words, &list->view->sorted_ids[list->depth], (size_t)n * sizeof(uint32_t));
+        memcpy(list->alphas, &list->view->sorted_alpha[list->depth], (size_t)n * sizeof(float));
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint32_t at = list->order ? list->order[list->depth + i] : (uint32_t)(list->depth + i);
+            list->words[i] = list->ids ? list->ids[at] : at;
+            list->alphas[i] = list->alpha[at];
+        }
     }
     for (Py_ssize_t i = 0; i < n; i++)
         if (list->words[i] < k->vocab_size)
@@ -518,8 +590,9 @@ static void gather_ahead(const Kernel *k, List *list) {
 }
 
 /* A list of ``length`` (>= 1) entries, none read yet. */
-static void start_list(const Kernel *k, List *list, const ix_u32 *order, const ix_u32 *ids,
+static void start_list(const Kernel *k, List *list, PatternView *view, const ix_u32 *order, const ix_u32 *ids,
                        const ix_f32 *alpha, Py_ssize_t length) {
+    list->view = view;
     list->order = order;
     list->ids = ids;
     list->alpha = alpha;
@@ -643,13 +716,14 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats) {
         if (used) {
             Pat *p = &k->pats[i];
             p->list = n;
-            start_list(k, &k->lists[n++], p->by_score, p->ids, p->alpha, p->count);
+            start_list(k, &k->lists[n++], p->count >= RANK_MIN_COUNT ? p->view : NULL, p->by_score, p->ids,
+                       p->alpha, p->count);
         }
     }
     for (int s = 0; s < n_steps; s++)
         k->steps[s].list = k->steps[s].alpha == NONE ? NONE : k->pats[k->steps[s].alpha].list;
     int unigram = k->unigram_list = n;
-    start_list(k, &k->lists[n++], NULL, k->unigram_order, k->sorted_alpha, k->vocab_size);
+    start_list(k, &k->lists[n++], NULL, NULL, k->unigram_order, k->sorted_alpha, k->vocab_size);
     for (int l = 0; l < n; l++)
         k->binds[l] = 0;
     /* Each term's bound alternatives (see bound()), base last. */
@@ -1017,7 +1091,7 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     if (count > k->vocab_size - 1)
         count = k->vocab_size - 1;
     int n_pats = 0;
-    maps.search++;
+    cached.search++;
     int n_terms = read_terms(k, terms, &n_pats);
     if (n_terms < 0) {
         release_pats(k, n_pats);
@@ -1412,7 +1486,21 @@ static PyObject *checksum(PyObject *module, PyObject *args) {
     return PyLong_FromUnsignedLong(total);
 }
 
+static PyObject *set_cache_bytes(PyObject *module, PyObject *arg) {
+    (void)module;
+    size_t budget = PyLong_AsSize_t(arg);
+    if (budget == (size_t)-1 && PyErr_Occurred())
+        return NULL;
+    size_t previous = cached.budget;
+    cached.budget = budget;
+    return PyLong_FromSize_t(previous);
+}
+
 static PyMethodDef module_methods[] = {
+    {"set_cache_bytes", set_cache_bytes, METH_O,
+     "set_cache_bytes(n: int) -> int (the previous budget)\n\n"
+     "Bytes of rank maps and sorted prefixes this process keeps for big patterns (they only\n"
+     "save time: any budget, 0 too, gives the same answers)."},
     {"checksum", checksum, METH_VARARGS,
      "checksum(key: bytes-like, body: uint32 array, value_weight, key_weight) -> int\n\n"
      "fastsubs.format.record_checksum(key, body), given the format's two weights."},
@@ -1431,6 +1519,7 @@ PyMODINIT_FUNC PyInit__kernel(void) {
         return NULL;
     if (!(str_view = PyUnicode_InternFromString("view")))
         return NULL;
+    cached.budget = CACHED_BYTES;
     PyObject *module = PyModule_Create(&kernel_module);
     if (!module)
         return NULL;

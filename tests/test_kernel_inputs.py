@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fastsubs.query import _kernel
 from fastsubs.query.engine import Engine
 from fastsubs.query.sentences import tokenize
 
@@ -34,4 +35,29 @@ def test_terms_without_the_predicting_term_end_sorted(small_index: Path) -> None
     words, scores = engine.searcher._kernel.search(terms, 10, None)
     scores = np.frombuffer(scores)
     assert len(np.frombuffer(words, np.uint32)) == 10 and np.all(np.diff(scores) <= 0)
+    engine.close()
+
+
+def test_kept_maps_and_sorted_prefixes_never_change_an_answer(small_index: Path) -> None:
+    """Big patterns keep rank maps and the read part of their sorted lists between
+    searches, freed least recently used beyond a budget: searches with room for all,
+    for a few (evicting, growing, failing to grow) and for none list the same."""
+    from conftest import shared
+
+    engine = Engine(small_index)
+    lines = shared("heldout-dev.txt").read_bytes().splitlines()[:40]
+    sentences = [engine.vocabulary.sentence_ids(tokenize(line)) for line in lines]
+
+    def run() -> list[tuple[bytes, bytes]]:
+        return [engine.searcher._kernel.search(engine.searcher.patterns.position_terms(ids, target), count, None)
+                for ids in sentences for target in range(1, len(ids)) for count in (1, 100, 1000)]
+
+    default = _kernel.set_cache_bytes(1 << 30)
+    try:
+        expected = run()
+        for budget in (0, 6000, 20000, 1 << 30):
+            _kernel.set_cache_bytes(budget)
+            assert run() == expected, f"budget {budget}"
+    finally:
+        _kernel.set_cache_bytes(default)
     engine.close()

@@ -132,7 +132,9 @@ typedef struct {        /* one alternative of a term's bound: lists[list].sup + 
 
 /* A list's next entries are gathered ahead, up to this many at a time: entry i sits at
  * an arbitrary place of the pattern (``by_score`` holds positions), so reading one at a
- * time waits for a cache miss per entry, while gathering many overlaps the misses. */
+ * time waits for a cache miss per entry, while gathering many overlaps the misses.
+ * Lists already in score order (the unigram list, a big pattern's sorted prefix) are
+ * read in place, as many at a time. */
 #define LIST_AHEAD 64
 #define LIST_FIRST_AHEAD 8
 
@@ -144,10 +146,14 @@ typedef struct {        /* one sorted list */
     const ix_f32 *alpha;
     Py_ssize_t depth, length;
     double sup;         /* alpha of the next unread entry; -inf once exhausted */
-    Py_ssize_t ahead_start, ahead_end;  /* entries gathered into words/alphas */
+    /* entries ahead_start .. ahead_end - 1 are words[0 ..] and alphas[0 ..]: in place, or
+     * gathered into own_words/own_alphas */
+    Py_ssize_t ahead_start, ahead_end;
+    const ix_u32 *words;
+    const ix_f32 *alphas;
     int ahead;          /* how many to gather next time: doubles up to LIST_AHEAD */
-    uint32_t words[LIST_AHEAD];
-    float alphas[LIST_AHEAD];
+    uint32_t own_words[LIST_AHEAD];
+    float own_alphas[LIST_AHEAD];
 } List;
 
 typedef struct {
@@ -566,20 +572,26 @@ static PyTypeObject TermViewType = {
 
 /* ---------------------------------------------------------------- sorted lists */
 
-/* Gathers the list's next entries (words and alphas) from the depth on, prefetching the
- * words' flags, which the search tests next. */
+/* Makes the list's next entries (words and alphas) from the depth on readable, gathering
+ * them when they are not in score order already, and prefetches the words' flags, which
+ * the search tests next. */
 static void gather_ahead(const Kernel *k, List *list) {
     Py_ssize_t n = list->length - list->depth;
     n = n < list->ahead ? n : list->ahead;
     if (list->view && sorted_prefix(list->view, list->depth + n)) {
-        memcpy(list->words, &list->view->sorted_ids[list->depth], (size_t)n * sizeof(uint32_t));
-        memcpy(list->alphas, &list->view->sorted_alpha[list->depth], (size_t)n * sizeof(float));
+        list->words = (const ix_u32 *)&list->view->sorted_ids[list->depth];
+        list->alphas = &list->view->sorted_alpha[list->depth];
+    } else if (!list->order) {
+        list->words = &list->ids[list->depth];
+        list->alphas = &list->alpha[list->depth];
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
-            uint32_t at = list->order ? list->order[list->depth + i] : (uint32_t)(list->depth + i);
-            list->words[i] = list->ids ? list->ids[at] : at;
-            list->alphas[i] = list->alpha[at];
+            uint32_t at = list->order[list->depth + i];
+            list->own_words[i] = list->ids[at];
+            list->own_alphas[i] = list->alpha[at];
         }
+        list->words = list->own_words;
+        list->alphas = list->own_alphas;
     }
     for (Py_ssize_t i = 0; i < n; i++)
         if (list->words[i] < k->vocab_size)

@@ -1199,6 +1199,9 @@ static PyObject *Kernel_counters(Kernel *k, PyObject *unused) {
 
 /* ---------------------------------------------------------------- output */
 
+/* The most bytes append_score writes for |value| < 1e4: "-10000.00000000" (rounded up). */
+#define SHORT_SCORE 15
+
 /* Appends ``value`` as Python's ``"%.8f" % value`` would.  Fast path: value * 1e8
  * rounded to an integer.  For |value| < 1e4 the product is below 2^40, so its rounding
  * error is below 2^-13; unless it lies within 1e-3 of a half, it then rounds as the
@@ -1213,7 +1216,12 @@ static char *append_score(char *out, double value) {
         uint64_t digits = (uint64_t)fabs(rounded);
         uint32_t fraction = (uint32_t)(digits % 100000000u);
         uint64_t whole = digits / 100000000u;
-        char text[32], *end = text + sizeof(text), *p = end;
+        int whole_digits = 1;
+        for (uint64_t rest = whole; rest >= 10; rest /= 10)
+            whole_digits++;
+        if (signbit(value))
+            *out++ = '-';
+        char *end = out + whole_digits + 9, *p = end;  /* written right to left, in place */
         for (int i = 0; i < 4; i++, fraction /= 100) {  /* two digits at a time */
             p -= 2;
             memcpy(p, &pairs[2 * (fraction % 100)], 2);
@@ -1222,10 +1230,7 @@ static char *append_score(char *out, double value) {
         do
             *--p = (char)('0' + whole % 10);
         while ((whole /= 10) != 0);
-        if (signbit(value))
-            *--p = '-';
-        memcpy(out, p, (size_t)(end - p));
-        return out + (end - p);
+        return end;
     }
     char *text = PyOS_double_to_string(value, 'f', 8, 0, NULL);
     if (!text)
@@ -1304,28 +1309,40 @@ static PyObject *Words_fields(Words *w, PyObject *args) {
     }
     const ix_u32 *ids = ids_view.buf;
     const double *scores = values_view.buf;
-    Py_ssize_t size = 1;
-    for (Py_ssize_t i = 0; i < n && size > 0; i++)
-        size = ids[i] < w->vocab_size ? size + (Py_ssize_t)(w->offsets[ids[i] + 1] - w->offsets[ids[i]]) + 2 + 330 : -1;
-    /* per field: the word, ' ', '\t' and the longest %.8f of a double */
-    char *buffer = size > 0 ? PyMem_Malloc((size_t)size) : NULL, *out = buffer;
-    for (Py_ssize_t i = 0; buffer && out && i < n; i++) {
+    /* room per field: the word, ' ', '\t' and the score (SHORT_SCORE bytes at most on
+     * append_score's fast path, the longest %.8f of a double otherwise) */
+    Py_ssize_t size = 0;
+    for (Py_ssize_t i = 0; i < n && size >= 0; i++)
+        size = ids[i] < w->vocab_size ? size + (Py_ssize_t)(w->offsets[ids[i] + 1] - w->offsets[ids[i]]) + 2 +
+                                            (fabs(scores[i]) < 1e4 ? SHORT_SCORE : 330)
+                                      : -1;
+    PyObject *result = size >= 0 ? PyBytes_FromStringAndSize(NULL, size) : NULL;
+    char *start = result ? PyBytes_AS_STRING(result) : NULL, *out = start;
+    for (Py_ssize_t i = 0; out && i < n; i++) {
         if (i)
             *out++ = '\t';
-        size_t length = (size_t)(w->offsets[ids[i] + 1] - w->offsets[ids[i]]);
-        memcpy(out, w->bytes + w->offsets[ids[i]], length);
+        uint64_t first = w->offsets[ids[i]];
+        size_t length = (size_t)(w->offsets[ids[i] + 1] - first);
+        /* most words are short: copy a fixed 16 bytes (the field's room after the word
+         * is at least that), the bytes past the word are overwritten next */
+        if (length <= 16 && first + 16 <= (uint64_t)w->bytes_view.len)
+            memcpy(out, w->bytes + first, 16);
+        else
+            memcpy(out, w->bytes + first, length);
         out += length;
         *out++ = ' ';
         out = append_score(out, scores[i]);
     }
     PyBuffer_Release(&ids_view);
     PyBuffer_Release(&values_view);
-    PyObject *result = buffer && out ? PyBytes_FromStringAndSize(buffer, out - buffer) : NULL;
-    if (size < 0)
+    if (size < 0) {
         PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
-    else if (!buffer)
-        PyErr_NoMemory();
-    PyMem_Free(buffer);
+        return NULL;
+    }
+    if (result && !out)  /* Python's formatter failed */
+        Py_CLEAR(result);
+    if (result && _PyBytes_Resize(&result, out - start) < 0)
+        return NULL;
     return result;
 }
 

@@ -885,7 +885,8 @@ TARGET_CLONES static void locate_live(Kernel *k, int i, const uint32_t *words, c
  * holds each term's bound from before any of these words was read, so it bounds their
  * terms too; after each term, a word whose partial sum plus the later terms' sups is
  * below ``threshold`` (the count-th best score so far) is dropped: ``count`` words
- * already beat it, so it is never listed, and its other terms need no look-ups.
+ * already beat it, so it is never listed, and its other terms need no look-ups (after
+ * the last term, it need not wait in the heaps).
  * Returns how many words are kept, their batch columns in ``live``. */
 static int score_batch(Kernel *k, int n_terms, const uint32_t *words, int n, const double *sup,
                        double threshold, double *total, int *live) {
@@ -907,7 +908,7 @@ static int score_batch(Kernel *k, int n_terms, const uint32_t *words, int n, con
             int c = live[j];
             total[c] = t ? total[c] + value[c] : value[c];
         }
-        if (t + 1 == n_terms || threshold == -INFINITY)
+        if (threshold == -INFINITY)
             continue;
         double rest = 0.0;
         for (int u = t + 1; u < n_terms; u++)

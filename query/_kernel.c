@@ -813,15 +813,49 @@ static inline int32_t locate(const Kernel *k, const Pat *p, uint32_t word) {
     return *first == word ? (int32_t)(first - p->ids) : -1;
 }
 
+/* Where a step's back-off weight comes from, for step_loop: the kinds of StepC.beta,
+ * with patterns split by whether they store weights. */
+enum { FROM_CONST, FROM_UNIGRAM, FROM_PATTERN, FROM_ZERO };
+
+/* One step for the live words: value = alpha of the step's pattern if it holds x (when
+ * the step has one), else beta + value.  Inlined once per (kind, has_alpha) pair, so
+ * each loop is of one kind with no dispatch per word; the choice "is x in this
+ * pattern" is a select in the source (which steps hold a word is a coin toss for the
+ * predictor; the loads it skips are located and prefetched). */
+static inline __attribute__((always_inline)) void step_loop(const Kernel *k, const StepC *step, int from,
+                                                            int has_alpha, const uint32_t *words, const int *live,
+                                                            int n_live, double *value) {
+    for (int j = 0; j < n_live; j++) {
+        int c = live[j];
+        double beta;
+        if (from == FROM_CONST) {
+            beta = step->beta_const;
+        } else if (from == FROM_UNIGRAM) {
+            beta = (double)k->unigram[words[c]].beta;
+        } else if (from == FROM_PATTERN) {
+            int32_t pos = step->beta_pos[c];
+            double stored = (double)step->beta_values[pos < 0 ? 0 : pos];
+            beta = pos < 0 ? 0.0 : stored;
+        } else {  /* a pattern without back-off weights: they are 0 */
+            beta = 0.0;
+        }
+        double backed_off = beta + value[c];
+        if (has_alpha) {
+            int32_t pos = step->alpha_pos[c];
+            double alpha = (double)step->alpha_values[pos < 0 ? 0 : pos];
+            value[c] = pos < 0 ? backed_off : alpha;
+        } else {
+            value[c] = backed_off;
+        }
+    }
+}
+
 /* One term for the live words of a batch (``value`` by batch column), by the back-off
  * recursion from the shortest step up: value(s) = alpha of step s if its pattern holds
  * x, else beta(s) + value(s+1), from the base (unigram alpha of x, or a constant).  So
  * the longest step holding x gives its alpha, plus the back-off weights of the longer
- * steps added shortest first (the order of the exhaustive scorer).
- *
- * A step at a time over all the words, each loop of one kind: no dispatch per word, and
- * the choice "is x in this pattern" is a select, not a branch (which steps hold a word
- * is a coin toss for the predictor; the loads it skips are located and prefetched). */
+ * steps added shortest first (the order of the exhaustive scorer).  A step at a time
+ * over all the words (step_loop). */
 static void score_term(const Kernel *k, const TermC *t, const uint32_t *words, const int *live, int n_live,
                        double *value) {
     const StepC *steps = &k->steps[t->first];
@@ -833,30 +867,24 @@ static void score_term(const Kernel *k, const TermC *t, const uint32_t *words, c
             value[live[j]] = t->base;
     for (int s = t->n - 1; s >= 0; s--) {
         const StepC *step = &steps[s];
-        if (step->beta == BETA_CONST) {
-            for (int j = 0; j < n_live; j++)
-                value[live[j]] = step->beta_const + value[live[j]];
-        } else if (step->beta == BETA_UNIGRAM) {
-            for (int j = 0; j < n_live; j++)
-                value[live[j]] = (double)k->unigram[words[live[j]]].beta + value[live[j]];
-        } else if (step->beta_values) {
-            for (int j = 0; j < n_live; j++) {
-                int c = live[j];
-                int32_t pos = step->beta_pos[c];
-                double beta = (double)step->beta_values[pos < 0 ? 0 : pos];
-                value[c] = (pos < 0 ? 0.0 : beta) + value[c];
-            }
-        } else {  /* a pattern without back-off weights: they are 0 */
-            for (int j = 0; j < n_live; j++)
-                value[live[j]] = 0.0 + value[live[j]];
+        int from = step->beta == BETA_CONST     ? FROM_CONST
+                   : step->beta == BETA_UNIGRAM ? FROM_UNIGRAM
+                   : step->beta_values          ? FROM_PATTERN
+                                                : FROM_ZERO;
+        switch (2 * from + (step->alpha_pos != NULL)) {
+#define STEP_CASE(kind)                                                          \
+    case 2 * kind:                                                               \
+        step_loop(k, step, kind, 0, words, live, n_live, value);                 \
+        break;                                                                   \
+    case 2 * kind + 1:                                                           \
+        step_loop(k, step, kind, 1, words, live, n_live, value);                 \
+        break;
+            STEP_CASE(FROM_CONST)
+            STEP_CASE(FROM_UNIGRAM)
+            STEP_CASE(FROM_PATTERN)
+            STEP_CASE(FROM_ZERO)
+#undef STEP_CASE
         }
-        if (step->alpha_pos)
-            for (int j = 0; j < n_live; j++) {
-                int c = live[j];
-                int32_t pos = step->alpha_pos[c];
-                double alpha = (double)step->alpha_values[pos < 0 ? 0 : pos];
-                value[c] = pos < 0 ? value[c] : alpha;
-            }
     }
 }
 
@@ -910,14 +938,16 @@ static int score_batch(Kernel *k, int n_terms, const uint32_t *words, int n, con
         }
         if (threshold == -INFINITY)
             continue;
-        double rest = 0.0;
+        /* kept: partial sum + rest >= threshold, less the bound's slack for rounding,
+         * BOUND_SLACK * (1 + |sum|), here taken for any |sum| up to 3 + 4 |threshold|
+         * (larger sums are far above or below the threshold) */
+        double cut = threshold - 4.0 * BOUND_SLACK * (1.0 + fabs(threshold));
         for (int u = t + 1; u < n_terms; u++)
-            rest += sup[u];
+            cut -= sup[u];
         int kept = 0;
         for (int j = 0; j < n_live; j++) {
-            double most = total[live[j]] + rest;
             live[kept] = live[j];
-            kept += most + BOUND_SLACK * (1.0 + fabs(most)) >= threshold;
+            kept += total[live[j]] >= cut;
         }
         n_live = kept;
     }

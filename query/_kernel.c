@@ -27,6 +27,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 
 /* Patterns at least this long ("big") get a rank map (word -> position in one cache
@@ -190,6 +191,8 @@ typedef struct {
      * substitutes listed (Searcher.stats) */
     unsigned long long n_searches, n_evaluated, n_reads, n_listed;
     double *term_sup; int cap_term_sup;    /* per term: its bound now */
+    struct TermView **held; int cap_held;  /* the current position's terms (references) */
+    uint32_t *key; int cap_key;            /* the words of a term's key (search_at) */
     double *batch_sup; int cap_batch_sup;  /* per term: its bound before the current batch */
     double *top;                     /* min-heap of the best ``count`` scores so far (at most V) */
     int32_t *pos; int cap_pos;       /* [pattern][MAX_BATCH]: positions of the batch's words */
@@ -473,7 +476,7 @@ typedef struct {
 
 /* A term of lp(x) as the search reads it (Python's Term.view), made once per term so
  * that a search reads one attribute per term instead of walking Step objects. */
-typedef struct {
+typedef struct TermView {
     PyObject_HEAD
     int n_steps;                 /* -1 until __init__ succeeded */
     int base_unigram;            /* after the last step: unigram alpha of x (1) or ``base`` (0) */
@@ -570,6 +573,174 @@ static PyTypeObject TermViewType = {
     .tp_dealloc = (destructor)TermView_dealloc,
 };
 
+/* ---------------------------------------------------------------- term table */
+
+/* The term of s_j at target t depends on the words around t only: ``left`` =
+ * s[max(0, j-N+1) .. t-1] and ``after`` = s[t+1 .. j] (query/terms.py).  A TermTable
+ * maps such keys to TermViews, so that a search finds its terms without Python; a key
+ * not in it is built by a Python callable (Patterns.term).  Emptied when it reaches
+ * ``max_terms`` (the views it drops are rebuilt from cached patterns when met again). */
+typedef struct {
+    uint64_t hash;         /* 0: an empty slot */
+    size_t key;            /* offset of the key's words in TermTable.words */
+    uint32_t n_left, n_after;
+    TermView *view;        /* a reference */
+} TermSlot;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t order, max_terms;
+    TermSlot *slots;       /* open addressing, linear probing; capacity a power of 2 */
+    size_t capacity, count;
+    uint32_t *words;       /* every key's words, left then after, back to back */
+    size_t n_words, cap_words;
+} TermTable;
+
+static uint64_t key_hash(const uint32_t *words, uint32_t n_left, uint32_t n_after) {
+    uint64_t h = 0xcbf29ce484222325ull ^ ((uint64_t)n_left << 32 | n_after);
+    for (uint32_t i = 0; i < n_left + n_after; i++)
+        h = (h ^ words[i]) * 0x100000001b3ull;  /* FNV-1a over words */
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    return h ? h : 1;
+}
+
+static TermSlot *find_slot(const TermTable *table, uint64_t hash, const uint32_t *words, uint32_t n_left,
+                           uint32_t n_after) {
+    size_t mask = table->capacity - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        TermSlot *slot = &table->slots[i];
+        if (!slot->hash || (slot->hash == hash && slot->n_left == n_left && slot->n_after == n_after &&
+                            !memcmp(&table->words[slot->key], words, (n_left + n_after) * sizeof(uint32_t))))
+            return slot;
+    }
+}
+
+static void TermTable_empty(TermTable *table) {
+    for (size_t i = 0; i < table->capacity; i++)
+        if (table->slots[i].hash)
+            Py_DECREF(table->slots[i].view);
+    if (table->slots)
+        memset(table->slots, 0, table->capacity * sizeof(TermSlot));
+    table->count = 0;
+    table->n_words = 0;
+}
+
+/* Adds ``view`` (a new reference, taken) under its key; -1 on error. */
+static int table_add(TermTable *table, uint64_t hash, const uint32_t *words, uint32_t n_left, uint32_t n_after,
+                     TermView *view) {
+    if ((Py_ssize_t)table->count >= table->max_terms)
+        TermTable_empty(table);
+    if (2 * (table->count + 1) > table->capacity) {  /* load at most 1/2: grow */
+        size_t capacity = table->capacity ? 2 * table->capacity : 1024;
+        TermSlot *slots = PyMem_Calloc(capacity, sizeof(TermSlot)), *old = table->slots;
+        if (!slots) {
+            Py_DECREF(view);
+            PyErr_NoMemory();
+            return -1;
+        }
+        size_t old_capacity = table->capacity;
+        table->slots = slots;
+        table->capacity = capacity;
+        for (size_t i = 0; i < old_capacity; i++)
+            if (old[i].hash) {
+                size_t j = old[i].hash & (capacity - 1);
+                while (slots[j].hash)
+                    j = (j + 1) & (capacity - 1);
+                slots[j] = old[i];
+            }
+        PyMem_Free(old);
+    }
+    size_t n = n_left + n_after;
+    if (table->n_words + n > table->cap_words) {
+        size_t cap = 2 * (table->n_words + n) + 1024;
+        uint32_t *grown = PyMem_Realloc(table->words, cap * sizeof(uint32_t));
+        if (!grown) {
+            Py_DECREF(view);
+            PyErr_NoMemory();
+            return -1;
+        }
+        table->words = grown;
+        table->cap_words = cap;
+    }
+    TermSlot *slot = find_slot(table, hash, words, n_left, n_after);
+    if (slot->hash) {  /* added meanwhile (by the Python code that built it): replace */
+        Py_DECREF(slot->view);
+        slot->view = view;
+        return 0;
+    }
+    memcpy(&table->words[table->n_words], words, n * sizeof(uint32_t));
+    *slot = (TermSlot){hash, table->n_words, n_left, n_after, view};
+    table->n_words += n;
+    table->count++;
+    return 0;
+}
+
+/* The TermView of ``term`` (an object with a ``view`` attribute), a new reference; NULL on error. */
+static TermView *term_view_of(PyObject *term) {
+    PyObject *view = PyObject_GetAttr(term, str_view);
+    if (view && (!PyObject_TypeCheck(view, &TermViewType) || !((TermView *)view)->steps)) {
+        Py_DECREF(view);
+        PyErr_SetString(PyExc_TypeError, "Term.view must be an initialised TermView");
+        return NULL;
+    }
+    return (TermView *)view;
+}
+
+static int TermTable_init(TermTable *table, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"order", "max_terms", NULL};
+    Py_ssize_t order, max_terms;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nn", names, &order, &max_terms))
+        return -1;
+    if (order < 1 || order > 1000 || max_terms < 1) {
+        PyErr_SetString(PyExc_ValueError, "order must be within 1 ... 1000 and max_terms at least 1");
+        return -1;
+    }
+    TermTable_empty(table);
+    table->order = order;
+    table->max_terms = max_terms;
+    return 0;
+}
+
+static void TermTable_dealloc(TermTable *table) {
+    TermTable_empty(table);
+    PyMem_Free(table->slots);
+    PyMem_Free(table->words);
+    Py_TYPE(table)->tp_free((PyObject *)table);
+}
+
+static PyObject *TermTable_clear(TermTable *table, PyObject *unused) {
+    (void)unused;
+    TermTable_empty(table);
+    Py_RETURN_NONE;
+}
+
+static PyObject *TermTable_len(TermTable *table, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromSize_t(table->count);
+}
+
+static PyMethodDef TermTable_methods[] = {
+    {"clear", (PyCFunction)TermTable_clear, METH_NOARGS, "Drops every term."},
+    {"size", (PyCFunction)TermTable_len, METH_NOARGS, "The number of terms held."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject TermTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fastsubs.query._kernel.TermTable",
+    .tp_basicsize = sizeof(TermTable),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "TermTable(order, max_terms)\n\n"
+              "The TermViews of the terms met so far, by the words around the target they depend\n"
+              "on (see Kernel.search_at); emptied when it holds max_terms.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)TermTable_init,
+    .tp_dealloc = (destructor)TermTable_dealloc,
+    .tp_methods = TermTable_methods,
+};
+
 /* ---------------------------------------------------------------- sorted lists */
 
 /* Makes the list's next entries (words and alphas) from the depth on readable, gathering
@@ -650,32 +821,17 @@ static void release_pats(Kernel *k, int n_pats) {
         Py_DECREF(k->pats[i].view);
 }
 
-/* Reads ``terms`` (objects with a TermView ``view``) into k->terms/steps/pats/lists.
- * Returns the number of terms, -1 on error (the patterns added so far, *n_pats of them,
- * still hold references: release_pats). */
-static int read_terms(Kernel *k, PyObject *terms, int *n_pats) {
-    PyObject *seq = PySequence_Fast(terms, "terms must be a sequence");
-    if (!seq)
-        return -1;
-    int n_terms = (int)PySequence_Fast_GET_SIZE(seq), n_steps = 0, result = -1;
-    if (n_terms < 1) {
-        PyErr_SetString(PyExc_ValueError, "no terms");
-        goto out;
-    }
+/* Reads the terms ``views`` (n_terms >= 1 initialised TermViews) into
+ * k->terms/steps/pats/lists.  Returns n_terms, -1 on error (the patterns added so far,
+ * *n_pats of them, still hold references: release_pats). */
+static int read_terms(Kernel *k, TermView *const *views, int n_terms, int *n_pats) {
+    int n_steps = 0;
     if (GROW(k->terms, k->cap_terms, n_terms) < 0)
-        goto out;
+        return -1;
     if (GROW(k->term_sup, k->cap_term_sup, n_terms) < 0 || GROW(k->batch_sup, k->cap_batch_sup, n_terms) < 0)
-        goto out;
+        return -1;
     for (int t = 0; t < n_terms; t++) {
-        PyObject *view = PyObject_GetAttr(PySequence_Fast_GET_ITEM(seq, t), str_view);
-        if (!view)
-            goto out;
-        if (!PyObject_TypeCheck(view, &TermViewType) || !((TermView *)view)->steps) {
-            Py_DECREF(view);
-            PyErr_SetString(PyExc_TypeError, "Term.view must be an initialised TermView");
-            goto out;
-        }
-        const TermView *tv = (const TermView *)view;
+        const TermView *tv = views[t];
         TermC *tc = &k->terms[t];
         tc->first = n_steps;
         tc->n = tv->n_steps;
@@ -704,16 +860,15 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats) {
                 sc->beta_sup = k->pats[sc->beta].beta_sup;
             }
         }
-        Py_DECREF(view);
         if (bad)
-            goto out;
+            return -1;
     }
     /* The sorted lists: each pattern some step reads by alpha, then the unigram list. */
     int n = 0;
     if (GROW(k->lists, k->cap_lists, *n_pats + 1) < 0 || GROW(k->binds, k->cap_binds, *n_pats + 1) < 0 ||
         GROW(k->keep, k->cap_keep, *n_pats + 1) < 0 || GROW(k->binding, k->cap_binding, *n_pats + 1) < 0 ||
         GROW(k->pos, k->cap_pos, *n_pats * MAX_BATCH) < 0)
-        goto out;
+        return -1;
     for (int s = 0; s < n_steps; s++) {
         StepC *step = &k->steps[s];
         step->alpha_pos = step->alpha == NONE ? NULL : &k->pos[step->alpha * MAX_BATCH];
@@ -740,7 +895,7 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats) {
         k->binds[l] = 0;
     /* Each term's bound alternatives (see bound()), base last. */
     if (GROW(k->alts, k->cap_alts, n_steps + n_terms) < 0)
-        goto out;
+        return -1;
     int n_alts = 0;
     for (int t = 0; t < n_terms; t++) {
         TermC *term = &k->terms[t];
@@ -758,10 +913,7 @@ static int read_terms(Kernel *k, PyObject *terms, int *n_pats) {
         term->frozen = 0;
         term->arg = NONE;
     }
-    result = n_terms;
-out:
-    Py_DECREF(seq);
-    return result;
+    return n_terms;
 }
 
 /* Gives the smallest patterns without a rank map a membership bit each (as many as
@@ -1116,15 +1268,9 @@ static void top_push(double *top, Py_ssize_t *n, Py_ssize_t size, double score) 
 
 /* ---------------------------------------------------------------- the search */
 
-static PyObject *Kernel_search(Kernel *k, PyObject *args) {
-    PyObject *terms, *mass_object;
-    Py_ssize_t count;
-    if (!PyArg_ParseTuple(args, "OnO:search", &terms, &count, &mass_object))
-        return NULL;
-    if (!k->ready) {
-        PyErr_SetString(PyExc_RuntimeError, "Kernel.search before Kernel.__init__ succeeded");
-        return NULL;
-    }
+/* The search of one position whose terms are ``views``: (ids, scores) as bytes. */
+static PyObject *run_search(Kernel *k, TermView *const *views, int n_views, Py_ssize_t count,
+                            PyObject *mass_object) {
     int use_mass = mass_object != Py_None;
     double mass = use_mass ? PyFloat_AsDouble(mass_object) : 0.0;
     if (use_mass && PyErr_Occurred())
@@ -1135,7 +1281,7 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
         count = k->vocab_size - 1;
     int n_pats = 0;
     cached.search++;
-    int n_terms = read_terms(k, terms, &n_pats);
+    int n_terms = read_terms(k, views, n_views, &n_pats);
     if (n_terms < 0) {
         release_pats(k, n_pats);
         return NULL;
@@ -1221,6 +1367,116 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     k->n_reads += (unsigned long long)reads;
     k->n_listed += (unsigned long long)n_listed;
     return Py_BuildValue("(NN)", ids, scores);
+}
+
+static void release_held(Kernel *k, int n) {
+    for (int i = 0; i < n; i++)
+        Py_DECREF(k->held[i]);
+}
+
+/* search(terms, count, mass): the terms given as objects with a TermView ``view``. */
+static PyObject *Kernel_search(Kernel *k, PyObject *args) {
+    PyObject *terms, *mass_object, *result = NULL;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "OnO:search", &terms, &count, &mass_object))
+        return NULL;
+    if (!k->ready) {
+        PyErr_SetString(PyExc_RuntimeError, "Kernel.search before Kernel.__init__ succeeded");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(terms, "terms must be a sequence");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int held = 0;
+    if (n < 1 || n > INT_MAX / 2)
+        PyErr_SetString(PyExc_ValueError, "no terms");
+    else if (GROW(k->held, k->cap_held, (int)n) == 0)
+        for (; held < n; held++)
+            if (!(k->held[held] = term_view_of(PySequence_Fast_GET_ITEM(seq, held))))
+                break;
+    if (held == n)
+        result = run_search(k, k->held, held, count, mass_object);
+    release_held(k, held);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* search_at(table, build, sentence, target, count, mass): the terms of position
+ * ``target`` of ``sentence`` (word ids, <s> and </s> included), as
+ * Patterns.position_terms gives them, looked up in ``table``; a term not there is
+ * ``build(left, after)`` (tuples of ids), added to it. */
+static PyObject *Kernel_search_at(Kernel *k, PyObject *args) {
+    TermTable *table;
+    PyObject *build, *sentence, *mass_object, *result = NULL;
+    Py_ssize_t target, count;
+    if (!PyArg_ParseTuple(args, "O!OOnnO:search_at", &TermTableType, &table, &build, &sentence, &target, &count,
+                          &mass_object))
+        return NULL;
+    if (!k->ready || !table->max_terms) {
+        PyErr_SetString(PyExc_RuntimeError, "Kernel.search_at before Kernel.__init__ or TermTable.__init__ succeeded");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Tuple(sentence);  /* a tuple stays as it is while Python code runs */
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq), order = table->order;
+    Py_ssize_t lo = target - order + 1 > 0 ? target - order + 1 : 0, hi = target + order < n ? target + order : n;
+    int held = 0, n_terms = (int)(hi - target);
+    if (target < 1 || target >= n) {
+        PyErr_SetString(PyExc_ValueError, "target outside 1 ... len(sentence) - 1");
+        goto out;
+    }
+    if (GROW(k->key, k->cap_key, (int)(2 * order)) < 0 || GROW(k->held, k->cap_held, n_terms) < 0)
+        goto out;
+    for (; held < n_terms; held++) {
+        Py_ssize_t j = target + held, first = j - order + 1 > lo ? j - order + 1 : lo;
+        uint32_t n_left = (uint32_t)(target - first), n_after = (uint32_t)(j - target), *key = k->key;
+        for (Py_ssize_t i = 0; i < (Py_ssize_t)(n_left + n_after); i++) {
+            PyObject *item = PyTuple_GET_ITEM(seq, i < (Py_ssize_t)n_left ? first + i : target + 1 + i - n_left);
+            unsigned long word = PyLong_AsUnsignedLong(item);
+            if (word == (unsigned long)-1 && PyErr_Occurred())
+                goto out;
+            if (word > UINT32_MAX) {
+                PyErr_SetString(PyExc_ValueError, "a word id over 32 bits");
+                goto out;
+            }
+            key[i] = (uint32_t)word;
+        }
+        uint64_t hash = key_hash(key, n_left, n_after);
+        TermSlot *slot = table->capacity ? find_slot(table, hash, key, n_left, n_after) : NULL;
+        if (slot && slot->hash) {
+            Py_INCREF(slot->view);
+            k->held[held] = slot->view;
+            continue;
+        }
+        /* not there: build it (Python code: it may empty or grow the table, or reuse
+         * k->key through another search_at, so the key is read again afterwards) */
+        PyObject *left = PyTuple_GetSlice(seq, first, target), *after = PyTuple_GetSlice(seq, target + 1, j + 1);
+        PyObject *term = left && after ? PyObject_CallFunctionObjArgs(build, left, after, NULL) : NULL;
+        Py_XDECREF(left);
+        Py_XDECREF(after);
+        TermView *view = term ? term_view_of(term) : NULL;
+        Py_XDECREF(term);
+        if (!view || GROW(k->key, k->cap_key, (int)(2 * order)) < 0) {
+            Py_XDECREF(view);
+            goto out;
+        }
+        for (Py_ssize_t i = 0; i < (Py_ssize_t)(n_left + n_after); i++)
+            k->key[i] = (uint32_t)PyLong_AsUnsignedLong(
+                PyTuple_GET_ITEM(seq, i < (Py_ssize_t)n_left ? first + i : target + 1 + i - n_left));
+        Py_INCREF(view);
+        k->held[held] = view;
+        if (table_add(table, hash, k->key, n_left, n_after, view) < 0) {
+            held++;
+            goto out;
+        }
+    }
+    result = run_search(k, k->held, n_terms, count, mass_object);
+out:
+    release_held(k, held);
+    Py_DECREF(seq);
+    return result;
 }
 
 static PyObject *Kernel_counters(Kernel *k, PyObject *unused) {
@@ -1486,12 +1742,18 @@ static void Kernel_dealloc(Kernel *k) {
     PyMem_Free(k->binding);
     PyMem_Free(k->term_sup);
     PyMem_Free(k->batch_sup);
+    PyMem_Free(k->held);
+    PyMem_Free(k->key);
     PyMem_Free(k->top);
     PyMem_Free(k->pos);
     Py_TYPE(k)->tp_free((PyObject *)k);
 }
 
 static PyMethodDef Kernel_methods[] = {
+    {"search_at", (PyCFunction)Kernel_search_at, METH_VARARGS,
+     "search_at(table, build, sentence, target, count, mass) -> (ids: bytes of uint32, scores: bytes of float64)\n\n"
+     "search() of position ``target`` of ``sentence`` (word ids, <s> and </s> included), its\n"
+     "terms looked up in the TermTable ``table``; those not there are ``build(left, after)``."},
     {"search", (PyCFunction)Kernel_search, METH_VARARGS,
      "search(terms, count, mass) -> (ids: bytes of uint32, scores: bytes of float64)\n\n"
      "The best ``count`` substitutes (at most V - 1; fewer when the -p ``mass`` rule, or\n"
@@ -1575,7 +1837,7 @@ static struct PyModuleDef kernel_module = {
 
 PyMODINIT_FUNC PyInit__kernel(void) {
     if (PyType_Ready(&KernelType) < 0 || PyType_Ready(&WordsType) < 0 || PyType_Ready(&PatternViewType) < 0 ||
-        PyType_Ready(&TermViewType) < 0)
+        PyType_Ready(&TermViewType) < 0 || PyType_Ready(&TermTableType) < 0)
         return NULL;
     if (!(str_view = PyUnicode_InternFromString("view")))
         return NULL;
@@ -1584,7 +1846,8 @@ PyMODINIT_FUNC PyInit__kernel(void) {
     if (!module)
         return NULL;
     if (PyModule_AddType(module, &KernelType) < 0 || PyModule_AddType(module, &WordsType) < 0 ||
-        PyModule_AddType(module, &PatternViewType) < 0 || PyModule_AddType(module, &TermViewType) < 0) {
+        PyModule_AddType(module, &PatternViewType) < 0 || PyModule_AddType(module, &TermViewType) < 0 ||
+        PyModule_AddType(module, &TermTableType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -78,6 +78,7 @@ class Searcher:
     def __init__(self, index: Index) -> None:
         self.index = index
         self.patterns = Patterns(index)
+        self._build_term = self.patterns.term
         try:
             self._kernel = Kernel(index.unigram_alpha, index.unigram_beta, index.unigram_order,
                                   index.max_unigram_beta, index.bos_id)
@@ -95,5 +96,6 @@ class Searcher:
         At most V - 1 substitutes (one word is ``<s>``), as the original, even for a
         model without ``<s>``.
         """
-        ids, scores = self._kernel.search(self.patterns.position_terms(sentence, target), limits.count, limits.mass)
+        ids, scores = self._kernel.search_at(self.patterns.table, self._build_term, sentence, target,
+                                             limits.count, limits.mass)
         return np.frombuffer(ids, fmt.ID_DTYPE), np.frombuffer(scores)

@@ -14,6 +14,9 @@ again and again (``_ </s>``, ``the _`` …), so look-ups go through :class:`Patt
 which parses each LMDB value once, builds each term once, and hands out the *same*
 objects every time: the search kernel shares a pattern's look-ups between the terms
 that use it by that identity (and keeps rank maps of big patterns across positions).
+The search itself finds a position's terms in ``Patterns.table``, a kernel TermTable
+keyed by the words around the target, which calls :meth:`Patterns.term` for a term it
+does not hold; :meth:`Patterns.position_terms` gives the same terms to Python callers.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fastsubs import format as fmt
-from fastsubs.query._kernel import TermView
+from fastsubs.query._kernel import TermTable, TermView
 from fastsubs.query.index import Index, Pattern
 
 
@@ -36,9 +39,10 @@ UNIGRAM_BETA = UnigramBeta()
 BetaSource = float | Pattern | UnigramBeta
 
 #: Parsed patterns kept per process (about 1.5 KB of Python objects each, the arrays
-#: themselves are views into the memory map).  When either cache is full both are
-#: emptied together: a term must keep sharing the Pattern objects the pattern cache
-#: hands out, since the kernel recognises a list read twice by object identity.
+#: themselves are views into the memory map).  When the pattern cache is full every
+#: cache is emptied: a term must keep sharing the Pattern objects the pattern cache
+#: hands out, since the kernel recognises a list read twice by object identity (a full
+#: term cache or table empties itself alone: its terms are rebuilt from cached patterns).
 #: 200,000 (up to ~300 MB per process) because emptying is costly: on the whole held-out
 #: text (45K positions, kn4-64k) a 50,000 cap made one process 2.1x slower (57 s vs 27 s).
 MAX_CACHED_PATTERNS = 200_000
@@ -83,11 +87,13 @@ class Patterns:
         self.index = index
         self._cache: dict[tuple[int, tuple[int, ...]], object] = {}
         self._terms: dict[tuple[tuple[int, ...], tuple[int, ...]], Term] = {}
+        self.table = TermTable(index.order, MAX_CACHED_TERMS)
 
     def _forget(self) -> None:
-        """Empty both caches at once (see MAX_CACHED_PATTERNS)."""
+        """Empty every cache at once (see MAX_CACHED_PATTERNS)."""
         self._cache.clear()
         self._terms.clear()
+        self.table.clear()
 
     def pattern(self, slot: int, ids: tuple[int, ...]) -> Pattern | None:
         """``index.pattern(slot, ids)``, parsed once per process."""
@@ -130,12 +136,14 @@ class Patterns:
             term = cache.get(key)
             if term is None:
                 if len(cache) >= MAX_CACHED_TERMS:
-                    self._forget()
-                left, after = key
-                term = cache[key] = (self._context_term(left, after[:-1], after[-1]) if after
-                                     else self._predicting_term(left))
+                    cache.clear()
+                term = cache[key] = self.term(*key)
             terms.append(term)
         return terms
+
+    def term(self, left: tuple[int, ...], after: tuple[int, ...]) -> Term:
+        """The term of s_j given the words left of x in its n-gram and those after x up to s_j."""
+        return self._context_term(left, after[:-1], after[-1]) if after else self._predicting_term(left)
 
     def _predicting_term(self, history: tuple[int, ...]) -> Term:
         """log10 p(x | history): steps ``history[k:] _`` for k = 0 … len-1, then unigram alpha(x)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from fastsubs.query import _kernel
 from fastsubs.query.engine import Engine
@@ -60,4 +61,36 @@ def test_kept_maps_and_sorted_prefixes_never_change_an_answer(small_index: Path)
             assert run() == expected, f"budget {budget}"
     finally:
         _kernel.set_cache_bytes(default)
+    engine.close()
+
+
+def test_the_term_table_gives_the_terms_position_terms_gives(small_index: Path) -> None:
+    """search_at finds a position's terms in a TermTable (building those it lacks); with a
+    table that must empty itself every few terms, and with a builder that empties every
+    cache while the table is being read (as Patterns does when its pattern cache is
+    full), it lists what search lists with the terms of position_terms."""
+    engine = Engine(small_index)
+    patterns, kernel = engine.searcher.patterns, engine.searcher._kernel
+    ids = engine.vocabulary.sentence_ids(tokenize(b"the cat sat on the mat and the dog sat on the cat"))
+    expected = [kernel.search(patterns.position_terms(ids, target), 50, None) for target in range(1, len(ids))]
+
+    small = _kernel.TermTable(engine.index.order, 3)
+    assert [kernel.search_at(small, patterns.term, ids, target, 50, None)
+            for target in range(1, len(ids))] == expected
+    assert small.size() <= 3
+
+    calls = []
+
+    def forgetful(left, after):
+        calls.append((left, after))
+        patterns._forget()
+        return patterns.term(left, after)
+
+    for _ in range(2):  # the second time from the table
+        got = [kernel.search_at(patterns.table, forgetful, list(ids), target, 50, None)
+               for target in range(1, len(ids))]
+        assert got == expected
+    assert calls and patterns.table.size() > 0
+    with pytest.raises(ValueError, match="target outside"):
+        kernel.search_at(patterns.table, patterns.term, ids, len(ids), 50, None)
     engine.close()

@@ -449,6 +449,37 @@ static void PatternView_dealloc(PatternView *v) {
     Py_TYPE(v)->tp_free((PyObject *)v);
 }
 
+/* entry(word): building a term looks up fixed n-grams one at a time (numpy's
+ * searchsorted with a Python int converts the whole id array first). */
+static PyObject *PatternView_entry(PatternView *v, PyObject *arg) {
+    if (!v->n_buffers) {
+        PyErr_SetString(PyExc_RuntimeError, "PatternView.entry before PatternView.__init__ succeeded");
+        return NULL;
+    }
+    unsigned long long word = PyLong_AsUnsignedLongLong(arg);
+    if (word == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t first = 0, len = v->count;  /* lower bound of word in ids */
+    while (len > 0) {
+        Py_ssize_t half = len >> 1;
+        if (v->ids[first + half] < word) {
+            first += half + 1;
+            len -= half + 1;
+        } else {
+            len = half;
+        }
+    }
+    if (first == v->count || v->ids[first] != word)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(dd)", (double)v->alpha[first], v->beta ? (double)v->beta[first] : 0.0);
+}
+
+static PyMethodDef PatternView_methods[] = {
+    {"entry", (PyCFunction)PatternView_entry, METH_O,
+     "entry(word) -> (alpha, beta) of ``A word B``, or None when word is not in the slot."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyTypeObject PatternViewType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "fastsubs.query._kernel.PatternView",
@@ -459,6 +490,7 @@ static PyTypeObject PatternViewType = {
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)PatternView_init,
     .tp_dealloc = (destructor)PatternView_dealloc,
+    .tp_methods = PatternView_methods,
 };
 
 /* ---------------------------------------------------------------- term views */

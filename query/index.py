@@ -46,10 +46,7 @@ class Pattern:
 
     def entry(self, word: int) -> tuple[float, float] | None:
         """``(alpha, beta)`` of ``A word B``, or None when ``word`` is not in the slot."""
-        pos = int(self.ids.searchsorted(word))
-        if pos == len(self.ids) or self.ids[pos] != word:
-            return None
-        return float(self.alpha[pos]), 0.0 if self.beta is None else float(self.beta[pos])
+        return self.view.entry(word)
 
 
 _SINGLE = np.zeros(1, dtype=fmt.ID_DTYPE)

@@ -94,3 +94,19 @@ def test_the_term_table_gives_the_terms_position_terms_gives(small_index: Path) 
     with pytest.raises(ValueError, match="target outside"):
         kernel.search_at(patterns.table, patterns.term, ids, len(ids), 50, None)
     engine.close()
+
+
+def test_pattern_entry_agrees_with_a_numpy_lookup(small_index: Path) -> None:
+    """PatternView.entry (the C look-up terms are built with) against the arrays it reads."""
+    engine = Engine(small_index)
+    ids = engine.vocabulary.sentence_ids(tokenize(b"the cat sat on the mat"))
+    patterns = {id(p): p for target in range(1, len(ids)) for term in engine.searcher.patterns.position_terms(ids, target)
+                for step in term.steps for p in (step.alpha, step.beta) if hasattr(p, "view")}
+    assert patterns
+    for pattern in patterns.values():
+        for word in [0, 1, 2**32 - 1, 2**40, *pattern.ids[:50].tolist(), *(pattern.ids[:50] + 1).tolist()]:
+            at = np.flatnonzero(pattern.ids == word)
+            expected = None if not len(at) else (
+                float(pattern.alpha[at[0]]), 0.0 if pattern.beta is None else float(pattern.beta[at[0]]))
+            assert pattern.entry(word) == expected
+    engine.close()

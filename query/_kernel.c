@@ -449,6 +449,19 @@ static void PatternView_dealloc(PatternView *v) {
     Py_TYPE(v)->tp_free((PyObject *)v);
 }
 
+/* Position of ``word`` in the id-sorted ``ids`` (count >= 1), or -1.  A branch-free
+ * lower bound: no mispredictions, so the CPU overlaps the searches of a batch's words. */
+static inline int32_t find_id(const ix_u32 *ids, Py_ssize_t count, uint32_t word) {
+    const ix_u32 *first = ids;
+    Py_ssize_t len = count;
+    while (len > 1) {
+        Py_ssize_t half = len >> 1;
+        first += first[half - 1] < word ? half : 0;
+        len -= half;
+    }
+    return *first == word ? (int32_t)(first - ids) : -1;
+}
+
 /* entry(word): building a term looks up fixed n-grams one at a time (numpy's
  * searchsorted with a Python int converts the whole id array first). */
 static PyObject *PatternView_entry(PatternView *v, PyObject *arg) {
@@ -459,19 +472,10 @@ static PyObject *PatternView_entry(PatternView *v, PyObject *arg) {
     unsigned long long word = PyLong_AsUnsignedLongLong(arg);
     if (word == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
-    Py_ssize_t first = 0, len = v->count;  /* lower bound of word in ids */
-    while (len > 0) {
-        Py_ssize_t half = len >> 1;
-        if (v->ids[first + half] < word) {
-            first += half + 1;
-            len -= half + 1;
-        } else {
-            len = half;
-        }
-    }
-    if (first == v->count || v->ids[first] != word)
+    int32_t at = word <= UINT32_MAX ? find_id(v->ids, v->count, (uint32_t)word) : -1;
+    if (at < 0)
         Py_RETURN_NONE;
-    return Py_BuildValue("(dd)", (double)v->alpha[first], v->beta ? (double)v->beta[first] : 0.0);
+    return Py_BuildValue("(dd)", (double)v->alpha[at], v->beta ? (double)v->beta[at] : 0.0);
 }
 
 static PyMethodDef PatternView_methods[] = {
@@ -748,14 +752,14 @@ static PyObject *TermTable_clear(TermTable *table, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-static PyObject *TermTable_len(TermTable *table, PyObject *unused) {
+static PyObject *TermTable_size(TermTable *table, PyObject *unused) {
     (void)unused;
     return PyLong_FromSize_t(table->count);
 }
 
 static PyMethodDef TermTable_methods[] = {
     {"clear", (PyCFunction)TermTable_clear, METH_NOARGS, "Drops every term."},
-    {"size", (PyCFunction)TermTable_len, METH_NOARGS, "The number of terms held."},
+    {"size", (PyCFunction)TermTable_size, METH_NOARGS, "The number of terms held."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -985,16 +989,7 @@ static inline int32_t locate(const Kernel *k, const Pat *p, uint32_t word) {
         uint64_t bit = 1ull << (word & 63);
         return block.bits & bit ? (int32_t)(block.rank + popcount64(block.bits & (bit - 1))) : -1;
     }
-    /* branch-free lower bound: no mispredictions, so the CPU overlaps the searches of
-     * a batch's words */
-    const ix_u32 *first = p->ids;
-    Py_ssize_t len = p->count;
-    while (len > 1) {
-        Py_ssize_t half = len >> 1;
-        first += first[half - 1] < word ? half : 0;
-        len -= half;
-    }
-    return *first == word ? (int32_t)(first - p->ids) : -1;
+    return find_id(p->ids, p->count, word);
 }
 
 /* Where a step's back-off weight comes from, for step_loop: the kinds of StepC.beta,

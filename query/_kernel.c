@@ -174,6 +174,7 @@ typedef struct {
     Py_ssize_t vocab_size;
     double unigram_beta_sup;
     int ready;                       /* __init__ succeeded */
+    int busy;                        /* a search is running: Python code it calls may not start another */
     uint8_t *flags;                  /* per word: SEEN and small-pattern membership bits */
     Py_ssize_t bos;                  /* <s>, never a candidate, or -1 */
     /* scratch, grown on demand and reused across searches */
@@ -365,13 +366,13 @@ TARGET_CLONES static const Block *rank_map(PatternView *v) {
 /* Makes the sorted prefix of a big view hold its first ``need`` entries (need <= count),
  * copying those not copied yet; 0 when there is no room for them. */
 static int sorted_prefix(PatternView *v, Py_ssize_t need) {
+    touch(v);  /* first: making room must not free what v keeps */
     if (need > v->sorted_cap) {
         Py_ssize_t cap = 2 * v->sorted_cap > need ? 2 * v->sorted_cap : need;
         cap = cap < 64 ? 64 : cap > v->count ? v->count : cap;
         size_t more = (size_t)(cap - v->sorted_cap) * (sizeof(uint32_t) + sizeof(float));
         if (!make_room(more))
             return 0;
-        touch(v);
         uint32_t *ids = PyMem_Realloc(v->sorted_ids, (size_t)cap * sizeof(uint32_t));
         if (ids)
             v->sorted_ids = ids;
@@ -389,7 +390,6 @@ static int sorted_prefix(PatternView *v, Py_ssize_t need) {
     }
     if (need > v->sorted_len)
         v->sorted_len = need;
-    touch(v);
     return 1;
 }
 
@@ -469,10 +469,15 @@ static PyObject *PatternView_entry(PatternView *v, PyObject *arg) {
         PyErr_SetString(PyExc_RuntimeError, "PatternView.entry before PatternView.__init__ succeeded");
         return NULL;
     }
-    unsigned long long word = PyLong_AsUnsignedLongLong(arg);
-    if (word == (unsigned long long)-1 && PyErr_Occurred())
+    PyObject *number = PyNumber_Index(arg);  /* any integer, numpy's too */
+    if (!number)
         return NULL;
-    int32_t at = word <= UINT32_MAX ? find_id(v->ids, v->count, (uint32_t)word) : -1;
+    int overflow;
+    long long word = PyLong_AsLongLongAndOverflow(number, &overflow);
+    Py_DECREF(number);
+    if (word == -1 && PyErr_Occurred())
+        return NULL;
+    int32_t at = !overflow && word >= 0 && word <= UINT32_MAX ? find_id(v->ids, v->count, (uint32_t)word) : -1;
     if (at < 0)
         Py_RETURN_NONE;
     return Py_BuildValue("(dd)", (double)v->alpha[at], v->beta ? (double)v->beta[at] : 0.0);
@@ -648,7 +653,8 @@ static TermSlot *find_slot(const TermTable *table, uint64_t hash, const uint32_t
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
         TermSlot *slot = &table->slots[i];
         if (!slot->hash || (slot->hash == hash && slot->n_left == n_left && slot->n_after == n_after &&
-                            !memcmp(&table->words[slot->key], words, (n_left + n_after) * sizeof(uint32_t))))
+                            (n_left + n_after == 0 ||
+                             !memcmp(&table->words[slot->key], words, (n_left + n_after) * sizeof(uint32_t)))))
             return slot;
     }
 }
@@ -706,7 +712,8 @@ static int table_add(TermTable *table, uint64_t hash, const uint32_t *words, uin
         slot->view = view;
         return 0;
     }
-    memcpy(&table->words[table->n_words], words, n * sizeof(uint32_t));
+    if (n)
+        memcpy(&table->words[table->n_words], words, n * sizeof(uint32_t));
     *slot = (TermSlot){hash, table->n_words, n_left, n_after, view};
     table->n_words += n;
     table->count++;
@@ -1115,7 +1122,7 @@ static int score_batch(Kernel *k, int n_terms, const uint32_t *words, int n, con
             int c = live[j];
             total[c] = t ? total[c] + value[c] : value[c];
         }
-        if (threshold == -INFINITY)
+        if (!isfinite(threshold))  /* -inf: fewer than count scored yet */
             continue;
         /* kept: partial sum + rest >= threshold, less the bound's slack for rounding,
          * BOUND_SLACK * (1 + |sum|), here taken for any |sum| up to 3 + 4 |threshold|
@@ -1401,19 +1408,32 @@ static void release_held(Kernel *k, int n) {
         Py_DECREF(k->held[i]);
 }
 
+/* Starts a search: the kernel's scratch (k->held, the lists...) serves one at a time,
+ * and a search runs Python code (Term.view, a term builder, the mass's __float__). */
+static int enter(Kernel *k) {
+    if (!k->ready) {
+        PyErr_SetString(PyExc_RuntimeError, "Kernel search before Kernel.__init__ succeeded");
+        return -1;
+    }
+    if (k->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Kernel search started from inside another search of the same kernel");
+        return -1;
+    }
+    k->busy = 1;
+    return 0;
+}
+
 /* search(terms, count, mass): the terms given as objects with a TermView ``view``. */
 static PyObject *Kernel_search(Kernel *k, PyObject *args) {
     PyObject *terms, *mass_object, *result = NULL;
     Py_ssize_t count;
-    if (!PyArg_ParseTuple(args, "OnO:search", &terms, &count, &mass_object))
+    if (!PyArg_ParseTuple(args, "OnO:search", &terms, &count, &mass_object) || enter(k) < 0)
         return NULL;
-    if (!k->ready) {
-        PyErr_SetString(PyExc_RuntimeError, "Kernel.search before Kernel.__init__ succeeded");
+    PyObject *seq = PySequence_Fast(terms, "terms must be a sequence");
+    if (!seq) {
+        k->busy = 0;
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(terms, "terms must be a sequence");
-    if (!seq)
-        return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     int held = 0;
     if (n < 1 || n > INT_MAX / 2)
@@ -1426,6 +1446,7 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
         result = run_search(k, k->held, held, count, mass_object);
     release_held(k, held);
     Py_DECREF(seq);
+    k->busy = 0;
     return result;
 }
 
@@ -1440,13 +1461,17 @@ static PyObject *Kernel_search_at(Kernel *k, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!OOnnO:search_at", &TermTableType, &table, &build, &sentence, &target, &count,
                           &mass_object))
         return NULL;
-    if (!k->ready || !table->max_terms) {
-        PyErr_SetString(PyExc_RuntimeError, "Kernel.search_at before Kernel.__init__ or TermTable.__init__ succeeded");
+    if (!table->max_terms) {
+        PyErr_SetString(PyExc_RuntimeError, "Kernel.search_at before TermTable.__init__ succeeded");
         return NULL;
     }
-    PyObject *seq = PySequence_Tuple(sentence);  /* a tuple stays as it is while Python code runs */
-    if (!seq)
+    if (enter(k) < 0)
         return NULL;
+    PyObject *seq = PySequence_Tuple(sentence);  /* a tuple stays as it is while Python code runs */
+    if (!seq) {
+        k->busy = 0;
+        return NULL;
+    }
     Py_ssize_t n = PyTuple_GET_SIZE(seq), order = table->order;
     Py_ssize_t lo = target - order + 1 > 0 ? target - order + 1 : 0, hi = target + order < n ? target + order : n;
     int held = 0, n_terms = (int)(hi - target);
@@ -1503,6 +1528,7 @@ static PyObject *Kernel_search_at(Kernel *k, PyObject *args) {
 out:
     release_held(k, held);
     Py_DECREF(seq);
+    k->busy = 0;
     return result;
 }
 

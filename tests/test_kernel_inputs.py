@@ -104,9 +104,30 @@ def test_pattern_entry_agrees_with_a_numpy_lookup(small_index: Path) -> None:
                 for step in term.steps for p in (step.alpha, step.beta) if hasattr(p, "view")}
     assert patterns
     for pattern in patterns.values():
-        for word in [0, 1, 2**32 - 1, 2**40, *pattern.ids[:50].tolist(), *(pattern.ids[:50] + 1).tolist()]:
+        for word in [0, 1, -1, 2**32 - 1, 2**40, 2**70, *pattern.ids[:50].tolist(), *(pattern.ids[:50] + 1).tolist(),
+                     *pattern.ids[:3]]:  # the last ones numpy integers
             at = np.flatnonzero(pattern.ids == word)
             expected = None if not len(at) else (
                 float(pattern.alpha[at[0]]), 0.0 if pattern.beta is None else float(pattern.beta[at[0]]))
             assert pattern.entry(word) == expected
+    engine.close()
+
+
+def test_a_search_started_from_inside_a_search_is_refused(small_index: Path) -> None:
+    """The kernel's scratch serves one search at a time; a term builder (Python code the
+    search calls) that searches with the same kernel gets an error, not freed memory."""
+    engine = Engine(small_index)
+    patterns, kernel = engine.searcher.patterns, engine.searcher._kernel
+    ids = engine.vocabulary.sentence_ids(tokenize(b"the cat sat on the mat"))
+    inner = []
+
+    def searching(left, after):
+        with pytest.raises(RuntimeError, match="inside another search"):
+            kernel.search(patterns.position_terms(ids, 1), 5, None)
+        inner.append(True)
+        return patterns.term(left, after)
+
+    fresh = _kernel.TermTable(engine.index.order, 100)
+    assert kernel.search_at(fresh, searching, ids, 2, 5, None) == kernel.search(patterns.position_terms(ids, 2), 5, None)
+    assert inner
     engine.close()

@@ -193,7 +193,7 @@ typedef struct {
     unsigned long long n_searches, n_evaluated, n_reads, n_listed;
     double *term_sup; int cap_term_sup;    /* per term: its bound now */
     struct TermView **held; int cap_held;  /* the current position's terms (references) */
-    uint32_t *key; int cap_key;            /* the words of a term's key (search_at) */
+    uint32_t *words; int cap_words;        /* search_at: the position's words, then a term's key */
     double *batch_sup; int cap_batch_sup;  /* per term: its bound before the current batch */
     double *top;                     /* min-heap of the best ``count`` scores so far (at most V) */
     int32_t *pos; int cap_pos;       /* [pattern][MAX_BATCH]: positions of the batch's words */
@@ -343,12 +343,10 @@ static int make_room(size_t more) {
 /* The rank map of a big view, built on first use; NULL when the views the current
  * search uses leave no room (the caller then binary-searches). */
 TARGET_CLONES static const Block *rank_map(PatternView *v) {
+    touch(v);  /* first: making room must not free what v keeps */
     if (!v->map) {
         size_t need = map_bytes(v);
-        if (!make_room(need))
-            return NULL;
-        touch(v);
-        if (!(v->map = PyMem_Calloc(need / sizeof(Block), sizeof(Block))))
+        if (!make_room(need) || !(v->map = PyMem_Calloc(need / sizeof(Block), sizeof(Block))))
             return NULL;
         for (Py_ssize_t i = 0; i < v->count; i++)
             v->map[v->ids[i] >> 6].bits |= 1ull << (v->ids[i] & 63);
@@ -359,7 +357,6 @@ TARGET_CLONES static const Block *rank_map(PatternView *v) {
         }
         cached.bytes += need;
     }
-    touch(v);
     return v->map;
 }
 
@@ -519,10 +516,10 @@ typedef struct {
  * that a search reads one attribute per term instead of walking Step objects. */
 typedef struct TermView {
     PyObject_HEAD
-    int n_steps;                 /* -1 until __init__ succeeded */
+    int n_steps;
     int base_unigram;            /* after the last step: unigram alpha of x (1) or ``base`` (0) */
     double base;
-    StepSpec *steps;             /* longest context first */
+    StepSpec *steps;             /* longest context first; NULL until __init__ succeeded */
 } TermView;
 
 static void TermView_clear(TermView *tv) {
@@ -535,7 +532,7 @@ static void TermView_clear(TermView *tv) {
     tv->n_steps = -1;
 }
 
-/* The PatternView ``object`` as a new reference (NULL with None allowed: *view = NULL). */
+/* Sets *view to the PatternView ``object``, a new reference; -1 if it is not one. */
 static int pattern_view_arg(PyObject *object, PatternView **view, const char *what) {
     if (PyObject_TypeCheck(object, &PatternViewType) && ((PatternView *)object)->n_buffers) {
         Py_INCREF(object);
@@ -1473,28 +1470,33 @@ static PyObject *Kernel_search_at(Kernel *k, PyObject *args) {
         return NULL;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(seq), order = table->order;
-    Py_ssize_t lo = target - order + 1 > 0 ? target - order + 1 : 0, hi = target + order < n ? target + order : n;
-    int held = 0, n_terms = (int)(hi - target);
+    int held = 0;
     if (target < 1 || target >= n) {
         PyErr_SetString(PyExc_ValueError, "target outside 1 ... len(sentence) - 1");
         goto out;
     }
-    if (GROW(k->key, k->cap_key, (int)(2 * order)) < 0 || GROW(k->held, k->cap_held, n_terms) < 0)
+    /* the words the position's terms depend on, s[lo .. hi) (the target's own slot is
+     * never read), read once; each term's key is assembled after them */
+    Py_ssize_t lo = target - order + 1 > 0 ? target - order + 1 : 0, hi = target + order < n ? target + order : n;
+    int n_terms = (int)(hi - target);
+    if (GROW(k->words, k->cap_words, (int)(hi - lo + 2 * order)) < 0 || GROW(k->held, k->cap_held, n_terms) < 0)
         goto out;
-    for (; held < n_terms; held++) {
-        Py_ssize_t j = target + held, first = j - order + 1 > lo ? j - order + 1 : lo;
-        uint32_t n_left = (uint32_t)(target - first), n_after = (uint32_t)(j - target), *key = k->key;
-        for (Py_ssize_t i = 0; i < (Py_ssize_t)(n_left + n_after); i++) {
-            PyObject *item = PyTuple_GET_ITEM(seq, i < (Py_ssize_t)n_left ? first + i : target + 1 + i - n_left);
-            unsigned long word = PyLong_AsUnsignedLong(item);
-            if (word == (unsigned long)-1 && PyErr_Occurred())
-                goto out;
-            if (word > UINT32_MAX) {
-                PyErr_SetString(PyExc_ValueError, "a word id over 32 bits");
-                goto out;
-            }
-            key[i] = (uint32_t)word;
+    uint32_t *window = k->words - lo, *key = k->words + (hi - lo);  /* window[i]: word s_i */
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        unsigned long word = i == target ? 0 : PyLong_AsUnsignedLong(PyTuple_GET_ITEM(seq, i));
+        if (word == (unsigned long)-1 && PyErr_Occurred())
+            goto out;
+        if (word > UINT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "a word id over 32 bits");
+            goto out;
         }
+        window[i] = (uint32_t)word;
+    }
+    for (; held < n_terms; held++) {
+        Py_ssize_t j = target + held, first = j - order + 1 > 0 ? j - order + 1 : 0;
+        uint32_t n_left = (uint32_t)(target - first), n_after = (uint32_t)(j - target);
+        memcpy(key, &window[first], n_left * sizeof(uint32_t));
+        memcpy(key + n_left, &window[target + 1], n_after * sizeof(uint32_t));
         uint64_t hash = key_hash(key, n_left, n_after);
         TermSlot *slot = table->capacity ? find_slot(table, hash, key, n_left, n_after) : NULL;
         if (slot && slot->hash) {
@@ -1502,24 +1504,19 @@ static PyObject *Kernel_search_at(Kernel *k, PyObject *args) {
             k->held[held] = slot->view;
             continue;
         }
-        /* not there: build it (Python code: it may empty or grow the table, or reuse
-         * k->key through another search_at, so the key is read again afterwards) */
+        /* not there: build it (Python code: it may empty or grow the table, so the slot
+         * is found again; it cannot start another search of this kernel: enter()) */
         PyObject *left = PyTuple_GetSlice(seq, first, target), *after = PyTuple_GetSlice(seq, target + 1, j + 1);
         PyObject *term = left && after ? PyObject_CallFunctionObjArgs(build, left, after, NULL) : NULL;
         Py_XDECREF(left);
         Py_XDECREF(after);
         TermView *view = term ? term_view_of(term) : NULL;
         Py_XDECREF(term);
-        if (!view || GROW(k->key, k->cap_key, (int)(2 * order)) < 0) {
-            Py_XDECREF(view);
+        if (!view)
             goto out;
-        }
-        for (Py_ssize_t i = 0; i < (Py_ssize_t)(n_left + n_after); i++)
-            k->key[i] = (uint32_t)PyLong_AsUnsignedLong(
-                PyTuple_GET_ITEM(seq, i < (Py_ssize_t)n_left ? first + i : target + 1 + i - n_left));
         Py_INCREF(view);
         k->held[held] = view;
-        if (table_add(table, hash, k->key, n_left, n_after, view) < 0) {
+        if (table_add(table, hash, key, n_left, n_after, view) < 0) {
             held++;
             goto out;
         }
@@ -1796,7 +1793,7 @@ static void Kernel_dealloc(Kernel *k) {
     PyMem_Free(k->term_sup);
     PyMem_Free(k->batch_sup);
     PyMem_Free(k->held);
-    PyMem_Free(k->key);
+    PyMem_Free(k->words);
     PyMem_Free(k->top);
     PyMem_Free(k->pos);
     Py_TYPE(k)->tp_free((PyObject *)k);

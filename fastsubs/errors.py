@@ -38,6 +38,10 @@ class DamagedIndexError(IndexFileError):
     """The index is an index, but its contents are inconsistent (truncated, bytes flipped)."""
 
 
+class BuildCheckError(FastsubsError):
+    """A finished build does not hold the whole model: a fault of the builder, so nothing is published."""
+
+
 class IndexExistsError(FastsubsError):
     """Building would overwrite an existing index and ``force`` was not given."""
 

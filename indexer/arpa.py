@@ -279,9 +279,11 @@ def read_arpa(path: str | os.PathLike[str]) -> ArpaModel:
 class ArpaReader:
     """The n-grams of an ARPA file chunk by chunk, so that a reader's memory need not grow with the model.
 
-    Iterating parses the file and yields :class:`NgramTable` chunks in file order: the
-    whole unigram table first (``words`` is complete by then), then each higher order
-    in chunks of at most :data:`BATCH_LINES` rows, at least one (maybe empty) per order.
+    Iterating parses the file and yields :class:`NgramTable` chunks in file order, each
+    order in chunks of at most :data:`BATCH_LINES` rows, at least one (maybe empty) per
+    order: the unigrams first (``words`` is complete once the first higher-order chunk
+    comes), then each higher order.  A consumer must join the chunks of every order,
+    the unigrams included: a vocabulary past BATCH_LINES words comes in several.
     A malformed file raises ModelFormatError when the iteration reaches the fault.
     """
 

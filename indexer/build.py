@@ -24,6 +24,7 @@ import numpy as np
 from fastsubs import format as fmt
 from fastsubs.errors import FastsubsError, IndexExistsError, ModelFormatError
 from fastsubs.indexer.arpa import ArpaReader, NgramTable
+from fastsubs.indexer.completeness import check_count, check_opens, check_unigram_arrays
 from fastsubs.indexer.patterns import check_no_duplicates, iter_records, pattern_records
 from fastsubs.indexer.publish import make_temp_dir, publish, remove_stale_temp_dirs, remove_tree
 from fastsubs.indexer.runs import SortedRuns, merged_blocks
@@ -65,17 +66,16 @@ def _read_model(model_path: Path, directory: Path) -> _SortedModel:
     """Parse the model, spilling each higher order to ``directory`` as runs sorted for every slot."""
     directory.mkdir()
     reader = ArpaReader(model_path)
-    unigrams = None
+    unigram_chunks: list[NgramTable] = []  # a vocabulary past BATCH_LINES words comes in several
     runs: dict[int, SortedRuns] = {}
     for chunk in reader:
         if chunk.order == 1:
-            unigrams = chunk
+            unigram_chunks.append(chunk)
         else:
             runs.setdefault(chunk.order, SortedRuns(directory, chunk.order)).add(chunk)
     for order_runs in runs.values():
         order_runs.flush()
-    assert unigrams is not None
-    return _SortedModel(reader.words, reader.counts, unigrams, list(runs.values()))
+    return _SortedModel(reader.words, reader.counts, NgramTable.concatenate(unigram_chunks), list(runs.values()))
 
 
 def default_index_path(model: Path) -> Path:
@@ -129,6 +129,7 @@ def build_index(
         _write_environment(temp, model, model_path, progress)
         remove_tree(temp / _RUNS_DIR)
         (temp / "lock.mdb").unlink(missing_ok=True)
+        check_opens(temp)
         publish(temp, target)
     except lmdb.MapFullError:
         remove_tree(temp)
@@ -173,15 +174,17 @@ def _write_environment(directory: Path, model: _SortedModel, model_path: Path, p
             db = env.open_db(fmt.patterns_db_name(runs.order))
             has_beta = runs.order < model.order
             for slot in range(runs.order):
-                written = 0
+                written = ngrams = 0
                 # One transaction per merged block: LMDB's dirty pages stay bounded too.
                 for rows in merged_blocks(runs.files[slot], runs.order):
+                    ngrams += len(rows)
                     if slot == runs.order - 1:  # the slot last: rows in n-gram order
                         check_no_duplicates(rows, runs.order, str(model_path), model.words)
                     keys, key_length, values, offsets = pattern_records(rows, slot, has_beta, id_bytes)
                     with env.begin(write=True, db=db) as txn, txn.cursor() as cursor:
                         cursor.putmulti(iter_records(keys, key_length, values, offsets), append=True)
                     written += len(offsets) - 1
+                check_count(f"{runs.order}-grams with the slot at {slot + 1}", ngrams, model.counts[runs.order - 1])
                 progress(f"wrote {written:,} patterns of {runs.order}-grams with the slot at {slot + 1}")
         meta = _metadata(model, model_path, vocab_size, id_bytes)
         with env.begin(write=True, db=env.open_db(fmt.META_DB)) as txn:
@@ -204,6 +207,8 @@ def _write_vocabulary(env: lmdb.Environment, txn: lmdb.Transaction, model: _Sort
         fmt.UNIGRAM_ORDER: np.lexsort((np.arange(len(alpha)), -alpha)).astype(fmt.ID_DTYPE),
         fmt.WORD_OFFSETS: np.concatenate(([0], np.cumsum([len(w) for w in model.words]))).astype(fmt.OFFSET_DTYPE),
     }
+    check_count("words", len(model.words), model.counts[0])
+    check_unigram_arrays(arrays, len(model.words))
     arrays_db = env.open_db(fmt.ARRAYS_DB, txn=txn)
     for key, array in arrays.items():
         txn.put(key, array.tobytes(), db=arrays_db)

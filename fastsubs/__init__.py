@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 __all__ = [
     "build_index", "open_index", "SubstituteIndex", "Substitute", "BuildSummary",
     "FastsubsError", "ModelFormatError", "NotAnIndexError", "IndexVersionError",
-    "DamagedIndexError", "IndexExistsError", "QueryInputError",
+    "DamagedIndexError", "IndexExistsError", "TargetNotAnIndexError", "BuildCheckError", "QueryInputError",
 ]
 
 _LOCATIONS = {
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from fastsubs.indexer.build import BuildSummary, build_index
 
 from fastsubs.errors import (  # noqa: E402  (light: plain exception classes)
+    BuildCheckError,
     DamagedIndexError,
     FastsubsError,
     IndexExistsError,
@@ -42,6 +43,7 @@ from fastsubs.errors import (  # noqa: E402  (light: plain exception classes)
     ModelFormatError,
     NotAnIndexError,
     QueryInputError,
+    TargetNotAnIndexError,
 )
 
 

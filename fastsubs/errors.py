@@ -42,8 +42,23 @@ class BuildCheckError(FastsubsError):
     """A finished build does not hold the whole model: a fault of the builder, so nothing is published."""
 
 
+class TargetNotAnIndexError(FastsubsError):
+    """A build's target holds something other than a fastsubs index: it is never replaced."""
+
+    def __init__(self, path: object, what: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {what}; a build replaces only a fastsubs index, so nothing was changed")
+
+
 class IndexExistsError(FastsubsError):
-    """Building would overwrite an existing index and ``force`` was not given."""
+    """Building would overwrite an existing index and ``force`` was not given.
+
+    ``flag`` is how the caller says "force": ``force=True`` in Python, ``--force`` on the command line.
+    """
+
+    def __init__(self, path: object, flag: str = "force=True") -> None:
+        self.path = path
+        super().__init__(f"{path}: an index is already there; pass {flag} to replace it")
 
 
 class QueryInputError(FastsubsError):

@@ -26,7 +26,7 @@ from fastsubs.errors import FastsubsError, IndexExistsError, ModelFormatError
 from fastsubs.indexer.arpa import ArpaReader, NgramTable
 from fastsubs.indexer.completeness import check_count, check_opens, check_unigram_arrays
 from fastsubs.indexer.patterns import check_no_duplicates, iter_records, pattern_records
-from fastsubs.indexer.publish import make_temp_dir, publish, remove_stale_temp_dirs, remove_tree
+from fastsubs.indexer.publish import check_replaceable, make_temp_dir, publish, remove_stale_temp_dirs, remove_tree
 from fastsubs.indexer.runs import SortedRuns, merged_blocks
 
 #: Subdirectory of the build's temporary directory holding the sorted runs until written.
@@ -109,14 +109,17 @@ def build_index(
     """Build the index of the ARPA model at ``model_path``; returns a summary.
 
     Raises :class:`IndexExistsError` when ``index_path`` exists and ``force`` is
-    false, :class:`ModelFormatError` for a malformed model.
+    false, :class:`TargetNotAnIndexError` when it holds anything but a fastsubs index
+    (never replaced, whatever ``force``), :class:`ModelFormatError` for a malformed model.
     """
     started = time.monotonic()
     model_path = Path(model_path)
     target = Path(index_path) if index_path is not None else default_index_path(model_path)
-    if (target.exists() or target.is_symlink()) and not force:
-        raise IndexExistsError(f"{target}: an index (or file) is already there; use --force to replace it")
-    remove_stale_temp_dirs(target)
+    if target.exists() or target.is_symlink():
+        check_replaceable(target)
+        if not force:
+            raise IndexExistsError(target)
+    remove_stale_temp_dirs(target.parent)
     try:
         temp = make_temp_dir(target)
     except OSError as error:

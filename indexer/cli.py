@@ -30,9 +30,11 @@ def build(
     model: Path = typer.Argument(..., help="The ARPA model file."),
     output: Optional[Path] = typer.Option(None, "-o", "--output",
                                           help="Index directory to write (default: MODEL with .fsidx)."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing index at the output path."),
+    force: bool = typer.Option(False, "--force",
+                               help="Replace an existing index at the output path (never anything else)."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress lines on stderr."),
 ) -> None:
+    from fastsubs.errors import IndexExistsError
     from fastsubs.indexer.build import build_index
 
     started = time.monotonic()
@@ -41,8 +43,13 @@ def build(
         if not quiet:
             print(f"[{time.monotonic() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
 
-    summary = run_reporting_errors("fastsubs-index", lambda: build_index(model, output, force=force,
-                                                                         progress=progress))
+    def build_speaking_of_the_flag():
+        try:
+            return build_index(model, output, force=force, progress=progress)
+        except IndexExistsError as error:
+            raise IndexExistsError(error.path, flag="--force") from None
+
+    summary = run_reporting_errors("fastsubs-index", build_speaking_of_the_flag)
     counts = ", ".join(f"{n:,} {order}-grams" for order, n in enumerate(summary.counts, start=1))
     print(f"built {summary.index}: {counts}; {summary.index_bytes / 2**20:.1f} MiB in {summary.seconds:.1f} s",
           file=sys.stderr)

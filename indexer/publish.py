@@ -18,7 +18,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import lmdb
+import msgpack
+
+from fastsubs import format as fmt
+from fastsubs.errors import TargetNotAnIndexError
+
 TEMP_PREFIX = ".fastsubs-build-"
+#: The files LMDB keeps in an environment directory: all an index directory may hold.
+_LMDB_FILES = frozenset({"data.mdb", "lock.mdb"})
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 #: What tempfile.mkdtemp appends: letters, digits and "_", never "-".
@@ -37,17 +45,19 @@ def make_temp_dir(target: Path) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{target.name}-{os.getpid()}-", dir=parent))
 
 
-def remove_stale_temp_dirs(target: Path) -> None:
-    """Delete temporary directories left beside ``target`` by earlier builds that died.
+def remove_stale_temp_dirs(directory: Path) -> None:
+    """Delete the temporary directories that builds which died left in ``directory``.
 
-    A directory counts as stale when the process id in its name is gone (or is this
-    process: a build that failed earlier in it); running builds keep theirs.  Names
-    of other targets' temporary directories never match, even for a target called
-    ``NAME-1``.
+    Whatever their target: a build killed on its way to ``a.fsidx`` leaves
+    ``.fastsubs-build-a.fsidx-PID-random``, which the next build of ``b.fsidx`` beside
+    it removes.  A directory counts as stale when the process id in its name is gone
+    (or is this process: a build that failed earlier in it); running builds keep theirs.
+    The name is read from the right (the random part never holds "-"), so any target
+    name, ``NAME-1`` included, parses.
     """
-    pattern = re.compile(re.escape(f"{TEMP_PREFIX}{target.name}-") + r"(\d+)-" + _RANDOM_PART)
+    pattern = re.compile(re.escape(TEMP_PREFIX) + r".+-(\d+)-" + _RANDOM_PART)
     try:
-        candidates = list(target.parent.iterdir())
+        candidates = list(directory.iterdir())
     except OSError:
         return
     for candidate in candidates:
@@ -55,6 +65,50 @@ def remove_stale_temp_dirs(target: Path) -> None:
         if match is None or _process_alive(int(match.group(1))):
             continue
         remove_tree(candidate)
+
+
+def check_replaceable(target: Path) -> None:
+    """Refuse (TargetNotAnIndexError) unless what is at ``target`` is a fastsubs index a build may replace.
+
+    Replacing deletes what was there, so only what a build made qualifies: a directory
+    holding nothing but LMDB's files whose environment is a fastsubs index (its
+    metadata says so) or the databases of one whose build never wrote its metadata,
+    or an empty directory.  A file, a symbolic link, a directory with anything else
+    in it, or an LMDB environment of another program is never touched, whatever the
+    flags.
+    """
+    if target.is_symlink():
+        raise TargetNotAnIndexError(target, "is a symbolic link (build into the directory it points to)")
+    if not target.is_dir():
+        raise TargetNotAnIndexError(target, "is a file, not a fastsubs index")
+    entries = {entry.name for entry in target.iterdir()}
+    if not entries:
+        return
+    others = sorted(entries - _LMDB_FILES)
+    if others:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise TargetNotAnIndexError(target, f"is a directory holding files other than an index's ({shown})")
+    if "data.mdb" not in entries or not _is_fastsubs_environment(target):
+        raise TargetNotAnIndexError(target, "holds an LMDB environment that is not a fastsubs index")
+
+
+def _is_fastsubs_environment(directory: Path) -> bool:
+    """Whether the LMDB environment in ``directory`` was written by fastsubs (finished or not)."""
+    try:
+        env = lmdb.open(str(directory), readonly=True, lock=False, max_dbs=64, create=False)
+    except lmdb.Error:
+        return False
+    try:
+        with env.begin() as txn:
+            names = set(txn.cursor().iternext(values=False))
+            if fmt.META_DB in names:
+                meta = msgpack.unpackb(txn.get(fmt.META_KEY, db=env.open_db(fmt.META_DB, txn=txn, create=False)))
+                return isinstance(meta, dict) and meta.get("magic") == fmt.MAGIC
+            return {fmt.VOCAB_DB, fmt.ARRAYS_DB} <= names  # a build that never wrote its metadata
+    except Exception:  # unreadable: we cannot tell it is ours, so it is not
+        return False
+    finally:
+        env.close()
 
 
 def remove_tree(path: Path) -> None:

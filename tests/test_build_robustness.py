@@ -136,16 +136,18 @@ def test_many_killed_builds_leave_the_old_index(old_index: tuple[Path, tuple[int
 
 
 def test_stale_temp_dirs_are_removed_and_live_ones_kept(tmp_path: Path) -> None:
+    """Dead builds' temporary directories go, whatever their target; running builds' stay."""
     target = tmp_path / "model.fsidx"
     dead = tmp_path / f"{TEMP_PREFIX}model.fsidx-999999999-abc_123x"  # no such process
     unnamed = tmp_path / f"{TEMP_PREFIX}model.fsidx-old-abc_123x"  # not a name a build makes
     alive = tmp_path / f"{TEMP_PREFIX}model.fsidx-{os.getpid()}-abc_123x"  # this test: a running build
     other = tmp_path / f"{TEMP_PREFIX}model.fsidx-1-999999999-abc_123x"  # dead build of 'model.fsidx-1'
-    for directory in (dead, unnamed, alive, other):
+    other_alive = tmp_path / f"{TEMP_PREFIX}b-7-{os.getpid()}-x9_"  # running build of 'b-7'
+    for directory in (dead, unnamed, alive, other, other_alive):
         directory.mkdir()
         (directory / "data.mdb").write_bytes(b"partial")
     run_cli("fastsubs-index", "build", TEST_DATA / "tiny.arpa", "-o", target, "-q")
-    assert leftovers(tmp_path) == sorted([unnamed.name, alive.name, other.name])
+    assert leftovers(tmp_path) == sorted([unnamed.name, alive.name, other_alive.name])
     assert answer(target)[0] == 6
 
 

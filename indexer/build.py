@@ -62,13 +62,28 @@ class _SortedModel:
         return len(self.counts)
 
 
-def _read_model(model_path: Path, directory: Path) -> _SortedModel:
-    """Parse the model, spilling each higher order to ``directory`` as runs sorted for every slot."""
+#: Seconds between two progress lines while one section of the model is read.
+READ_PROGRESS_SECONDS = 3.0
+
+
+def _read_model(model_path: Path, directory: Path, progress: Progress) -> _SortedModel:
+    """Parse the model, spilling each higher order to ``directory`` as runs sorted for every slot.
+
+    Reading a big model takes a while (~40 s for 11M n-grams), so progress hears of
+    each section as it starts and then every READ_PROGRESS_SECONDS, with the lines
+    read so far.
+    """
     directory.mkdir()
     reader = ArpaReader(model_path)
     unigram_chunks: list[NgramTable] = []  # a vocabulary past BATCH_LINES words comes in several
     runs: dict[int, SortedRuns] = {}
+    section, read, reported = 0, 0, 0.0
     for chunk in reader:
+        read = read + len(chunk.lines) if chunk.order == section else len(chunk.lines)
+        now = time.monotonic()
+        if chunk.order != section or now - reported >= READ_PROGRESS_SECONDS:
+            progress(f"reading the {chunk.order}-grams: {read:,} of {reader.counts[chunk.order - 1]:,}")
+            section, reported = chunk.order, now
         if chunk.order == 1:
             unigram_chunks.append(chunk)
         else:
@@ -126,7 +141,7 @@ def build_index(
         raise FastsubsError(f"{target}: cannot create the index there ({error.strerror or error})") from None
     try:
         progress(f"reading {model_path}")
-        model = _read_model(model_path, temp / _RUNS_DIR)
+        model = _read_model(model_path, temp / _RUNS_DIR, progress)
         progress(f"read {model.order}-gram model: " + ", ".join(
             f"{count:,} {order}-grams" for order, count in enumerate(model.counts, start=1)))
         _write_environment(temp, model, model_path, progress)

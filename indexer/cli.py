@@ -32,15 +32,18 @@ def build(
                                           help="Index directory to write (default: MODEL with .fsidx)."),
     force: bool = typer.Option(False, "--force",
                                help="Replace an existing index at the output path (never anything else)."),
-    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress lines on stderr."),
+    quiet: bool = typer.Option(False, "-q", "--quiet",
+                               help="No progress lines on stderr (there are none unless stderr is a terminal)."),
 ) -> None:
     from fastsubs.errors import IndexExistsError
     from fastsubs.indexer.build import build_index
 
     started = time.monotonic()
+    # Progress is for a person watching; a log or a pipe gets the closing summary only.
+    show_progress = not quiet and sys.stderr.isatty()
 
     def progress(message: str) -> None:
-        if not quiet:
+        if show_progress:
             print(f"[{time.monotonic() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
 
     def build_speaking_of_the_flag():

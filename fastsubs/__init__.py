@@ -20,6 +20,7 @@ __all__ = [
     "build_index", "open_index", "SubstituteIndex", "Substitute", "BuildSummary",
     "FastsubsError", "ModelFormatError", "NotAnIndexError", "IndexVersionError",
     "DamagedIndexError", "IndexExistsError", "TargetNotAnIndexError", "BuildCheckError", "QueryInputError",
+    "ArgumentError", "OutputError", "ResumeError",
 ]
 
 _LOCATIONS = {
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from fastsubs.indexer.build import BuildSummary, build_index
 
 from fastsubs.errors import (  # noqa: E402  (light: plain exception classes)
+    ArgumentError,
     BuildCheckError,
     DamagedIndexError,
     FastsubsError,
@@ -42,7 +44,9 @@ from fastsubs.errors import (  # noqa: E402  (light: plain exception classes)
     IndexVersionError,
     ModelFormatError,
     NotAnIndexError,
+    OutputError,
     QueryInputError,
+    ResumeError,
     TargetNotAnIndexError,
 )
 

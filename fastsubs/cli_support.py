@@ -1,17 +1,26 @@
-"""What both command-line tools share: turning errors into one line and a non-zero exit.
+"""What both command-line tools share: turning errors and stop signals into one line and an exit status.
 
 A user's bad input (a model, an index, a query text) must end in one readable line on
 stderr, never a traceback; a closed pipe (``| head``) ends the run quietly.
+
+SIGINT (Ctrl-C) and SIGTERM (``timeout``, SLURM, pipeline managers) both become
+exceptions in the main thread — KeyboardInterrupt and :class:`Terminated` — so every
+``finally`` runs (a build removes its temporary directory, a query records how far its
+output got) before the tool exits with 130 or 143 and one line on stderr.  Worker
+processes take no part: they ignore both signals and die with their parent
+(:func:`become_worker`), which stops them itself.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
-from fastsubs.errors import FastsubsError
+from fastsubs.errors import FastsubsError, OutputError
 
 T = TypeVar("T")
 
@@ -19,25 +28,93 @@ T = TypeVar("T")
 EXIT_INPUT_ERROR = 1
 #: What a shell reports for a process ended by SIGPIPE; used when the reader went away.
 EXIT_BROKEN_PIPE = 141
+#: The signals that ask a run to stop; a process stopped by one exits with 128 + its number.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: Linux prctl option: the signal a process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived.  A BaseException, like KeyboardInterrupt: ``except Exception`` lets it pass."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    """Handler of SIGINT/SIGTERM: ignore any further stop signal (the cleanup must finish) and raise."""
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, signal.SIG_IGN)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated
+
+
+def _line(head: str, error: BaseException) -> str:
+    """``head``, then any notes added to ``error`` on the way out (e.g. where a partial output is kept)."""
+    return "; ".join([head, *getattr(error, "__notes__", [])])
 
 
 def run_reporting_errors(program: str, action: Callable[[], T]) -> T:
-    """Run ``action``; report FastsubsError/OSError as ``program: error: …`` and exit."""
+    """Run ``action``; report FastsubsError/OSError as ``program: error: …``, SIGINT/SIGTERM as
+    ``program: interrupted``/``terminated``, and exit."""
+    previous = {stop_signal: signal.signal(stop_signal, _stop) for stop_signal in STOP_SIGNALS}
     try:
         return action()
     except BrokenPipeError:
         _silence_stdout()
         raise SystemExit(EXIT_BROKEN_PIPE) from None
     except FastsubsError as error:
-        print(f"{program}: error: {error}", file=sys.stderr)
+        if isinstance(error, OutputError) and error.path == "<stdout>":
+            _silence_stdout()  # the interpreter's last flush would fail again
+        print(f"{program}: error: {_line(str(error), error)}", file=sys.stderr)
         raise SystemExit(EXIT_INPUT_ERROR) from None
     except OSError as error:
         where = f"{error.filename}: " if error.filename else ""
-        print(f"{program}: error: {where}{error.strerror or error}", file=sys.stderr)
+        print(f"{program}: error: {_line(f'{where}{error.strerror or error}', error)}", file=sys.stderr)
         raise SystemExit(EXIT_INPUT_ERROR) from None
-    except KeyboardInterrupt:
-        print(f"{program}: interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+    except KeyboardInterrupt as stop:
+        print(f"{program}: {_line('interrupted', stop)}", file=sys.stderr)
+        raise SystemExit(128 + signal.SIGINT) from None
+    except Terminated as stop:
+        print(f"{program}: {_line('terminated', stop)}", file=sys.stderr)
+        raise SystemExit(128 + signal.SIGTERM) from None
+    finally:
+        for stop_signal, handler in previous.items():
+            signal.signal(stop_signal, handler)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back (pending, not lost) for the duration of the block.
+
+    For the few steps a stop signal must not cut in two: forking workers (a child starts
+    with them held, until :func:`become_worker` ignores them) and writing one chunk of
+    output with its bookkeeping.  A signal that arrived meanwhile is raised as the block ends.
+    """
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def become_worker(parent: int) -> None:
+    """Make this forked process a worker that leaves stopping to its parent ``parent``.
+
+    It ignores SIGINT and SIGTERM (Ctrl-C reaches the whole process group; the parent
+    handles it and stops the workers), and the kernel kills it when the parent dies,
+    even by SIGKILL, so no worker outlives a run.
+    """
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent still stops its workers whenever it gets the chance
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 def _silence_stdout() -> None:

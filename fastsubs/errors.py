@@ -67,4 +67,28 @@ class QueryInputError(FastsubsError):
     def __init__(self, source: str, line: int, message: str) -> None:
         self.source = source
         self.line = line
+        self.message = message
         super().__init__(f"{source}:{line}: {message}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, str]]:
+        # Raised in worker processes too: pickled with its own arguments, not the formatted line.
+        return type(self), (self.source, self.line, self.message)
+
+
+class ArgumentError(FastsubsError, ValueError):
+    """A Python API argument out of its range (``n``, ``p``, a position).
+
+    Also a ValueError, which is what such calls raised before and what callers may catch.
+    """
+
+
+class OutputError(FastsubsError):
+    """Writing the output failed (a full disk, an unwritable path): names the file."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: cannot write the output ({reason})")
+
+
+class ResumeError(FastsubsError):
+    """``--resume`` found a partial output it cannot continue (another input, index or options)."""

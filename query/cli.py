@@ -23,10 +23,15 @@ Output (as the original ai-ku/fastsubs tool): a line per token and one for </s>,
 Without -n or -p this lists 100 substitutes (the original listed the whole
 vocabulary: pass -n with the vocabulary size for that).
 
+With -o OUT the output goes to OUT.partial (its progress to OUT.partial.json) and
+becomes OUT only when the whole input is done; an interrupted run (Ctrl-C,
+SIGTERM, kill -9, damaged input) is continued by the same command with --resume.
+
 \b
 Examples:
   fastsubs-query demo.fsidx -n 10 < sentences.txt
   fastsubs-query demo.fsidx -p 0.9 -i corpus.txt.gz -o subs.txt.gz
+  fastsubs-query demo.fsidx -p 0.9 -i corpus.txt.gz -o subs.txt.gz --resume
   fastsubs-query demo.fsidx -t -z -n 20 < records.tsv
   fastsubs-query demo.fsidx --workers 2 -i corpus.txt -o subs.txt
   fastsubs-query demo.fsidx --no-eos --format jsonl < sentences.txt
@@ -62,6 +67,10 @@ def query(
     dask: Optional[str] = typer.Option(None, "--dask", metavar="SCHEDULER",
                                        help="Run on the Dask cluster at this address: -i is a glob of input "
                                             "files, -o a directory that gets one output file per input file."),
+    resume: bool = typer.Option(False, "--resume",
+                                help="Continue the interrupted run of this same command: keep the output of the "
+                                     "input lines that OUT.partial already holds and search only the rest "
+                                     "(needs -o; starts from the first line when there is nothing to resume)."),
     stats: bool = typer.Option(False, "--stats", help="Print search statistics on stderr at the end."),
 ) -> None:
     # The search stack loads only once the arguments are valid (start-up stays small).
@@ -73,14 +82,19 @@ def query(
         raise typer.BadParameter(f"expected one of {', '.join(FORMATS)}", param_hint="--format")
     limits = Limits.from_options(count, probability)
     options = OutputOptions(limits, normalize, targets, skip_bad_records, output_format, no_eos, sample, seed)
+    if resume and output_path is None:
+        raise typer.BadParameter("needs -o OUT (the output of the run to continue)", param_hint="--resume")
     if dask is not None:
+        if resume:
+            raise typer.BadParameter("is not available with --dask", param_hint="--resume")
         if input_path is None or output_path is None:
             raise typer.BadParameter("needs -i GLOB and -o DIRECTORY", param_hint="--dask")
         run_reporting_errors("fastsubs-query", lambda: _run_on_dask(dask, index, str(input_path), output_path,
                                                                     options, stats))
         return
     run_reporting_errors("fastsubs-query", lambda: execute(
-        index, options=options, input_path=input_path, output_path=output_path, workers=workers, stats=stats))
+        index, options=options, input_path=input_path, output_path=output_path, workers=workers, stats=stats,
+        resume=resume))
 
 
 def _run_on_dask(scheduler: str, index: Path, pattern: str, output_dir: Path, options, stats: bool) -> None:

@@ -6,10 +6,12 @@ open index, the vocabulary caches and the search's scratch space).
 
 from __future__ import annotations
 
+import numbers
 import os
 
 import numpy as np
 
+from fastsubs.errors import ArgumentError
 from fastsubs.query.index import Index
 from fastsubs.query.search import Limits, Searcher
 from fastsubs.query.sentences import Vocabulary
@@ -46,7 +48,8 @@ class Engine:
     def position(self, tokens: list[bytes], position: int, limits: Limits) -> Ranked:
         """Ranked substitutes for ``tokens[position]`` (``position == len(tokens)`` is ``</s>``)."""
         self._check_open()
-        if not 0 <= position <= len(tokens):
-            raise ValueError(f"position {position} is outside 0 … {len(tokens)}")
+        if isinstance(position, bool) or not isinstance(position, numbers.Integral) \
+                or not 0 <= position <= len(tokens):
+            raise ArgumentError(f"position {position!r} is not a whole number within 0 … {len(tokens)}")
         ids = self.vocabulary.sentence_ids(tokens)
-        return self.searcher.search(ids, position + 1, limits)
+        return self.searcher.search(ids, int(position) + 1, limits)

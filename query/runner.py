@@ -3,28 +3,37 @@
 Workers are started with ``fork`` before any index is opened in the parent, and each
 opens the index itself in its initializer, so no LMDB environment crosses a fork and
 all workers share one copy of the index in the page cache.  A worker that dies makes
-the run fail with an error (``BrokenProcessPool``), never a shorter output.
+the run fail with an error (``BrokenProcessPool``), never a shorter output.  Workers
+ignore SIGINT/SIGTERM and die with the parent; a run that stops early (a signal, a bad
+record, damaged input) kills them at once rather than waiting for their chunks.
+
+Whatever stops a run, everything before the line that stopped it is written: a bad
+``-t`` record or unreadable input ends output exactly before that line, and ``-o``
+keeps its partial file for ``--resume`` (:mod:`fastsubs.query.destinations`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gc
+import os
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
+from contextlib import ExitStack, closing
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
-from fastsubs.errors import FastsubsError, QueryInputError
+from fastsubs.cli_support import become_worker, signals_held
+from fastsubs.errors import FastsubsError, QueryInputError, ResumeError
+from fastsubs.query.destinations import PartialOutput, StreamOutput, destination, run_identity
 from fastsubs.query.engine import Engine
 from fastsubs.query.progress import Progress, input_size
 from fastsubs.query.records import OutputOptions, render_record
 from fastsubs.query.search import SearchStats
-from fastsubs.textio import open_binary
+from fastsubs.textio import open_binary, read_failure
 
 #: Input lines handed to a worker at a time.
 CHUNK_LINES = 32
@@ -36,35 +45,92 @@ Chunk = list[tuple[int, bytes]]
 
 @dataclass
 class ChunkResult:
-    """What processing a chunk gives back: output, warnings, and the work it took."""
+    """What processing a chunk gives back: the output of each line, warnings, and the work it took.
 
-    text: bytes
+    A bad record that is not to be skipped ends the chunk: ``error`` holds it and
+    ``outputs`` the output of every line before it.
+    """
+
+    outputs: list[bytes]
     warnings: list[str]
     stats: SearchStats
-    input_bytes: int
+    error: QueryInputError | None = None
+
+    @property
+    def text(self) -> bytes:
+        """The output of the whole chunk; raises the chunk's bad record, if there is one."""
+        if self.error is not None:
+            raise self.error
+        return b"".join(self.outputs)
 
 
-def numbered_chunks(stream: BinaryIO) -> Iterator[Chunk]:
-    """Lines of ``stream`` (any length) with 1-based numbers, CHUNK_LINES at a time."""
-    numbered = enumerate(stream, start=1)
-    while chunk := list(islice(numbered, CHUNK_LINES)):
-        yield chunk
+@dataclass
+class InputLines:
+    """The lines of an input, numbered from 1; reading stops at the first line that cannot be
+    read (damaged compressed data), which :meth:`chunks` keeps in ``failure`` so that
+    every line before it is still processed and written."""
+
+    stream: BinaryIO
+    source: str
+    read: int = 0
+    failure: QueryInputError | None = field(default=None, init=False)
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        lines = iter(self.stream)
+        while True:
+            try:
+                line = next(lines)
+            except StopIteration:
+                return
+            except (EOFError, OSError, ValueError) as error:  # zlib.error and LZMAError are these too
+                raise QueryInputError(self.source, self.read + 1, read_failure(error)) from None
+            self.read += 1
+            yield self.read, line
+
+    def first(self, count: int) -> Iterator[bytes]:
+        """The next ``count`` lines (fewer at the end), for checking a resumed run's input."""
+        return (line for _, line in islice(self, count))
+
+    def chunks(self) -> Iterator[Chunk]:
+        """The rest of the lines, CHUNK_LINES at a time."""
+        numbered = iter(self)
+        while True:
+            chunk: Chunk = []
+            try:
+                chunk.extend(islice(numbered, CHUNK_LINES))
+            except QueryInputError as error:
+                self.failure = error
+            if chunk:
+                yield chunk
+            if self.failure is not None or len(chunk) < CHUNK_LINES:
+                return
+
+
+def numbered_chunks(stream: BinaryIO, source: str = "<input>") -> Iterator[Chunk]:
+    """Lines of ``stream`` (any length) with 1-based numbers, CHUNK_LINES at a time; a line
+    that cannot be read raises QueryInputError after the chunks before it."""
+    lines = InputLines(stream, source)
+    yield from lines.chunks()
+    if lines.failure is not None:
+        raise lines.failure
 
 
 def process_chunk(engine: Engine, chunk: Chunk, options: OutputOptions, source: str) -> ChunkResult:
     """Render every record of ``chunk``; bad -t records are skipped only when asked."""
     before = engine.searcher.stats
-    out = []
+    outputs: list[bytes] = []
     warnings = []
+    error = None
     for number, line in chunk:
         try:
-            out.append(render_record(engine, line, options, source, number))
-        except QueryInputError as error:
+            outputs.append(render_record(engine, line, options, source, number))
+        except QueryInputError as bad:
             if not options.skip_bad_records:
-                raise
-            warnings.append(f"fastsubs-query: warning: skipped {error}")
-    return ChunkResult(b"".join(out), warnings, _difference(engine.searcher.stats, before),
-                       sum(len(line) for _, line in chunk))
+                error = bad
+                break
+            outputs.append(b"")
+            warnings.append(f"fastsubs-query: warning: skipped {bad}")
+    return ChunkResult(outputs, warnings, _difference(engine.searcher.stats, before), error)
 
 
 def _difference(after: SearchStats, before: SearchStats) -> SearchStats:
@@ -87,8 +153,9 @@ def _settle() -> None:
 _worker_engine: Engine | None = None
 
 
-def _worker_init(index_path: str) -> None:
+def _worker_init(index_path: str, parent: int) -> None:
     global _worker_engine
+    become_worker(parent)
     _worker_engine = Engine(index_path)
 
 
@@ -99,74 +166,125 @@ def _worker_chunk(chunk: Chunk, options: OutputOptions, source: str) -> ChunkRes
     return result
 
 
-def serial_results(index_path: str, chunks: Iterable[Chunk], options: OutputOptions,
-                   source: str) -> Iterator[ChunkResult]:
-    """Results of every chunk, computed in this process."""
+def _no_work() -> None:
+    """A task that does nothing: submitting the first task is what forks the workers."""
+
+
+Results = Iterator[tuple[Chunk, ChunkResult]]
+
+
+def serial_results(index_path: str, chunks: Iterable[Chunk], options: OutputOptions, source: str) -> Results:
+    """Every chunk with its result, computed in this process."""
     engine = Engine(index_path)
     try:
         for chunk in chunks:
-            yield process_chunk(engine, chunk, options, source)
+            yield chunk, process_chunk(engine, chunk, options, source)
             _settle()
     finally:
         engine.close()
 
 
 def parallel_results(index_path: str, chunks: Iterable[Chunk], options: OutputOptions, source: str,
-                     workers: int) -> Iterator[ChunkResult]:
-    """Results of every chunk from ``workers`` processes, in input order, memory bounded."""
+                     workers: int) -> Results:
+    """Every chunk with its result from ``workers`` processes, in input order, memory bounded.
+
+    Closing this generator early (the run stops for any reason) kills the workers
+    instead of letting them finish the chunks they hold.
+    """
     # Imported here: a one-process run (the common case) should not pay for them at start-up.
     import multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     context = multiprocessing.get_context("fork")
+    others = set(multiprocessing.active_children())
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init,
-                             initargs=(index_path,)) as pool:
-        pending: deque[Future] = deque()
+                             initargs=(index_path, os.getpid())) as pool:
+        with signals_held():  # a worker must not be stopped by a signal before it ignores them
+            pool.submit(_no_work)
+        started = [p for p in multiprocessing.active_children() if p not in others]
+        pending: deque[tuple[Chunk, Future]] = deque()
+        done = False
         try:
             for chunk in chunks:
-                pending.append(pool.submit(_worker_chunk, chunk, options, source))
+                pending.append((chunk, pool.submit(_worker_chunk, chunk, options, source)))
                 if len(pending) >= CHUNKS_AHEAD * workers:
-                    yield pending.popleft().result()
+                    first, future = pending.popleft()
+                    yield first, future.result()
             while pending:
-                yield pending.popleft().result()
+                first, future = pending.popleft()
+                yield first, future.result()
+            done = True
         except BrokenProcessPool:
             raise FastsubsError("a worker process died (killed, or out of memory?); "
                                 "the output is incomplete") from None
         finally:
-            for future in pending:
-                future.cancel()
+            if not done:
+                pool.shutdown(wait=False, cancel_futures=True)
+                for process in started:
+                    process.kill()
 
 
 def execute(index: Path, *, options: OutputOptions, input_path: Path | None, output_path: Path | None,
-            workers: int, stats: bool, warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> None:
-    """The whole ``fastsubs-query`` run: open input and output, process, report."""
+            workers: int, stats: bool, resume: bool = False,
+            warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> None:
+    """The whole ``fastsubs-query`` run: open input and output, process, report.
+
+    With ``resume``, an interrupted ``-o`` run is continued after the input lines its
+    partial output already holds; only the rest is searched (and counted by ``stats``).
+    """
     index_path = str(index)
-    if workers > 1:
-        Engine(index_path).close()  # fail early, in this process, on a bad index
+    engine = Engine(index_path)  # fails early, in this process, on a bad index
+    identity = run_identity(engine.index.meta, options)
+    engine.close()  # workers fork after this: no open index crosses a fork
     source = str(input_path) if input_path is not None else "<stdin>"
     totals = SearchStats()
     with ExitStack() as stack:
         stream = stack.enter_context(open_binary(input_path)) if input_path else sys.stdin.buffer
-        out = stack.enter_context(open_binary(output_path, "wb")) if output_path else sys.stdout.buffer
-        progress = Progress(input_size(stream)) if Progress.wanted() else None
-        chunks = numbered_chunks(stream)
-        if workers > 1:
-            results = parallel_results(index_path, chunks, options, source, workers)
-        else:
-            results = serial_results(index_path, chunks, options, source)
-        for result in results:
-            for warning in result.warnings:
-                warn(warning)
-            out.write(result.text)
-            totals.add(result.stats)
-            if progress is not None:
-                progress.advance(result.input_bytes, result.stats.positions)
-        out.flush()
+        lines = InputLines(stream, source)
+        out = destination(output_path, identity, source, warn, sys.stdout.buffer)
+        if resume and isinstance(out, StreamOutput):
+            raise ResumeError(f"--resume needs -o to name a regular file, not {out.name}")
+        try:
+            if isinstance(out, PartialOutput):
+                out.start(resume, lines.first)
+            progress = Progress(_remaining(input_size(stream), stream)) if Progress.wanted() else None
+            if workers > 1:
+                results = parallel_results(index_path, lines.chunks(), options, source, workers)
+            else:
+                results = serial_results(index_path, lines.chunks(), options, source)
+            for chunk, result in stack.enter_context(closing(results)):
+                for warning in result.warnings:
+                    warn(warning)
+                with signals_held():  # a chunk's output and its record are written whole
+                    for (_, line), text in zip(chunk, result.outputs):
+                        out.write(line, text)
+                    out.checkpoint()
+                totals.add(result.stats)
+                if progress is not None:
+                    progress.advance(sum(len(line) for _, line in chunk), result.stats.positions)
+                if result.error is not None:
+                    raise result.error
+            if lines.failure is not None:
+                raise lines.failure
+            out.finish()
+        except BaseException as error:
+            out.abandon(error)
+            raise
         if progress is not None:
             progress.finish()
     if stats:
         warn(format_stats(totals))
+
+
+def _remaining(size: int | None, stream: BinaryIO) -> int | None:
+    """Bytes of the input still to read (a resumed run has read its first lines already)."""
+    if size is None:
+        return None
+    try:
+        return max(size - stream.tell(), 0)
+    except (OSError, ValueError):
+        return size
 
 
 def format_stats(stats: SearchStats) -> str:

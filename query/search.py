@@ -11,12 +11,13 @@ lowest word id first.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
 from fastsubs import format as fmt
-from fastsubs.errors import DamagedIndexError
+from fastsubs.errors import ArgumentError, DamagedIndexError
 from fastsubs.query._kernel import Kernel
 from fastsubs.query.index import Index
 from fastsubs.query.terms import Patterns
@@ -65,11 +66,11 @@ class Limits:
         the whole vocabulary); ``-p`` alone sets no count (the search caps it at V - 1)."""
         if n is None and p is None:
             n = DEFAULT_COUNT
-        if n is not None and n < 1:
-            raise ValueError(f"n must be at least 1, got {n}")
-        if p is not None and not 0.0 <= p <= 1.0:
-            raise ValueError(f"p must be within 0 … 1, got {p}")
-        return cls(n if n is not None else NO_COUNT_LIMIT, p)
+        if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1):
+            raise ArgumentError(f"n must be a whole number of at least 1, got {n!r}")
+        if p is not None and (isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0):
+            raise ArgumentError(f"p must be a number within 0 … 1, got {p!r}")
+        return cls(int(n) if n is not None else NO_COUNT_LIMIT, None if p is None else float(p))
 
 
 class Searcher:

@@ -1,0 +1,200 @@
+"""A build replaces only a fastsubs index, and a stopped build leaves nothing behind.
+
+``--force`` once deleted whatever sat at the target: a user's directory, a file.  Now
+a build replaces only what a build made (an index, an index whose build never wrote
+its metadata, an empty directory) and refuses anything else with one line naming the
+path, with or without ``--force``, leaving it untouched.  A build stopped by SIGTERM
+or SIGINT removes its temporary directory and exits 143 / 130 with one line.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import lmdb
+import pytest
+
+import fastsubs
+from conftest import BIN, TEST_DATA, run_cli, shared
+from generated_models import write_model
+from fastsubs.errors import IndexExistsError, TargetNotAnIndexError
+from fastsubs.indexer.publish import TEMP_PREFIX
+
+TINY = TEST_DATA / "tiny.arpa"
+
+
+def snapshot(path: Path) -> dict[str, bytes | str]:
+    """Everything at ``path``: file contents by relative name, link targets as strings."""
+    if path.is_symlink():
+        return {".": f"-> {os.readlink(path)}"}
+    if path.is_file():
+        return {".": path.read_bytes()}
+    return {str(p.relative_to(path)): p.read_bytes() if p.is_file() else "dir" for p in sorted(path.rglob("*"))}
+
+
+def one_line(result: subprocess.CompletedProcess[bytes]) -> str:
+    lines = result.stderr.decode().splitlines()
+    assert len(lines) == 1, result.stderr.decode()
+    return lines[0]
+
+
+def a_users_directory(tmp_path: Path) -> Path:
+    target = tmp_path / "results"
+    (target / "sub").mkdir(parents=True)
+    (target / "thesis.tex").write_text("three years of work")
+    (target / "sub" / "data.csv").write_text("1,2,3")
+    return target
+
+
+def a_file(tmp_path: Path) -> Path:
+    target = tmp_path / "notes.txt"
+    target.write_text("do not delete")
+    return target
+
+
+def a_symlink(tmp_path: Path) -> Path:
+    real = tmp_path / "real.fsidx"
+    fastsubs.build_index(TINY, real)
+    target = tmp_path / "link.fsidx"
+    target.symlink_to(real)
+    return target
+
+
+def another_programs_lmdb(tmp_path: Path) -> Path:
+    target = tmp_path / "store"
+    env = lmdb.open(str(target), max_dbs=2)
+    with env.begin(write=True) as txn:
+        txn.put(b"user", b"record", db=env.open_db(b"mine", txn=txn))
+    env.close()
+    return target
+
+
+def an_index_with_a_users_file(tmp_path: Path) -> Path:
+    target = tmp_path / "model.fsidx"
+    fastsubs.build_index(TINY, target)
+    (target / "README").write_text("my notes on this index")
+    return target
+
+
+@pytest.mark.parametrize("make, says", [
+    (a_users_directory, "files other than an index's (sub, thesis.tex)"),
+    (a_file, "is a file"),
+    (a_symlink, "is a symbolic link"),
+    (another_programs_lmdb, "not a fastsubs index"),
+    (an_index_with_a_users_file, "files other than an index's (README)"),
+])
+def test_a_build_never_replaces_what_is_not_an_index(tmp_path: Path, make, says: str) -> None:
+    target = make(tmp_path)
+    before = snapshot(target)
+    result = run_cli("fastsubs-index", "build", TINY, "-o", target, "-q", "--force", check=False)
+    assert result.returncode == 1
+    line = one_line(result)
+    assert line.startswith(f"fastsubs-index: error: {target}: ") and says in line, line
+    assert snapshot(target) == before
+    for force in (False, True):
+        with pytest.raises(TargetNotAnIndexError, match=says.replace("(", r"\(").replace(")", r"\)")):
+            fastsubs.build_index(TINY, target, force=force)
+        assert snapshot(target) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(TEMP_PREFIX)]
+
+
+def an_index(tmp_path: Path) -> Path:
+    """An index of another model than the one built over it (so the test sees it replaced)."""
+    model = tmp_path / "other.arpa"
+    write_model(model, 40, [60], seed=1, hubs=1)
+    target = tmp_path / "model.fsidx"
+    fastsubs.build_index(model, target)
+    return target
+
+
+def an_empty_directory(tmp_path: Path) -> Path:
+    target = tmp_path / "model.fsidx"
+    target.mkdir()
+    return target
+
+
+def an_index_without_its_metadata(tmp_path: Path) -> Path:
+    """What a build that wrote everything but its metadata would leave."""
+    target = an_index(tmp_path)
+    env = lmdb.open(str(target), max_dbs=64)
+    with env.begin(write=True) as txn:
+        txn.drop(env.open_db(b"meta", txn=txn), delete=True)
+    env.close()
+    return target
+
+
+@pytest.mark.parametrize("make", [an_index, an_empty_directory, an_index_without_its_metadata])
+def test_force_replaces_what_a_build_made(tmp_path: Path, make) -> None:
+    target = make(tmp_path)
+    run_cli("fastsubs-index", "build", TINY, "-o", target, "--force", "-q")
+    with fastsubs.open_index(target) as index:
+        assert index.vocab_size == unigram_count(TINY)
+    assert sorted(p.name for p in target.iterdir()) == ["data.mdb"]
+
+
+def unigram_count(model: Path) -> int:
+    """The header's unigram count of an uncompressed ARPA file, read without fastsubs."""
+    return int(next(line for line in model.read_text().splitlines() if line.startswith("ngram 1=")).split("=")[1])
+
+
+def test_an_existing_index_needs_force_which_each_interface_names_its_way(tmp_path: Path) -> None:
+    target = tmp_path / "model.fsidx"
+    fastsubs.build_index(TINY, target)
+    before = snapshot(target)
+    with pytest.raises(IndexExistsError, match=r"pass force=True to replace it"):
+        fastsubs.build_index(TINY, target)
+    line = one_line(run_cli("fastsubs-index", "build", TINY, "-o", target, "-q", check=False))
+    assert line == f"fastsubs-index: error: {target}: an index is already there; pass --force to replace it"
+    assert snapshot(target) == before
+
+
+def start_build(model: Path, target: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([str(BIN / "fastsubs-index"), "build", str(model), "-o", str(target), "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def wait_for_temp_dir(build: subprocess.Popen[bytes], directory: Path, holding: str) -> Path:
+    """The build's temporary directory, once ``holding`` is in it (the build is then well under way)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        found = [p for p in directory.iterdir() if p.name.startswith(TEMP_PREFIX) and (p / holding).exists()]
+        if found:
+            return found[0]
+        assert build.poll() is None, f"the build ended before it could be stopped: {build.stderr.read()!r}"
+        time.sleep(0.01)
+    raise AssertionError("the build never got there")
+
+
+@pytest.mark.parametrize("stop, status, word", [(signal.SIGTERM, 143, "terminated"),
+                                                (signal.SIGINT, 130, "interrupted")])
+@pytest.mark.parametrize("moment", [
+    "runs",  # reading the model
+    pytest.param("data.mdb", marks=pytest.mark.slow),  # writing the index, some seconds later
+])
+def test_a_stopped_build_removes_its_temporary_directory(tmp_path: Path, stop: signal.Signals, status: int,
+                                                         word: str, moment: str) -> None:
+    target = tmp_path / "model.fsidx"
+    build = start_build(shared("demo-kn4-20k.arpa.gz"), target)
+    temp = wait_for_temp_dir(build, tmp_path, moment)
+    assert build.poll() is None
+    build.send_signal(stop)
+    _, stderr = build.communicate(timeout=120)
+    assert build.returncode == status, stderr
+    assert stderr.decode().splitlines() == [f"fastsubs-index: {word}"]
+    assert not temp.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_build_removes_what_dead_builds_of_other_targets_left(tmp_path: Path) -> None:
+    """A build killed with SIGKILL cannot clean up: the next build beside it does, whatever its target."""
+    build = start_build(shared("demo-kn4-20k.arpa.gz"), tmp_path / "first.fsidx")
+    left = wait_for_temp_dir(build, tmp_path, "runs")
+    build.kill()
+    build.communicate(timeout=60)
+    assert build.returncode == -signal.SIGKILL and left.exists()
+    run_cli("fastsubs-index", "build", TINY, "-o", tmp_path / "second.fsidx", "-q")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["second.fsidx"]

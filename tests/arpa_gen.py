@@ -215,3 +215,160 @@ def sentences(draw, model: GeneratedModel, max_size: int = 8) -> list[str]:
         else:
             tokens.append(draw(st.sampled_from(words)))
     return tokens[:max_size]
+
+
+# --------------------------------------------------------------------------- big models
+#
+# The strategies above draw at most 27 plain words, far below the size at which the
+# search kernel changes its ways (RANK_MIN_COUNT = 256 words in one pattern: rank maps,
+# sorted prefixes kept between searches and evicted beyond a byte budget, batches of up
+# to 64 words, K much smaller than V).  ``big_models`` draws the *shape* of a model with
+# 300-3,000 words (order, size, how many distinct numbers, how many positive back-offs,
+# how many "hub" contexts whose patterns hold 256+ words) and a seed; the model itself
+# is filled in by ``random.Random(seed)``, so an example is a few dozen numbers for
+# hypothesis to shrink, not tens of thousands.
+
+#: Decimal log-probs and back-off weights whose float32 is *above* the decimal value
+#: (the index stores float32: a bound taken from the decimals would be too low), and
+#: multiples of 1/64 (exact in float32).
+def _float32(value: float) -> float:
+    import struct
+
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
+ROUNDING_UP: tuple[str, ...] = tuple(
+    text for text in (f"{k / 100:.2f}" for k in range(-600, 201) if k % 25) if _float32(float(text)) > float(text)
+)
+ON_GRID: tuple[str, ...] = tuple(f"{k / 64:.6f}" for k in range(-6 * GRID, 2 * GRID + 1))
+
+
+@dataclass(frozen=True)
+class BigModelShape:
+    """What ``big_models`` draws; :meth:`build` makes the model (same shape, same model)."""
+
+    seed: int
+    order: int
+    words: int              # plain words (the vocabulary adds the markers and maybe <unk>)
+    has_unk: bool
+    shuffled: bool          # markers somewhere in the file, not first: ids are file order
+    distinct_alphas: int    # how many log-probs the model uses: few means many exact ties
+    positive_backoffs: float  # the share of back-off weights above 0
+    rounding: float         # the share of numbers taken from ROUNDING_UP
+    hubs: int               # contexts whose patterns hold 200-900 words in every slot, per order
+    sentences: int
+
+    def build(self) -> tuple[str, list[str], list[list[str]]]:
+        """The model's ARPA text, its vocabulary in file order and the sentences to query."""
+        return _build_big_model(self)
+
+
+def _numbers(rng, count: int, rounding: float, low: float, high: float) -> list[str]:
+    """``count`` distinct-ish numbers in [low, high], a share ``rounding`` of them rounding up."""
+    pool = []
+    for _ in range(count):
+        source = ROUNDING_UP if rng.random() < rounding else ON_GRID
+        choices = [t for t in source if low <= float(t) <= high]
+        pool.append(rng.choice(choices))
+    return pool
+
+
+def _build_big_model(shape: BigModelShape) -> tuple[str, list[str], list[list[str]]]:
+    import random
+
+    rng = random.Random(shape.seed)
+    order = shape.order
+    plain = [f"w{i}" for i in range(shape.words)]
+    vocab = ([UNK] if shape.has_unk else []) + [BOS, EOS] + plain
+    if shape.shuffled:
+        rng.shuffle(vocab)
+    alphas = _numbers(rng, shape.distinct_alphas, shape.rounding, -6.0, -0.01)
+    # back-off weights: as many positive as asked, the rest negative or zero
+    positive = _numbers(rng, 6, shape.rounding, 0.01, 2.0)
+    negative = _numbers(rng, 6, shape.rounding, -2.0, 0.0)
+
+    def alpha() -> str:
+        return rng.choice(alphas)
+
+    def beta() -> str:
+        return rng.choice(positive if rng.random() < shape.positive_backoffs else negative)
+
+    ngrams: dict[tuple[str, ...], tuple[str, str | None]] = {}
+    allowed = frozenset(vocab)
+
+    def add(ngram: tuple[str, ...]) -> bool:
+        if ngram in ngrams or not _valid(ngram, allowed):
+            return False
+        with_beta = len(ngram) < order and ngram[-1] != EOS and rng.random() < 0.5
+        ngrams[ngram] = (alpha(), beta() if with_beta else None)
+        return True
+
+    for w in vocab:
+        has_beta = order > 1 and w != EOS and (w == BOS or rng.random() < 0.6)
+        ngrams[(w,)] = (str(BOS_LOGPROB) if w == BOS else alpha(), beta() if has_beta else None)
+
+    hubs = [BOS] + rng.sample(plain, min(shape.hubs, len(plain)))
+    for size in range(2, order + 1):
+        shorter = [key for key in ngrams if len(key) == size - 1]
+        # big patterns: for a context of size - 1 words, the candidate in each slot
+        contexts = [key for key in shorter if key[0] in hubs or key[-1] in hubs] or shorter
+        for context in rng.sample(contexts, min(len(contexts), shape.hubs + 1)):
+            # mostly big, sometimes just below the size that makes a pattern big
+            fan_out = rng.randint(200, 255) if rng.random() < 0.25 else rng.randint(256, min(len(plain), 900))
+            for slot in range(size):
+                for x in rng.sample(vocab, fan_out):
+                    add(context[:slot] + (x,) + context[slot:])
+        # sparse n-grams: extend a shorter one on the right or the left, or at random
+        for _ in range(len(plain) if size == 2 else len(plain) // 2):
+            parent = rng.choice(shorter)
+            x = rng.choice(vocab)
+            how = rng.random()
+            add(parent + (x,) if how < 0.4 else (x,) + parent if how < 0.8
+                else tuple(rng.choice(vocab) for _ in range(size)))
+
+    lines = ["\\data\\"]
+    counts = [sum(1 for key in ngrams if len(key) == k) for k in range(1, order + 1)]
+    lines += [f"ngram {k}={count}" for k, count in enumerate(counts, 1)]
+    for k in range(1, order + 1):
+        lines += ["", f"\\{k}-grams:"]
+        lines += ["\t".join([a, " ".join(key)] + ([b] if b is not None else []))
+                  for key, (a, b) in ngrams.items() if len(key) == k]
+    lines += ["", "\\end\\", ""]
+
+    # sentences around the hubs, so the big patterns are the ones the search reads
+    pieces = [[w for w in key if w not in (BOS, EOS)] for key in ngrams
+              if len(key) > 1 and any(w in hubs for w in key)]
+    pieces = [p for p in pieces if p]
+    words = [w for w in vocab if w not in (BOS, EOS)]
+    sentences = []
+    for _ in range(shape.sentences):
+        tokens: list[str] = []
+        while len(tokens) < 6:
+            kind = rng.random()
+            if kind < 0.1:
+                tokens.append(rng.choice(UNKNOWN_WORDS))
+            elif kind < 0.4:
+                tokens += rng.choice(pieces)
+            elif kind < 0.85:
+                tokens.append(rng.choice([h for h in hubs if h != BOS] or words))
+            else:
+                tokens.append(rng.choice(words))
+        sentences.append(tokens[:rng.randint(1, 6)])
+    return "\n".join(lines), vocab, sentences
+
+
+@st.composite
+def big_models(draw, max_words: int = 3000) -> BigModelShape:
+    """Strategy for the shapes of big models (see the comment above ``BigModelShape``)."""
+    return BigModelShape(
+        seed=draw(st.integers(0, 2**32 - 1)),
+        order=draw(st.integers(2, 4)),
+        words=draw(st.integers(300, max_words)),
+        has_unk=draw(st.booleans()),
+        shuffled=draw(st.booleans()),
+        distinct_alphas=draw(st.sampled_from([1, 2, 3, 5, 8, 20, 60])),
+        positive_backoffs=draw(st.sampled_from([0.0, 0.3, 0.7, 1.0])),
+        rounding=draw(st.sampled_from([0.0, 0.5, 1.0])),
+        hubs=draw(st.integers(1, 3)),
+        sentences=draw(st.integers(1, 2)),
+    )

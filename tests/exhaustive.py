@@ -25,6 +25,7 @@ from __future__ import annotations
 import gzip
 import math
 import re
+import struct
 from collections.abc import Iterable, Sequence
 
 #: log10 probability of an unknown predicted word when the model has no <unk>
@@ -61,7 +62,17 @@ class ArpaModel:
         self.order = order
         self.vocab: list[str] = [key[0] for key in ngrams if len(key) == 1]
         self._vocab_set = frozenset(self.vocab)
+        self._file_order = {word: i for i, word in enumerate(self.vocab)}
         self.has_unk = UNK in self._vocab_set
+
+    def stored_as_float32(self) -> ArpaModel:
+        """The same model with every number rounded to float32, as an index stores it.
+
+        Summed in float64 in the order of :meth:`substitute_scores`, these give the
+        engine's scores bit for bit, so lists can be compared exactly, ties included.
+        """
+        rounded = {key: (_float32(alpha), _float32(beta)) for key, (alpha, beta) in self.ngrams.items()}
+        return ArpaModel(rounded, self.order)
 
     # ------------------------------------------------------------------ reading
 
@@ -224,10 +235,19 @@ class ArpaModel:
         n: int | None = None,
         p: float | None = None,
     ) -> list[tuple[str, float]]:
-        """The best substitutes, best first, cut like the original tool's output.
+        """The best substitutes, best first, cut like the original tool's output
+        (:meth:`ranked` then :meth:`cut`)."""
+        return self.cut(self.ranked(self.substitute_scores(tokens, position)), n, p)
 
-        Ties are broken by word so the order is deterministic (the original tool
-        may list tied words in another order).  Stopping rules of ai-ku/fastsubs:
+    def ranked(self, scores: dict[str, float]) -> list[tuple[str, float]]:
+        """Every candidate, best first; ties by file order of the unigrams (the word ids
+        of an index: fastsubs lists tied words lowest id first, the original tool may
+        list them in another order)."""
+        return sorted(scores.items(), key=lambda item: (-item[1], self._file_order[item[0]]))
+
+    def cut(self, ranked: list[tuple[str, float]], n: int | None = None,
+            p: float | None = None) -> list[tuple[str, float]]:
+        """The head of ``ranked`` that ai-ku/fastsubs lists.  Its stopping rules:
 
         * ``n``: stop after ``n`` substitutes; ``n`` is capped at ``V - 1``,
           where ``V`` is the number of unigrams (``<s>`` included).
@@ -241,8 +261,6 @@ class ArpaModel:
         if n is None and p is None:
             n = 100
         limit = vocab_size - 1 if n is None else min(n, vocab_size - 1)
-        scores = self.substitute_scores(tokens, position)
-        ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
         listed: list[tuple[str, float]] = []
         psum = 0.0
         for word, lp in ranked:
@@ -258,3 +276,8 @@ class ArpaModel:
                 if denominator > 0 and p <= psum / denominator:
                     break
         return listed
+
+
+def _float32(value: float) -> float:
+    """``value`` rounded to the nearest float32."""
+    return struct.unpack("<f", struct.pack("<f", value))[0]

@@ -7,11 +7,13 @@ too); tests needing the large benchmark model are marked ``slow``.
 from __future__ import annotations
 
 import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import Phase, settings
 
 import fastsubs
 
@@ -20,6 +22,11 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 REFERENCE = SHARED_DATA / "reference"
 TEST_DATA = Path(__file__).resolve().parent / "data"
 BIN = Path(sys.executable).parent
+
+
+# ``--hypothesis-profile no-shrink``: report a failing example as found (tests/mutations.py
+# runs the suite against planted bugs, where shrinking big models would take minutes).
+settings.register_profile("no-shrink", phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
 
 def shared(name: str) -> Path:
@@ -37,6 +44,28 @@ def run_cli(program: str, *args: str | os.PathLike[str], input: bytes | None = N
     if check and result.returncode != 0:
         raise AssertionError(f"{program} {args} failed ({result.returncode}): {result.stderr.decode()}")
     return result
+
+
+def run_on_a_terminal(program: str, *args: str | os.PathLike[str], timeout: float = 600) -> tuple[int, bytes]:
+    """Run an installed console script with stderr a pseudo-terminal (progress lines are
+    printed only there): its exit status and what it wrote there."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([str(BIN / program), *map(str, args)], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=terminal)
+    os.close(terminal)
+    shown = b""
+    try:
+        while True:
+            try:
+                block = os.read(controller, 65536)
+            except OSError:  # EIO: the program closed its end
+                break
+            if not block:
+                break
+            shown += block
+    finally:
+        os.close(controller)
+    return process.wait(timeout=timeout), shown.replace(b"\r\n", b"\n")
 
 
 @pytest.fixture(scope="session")

@@ -9,22 +9,85 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+import fastsubs
 from conftest import BIN, shared
 
-READER = """
-import sys, fastsubs
+READER = r"""
+import sys
+
+import fastsubs
+
 with fastsubs.open_index(sys.argv[1]) as index:
-    print(" ".join(s.word for s in index.position(["the", "cat", "sat"], 1, n=3)))
+    answer = " ".join(s.word for s in index.position(["the", "cat", "sat"], 1, n=3))
+    engine_index = index._engine.index  # the engine's own memory map of data.mdb
+    for order in range(2, engine_index.order + 1):
+        for _, value in engine_index.iter_patterns(order):
+            sum(value[::4096])  # a byte of every page of every record
+    print("ready", flush=True)
+    sys.stdin.read()  # held until the test has measured every reader
+    print(answer)
 """
 
 
-def test_128_processes_read_one_index_at_once(small_index: Path) -> None:
-    processes = [subprocess.Popen([sys.executable, "-c", READER, str(small_index)], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE) for _ in range(128)]
-    results = [process.communicate(timeout=300) for process in processes]
+def mapped(pid: int, path: Path) -> dict[str, int]:
+    """Rss and Pss (kB) of the mappings of ``path`` in process ``pid`` (/proc/PID/smaps)."""
+    totals = {"Rss": 0, "Pss": 0}
+    inside = False
+    target = str(path.resolve())
+    with open(f"/proc/{pid}/smaps") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if "-" in fields[0] and not fields[0].endswith(":"):  # a mapping's header line
+                inside = line.rstrip().endswith(" " + target)
+            elif inside and fields[0][:-1] in totals:
+                totals[fields[0][:-1]] += int(fields[1])
+    return totals
+
+
+def check_readers(index: Path, count: int) -> None:
+    """``count`` processes open the index at once, read all of it through the engine's
+    memory map, and answer alike; while all of them hold it, each has the index resident
+    (Rss) but together they account for about one copy of it (the Pss of a page mapped
+    by k processes is a k-th of it): the page cache's pages are shared, not copied."""
+    processes = [subprocess.Popen([sys.executable, "-c", READER, str(index)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(count)]
+    try:
+        for process in processes:
+            assert process.stdout is not None and process.stdout.readline() == b"ready\n", process.stderr
+        memory = [mapped(process.pid, index / "data.mdb") for process in processes]
+    finally:
+        results = [process.communicate(timeout=300) for process in processes]
     assert all(process.returncode == 0 for process in processes), [err for _, err in results if err][:1]
     answers = {out for out, _ in results}
     assert len(answers) == 1 and len(answers.pop().split()) == 3
+    size_kb = (index / "data.mdb").stat().st_size // 1024
+    assert min(m["Rss"] for m in memory) >= size_kb // 2, (size_kb, memory[:3])
+    assert sum(m["Pss"] for m in memory) <= 1.5 * max(m["Rss"] for m in memory), (size_kb, memory[:3])
+
+
+def wide_bigram_model(path: Path, words: int = 2000, per_word: int = 60) -> Path:
+    """A generated bigram model of few, long records (a few MiB of index, quick to read whole)."""
+    vocab = [f"w{i}" for i in range(words)]
+    lines = ["\\data\\", f"ngram 1={words + 2}", f"ngram 2={words * per_word}", "", "\\1-grams:",
+             "-99\t<s>\t-0.5", "-1.5\t</s>", *[f"-{3 + i % 7 / 8}\t{w}\t-0.25" for i, w in enumerate(vocab)],
+             "", "\\2-grams:"]
+    lines += [f"-{1 + k % 5 / 4}\t{vocab[i]} {vocab[(i * 7 + k * 13 + 1) % words]}"
+              for i in range(words) for k in range(per_word)]
+    path.write_text("\n".join([*lines, "", "\\end\\", ""]))
+    return path
+
+
+def test_readers_share_one_copy_of_the_index(tmp_path: Path) -> None:
+    index = tmp_path / "wide.fsidx"
+    fastsubs.build_index(wide_bigram_model(tmp_path / "wide.arpa"), index)
+    check_readers(index, 6)
+
+
+@pytest.mark.slow
+def test_128_processes_read_one_index_at_once(small_index: Path) -> None:
+    check_readers(small_index, 128)
 
 
 def children(pid: int) -> list[int]:

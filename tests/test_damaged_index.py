@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 from pathlib import Path
 
 import lmdb
 import msgpack
+import numpy as np
 import pytest
 
 import fastsubs
-from conftest import run_cli
+from conftest import TEST_DATA, run_cli, shared
+from fastsubs import format as fmt
+from fastsubs.query.engine import Engine
+from fastsubs.query.search import Limits
 
 
 @pytest.fixture()
@@ -62,8 +67,6 @@ def rewrite_meta(index: Path, **changes: object) -> None:
 
 
 def test_a_newer_format_version_is_named(index_copy: Path) -> None:
-    from fastsubs import format as fmt
-
     rewrite_meta(index_copy, format_version=fmt.FORMAT_VERSION + 1)
     with pytest.raises(fastsubs.IndexVersionError, match="newer"):
         fastsubs.open_index(index_copy)
@@ -79,10 +82,6 @@ def test_wrong_magic_is_not_an_index(index_copy: Path) -> None:
 def test_word_offsets_past_the_word_bytes_are_named(index_copy: Path) -> None:
     """Output lines are written in C straight from ``word_bytes``: offsets reaching past
     it must be refused when the index is opened, not read out of bounds."""
-    import numpy as np
-
-    from fastsubs import format as fmt
-
     env = lmdb.open(str(index_copy), max_dbs=16)
     db = env.open_db(fmt.ARRAYS_DB)
     with env.begin(write=True, db=db) as txn:
@@ -98,10 +97,6 @@ def test_word_offsets_past_the_word_bytes_are_named(index_copy: Path) -> None:
 def test_ids_outside_the_vocabulary_under_a_valid_checksum_are_named(index_copy: Path) -> None:
     """The kernel indexes memory with a pattern's ids and positions: a record that passes
     its checksum but points outside the vocabulary is refused when parsed, not followed."""
-    import numpy as np
-
-    from fastsubs import format as fmt
-
     env = lmdb.open(str(index_copy), max_dbs=16)
     meta = msgpack.unpackb(env.begin(db=env.open_db(b"meta")).get(b"meta"))
     db = env.open_db(fmt.patterns_db_name(2))
@@ -143,12 +138,77 @@ def flip_byte(index: Path, offset: int) -> None:
         data.write(bytes([byte[0] ^ 0xFF]))
 
 
+#: The queries of the targeted flips: every sentence of the golden input.
+SENTENCES = [line.split() for line in (TEST_DATA / "tiny-input.txt").read_text().splitlines()]
+
+
+def answers(index_path: Path) -> list[list[list[tuple[str, float]]]]:
+    with fastsubs.open_index(index_path) as index:
+        return [[[(s.word, s.logprob) for s in subs] for subs in index.sentence(tokens, n=5)]
+                for tokens in SENTENCES]
+
+
+def records_read(index_path: Path) -> list[tuple[int, bytes, int, int]]:
+    """``(order, key, offset in data.mdb, length)`` of the value of every pattern record
+    the SENTENCES' searches read: the patterns the engine looked up and found (its
+    pattern cache holds each look-up).  The offset is where LMDB's memory map shows the
+    live value (older copies of a page may linger in the file)."""
+    engine = Engine(index_path)
+    for tokens in SENTENCES:
+        engine.sentence([t.encode() for t in tokens], Limits(5))
+    found = [(len(ids) + 1, fmt.pattern_key(slot, ids, engine.index.id_bytes))
+             for (slot, ids), pattern in engine.searcher.patterns._cache.items() if pattern is not None]
+    engine.close()
+    data_file = str((index_path / "data.mdb").resolve())
+    env = lmdb.open(str(index_path), readonly=True, lock=False, max_dbs=16)
+    with open("/proc/self/maps") as maps:  # where the file's first byte is mapped
+        base = min(int(line.split("-")[0], 16) for line in maps if line.rstrip().endswith(" " + data_file))
+    records = []
+    with env.begin(buffers=True) as txn:
+        for order, key in found:
+            value = txn.get(key, db=env.open_db(fmt.patterns_db_name(order), txn=txn))
+            address = np.frombuffer(value, np.uint8).__array_interface__["data"][0]
+            records.append((order, key, address - base, len(value)))
+    env.close()
+    return records
+
+
+def test_a_flipped_byte_in_any_record_the_queries_read_is_named(tiny_index: Path, tmp_path: Path) -> None:
+    """Each pattern record the queries read, flipped in its checksum word and in one
+    byte of its fields (seeded): the queries end in DamagedIndexError, never an answer."""
+    records = records_read(tiny_index)
+    assert {order for order, _, _, _ in records} == {2, 3} and len(records) >= 10
+    rng = random.Random(15)
+    for number, (order, key, at, length) in enumerate(records):
+        for where in (rng.randrange(4), rng.randrange(4, length)):
+            copy = tmp_path / f"flip-{number}-{where}.fsidx"
+            shutil.copytree(tiny_index, copy)
+            flip_byte(copy, at + where)
+            with pytest.raises(fastsubs.DamagedIndexError, match=f"damaged index: pattern {key.hex()}"):
+                answers(copy)
+            if number == 0:  # the command line says it in one line
+                assert "fails its checksum" in query_error(copy)
+            shutil.rmtree(copy)
+
+
+@pytest.mark.xfail(strict=True, reason="the whole-vocabulary arrays (unigram_alpha, ...) carry no checksum: "
+                   "a flipped byte there changes answers, and verify reports the index OK")
+def test_a_flipped_byte_in_the_unigram_scores_is_named(tiny_index: Path, tmp_path: Path) -> None:
+    env = lmdb.open(str(tiny_index), readonly=True, lock=False, max_dbs=16)
+    with env.begin() as txn:
+        alpha = txn.get(fmt.UNIGRAM_ALPHA, db=env.open_db(fmt.ARRAYS_DB, txn=txn))
+        the = int.from_bytes(txn.get(b"the", db=env.open_db(fmt.VOCAB_DB, txn=txn)), "little")
+    env.close()
+    data = (tiny_index / "data.mdb").read_bytes()
+    copy = tmp_path / "copy.fsidx"
+    shutil.copytree(tiny_index, copy)
+    flip_byte(copy, data.find(alpha) + 4 * the + 1)  # a middle byte of alpha(the)
+    with pytest.raises(fastsubs.DamagedIndexError):
+        answers(copy)
+
+
 def check_flips(source: Path, tmp_path: Path, flips: int, seed: int) -> dict[str, int]:
     """Flip one byte at a time at random offsets: answers stay right, or a clear error, never wrong."""
-    import random
-
-    from conftest import shared
-
     text = b"\n".join(shared("heldout-dev.txt").read_bytes().split(b"\n")[:25]) + b"\n"
     expected = run_cli("fastsubs-query", source, "-n", "20", input=text).stdout
     size = (source / "data.mdb").stat().st_size
@@ -174,12 +234,9 @@ def check_flips(source: Path, tmp_path: Path, flips: int, seed: int) -> dict[str
     return outcomes
 
 
-def test_flipped_bytes_give_a_clear_error_or_the_right_answer(small_index: Path, tmp_path: Path) -> None:
-    outcomes = check_flips(small_index, tmp_path, flips=6, seed=1)
-    assert sum(outcomes[k] for k in ("same answers", "clear error")) == 6
-
-
 @pytest.mark.slow
-def test_flipped_bytes_many(small_index: Path, tmp_path: Path) -> None:
+def test_flipped_bytes_anywhere_give_a_clear_error_or_the_right_answer(small_index: Path, tmp_path: Path) -> None:
+    """Random offsets of the whole file (most land in records these queries never read):
+    every query run ends in the right answer or one clear line, and verify finds some."""
     outcomes = check_flips(small_index, tmp_path, flips=60, seed=2)
-    assert outcomes["verify found it"] > 0
+    assert outcomes["clear error"] > 0 and outcomes["verify found it"] > 0, outcomes

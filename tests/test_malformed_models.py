@@ -2,13 +2,17 @@
 
 Every case starts from the small valid model ``CLEAN`` below and changes it (a table
 row: name, mutation, the fragment the error must contain, the line it must name).  Each
-malformed file goes through the real ``fastsubs-index build`` and must give exactly one
-line on stderr (``-q``) naming the file and the line and saying what was expected, exit
-status 1, no traceback, and nothing at the target path or beside it.
+malformed file must give exactly one line (on stderr with ``-q`` for the real
+``fastsubs-index build``) naming the file and the line and saying what was expected,
+exit status 1, no traceback, and nothing at the target path or beside it.
 
 The accepted variants (line endings, spacing, free text, number notation, compression,
 ...) must build and answer every query exactly as the clean model does; a model with
 n-grams whose prefix context is missing is checked against the exhaustive scorer.
+
+The default suite builds every case with ``fastsubs.build_index`` in this process (the
+message is the library's ModelFormatError) and a sample of each kind through the real
+command line (a process start each); ``-m slow`` runs every case through the command line.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import run_cli
+from conftest import run_cli, run_on_a_terminal
 from exhaustive import ArpaModel
 
 # Line numbers of CLEAN, used by the mutations and the expected errors:
@@ -264,33 +268,63 @@ SENTENCES = [["the", "cat", "sat"], ["cat", "the", "sat", "sat"], ["dog", "the",
 
 @dataclass
 class Built:
+    """One case built: by the library in this process (``error`` the exception raised, if
+    any) or by the real command line (``returncode`` and ``stderr``)."""
+
     model: Path
     target: Path
-    returncode: int
-    stderr: str
+    error: Exception | None = None
+    returncode: int = 0
+    stderr: str = ""
 
 
-def _build(directory: Path, name: str, content: bytes, suffix: str) -> Built:
+def _case_folder(directory: Path, name: str, content: bytes, suffix: str) -> Path:
     folder = directory / re.sub(r"\W+", "-", name).strip("-")
     folder.mkdir()
     model = folder / f"model{suffix}"
     model.write_bytes(content)
-    target = folder / "model.fsidx"
+    return model
+
+
+def _build_in_process(directory: Path, name: str, content: bytes, suffix: str) -> Built:
+    model = _case_folder(directory, name, content, suffix)
+    target = model.parent / "model.fsidx"
+    try:
+        fastsubs.build_index(model, target)
+    except Exception as error:  # noqa: BLE001  (which exception it is, is asserted by the tests)
+        return Built(model, target, error=error)
+    return Built(model, target)
+
+
+def _build_by_cli(directory: Path, name: str, content: bytes, suffix: str) -> Built:
+    model = _case_folder(directory, name, content, suffix)
+    target = model.parent / "model.fsidx"
     result = run_cli("fastsubs-index", "build", model, "-o", target, "-q", check=False, timeout=120)
-    return Built(model, target, result.returncode, result.stderr.decode("utf-8", "replace"))
+    return Built(model, target, returncode=result.returncode, stderr=result.stderr.decode("utf-8", "replace"))
 
 
-@pytest.fixture(scope="module")
-def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
-    """Every case built once by the real CLI, a few at a time (each run starts Python)."""
-    directory = tmp_path_factory.mktemp("malformed")
+def _jobs() -> dict[str, tuple[bytes, str]]:
     jobs = {"clean": (CLEAN.encode(), ".arpa"), "missing prefix": (MISSING_PREFIX.encode(), ".arpa")}
     jobs |= {bad.name: (bad.mutate(CLEAN.encode()), bad.suffix) for bad in BAD}
     jobs |= {name: (mutate(CLEAN.encode()), suffix) for name, (mutate, suffix) in GOOD.items()}
     assert len(jobs) == 2 + len(BAD) + len(GOOD), "case names must be unique"
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
+    """Every case built once by ``fastsubs.build_index`` in this process (milliseconds each)."""
+    directory = tmp_path_factory.mktemp("malformed")
+    return {name: _build_in_process(directory, name, content, suffix) for name, (content, suffix) in _jobs().items()}
+
+
+@pytest.fixture(scope="module")
+def cli_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
+    """Every case built once by the real CLI, a few at a time (each run starts Python: slow tests only)."""
+    directory = tmp_path_factory.mktemp("malformed-cli")
     with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {name: pool.submit(_build, directory, name, content, suffix)
-                   for name, (content, suffix) in jobs.items()}
+        futures = {name: pool.submit(_build_by_cli, directory, name, content, suffix)
+                   for name, (content, suffix) in _jobs().items()}
         return {name: future.result() for name, future in futures.items()}
 
 
@@ -298,29 +332,70 @@ def test_there_are_enough_malformed_cases() -> None:
     assert len(BAD) >= 30
 
 
-@pytest.mark.parametrize("bad", BAD, ids=[bad.name for bad in BAD])
-def test_malformed_model_gives_one_line_naming_file_and_line(bad: Bad, builds: dict[str, Built]) -> None:
-    built = builds[bad.name]
-    assert built.returncode == 1, built.stderr
-    assert "Traceback" not in built.stderr
-    lines = built.stderr.splitlines()
-    assert len(lines) == 1, built.stderr
-    prefix = f"fastsubs-index: error: {built.model}:{bad.line}: "
-    assert lines[0].startswith(prefix), f"expected {prefix!r}…, got {lines[0]!r}"
-    assert bad.fragment in lines[0], f"expected {bad.fragment!r} in {lines[0]!r}"
-    assert "expected" in lines[0]
+def check_nothing_written(built: Built) -> None:
     assert not built.target.exists() and not built.target.is_symlink()
     assert sorted(p.name for p in built.model.parent.iterdir()) == [built.model.name], "leftovers beside the target"
 
 
+def check_message(message: str, bad: Bad, model: Path) -> None:
+    """One line: the file, the line, what was expected."""
+    assert "\n" not in message, message
+    prefix = f"{model}:{bad.line}: "
+    assert message.startswith(prefix), f"expected {prefix!r}…, got {message!r}"
+    assert bad.fragment in message, f"expected {bad.fragment!r} in {message!r}"
+    assert "expected" in message
+
+
+@pytest.mark.parametrize("bad", BAD, ids=[bad.name for bad in BAD])
+def test_malformed_model_is_refused_naming_file_and_line(bad: Bad, builds: dict[str, Built]) -> None:
+    built = builds[bad.name]
+    assert isinstance(built.error, fastsubs.ModelFormatError), repr(built.error)
+    check_message(str(built.error), bad, built.model)
+    check_nothing_written(built)
+
+
+def check_cli_error(built: Built, bad: Bad) -> None:
+    assert built.returncode == 1, built.stderr
+    assert "Traceback" not in built.stderr
+    lines = built.stderr.splitlines()
+    assert len(lines) == 1, built.stderr
+    assert lines[0].startswith("fastsubs-index: error: "), lines[0]
+    check_message(lines[0].removeprefix("fastsubs-index: error: "), bad, built.model)
+    check_nothing_written(built)
+
+
+#: One case of each kind through the real command line in the default suite.
+CLI_SAMPLE = ["empty file", "header count negative", "header says fewer bigrams", "log-prob NaN",
+              "duplicate 2-gram", "unigram not UTF-8", ".gz cut inside line 16", ".xz without its footer"]
+
+
+SAMPLED = [bad for bad in BAD if bad.name in CLI_SAMPLE]
+
+
+def test_the_sample_names_cases_of_the_table() -> None:
+    assert len(SAMPLED) == len(CLI_SAMPLE)
+
+
+@pytest.mark.parametrize("bad", SAMPLED, ids=[bad.name for bad in SAMPLED])
+def test_the_command_line_says_it_in_one_line(bad: Bad, tmp_path: Path) -> None:
+    check_cli_error(_build_by_cli(tmp_path, bad.name, bad.mutate(CLEAN.encode()), bad.suffix), bad)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bad", BAD, ids=[bad.name for bad in BAD])
+def test_every_malformed_model_through_the_command_line(bad: Bad, cli_builds: dict[str, Built]) -> None:
+    check_cli_error(cli_builds[bad.name], bad)
+
+
 def test_progress_lines_do_not_hide_the_error(tmp_path: Path) -> None:
-    """Without -q the error is still one line, after the progress lines, and no traceback."""
+    """Without -q, on a terminal (where a build prints progress), the error is still one
+    line, after the progress lines, and no traceback."""
     model = tmp_path / "bad.arpa"
     model.write_bytes(replace(23, "-0.1\tthe cat sat\t-0.3")(CLEAN.encode()))
-    result = run_cli("fastsubs-index", "build", model, check=False)
-    lines = result.stderr.decode().splitlines()
-    assert result.returncode == 1
-    assert all(line.startswith("[") for line in lines[:-1]), lines
+    returncode, shown = run_on_a_terminal("fastsubs-index", "build", model)
+    lines = shown.decode().splitlines()
+    assert returncode == 1
+    assert len(lines) >= 2 and all(line.startswith("[") for line in lines[:-1]), lines
     assert lines[-1].startswith(f"fastsubs-index: error: {model}:23: expected no back-off weight")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.arpa"]
 
@@ -334,22 +409,27 @@ def _answers(target: Path) -> list[list[list[tuple[str, float]]]]:
 @pytest.mark.parametrize("name", list(GOOD))
 def test_accepted_variant_answers_like_the_clean_model(name: str, builds: dict[str, Built]) -> None:
     built, clean = builds[name], builds["clean"]
-    assert clean.returncode == 0, clean.stderr
-    assert built.returncode == 0, built.stderr
+    assert clean.error is None and built.error is None, (clean.error, built.error)
+    assert _answers(built.target) == _answers(clean.target)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(GOOD))
+def test_accepted_variant_builds_through_the_command_line(name: str, cli_builds: dict[str, Built]) -> None:
+    built, clean = cli_builds[name], cli_builds["clean"]
+    assert clean.returncode == 0 and built.returncode == 0, (clean.stderr, built.stderr)
     assert built.stderr.startswith(f"built {built.target}:"), built.stderr
     assert _answers(built.target) == _answers(clean.target)
 
 
 def test_missing_prefix_context_is_tolerated(builds: dict[str, Built]) -> None:
     built = builds["missing prefix"]
-    assert built.returncode == 0, built.stderr
-    oracle = ArpaModel.from_text(MISSING_PREFIX)
+    assert built.error is None, built.error
+    oracle = ArpaModel.from_text(MISSING_PREFIX).stored_as_float32()
     with fastsubs.open_index(built.target) as index:
         for tokens in SENTENCES:
             for position in range(len(tokens) + 1):
-                ours = index.position(tokens, position, n=10)
-                expected = oracle.top_substitutes(tokens, position, n=10)
-                assert len(ours) == len(expected)
-                for sub, (_, score) in zip(ours, expected):
-                    assert abs(sub.logprob - score) <= 1e-6, (tokens, position, ours, expected)
+                ours = [(s.word, s.logprob) for s in index.position(tokens, position, n=10)]
+                expected = oracle.cut(oracle.ranked(oracle.substitute_scores(tokens, position)), n=10)
+                assert ours == expected, (tokens, position)
     assert _answers(built.target) != _answers(builds["clean"].target), "the model should differ from the clean one"

@@ -7,8 +7,8 @@ SIGINT (Ctrl-C) and SIGTERM (``timeout``, SLURM, pipeline managers) both become
 exceptions in the main thread — KeyboardInterrupt and :class:`Terminated` — so every
 ``finally`` runs (a build removes its temporary directory, a query records how far its
 output got) before the tool exits with 130 or 143 and one line on stderr.  Worker
-processes take no part: they ignore both signals and die with their parent
-(:func:`become_worker`), which stops them itself.
+processes say nothing: they ignore Ctrl-C (their parent stops them), end silently on
+SIGTERM, and die with their parent (:func:`become_worker`).
 """
 
 from __future__ import annotations
@@ -58,27 +58,38 @@ def run_reporting_errors(program: str, action: Callable[[], T]) -> T:
     previous = {stop_signal: signal.signal(stop_signal, _stop) for stop_signal in STOP_SIGNALS}
     try:
         return action()
-    except BrokenPipeError:
-        _silence_stdout()
-        raise SystemExit(EXIT_BROKEN_PIPE) from None
-    except FastsubsError as error:
-        if isinstance(error, OutputError) and error.path == "<stdout>":
-            _silence_stdout()  # the interpreter's last flush would fail again
-        print(f"{program}: error: {_line(str(error), error)}", file=sys.stderr)
-        raise SystemExit(EXIT_INPUT_ERROR) from None
-    except OSError as error:
-        where = f"{error.filename}: " if error.filename else ""
-        print(f"{program}: error: {_line(f'{where}{error.strerror or error}', error)}", file=sys.stderr)
-        raise SystemExit(EXIT_INPUT_ERROR) from None
-    except KeyboardInterrupt as stop:
-        print(f"{program}: {_line('interrupted', stop)}", file=sys.stderr)
-        raise SystemExit(128 + signal.SIGINT) from None
-    except Terminated as stop:
-        print(f"{program}: {_line('terminated', stop)}", file=sys.stderr)
-        raise SystemExit(128 + signal.SIGTERM) from None
+    except BaseException as error:
+        for stop_signal in STOP_SIGNALS:  # the run is over: a late signal must not cut the report short
+            signal.signal(stop_signal, signal.SIG_IGN)
+        status = _report(program, error)
+        if status is None:
+            raise
+        raise SystemExit(status) from None
     finally:
         for stop_signal, handler in previous.items():
             signal.signal(stop_signal, handler)
+
+
+def _report(program: str, error: BaseException) -> int | None:
+    """Print the line for an error a user can act on and give the exit status; None for
+    anything else (a bug: its traceback is wanted)."""
+    if isinstance(error, BrokenPipeError):
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    if isinstance(error, FastsubsError):
+        if isinstance(error, OutputError) and error.path == "<stdout>":
+            _silence_stdout()  # the interpreter's last flush would fail again
+        print(f"{program}: error: {_line(str(error), error)}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    if isinstance(error, OSError):
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"{program}: error: {_line(f'{where}{error.strerror or error}', error)}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    if isinstance(error, (KeyboardInterrupt, Terminated)):
+        interrupted = isinstance(error, KeyboardInterrupt)
+        print(f"{program}: {_line('interrupted' if interrupted else 'terminated', error)}", file=sys.stderr)
+        return 128 + (signal.SIGINT if interrupted else signal.SIGTERM)
+    return None
 
 
 @contextmanager
@@ -99,12 +110,13 @@ def signals_held() -> Iterator[None]:
 def become_worker(parent: int) -> None:
     """Make this forked process a worker that leaves stopping to its parent ``parent``.
 
-    It ignores SIGINT and SIGTERM (Ctrl-C reaches the whole process group; the parent
-    handles it and stops the workers), and the kernel kills it when the parent dies,
-    even by SIGKILL, so no worker outlives a run.
+    It ignores SIGINT (Ctrl-C reaches the whole process group; the parent handles it
+    and lets the workers finish the chunks they hold), ends without a word on SIGTERM
+    (the default action: how a process pool stops its workers), and the kernel kills it
+    when the parent dies, even by SIGKILL, so no worker outlives a run.
     """
-    for stop_signal in STOP_SIGNALS:
-        signal.signal(stop_signal, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     try:
         import ctypes

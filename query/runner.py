@@ -4,8 +4,9 @@ Workers are started with ``fork`` before any index is opened in the parent, and 
 opens the index itself in its initializer, so no LMDB environment crosses a fork and
 all workers share one copy of the index in the page cache.  A worker that dies makes
 the run fail with an error (``BrokenProcessPool``), never a shorter output.  Workers
-ignore SIGINT/SIGTERM and die with the parent; a run that stops early (a signal, a bad
-record, damaged input) kills them at once rather than waiting for their chunks.
+ignore Ctrl-C and die with the parent; a run that stops early (a signal, a bad record,
+damaged input) drops the chunks not yet started and lets the workers finish the ones
+they hold (killing a worker while it sends a result can hang the pool's reader).
 
 Whatever stops a run, everything before the line that stopped it is written: a bad
 ``-t`` record or unreadable input ends output exactly before that line, and ``-o``
@@ -33,7 +34,7 @@ from fastsubs.query.engine import Engine
 from fastsubs.query.progress import Progress, input_size
 from fastsubs.query.records import OutputOptions, render_record
 from fastsubs.query.search import SearchStats
-from fastsubs.textio import open_binary, read_failure
+from fastsubs.textio import DECOMPRESSION_ERRORS, open_binary, read_failure
 
 #: Input lines handed to a worker at a time.
 CHUNK_LINES = 32
@@ -82,7 +83,7 @@ class InputLines:
                 line = next(lines)
             except StopIteration:
                 return
-            except (EOFError, OSError, ValueError) as error:  # zlib.error and LZMAError are these too
+            except DECOMPRESSION_ERRORS as error:
                 raise QueryInputError(self.source, self.read + 1, read_failure(error)) from None
             self.read += 1
             yield self.read, line
@@ -188,8 +189,8 @@ def parallel_results(index_path: str, chunks: Iterable[Chunk], options: OutputOp
                      workers: int) -> Results:
     """Every chunk with its result from ``workers`` processes, in input order, memory bounded.
 
-    Closing this generator early (the run stops for any reason) kills the workers
-    instead of letting them finish the chunks they hold.
+    Closing this generator early (the run stops for any reason) cancels the chunks
+    not yet started; the workers finish the few they hold, then exit.
     """
     # Imported here: a one-process run (the common case) should not pay for them at start-up.
     import multiprocessing
@@ -197,12 +198,10 @@ def parallel_results(index_path: str, chunks: Iterable[Chunk], options: OutputOp
     from concurrent.futures.process import BrokenProcessPool
 
     context = multiprocessing.get_context("fork")
-    others = set(multiprocessing.active_children())
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init,
                              initargs=(index_path, os.getpid())) as pool:
-        with signals_held():  # a worker must not be stopped by a signal before it ignores them
+        with signals_held():  # a worker must not see Ctrl-C before it ignores it
             pool.submit(_no_work)
-        started = [p for p in multiprocessing.active_children() if p not in others]
         pending: deque[tuple[Chunk, Future]] = deque()
         done = False
         try:
@@ -220,9 +219,7 @@ def parallel_results(index_path: str, chunks: Iterable[Chunk], options: OutputOp
                                 "the output is incomplete") from None
         finally:
             if not done:
-                pool.shutdown(wait=False, cancel_futures=True)
-                for process in started:
-                    process.kill()
+                pool.shutdown(wait=True, cancel_futures=True)
 
 
 def execute(index: Path, *, options: OutputOptions, input_path: Path | None, output_path: Path | None,

@@ -1,0 +1,417 @@
+"""Long unattended runs lose nothing: signals, atomic ``-o``, ``--resume``, damaged input.
+
+Real ``fastsubs-query`` processes, real signals sent at random moments drawn from a
+fixed seed, real files; every resumed output is compared byte for byte with an
+uninterrupted run of the same command.  A killed run is fed its input through a pipe
+that stays open, so it is surely still running when the signal comes, wherever it is.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+import os
+import random
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import fastsubs
+from conftest import BIN, TEST_DATA, run_cli, shared
+from fastsubs.query.destinations import PARTIAL_SUFFIX, STATE_SUFFIX, TAIL_SUFFIX
+
+QUERY = "fastsubs-query"
+COMPRESSORS = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}
+STOPPED = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated"), signal.SIGKILL: (-9, None)}
+
+
+def partial(out: Path) -> Path:
+    return Path(f"{out}{PARTIAL_SUFFIX}")
+
+
+def recorded_lines(out: Path) -> int:
+    """Input lines whose output the record of an interrupted run says is kept."""
+    return json.loads(Path(f"{out}{STATE_SUFFIX}").read_bytes())["resume"]["lines"]
+
+
+def stats_positions(stderr: bytes) -> int:
+    line = [entry for entry in stderr.decode().splitlines() if entry.startswith("positions ")][-1]
+    return int(line.split()[1])
+
+
+def sentence_positions(lines: list[bytes]) -> int:
+    """Positions a plain run searches in ``lines``: every token and the closing </s>."""
+    return sum(len(line.split()) + 1 for line in lines)
+
+
+def one_line(stderr: bytes) -> str:
+    text = stderr.decode()
+    assert text.count("\n") == 1 and "Traceback" not in text, text
+    return text.strip()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """400 real sentences (a few seconds of kn4-small at -n 10)."""
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_bytes(b"".join(shared("heldout-dev.txt").read_bytes().splitlines(keepends=True)[:400]))
+    return path
+
+
+def children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as stream:
+        return [int(child) for child in stream.read().split()]
+
+
+def gone(pid: int) -> bool:
+    """True once ``pid`` no longer runs (exited, or a zombie nobody has reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stream:
+            return stream.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def written(out: Path) -> bool:
+    """Whether a run has written output for OUT (to OUT.partial, or the tail of a compressed one)."""
+    return any(Path(f"{out}{suffix}").exists() and Path(f"{out}{suffix}").stat().st_size > 0
+               for suffix in (PARTIAL_SUFFIX, TAIL_SUFFIX))
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return None
+
+
+def interrupted_run(index: Path, input_data: bytes, out: Path, args: list[str], sig: signal.Signals,
+                    delay: float, resume: bool = False, group: bool = False) -> bytes:
+    """Start ``fastsubs-query INDEX -o OUT ARGS`` on ``input_data`` through a pipe that stays
+    open, send ``sig`` (to its whole process group with ``group``, as a terminal's Ctrl-C)
+    ``delay`` seconds after it started, and check how it stopped: its exit status, one
+    line on stderr, no file at OUT, the partial output kept, no worker left.  Returns stderr."""
+    command = [str(BIN / QUERY), str(index), "-o", str(out), *args] + (["--resume"] if resume else [])
+    workers = int(args[args.index("--workers") + 1]) if "--workers" in args else 0
+    state = Path(f"{out}{STATE_SUFFIX}")
+    earlier = _inode(state)
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=group)
+
+    def feed() -> None:
+        try:
+            assert process.stdin is not None
+            process.stdin.write(input_data)
+            process.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # stopped before reading it all
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        deadline = time.monotonic() + 120
+        # Started: its handlers are in place once it records its (new) state; its workers run;
+        # it has written some output, if it was given input.
+        while (_inode(state) in (None, earlier) or len(children(process.pid)) < workers
+               or (input_data and not written(out))):
+            assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the run never started"
+            time.sleep(0.02)
+        time.sleep(delay)
+        assert process.poll() is None, "the run ended without its input's end: it cannot have finished"
+        pool = children(process.pid)
+        if group:
+            os.killpg(process.pid, sig)
+        else:
+            process.send_signal(sig)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stdin is not None:
+            process.stdin.close()
+        feeder.join()
+    status, word = STOPPED[sig]
+    assert process.returncode == status, stderr.decode()
+    if word is not None:
+        assert one_line(stderr).startswith(f"fastsubs-query: {word}")
+    assert not out.exists(), "an interrupted run left a file at the -o path"
+    assert partial(out).exists()
+    deadline = time.monotonic() + 60
+    while not all(gone(worker) for worker in pool):
+        assert time.monotonic() < deadline, "a worker outlived its parent"
+        time.sleep(0.05)
+    return stderr
+
+
+# --- signals, then --resume ------------------------------------------------------------
+
+CASES = [  # signal, output file, options; each resumed and compared byte for byte
+    (signal.SIGINT, "subs.txt", ["-n", "10"]),
+    (signal.SIGTERM, "subs.txt.gz", ["-n", "10", "--workers", "2"]),
+    (signal.SIGKILL, "subs.txt.xz", ["-n", "3", "--format", "jsonl"]),
+    (signal.SIGTERM, "subs.txt.bz2", ["-n", "5", "--sample", "3", "--seed", "7", "--workers", "2"]),
+]
+
+
+@pytest.mark.parametrize("sig, name, args", CASES, ids=[f"{s.name}-{n}-{'-'.join(a)}" for s, n, a in CASES])
+def test_a_stopped_run_resumes_to_the_uninterrupted_bytes(small_index: Path, corpus: Path, tmp_path: Path,
+                                                          sig: signal.Signals, name: str, args: list[str]) -> None:
+    rng = random.Random(f"{sig.name}{name}")
+    expected = tmp_path / f"expected-{name}"
+    whole = run_cli(QUERY, small_index, "-i", corpus, "-o", expected, "--stats", *args)
+    out = tmp_path / name
+    interrupted_run(small_index, corpus.read_bytes(), out, args, sig, rng.uniform(0.0, 1.5))
+    done = recorded_lines(out)
+    if sig != signal.SIGKILL:  # a stop it sees records every line it wrote
+        assert done > 0
+    resumed = run_cli(QUERY, small_index, "-i", corpus, "-o", out, "--resume", "--stats", *args)
+    assert out.read_bytes() == expected.read_bytes()
+    assert not partial(out).exists() and not Path(f"{out}{STATE_SUFFIX}").exists()
+    if "--sample" not in args:
+        first = corpus.read_bytes().splitlines(keepends=True)[:done]
+        assert stats_positions(resumed.stderr) == stats_positions(whole.stderr) - sentence_positions(first)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["SIGKILL", "SIGTERM", "SIGINT"])
+def test_workers_die_with_the_parent_quietly(small_index: Path, tmp_path: Path, sig: signal.Signals) -> None:
+    """Stopped while waiting for input, workers started; SIGINT goes to the whole group, as Ctrl-C does."""
+    interrupted_run(small_index, b"", tmp_path / "subs.txt", ["--workers", "2"], sig, 0.0,
+                    group=sig == signal.SIGINT)
+
+
+def test_ctrl_c_mid_run_stops_every_process_with_one_line(small_index: Path, corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "subs.txt"
+    interrupted_run(small_index, corpus.read_bytes(), out, ["--workers", "2"], signal.SIGINT,
+                    random.Random(3).uniform(0.0, 1.0), group=True)
+    run_cli(QUERY, small_index, "-i", corpus, "-o", out, "--resume")
+    assert out.read_bytes() == run_cli(QUERY, small_index, "-i", corpus).stdout
+
+
+# --- refusals ----------------------------------------------------------------------------
+
+def test_resume_refuses_a_partial_output_of_another_run(small_index: Path, tiny_index: Path, corpus: Path,
+                                                        tmp_path: Path) -> None:
+    lines = corpus.read_bytes().splitlines(keepends=True)
+    truncated = tmp_path / "corpus.txt.gz"
+    whole = gzip.compress(b"".join(lines))
+    truncated.write_bytes(whole[: len(whole) // 2])
+    out = tmp_path / "subs.txt"
+    stopped = run_cli(QUERY, small_index, "-n", "10", "-i", truncated, "-o", out, check=False)
+    assert stopped.returncode == 1 and not out.exists()
+    kept = partial(out).read_bytes()
+    assert recorded_lines(out) > 0
+
+    other_input = tmp_path / "other.txt"
+    other_input.write_bytes(b"".join(reversed(lines)))
+    refusals = {
+        "another input": [small_index, "-n", "10", "-i", other_input],
+        "options": [small_index, "-n", "11", "-i", corpus],
+        "another index": [tiny_index, "-n", "10", "-i", corpus],
+        "fewer than": None,  # an input shorter than what is done
+    }
+    short = tmp_path / "short.txt"
+    short.write_bytes(b"".join(lines[:3]))
+    refusals["fewer than"] = [small_index, "-n", "10", "-i", short]
+    for words, args in refusals.items():
+        refused = run_cli(QUERY, *args, "-o", out, "--resume", check=False)
+        assert refused.returncode == 1
+        message = one_line(refused.stderr)
+        assert str(partial(out)) in message and ("has only" if words == "fewer than" else words) in message
+        assert partial(out).read_bytes() == kept and not out.exists()
+
+    run_cli(QUERY, small_index, "-n", "10", "-i", corpus, "-o", out, "--resume")
+    assert out.read_bytes() == run_cli(QUERY, small_index, "-n", "10", "-i", corpus).stdout
+
+
+def test_resume_needs_a_file_and_starts_over_when_there_is_nothing_to_resume(tiny_index: Path,
+                                                                            tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_bytes((TEST_DATA / "tiny-input.txt").read_bytes() * 10)
+    usage = run_cli(QUERY, tiny_index, "-i", source, "--resume", check=False)
+    assert usage.returncode == 2 and b"-o" in usage.stderr
+    out = tmp_path / "out.txt"
+    fresh = run_cli(QUERY, tiny_index, "-i", source, "-o", out, "--resume")
+    assert b"nothing" in fresh.stderr or b"no interrupted run" in fresh.stderr
+    assert out.read_bytes() == run_cli(QUERY, tiny_index, "-i", source).stdout
+
+
+# --- damaged input -------------------------------------------------------------------------
+
+def _damaged(data: bytes, how: str, kind: str) -> bytes:
+    packed = COMPRESSORS[kind](data)
+    if how == "truncated":
+        return packed[: len(packed) * 2 // 3]
+    middle = len(packed) // 2
+    return packed[:middle] + bytes(byte ^ 0x5A for byte in packed[middle:middle + 64]) + packed[middle + 64:]
+
+
+def _readable_lines(path: Path) -> list[bytes]:
+    """The lines a reader of ``path`` gets before the damage stops it (what the format's own library gives)."""
+    opener = {"gz": gzip.open, "bz2": bz2.open, "xz": lzma.open}[path.suffix[1:]]
+    lines: list[bytes] = []
+    try:
+        with opener(path, "rb") as stream:
+            for line in stream:
+                lines.append(line)
+    except (EOFError, OSError, lzma.LZMAError):
+        return lines
+    raise AssertionError(f"{path} reads without error")
+
+
+TINY_CORPUS = b"".join(f"the cat sat {i}\ncat the dog\nthe dog sat on the cat\n".encode() for i in range(1500))
+
+
+@pytest.mark.parametrize("kind", sorted(COMPRESSORS))
+@pytest.mark.parametrize("how", ["truncated", "corrupt"])
+def test_damaged_compressed_input_names_file_and_line(tiny_index: Path, tmp_path: Path, kind: str,
+                                                      how: str) -> None:
+    source = tmp_path / f"corpus.txt.{kind}"
+    source.write_bytes(_damaged(TINY_CORPUS, how, kind))
+    good = _readable_lines(source)
+    result = run_cli(QUERY, tiny_index, "-i", source, check=False)
+    assert result.returncode == 1
+    assert one_line(result.stderr).startswith(f"fastsubs-query: error: {source}:{len(good) + 1}: ")
+    assert result.stdout == run_cli(QUERY, tiny_index, input=b"".join(good)).stdout
+
+
+def test_damaged_input_keeps_the_partial_output_for_resume(tiny_index: Path, tmp_path: Path) -> None:
+    source = tmp_path / "corpus.txt.gz"
+    source.write_bytes(_damaged(TINY_CORPUS, "truncated", "gz"))
+    out = tmp_path / "subs.txt.gz"
+    result = run_cli(QUERY, tiny_index, "-i", source, "-o", out, "--stats", check=False)
+    assert result.returncode == 1 and not out.exists()
+    good = _readable_lines(source)
+    assert f"{source}:{len(good) + 1}:" in one_line(result.stderr)
+    assert gzip.decompress(partial(out).read_bytes()) == run_cli(QUERY, tiny_index, input=b"".join(good)).stdout
+    assert recorded_lines(out) == len(good)
+
+    source.write_bytes(gzip.compress(TINY_CORPUS))  # the complete file, downloaded again
+    resumed = run_cli(QUERY, tiny_index, "-i", source, "-o", out, "--resume", "--stats")
+    expected = tmp_path / "expected.txt.gz"
+    run_cli(QUERY, tiny_index, "-i", source, "-o", expected)
+    assert out.read_bytes() == expected.read_bytes()
+    rest = TINY_CORPUS.splitlines(keepends=True)[len(good):]
+    assert stats_positions(resumed.stderr) == sentence_positions(rest)
+
+
+# --- -t stopping at a bad record ----------------------------------------------------------------
+
+def _records(bad_at: int | None) -> bytes:
+    sentences = [b"the cat sat", b"cat the dog", b"the dog sat on the cat"]
+    lines = [b"r%d\t%d\t%d\t%s\n" % (i, i, i % 3, sentences[i % 3]) for i in range(1, 101)]
+    if bad_at is not None:
+        lines[bad_at - 1] = b"not a record\n"
+    return b"".join(lines)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_targets_stop_exactly_before_the_bad_record(tiny_index: Path, tmp_path: Path, workers: str) -> None:
+    bad_at = 70  # inside the third chunk of 32 lines
+    source = tmp_path / "records.tsv"
+    source.write_bytes(_records(bad_at))
+    result = run_cli(QUERY, tiny_index, "-t", "-n", "3", "-i", source, "--workers", workers, check=False)
+    assert result.returncode == 1
+    assert one_line(result.stderr).startswith(f"fastsubs-query: error: {source}:{bad_at}: ")
+    before = b"".join(_records(None).splitlines(keepends=True)[: bad_at - 1])
+    assert result.stdout == run_cli(QUERY, tiny_index, "-t", "-n", "3", input=before).stdout
+
+    out = tmp_path / "subs.txt.gz"
+    stopped = run_cli(QUERY, tiny_index, "-t", "-n", "3", "-i", source, "-o", out, "--workers", workers,
+                      check=False)
+    assert stopped.returncode == 1 and not out.exists()
+    assert gzip.decompress(partial(out).read_bytes()) == result.stdout
+    source.write_bytes(_records(None))  # the record fixed
+    resumed = run_cli(QUERY, tiny_index, "-t", "-n", "3", "-i", source, "-o", out, "--resume", "--stats",
+                      "--workers", workers)
+    expected = tmp_path / "expected.txt.gz"
+    run_cli(QUERY, tiny_index, "-t", "-n", "3", "-i", source, "-o", expected)
+    assert out.read_bytes() == expected.read_bytes()
+    assert stats_positions(resumed.stderr) == 100 - (bad_at - 1)
+
+
+# --- errors that name their file ----------------------------------------------------------------
+
+def test_a_full_stdout_names_it(tiny_index: Path) -> None:
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run([str(BIN / QUERY), str(tiny_index)], input=TINY_CORPUS, stdout=full,
+                                stderr=subprocess.PIPE, timeout=120)
+    assert result.returncode == 1
+    message = one_line(result.stderr)
+    assert "<stdout>" in message and "No space left" in message
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 192 KiB tmpfs, where one can be mounted (root with CAP_SYS_ADMIN)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if shutil.which("mount") is None or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+@pytest.mark.parametrize("name", ["subs.txt", "subs.txt.gz"])
+def test_a_full_disk_names_the_output_and_leaves_no_result(tiny_index: Path, small_disk: Path,
+                                                           name: str) -> None:
+    out = small_disk / name
+    result = run_cli(QUERY, tiny_index, "-o", out, input=TINY_CORPUS * 4, check=False)
+    assert result.returncode == 1
+    message = one_line(result.stderr)
+    assert str(partial(out)) in message and "No space left" in message
+    assert not out.exists()
+
+
+def test_an_unwritable_output_is_named(tiny_index: Path, tmp_path: Path) -> None:
+    out = tmp_path / "missing-dir" / "subs.txt"
+    result = run_cli(QUERY, tiny_index, "-o", out, input=b"the cat\n", check=False)
+    assert result.returncode == 1 and str(out) in one_line(result.stderr)
+
+
+# --- the Python API's argument errors -----------------------------------------------------------
+
+def test_the_api_raises_fastsubs_errors_for_bad_arguments(tiny_index: Path) -> None:
+    with fastsubs.open_index(tiny_index) as index:
+        for call in (lambda: index.sentence("the cat", n=0), lambda: index.sentence("the cat", n=2.5),
+                     lambda: index.sentence("the cat", p=1.5), lambda: index.sentence("the cat", p=-0.1),
+                     lambda: index.position(["the", "cat"], 3), lambda: index.position(["the", "cat"], -1)):
+            with pytest.raises(fastsubs.ArgumentError) as raised:
+                call()
+            assert isinstance(raised.value, fastsubs.FastsubsError) and isinstance(raised.value, ValueError)
+        assert len(index.position(["the", "cat"], 2, n=1)) == 1  # </s> is a valid position
+
+
+# --- slow: many kills in a row ------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, args", [("subs.txt", ["--workers", "2"]), ("subs.txt.gz", []),
+                                        ("subs.txt.gz", ["--workers", "2"]), ("subs.txt.xz", ["-p", "0.9"])])
+def test_a_run_killed_again_and_again_resumes_to_the_uninterrupted_bytes(small_index: Path, tmp_path: Path,
+                                                                         name: str, args: list[str]) -> None:
+    """Kill, resume, kill the resumed run… with random signals at random moments, then let it finish."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"".join(shared("heldout-dev.txt").read_bytes().splitlines(keepends=True)[:1500]))
+    rng = random.Random(17)
+    expected = tmp_path / f"expected-{name}"
+    run_cli(QUERY, small_index, "-i", corpus, "-o", expected, *args)
+    out = tmp_path / name
+    signals = [signal.SIGKILL, signal.SIGTERM, signal.SIGINT]
+    progress = []
+    for attempt in range(12):
+        interrupted_run(small_index, corpus.read_bytes(), out, args, rng.choice(signals), rng.uniform(0, 2.5),
+                        resume=attempt > 0)
+        progress.append(recorded_lines(out))
+    assert max(progress) > 0
+    run_cli(QUERY, small_index, "-i", corpus, "-o", out, "--resume", *args)
+    assert out.read_bytes() == expected.read_bytes()

@@ -81,12 +81,10 @@ class StreamOutput:
         self.stream = stream
         self.name = name
         self.owned = owned  # opened here (a device given as -o), so closed here
-        self.lines = 0
 
     def write(self, line: bytes, text: bytes) -> None:
         with _naming(self.name):
             self.stream.write(text)
-        self.lines += 1
 
     def checkpoint(self) -> None:
         """Nothing to record: a stream cannot be resumed."""

@@ -45,7 +45,8 @@ class SubstituteIndex:
 
     ``n`` and ``p`` work as the CLI's ``-n``/``-p``: list ``n`` substitutes, or stop
     once they surely hold probability mass ``p``, whichever comes first; neither
-    means ``n=100``.
+    means ``n=100``.  A bad ``n``, ``p`` or position raises :class:`fastsubs.ArgumentError`
+    (a FastsubsError, and a ValueError as before).
 
     >>> with open_index("demo.fsidx") as index:           # doctest: +SKIP
     ...     index.position(["a", "dog", "barks"], 1, n=3)[0].word

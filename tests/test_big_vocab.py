@@ -1,0 +1,174 @@
+"""Vocabularies past the reader's chunk size build, open and search exactly.
+
+The reader hands every section over in chunks of ``BATCH_LINES`` rows; a builder that
+kept one chunk of the unigrams once published indexes of big-vocabulary models that no
+query could open.  These tests build models whose sections cross chunk boundaries (a
+real 140,003-word model, and small models read with small chunks and sorted in small
+runs), compare every answer with the exhaustive scorer, and show that the checks a
+build makes before publishing turn a builder fault into an error with nothing published.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import fastsubs
+from conftest import run_cli, shared
+from generated_models import model_sentences, write_model
+from exhaustive import ArpaModel
+from exhaustive_vectorized import VectorizedOracle
+from fastsubs.errors import BuildCheckError
+from fastsubs.indexer import arpa, build, runs
+from fastsubs.indexer.publish import TEMP_PREFIX
+
+TOLERANCE = 1e-6
+def assert_equals_exhaustive(index_path: Path, model_path: Path, sentences: list[list[str]],
+                             limits: list[tuple[int | None, float | None]]) -> int:
+    """Every position of ``sentences`` under every limit equals the exhaustive scorer; returns positions.
+
+    Same length, the same score rank by rank, and every listed word scored as the
+    scorer scores it (so only exact ties may come in another order).
+    """
+    oracle = VectorizedOracle(ArpaModel.from_file(str(model_path)), sentences)
+    positions = 0
+    with fastsubs.open_index(index_path) as index:
+        assert index.vocab_size == len(oracle.model.vocab)
+        for tokens in sentences:
+            for position in range(len(tokens) + 1):
+                positions += 1
+                ranking = oracle.ranking(tokens, position)
+                for n, p in limits:
+                    where = f"{tokens} position {position} n={n} p={p}"
+                    expected = ranking.listed(n, p)
+                    ours = index.position(tokens, position, n=n, p=p)
+                    assert len(ours) == len(expected), f"{where}: {len(ours)} listed, exhaustive {len(expected)}"
+                    for rank, (sub, (word, score)) in enumerate(zip(ours, expected)):
+                        assert abs(sub.logprob - score) <= TOLERANCE, f"{where}: rank {rank}: {sub} vs {word} {score}"
+                        exact = ranking.score(sub.word)
+                        assert abs(exact - sub.logprob) <= TOLERANCE, f"{where}: {sub} is scored {exact}"
+                    assert len({s.word for s in ours}) == len(ours), f"{where}: a word is listed twice"
+    return positions
+
+
+#: -p alone lists most of a flat random model's vocabulary: the big models cap it with -n.
+LIMITS = [(1, None), (10, None), (100, None), (None, 0.9), (5, 0.5)]
+BIG_LIMITS = [(1, None), (10, None), (100, None), (300, 0.9), (5, 0.5)]
+
+
+def test_vectorized_scorer_equals_the_plain_one(tmp_path: Path) -> None:
+    """The fast oracle used below scores every candidate exactly as the plain oracle does."""
+    model_path = tmp_path / "model.arpa"
+    write_model(model_path, 400, [900, 700, 300], seed=1, hubs=3)
+    model = ArpaModel.from_file(str(model_path))
+    sentences = model_sentences(model, 6, seed=2)
+    oracle = VectorizedOracle(model, sentences)
+    for tokens in sentences:
+        for position in range(len(tokens) + 1):
+            plain = model.substitute_scores(tokens, position)
+            vectorized = oracle.scores(tokens, position)
+            assert [plain[w] for w in oracle.candidates] == vectorized.tolist(), f"{tokens} position {position}"
+
+
+def test_a_vocabulary_past_the_chunk_size_builds_and_searches_exactly(tmp_path: Path) -> None:
+    """140,003 words: the unigram section comes in two chunks and every array must hold them all."""
+    vocab_size = arpa.BATCH_LINES + 9_000
+    model_path = tmp_path / "big.arpa"
+    write_model(model_path, vocab_size, [6_000, 3_000], seed=3)
+    summary = fastsubs.build_index(model_path, tmp_path / "big.fsidx")
+    assert summary.counts[0] == vocab_size
+    model = ArpaModel.from_file(str(model_path))
+    sentences = model_sentences(model, 6, seed=4)
+    sentences.append(["w140000", "w139999", "w131072", "w131071"])  # words of the second chunk
+    assert assert_equals_exhaustive(tmp_path / "big.fsidx", model_path, sentences, BIG_LIMITS) >= 30
+
+
+def test_every_section_read_in_chunks_and_sorted_in_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small chunk and run sizes make every section of a small model cross their boundaries."""
+    monkeypatch.setattr(arpa, "BATCH_LINES", 97)
+    monkeypatch.setattr(runs, "RUN_ROWS", 211)
+    model_path = tmp_path / "model.arpa"
+    write_model(model_path, 700, [1_500, 1_200, 800], seed=5, hubs=4)
+    fastsubs.build_index(model_path, tmp_path / "model.fsidx")
+    model = ArpaModel.from_file(str(model_path))
+    assert assert_equals_exhaustive(tmp_path / "model.fsidx", model_path, model_sentences(model, 10, seed=6),
+                                    LIMITS) >= 20
+
+
+def _assert_nothing_published(tmp_path: Path, target: Path) -> None:
+    assert not target.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(TEMP_PREFIX)], "a temporary directory is left"
+
+
+def test_a_builder_that_loses_unigram_chunks_publishes_nothing(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old fault (only the last chunk of the unigrams kept) is caught before publishing."""
+
+    class LastChunkOnly(arpa.NgramTable):
+        @staticmethod
+        def concatenate(chunks: list[arpa.NgramTable]) -> arpa.NgramTable:
+            return chunks[-1]
+
+    monkeypatch.setattr(arpa, "BATCH_LINES", 97)
+    monkeypatch.setattr(build, "NgramTable", LastChunkOnly)
+    model_path = tmp_path / "model.arpa"
+    write_model(model_path, 300, [400], seed=7, hubs=1)
+    with pytest.raises(BuildCheckError, match="unigram_alpha, the model.s header declares 300"):
+        fastsubs.build_index(model_path, tmp_path / "model.fsidx")
+    _assert_nothing_published(tmp_path, tmp_path / "model.fsidx")
+
+
+def test_a_builder_that_loses_ngrams_publishes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows lost between the sorted runs and the database are counted and refused."""
+    merged_blocks = build.merged_blocks
+
+    def without_the_first_row(files, order):
+        for number, rows in enumerate(merged_blocks(files, order)):
+            yield rows[1:] if number == 0 else rows
+
+    monkeypatch.setattr(build, "merged_blocks", without_the_first_row)
+    model_path = tmp_path / "model.arpa"
+    write_model(model_path, 300, [400], seed=8, hubs=1)
+    with pytest.raises(BuildCheckError, match="399 2-grams with the slot at 1, the model's header declares 400"):
+        fastsubs.build_index(model_path, tmp_path / "model.fsidx")
+    _assert_nothing_published(tmp_path, tmp_path / "model.fsidx")
+
+
+def test_an_index_that_would_not_open_is_not_published(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Metadata that disagrees with the arrays fails the final open, so the build publishes nothing."""
+    metadata = build._metadata
+
+    def wrong_vocabulary_size(*args):
+        meta = metadata(*args)
+        return {**meta, "vocab_size": meta["vocab_size"] + 1}
+
+    monkeypatch.setattr(build, "_metadata", wrong_vocabulary_size)
+    model_path = tmp_path / "model.arpa"
+    write_model(model_path, 300, [400], seed=9, hubs=1)
+    with pytest.raises(BuildCheckError, match="does not open"):
+        fastsubs.build_index(model_path, tmp_path / "model.fsidx")
+    _assert_nothing_published(tmp_path, tmp_path / "model.fsidx")
+
+
+@pytest.mark.slow
+def test_every_real_chunk_boundary_of_every_section(tmp_path: Path) -> None:
+    """A 3-gram model whose every section is longer than the reader's chunk (real sizes)."""
+    size = arpa.BATCH_LINES + 5_000
+    model_path = tmp_path / "model.arpa"
+    write_model(model_path, size, [size, size], seed=10)
+    run_cli("fastsubs-index", "build", model_path, "-o", tmp_path / "model.fsidx", "-q")
+    model = ArpaModel.from_file(str(model_path))
+    assert assert_equals_exhaustive(tmp_path / "model.fsidx", model_path, model_sentences(model, 10, seed=11),
+                                    BIG_LIMITS) >= 20
+
+
+@pytest.mark.slow
+def test_kn4_338k_equals_exhaustive_on_held_out_text(tmp_path: Path) -> None:
+    """The 338,528-word model against the exhaustive scorer on a few hundred held-out positions."""
+    model_path = shared("kn4-338k-pruned.arpa.gz")
+    run_cli("fastsubs-index", "build", model_path, "-o", tmp_path / "338k.fsidx", "-q")
+    lines = shared("heldout-dev.txt").read_text().splitlines()[:24]
+    positions = assert_equals_exhaustive(tmp_path / "338k.fsidx", model_path, [line.split() for line in lines],
+                                         [(100, None), (1000, 0.9)])  # -p alone lists ~23K a position
+    assert positions >= 250  # 290: a few hundred

@@ -211,12 +211,13 @@ print(json.dumps({"queries": queries, "failures": failures[:20], "seen": seen}))
 """
 
 
-def test_force_rebuild_while_other_processes_query(old_index: tuple[Path, tuple[int, list]],
-                                                   tmp_path: Path) -> None:
-    """One process re-opens the index for every query, one keeps it open; two rebuilds."""
-    target = copy_of(old_index, tmp_path)
-    old_size, old_answer = old_index[1]
-    stop = tmp_path / "stop"
+def rebuild_under_queries(target: Path, new_model: Path, old_model: Path) -> None:
+    """One process re-opens the index at ``target`` (built from ``old_model``) for every
+    query, one keeps it open, while ``--force`` rebuilds it from ``new_model`` and then
+    from ``old_model`` again: no query fails, the one that keeps it open sees only the
+    old index, the other sees both."""
+    old_size, old_answer = answer(target)
+    stop = target.parent / "stop"
     queriers = {mode: subprocess.Popen([sys.executable, "-c", QUERIER, mode, str(target), str(stop), SENTENCE],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                 for mode in ("reopen", "hold")}
@@ -224,9 +225,9 @@ def test_force_rebuild_while_other_processes_query(old_index: tuple[Path, tuple[
     try:
         for querier in queriers.values():
             assert querier.stdout is not None and querier.stdout.readline() == b"ready\n"
-        run_cli("fastsubs-index", "build", shared("demo-kn4-20k.arpa.gz"), "-o", target, "--force", "-q")
+        run_cli("fastsubs-index", "build", new_model, "-o", target, "--force", "-q")
         new_size, new_answer = answer(target)
-        run_cli("fastsubs-index", "build", shared("kn4-small.arpa.gz"), "-o", target, "--force", "-q")
+        run_cli("fastsubs-index", "build", old_model, "-o", target, "--force", "-q")
     finally:
         stop.touch()
         for mode, querier in queriers.items():
@@ -234,12 +235,27 @@ def test_force_rebuild_while_other_processes_query(old_index: tuple[Path, tuple[
             assert querier.returncode == 0, err.decode()
             reports[mode] = json.loads(out)
     as_json = lambda got: json.loads(json.dumps(got))  # noqa: E731  (tuples become lists)
+    assert new_size != old_size
     for mode, report in reports.items():
         assert report["failures"] == [], (mode, report["failures"])
         assert report["queries"] >= 10, (mode, report["queries"])
     assert reports["hold"]["seen"] == {str(old_size): as_json(old_answer)}
     assert reports["reopen"]["seen"] == {str(old_size): as_json(old_answer), str(new_size): as_json(new_answer)}
-    assert leftovers(tmp_path) == []
+    assert leftovers(target.parent) == []
+
+
+def test_force_rebuild_while_other_processes_query(tmp_path: Path) -> None:
+    """Quick variant: small models (builds of a second or less)."""
+    target = tmp_path / "model.fsidx"
+    fastsubs.build_index(TEST_DATA / "tiny.arpa", target)
+    rebuild_under_queries(target, big_model(tmp_path / "big.arpa", words=500, bigrams_per_word=10),
+                          TEST_DATA / "tiny.arpa")
+
+
+@pytest.mark.slow
+def test_force_rebuild_of_real_models_while_other_processes_query(old_index: tuple[Path, tuple[int, list]],
+                                                                 tmp_path: Path) -> None:
+    rebuild_under_queries(copy_of(old_index, tmp_path), shared("demo-kn4-20k.arpa.gz"), shared("kn4-small.arpa.gz"))
 
 
 @pytest.mark.slow

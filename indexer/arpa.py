@@ -31,7 +31,7 @@ import itertools
 import math
 import os
 from array import array
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -118,7 +118,8 @@ class _Lines:
         try:
             while size < READ_BYTES:
                 # read1: one small read of the decompressor, so an error loses little text.
-                block = self._stream.read1()
+                # (every stream open_binary gives has read1, though BinaryIO does not say so)
+                block = self._stream.read1()  # type: ignore[attr-defined]
                 if not block:
                     self._at_end = True
                     break
@@ -328,7 +329,7 @@ class _Vocabulary:
 
 def _read_section(
     lines: _Lines, it: Iterator[bytes], order: int, header: _Header, vocab: _Vocabulary,
-) -> Iterator[NgramTable]:
+) -> Generator[NgramTable, None, bytes | None]:
     """Yield the entries of one section in chunks; unigrams also fill ``vocab``.
 
     Each batch of lines is parsed in bulk when it can be (see :func:`_parse_bulk`);

@@ -118,7 +118,7 @@ def merged_blocks(files: list[Path], order: int) -> Iterator[np.ndarray]:
                     more[run] = len(blocks[run]) == per_run
             open_runs = [run for run in range(len(files)) if more[run]]
             if open_runs:
-                bound = min((tuple(blocks[run]["ids"][-1]) for run in open_runs))
+                bound = min(tuple(blocks[run]["ids"][-1]) for run in open_runs)
                 cut = [int(_lexicographic_le(block["ids"], np.array(bound)).sum()) for block in blocks]
             else:
                 cut = [len(block) for block in blocks]

@@ -119,7 +119,10 @@ class Index:
             self.unigram_beta = self._array(arrays_db, fmt.UNIGRAM_BETA, fmt.SCORE_DTYPE, self.vocab_size)
             self.unigram_order = self._array(arrays_db, fmt.UNIGRAM_ORDER, fmt.ID_DTYPE, self.vocab_size)
             self.word_offsets = self._array(arrays_db, fmt.WORD_OFFSETS, fmt.OFFSET_DTYPE, self.vocab_size + 1)
-            self.word_bytes = self._txn.get(fmt.WORD_BYTES, db=arrays_db)
+            word_bytes = self._txn.get(fmt.WORD_BYTES, db=arrays_db)
+            if word_bytes is None:
+                raise DamagedIndexError(f"{self.path}: damaged index (array word_bytes is missing)")
+            self.word_bytes: memoryview = word_bytes
         except lmdb.Error as error:
             self._env.close()
             raise lmdb_damage(self.path, error) from None
@@ -182,7 +185,8 @@ class Index:
         try:
             meta_db = self._env.open_db(fmt.META_DB, txn=self._txn, create=False)
         except lmdb.Error:
-            raise NotAnIndexError(f"{self.path}: not a fastsubs index (no metadata; was its build interrupted?)") from None
+            raise NotAnIndexError(
+                f"{self.path}: not a fastsubs index (no metadata; was its build interrupted?)") from None
         raw = self._txn.get(fmt.META_KEY, db=meta_db)
         if raw is None:
             raise NotAnIndexError(f"{self.path}: not a fastsubs index (no metadata; was its build interrupted?)")

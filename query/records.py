@@ -42,7 +42,8 @@ def parse_target_record(line: bytes, source: str, number: int) -> tuple[list[byt
     """Tokens and target position of a ``-t`` record, or QueryInputError naming the line."""
     fields = line.rstrip(b"\r\n").split(b"\t", 3)
     if len(fields) != 4:
-        raise QueryInputError(source, number, f"expected 'name<TAB>id<TAB>index<TAB>text', found {len(fields)} field(s)")
+        raise QueryInputError(source, number,
+                              f"expected 'name<TAB>id<TAB>index<TAB>text', found {len(fields)} field(s)")
     tokens = tokenize(fields[3])
     try:
         position = int(fields[2])

@@ -22,6 +22,7 @@ does not hold; :meth:`Patterns.position_terms` gives the same terms to Python ca
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 from fastsubs import format as fmt
 from fastsubs.query._kernel import TermTable, TermView
@@ -36,7 +37,7 @@ UNIGRAM_BETA = UnigramBeta()
 
 #: Where a step's back-off weight comes from: a constant, the pattern holding ``A x B``
 #: (its beta array), or the unigram back-off of x.
-BetaSource = float | Pattern | UnigramBeta
+BetaSource: TypeAlias = float | Pattern | UnigramBeta
 
 #: Parsed patterns kept per process (about 1.5 KB of Python objects each, the arrays
 #: themselves are views into the memory map).  When the pattern cache is full every

@@ -106,7 +106,7 @@ def _check_batch(batch: list[tuple[bytes, bytes]], order: int, has_beta: bool, i
     key_length = 1 + index.id_bytes * (order - 1)
     where = f"{order}-gram pattern"
     sizes = np.array([len(value) for _, value in batch], dtype=np.int64)
-    for (key, value), size in zip(batch, sizes.tolist()):
+    for (key, _), size in zip(batch, sizes.tolist()):
         if len(key) != key_length or key[0] >= order or size % 4 or fmt.pattern_count(size // 4, has_beta) is None:
             report.problems.append(f"{where} {key.hex()}: malformed key or value length")
             return

@@ -1,6 +1,10 @@
-# Two entry points for a fresh clone (only Python 3.10+ needed):
-#   make demo   set up .venv, build the bundled demo model's index, print substitutes
-#   make test   set up .venv with the test, dask and plot extras, run the test suite
+# Entry points for a fresh clone (only Python 3.10+ needed):
+#   make demo       set up .venv, build the bundled demo model's index, print substitutes
+#   make test       set up .venv with the test, dask, plot and lint extras, run the default test suite
+#   make test-slow  the slow tests (big model, kill loops, long fuzzing), within SLOW_TIMEOUT seconds
+#   make lint       ruff and mypy on the package (rules in pyproject.toml)
+# The C kernel is compiled in place (query/_kernel*.so) and recompiled whenever query/*.c
+# changes, so the tests always run the kernel as it is in the tree.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,20 +13,32 @@ DEMO_INDEX := demo-kn4-20k.fsidx
 # Budget for the slow tests (big model, kill loops, long fuzzing) that CI also runs.
 SLOW_TIMEOUT ?= 3000
 
-.PHONY: demo test test-slow
+KERNEL_SOURCES := $(wildcard query/*.c query/*.h)
+PACKAGE := fastsubs indexer query
 
-$(BIN)/.installed: pyproject.toml
+.PHONY: demo test test-slow lint
+
+$(BIN)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dask,plot]'
+	$(BIN)/pip install --quiet -e '.[test,dask,plot,lint]'
 	touch $@
 
-demo: $(BIN)/.installed
+# The editable install compiles the kernel once; this recompiles it after an edit.
+$(BIN)/.kernel-built: $(KERNEL_SOURCES) $(BIN)/.installed
+	$(BIN)/python setup.py --quiet build_ext --inplace
+	touch $@
+
+demo: $(BIN)/.kernel-built
 	$(BIN)/fastsubs-index build $(DEMO_MODEL) -o $(DEMO_INDEX) --force
 	$(BIN)/fastsubs-query $(DEMO_INDEX) -n 5 -i examples/sentences.txt
 
-test: $(BIN)/.installed
+test: $(BIN)/.kernel-built
 	$(BIN)/python -m pytest
 
-test-slow: $(BIN)/.installed
+test-slow: $(BIN)/.kernel-built
 	timeout $(SLOW_TIMEOUT) $(BIN)/python -m pytest -m slow
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check $(PACKAGE)
+	$(BIN)/mypy $(PACKAGE)

@@ -79,14 +79,23 @@ def bigram_model(folder: Path, unigrams: list[str], bigrams: list[str]) -> tuple
     return text, folder / "model.fsidx"
 
 
+def fillers(alpha: str, beta: str, count: int = 100) -> list[str]:
+    """Unigram lines of words read before the ones a test is about: a search reads at
+    least 8 words in its first batch, so in a smaller model it would read every word and
+    the bound would never be tested."""
+    return [f"{alpha}\tf{i}\t{beta}" for i in range(count)]
+
+
 def test_positive_backoff_weights_are_bounded_correctly(tmp_path: Path) -> None:
     """The paper's bound (beta <= 0) would miss 'b' here: its positive back-off lifts it.
 
-    In "x c", p(c | x) backs off through beta(x).  Word b has a low unigram alpha but
-    a large positive beta(b), so lp(b) = alpha(b) + beta(b) + alpha(c) beats a, whose
-    n-gram "a c" is listed but poor.
+    In "x c", p(c | x) backs off through beta(x).  Word b has the lowest unigram alpha
+    (read last) but a large positive beta(b), so lp(b) = alpha(b) + beta(b) + alpha(c)
+    = -1.5 beats every other word (c and </s>: -2; the fillers: -2.9; a, whose n-gram
+    "a c" is listed but poor: -3.5).  Bounding beta(x) by 0 would stop the search at -2.
     """
-    text, index_path = bigram_model(tmp_path, ["-99\t<s>\t0", "-1\t</s>", "-0.5\ta\t0", "-2\tb\t1.5", "-1\tc\t0"],
+    text, index_path = bigram_model(tmp_path, ["-99\t<s>\t0", "-1\t</s>", "-0.5\ta\t0", *fillers("-1.9", "0"),
+                                               "-2\tb\t1.5", "-1\tc\t0"],
                                     ["-3\ta c", "-0.5\t<s> a"])
     check_model(text, [["a", "c"], ["c"]])
     with fastsubs.open_index(index_path) as index:
@@ -112,9 +121,12 @@ def test_kn4_small_sentences_equal_exhaustive(small_index: Path) -> None:
 def test_bound_covers_float32_rounding_of_positive_backoffs(tmp_path: Path) -> None:
     """beta(b) = 0.3 is stored as 0.30000001192 (float32 rounds it up): the bound on the
     unigram back-off must be the stored maximum, not the decimal one, or b — which ties
-    a exactly and has the lower id — is passed over for the single best substitute."""
-    _, index_path = bigram_model(tmp_path, ["-99\t<s>\t0", "-1\t</s>", "-0.5\tb\t0.3", "-2\ta\t0", "-2\tc\t0"],
-                                 ["-0.199999988\t<s> a", "-3\tc </s>"])
+    a exactly (-1.19999998808) and has the lower id — is passed over for the single best
+    substitute while the fillers (higher unigram alpha, far lower scores) are read."""
+    text, index_path = bigram_model(tmp_path, ["-99\t<s>\t0", "-1\t</s>", *fillers("-0.4", "-5"), "-0.5\tb\t0.3",
+                                               "-2\ta\t0", "-2\tc\t0"],
+                                    ["-0.199999988\t<s> a", "-3\tc </s>"])
+    check_model(text, [["a"]])
     with fastsubs.open_index(index_path) as index:
         best = index.position(["a"], 0, n=2)
     assert [s.word for s in best] == ["b", "a"] and best[0].logprob == best[1].logprob

@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import BIN, TEST_DATA, run_cli, shared
 
 import fastsubs
-from conftest import BIN, TEST_DATA, run_cli, shared
 from fastsubs.query.destinations import PARTIAL_SUFFIX, STATE_SUFFIX, TAIL_SUFFIX
 
 QUERY = "fastsubs-query"
@@ -403,7 +403,8 @@ def test_the_api_raises_fastsubs_errors_for_bad_arguments(tiny_index: Path) -> N
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, args", [("subs.txt", ["--workers", "2"]), ("subs.txt.gz", []),
-                                        ("subs.txt.gz", ["--workers", "2"]), ("subs.txt.xz", ["-n", "20", "-p", "0.9"])])
+                                        ("subs.txt.gz", ["--workers", "2"]),
+                                        ("subs.txt.xz", ["-n", "20", "-p", "0.9"])])
 def test_a_run_killed_again_and_again_resumes_to_the_uninterrupted_bytes(small_index: Path, tmp_path: Path,
                                                                          name: str, args: list[str]) -> None:
     """Kill, resume, kill the resumed run… with random signals at random moments, then let it finish."""

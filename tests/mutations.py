@@ -125,8 +125,8 @@ def run_suite(copy: Path, site: Path, pytest_args: list[str], timeout: float) ->
     start = time.monotonic()
     try:
         result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider",
-                                 "--hypothesis-profile", "no-shrink", *pytest_args], cwd=copy, env=environment(site), capture_output=True, text=True,
-                                timeout=timeout)
+                                 "--hypothesis-profile", "no-shrink", *pytest_args],
+                                cwd=copy, env=environment(site), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return "timed out", [], time.monotonic() - start
     seconds = time.monotonic() - start

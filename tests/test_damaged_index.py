@@ -179,7 +179,7 @@ def test_a_flipped_byte_in_any_record_the_queries_read_is_named(tiny_index: Path
     records = records_read(tiny_index)
     assert {order for order, _, _, _ in records} == {2, 3} and len(records) >= 10
     rng = random.Random(15)
-    for number, (order, key, at, length) in enumerate(records):
+    for number, (_, key, at, length) in enumerate(records):
         for where in (rng.randrange(4), rng.randrange(4, length)):
             copy = tmp_path / f"flip-{number}-{where}.fsidx"
             shutil.copytree(tiny_index, copy)

@@ -1027,10 +1027,14 @@ static void mark_members(Kernel *k, int n_pats) {
     }
 }
 
-/* Clears every flag the search set: the words read and the marked patterns' words. */
-static void clear_flags(Kernel *k, int n_pats, Py_ssize_t n_evaluated) {
+/* Clears every flag the search set: the words read, the marked patterns' words and the
+ * excluded words. */
+static void clear_flags(Kernel *k, int n_pats, Py_ssize_t n_evaluated, const uint32_t *excluded,
+                        Py_ssize_t n_excluded) {
     for (Py_ssize_t i = 0; i < n_evaluated; i++)
         k->flags[k->evaluated[i]] = 0;
+    for (Py_ssize_t i = 0; i < n_excluded; i++)
+        k->flags[excluded[i]] = 0;
     for (int i = 0; i < n_pats; i++)
         if (k->pats[i].member)
             for (Py_ssize_t j = 0; j < k->pats[i].count; j++)
@@ -1362,9 +1366,11 @@ static void top_push(double *top, Py_ssize_t *n, Py_ssize_t size, double score) 
 
 /* ---------------------------------------------------------------- the search */
 
-/* The search of one position whose terms are ``views``: (ids, scores) as bytes. */
+/* The search of one position whose terms are ``views``: (ids, scores) as bytes.  The
+ * ``excluded`` words (ids < V) are no candidates: marked SEEN before the search, they are
+ * never scored or listed, and the cap and the -p rule count only the other words. */
 static PyObject *run_search(Kernel *k, TermView *const *views, int n_views, Py_ssize_t count,
-                            PyObject *mass_object) {
+                            PyObject *mass_object, const uint32_t *excluded, Py_ssize_t n_excluded) {
     int use_mass = mass_object != Py_None;
     double mass = use_mass ? PyFloat_AsDouble(mass_object) : 0.0;
     if (use_mass && PyErr_Occurred())
@@ -1381,6 +1387,15 @@ static PyObject *run_search(Kernel *k, TermView *const *views, int n_views, Py_s
         return NULL;
     }
     mark_members(k, n_pats);
+    Py_ssize_t candidates = k->vocab_size;  /* V of the cap and the -p rule: the words not excluded */
+    for (Py_ssize_t i = 0; i < n_excluded; i++) {
+        if (!(k->flags[excluded[i]] & SEEN)) {  /* <s> (SEEN already) and repeats count once */
+            k->flags[excluded[i]] |= SEEN;
+            candidates--;
+        }
+    }
+    if (count > candidates - 1)
+        count = candidates - 1;
     Py_ssize_t n_evaluated = 0, n_pending = 0, n_listed = 0, reads = 0;
     Py_ssize_t n_top = 0, top_size = count < k->vocab_size ? count : k->vocab_size;
     double mass_sum = 0.0, batch_scores[MAX_BATCH];
@@ -1434,13 +1449,13 @@ static PyObject *run_search(Kernel *k, TermView *const *views, int n_views, Py_s
             if (use_mass) {  /* the original's -p rule: stop once P <= S / (S + p (V - L)) */
                 double p = pow(10.0, e.score);
                 mass_sum += p;
-                done = mass <= mass_sum / (mass_sum + p * (double)(k->vocab_size - n_listed));
+                done = mass <= mass_sum / (mass_sum + p * (double)(candidates - n_listed));
             }
             done |= n_listed >= count;
         }
         done |= everything;
     }
-    clear_flags(k, n_pats, n_evaluated);
+    clear_flags(k, n_pats, n_evaluated, excluded, n_excluded);
     release_pats(k, n_pats);
 
     PyObject *ids = PyBytes_FromStringAndSize(NULL, n_listed * (Py_ssize_t)sizeof(uint32_t));
@@ -1503,32 +1518,42 @@ static PyObject *Kernel_search(Kernel *k, PyObject *args) {
             if (!(k->held[held] = term_view_of(PySequence_Fast_GET_ITEM(seq, held))))
                 break;
     if (held == n)
-        result = run_search(k, k->held, held, count, mass_object);
+        result = run_search(k, k->held, held, count, mass_object, NULL, 0);
     release_held(k, held);
     Py_DECREF(seq);
     k->busy = 0;
     return result;
 }
 
-/* search_at(table, build, sentence, target, count, mass): the terms of position
+/* search_at(table, build, sentence, target, count, mass[, excluded]): the terms of position
  * ``target`` of ``sentence`` (word ids, <s> and </s> included), as
  * Patterns.position_terms gives them, looked up in ``table``; a term not there is
- * ``build(left, after)`` (tuples of ids), added to it. */
+ * ``build(left, after)`` (tuples of ids), added to it.  ``excluded``: a buffer of uint32
+ * word ids that are no candidates. */
 static PyObject *Kernel_search_at(Kernel *k, PyObject *args) {
     TermTable *table;
     PyObject *build, *sentence, *mass_object, *result = NULL;
     Py_ssize_t target, count;
-    if (!PyArg_ParseTuple(args, "O!OOnnO:search_at", &TermTableType, &table, &build, &sentence, &target, &count,
-                          &mass_object))
+    Py_buffer excluded = {0};
+    if (!PyArg_ParseTuple(args, "O!OOnnO|y*:search_at", &TermTableType, &table, &build, &sentence, &target, &count,
+                          &mass_object, &excluded))
         return NULL;
-    if (!table->max_terms) {
-        PyErr_SetString(PyExc_RuntimeError, "Kernel.search_at before TermTable.__init__ succeeded");
+    Py_ssize_t n_excluded = excluded.buf ? excluded.len / (Py_ssize_t)sizeof(uint32_t) : 0;
+    const uint32_t *excluded_ids = excluded.buf;
+    int bad = excluded.buf && excluded.len % (Py_ssize_t)sizeof(uint32_t) != 0;
+    for (Py_ssize_t i = 0; i < n_excluded && !bad; i++)
+        bad = excluded_ids[i] >= (uint32_t)k->vocab_size;
+    if (bad || !table->max_terms || enter(k) < 0) {
+        if (bad)
+            PyErr_SetString(PyExc_ValueError, "excluded: uint32 word ids below the vocabulary size");
+        else if (!table->max_terms)
+            PyErr_SetString(PyExc_RuntimeError, "Kernel.search_at before TermTable.__init__ succeeded");
+        PyBuffer_Release(&excluded);
         return NULL;
     }
-    if (enter(k) < 0)
-        return NULL;
     PyObject *seq = PySequence_Tuple(sentence);  /* a tuple stays as it is while Python code runs */
     if (!seq) {
+        PyBuffer_Release(&excluded);
         k->busy = 0;
         return NULL;
     }
@@ -1584,10 +1609,11 @@ static PyObject *Kernel_search_at(Kernel *k, PyObject *args) {
             goto out;
         }
     }
-    result = run_search(k, k->held, n_terms, count, mass_object);
+    result = run_search(k, k->held, n_terms, count, mass_object, excluded_ids, n_excluded);
 out:
     release_held(k, held);
     Py_DECREF(seq);
+    PyBuffer_Release(&excluded);
     k->busy = 0;
     return result;
 }
@@ -1864,9 +1890,12 @@ static void Kernel_dealloc(Kernel *k) {
 
 static PyMethodDef Kernel_methods[] = {
     {"search_at", (PyCFunction)Kernel_search_at, METH_VARARGS,
-     "search_at(table, build, sentence, target, count, mass) -> (ids: bytes of uint32, scores: bytes of float64)\n\n"
+     "search_at(table, build, sentence, target, count, mass[, excluded]) -> (ids: bytes of uint32, scores: bytes of "
+     "float64)\n\n"
      "search() of position ``target`` of ``sentence`` (word ids, <s> and </s> included), its\n"
-     "terms looked up in the TermTable ``table``; those not there are ``build(left, after)``."},
+     "terms looked up in the TermTable ``table``; those not there are ``build(left, after)``.\n"
+     "``excluded`` (a buffer of uint32 word ids) are no candidates: never listed, and not counted\n"
+     "as vocabulary words by the cap (V - 1) and the -p rule."},
     {"search", (PyCFunction)Kernel_search, METH_VARARGS,
      "search(terms, count, mass) -> (ids: bytes of uint32, scores: bytes of float64)\n\n"
      "The best ``count`` substitutes (at most V - 1; fewer when the -p ``mass`` rule, or\n"

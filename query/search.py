@@ -91,12 +91,15 @@ class Searcher:
         """Totals over every search so far (the kernel counts; this is a snapshot)."""
         return SearchStats(*self._kernel.counters())
 
-    def search(self, sentence: tuple[int, ...], target: int, limits: Limits) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, sentence: tuple[int, ...], target: int, limits: Limits,
+               excluded: bytes = b"") -> tuple[np.ndarray, np.ndarray]:
         """Best substitutes for ``sentence[target]``: (word ids, log10 scores), best first.
 
         At most V - 1 substitutes (one word is ``<s>``), as the original, even for a
-        model without ``<s>``.
+        model without ``<s>``.  ``excluded`` (word ids, ascending, packed as ID_DTYPE)
+        are no candidates: the search passes them over, so the list is the exact top of
+        the other words, and V counts only those for the -p rule and the cap.
         """
         ids, scores = self._kernel.search_at(self.patterns.table, self._build_term, sentence, target,
-                                             limits.count, limits.mass)
+                                             limits.count, limits.mass, excluded)
         return np.frombuffer(ids, fmt.ID_DTYPE), np.frombuffer(scores)

@@ -246,18 +246,21 @@ class ArpaModel:
         return sorted(scores.items(), key=lambda item: (-item[1], self._file_order[item[0]]))
 
     def cut(self, ranked: list[tuple[str, float]], n: int | None = None,
-            p: float | None = None) -> list[tuple[str, float]]:
+            p: float | None = None, vocab_size: int | None = None) -> list[tuple[str, float]]:
         """The head of ``ranked`` that ai-ku/fastsubs lists.  Its stopping rules:
 
         * ``n``: stop after ``n`` substitutes; ``n`` is capped at ``V - 1``,
-          where ``V`` is the number of unigrams (``<s>`` included).
+          where ``V`` is the number of unigrams (``<s>`` included), or
+          ``vocab_size`` when given (fastsubs' ``--exclude``: a ranking without
+          the excluded words, and V without them).
         * ``p``: after each listed substitute with probability ``q = 10**lp``,
           with ``S`` the running sum of ``q`` and ``L`` the number listed so far,
           stop once ``p <= S / (S + q * (V - L))``.  As in the C code the rule is
           only applied when ``p < 1``.
         * both: stop at whichever comes first; neither: ``n = 100``.
         """
-        vocab_size = len(self.vocab)
+        if vocab_size is None:
+            vocab_size = len(self.vocab)
         if n is None and p is None:
             n = 100
         limit = vocab_size - 1 if n is None else min(n, vocab_size - 1)

@@ -64,6 +64,15 @@ MUTATIONS = [
     Mutation("tie-order-reversed",
              "equal scores listed highest word id first",
              "(a->score == b->score && a->word < b->word)", "(a->score == b->score && a->word > b->word)"),
+    Mutation("p-rule-counts-excluded-words",
+             "with --exclude, the -p rule's V still counts the excluded words",
+             "(double)(candidates - n_listed)", "(double)(k->vocab_size - n_listed)"),
+    Mutation("cap-counts-excluded-words",
+             "with --exclude, the cap on the count is still V - 1",
+             "count = candidates - 1;", "count = k->vocab_size - 1;"),
+    Mutation("excluded-words-stay-flagged",
+             "the flags of excluded words are not cleared: later searches never list them",
+             "k->flags[excluded[i]] = 0;", "k->flags[excluded[i]] |= 0;"),
 ]
 
 

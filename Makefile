@@ -1,6 +1,6 @@
 # Entry points for a fresh clone (only Python 3.10+ needed):
-#   make demo       set up .venv, build the bundled demo model's index, print substitutes
-#   make test       set up .venv with the test, dask, plot and lint extras, run the default test suite
+#   make demo       set up .venv (fastsubs alone), build the bundled demo model's index, print substitutes
+#   make test       add the test, dask, plot and lint extras to .venv, run the default test suite
 #   make test-slow  the slow tests (big model, kill loops, long fuzzing), within SLOW_TIMEOUT seconds
 #   make lint       ruff and mypy on the package (rules in pyproject.toml)
 # The C kernel is compiled in place (query/_kernel*.so) and recompiled whenever query/*.c
@@ -18,14 +18,20 @@ PACKAGE := fastsubs indexer query
 
 .PHONY: demo test test-slow lint
 
-$(BIN)/.installed: pyproject.toml setup.py
+# fastsubs and what it needs to run, nothing more (the demo).
+$(BIN)/.base: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+# ... and the extras of development: tests, Dask, plots, lint.
+$(BIN)/.installed: $(BIN)/.base
 	$(BIN)/pip install --quiet -e '.[test,dask,plot,lint]'
 	touch $@
 
 # The editable install compiles the kernel once; this recompiles it after an edit.
-$(BIN)/.kernel-built: $(KERNEL_SOURCES) $(BIN)/.installed
+$(BIN)/.kernel-built: $(KERNEL_SOURCES) $(BIN)/.base
 	$(BIN)/python setup.py --quiet build_ext --inplace
 	touch $@
 
@@ -33,10 +39,10 @@ demo: $(BIN)/.kernel-built
 	$(BIN)/fastsubs-index build $(DEMO_MODEL) -o $(DEMO_INDEX) --force
 	$(BIN)/fastsubs-query $(DEMO_INDEX) -n 5 -i examples/sentences.txt
 
-test: $(BIN)/.kernel-built
+test: $(BIN)/.installed $(BIN)/.kernel-built
 	$(BIN)/python -m pytest
 
-test-slow: $(BIN)/.kernel-built
+test-slow: $(BIN)/.installed $(BIN)/.kernel-built
 	timeout $(SLOW_TIMEOUT) $(BIN)/python -m pytest -m slow
 
 lint: $(BIN)/.installed

@@ -5,6 +5,10 @@ Public API (see :mod:`fastsubs.api`)::
     fastsubs.build_index(model_path, index_path=None, force=False)
     with fastsubs.open_index(index_path) as index:
         index.sentence(tokens, n=10)        # one list of Substitute per position
+    fastsubs.QueryOptions(n=100, no_eos=True, format="jsonl", exclude=["</s>"])   # fastsubs-query's options
+    fastsubs.field_bytes(json_object, "word")   # the exact input bytes of a --format jsonl text field
+
+Pipelines on Dask: :mod:`fastsubs.dask`.
 
 Names are loaded on first use, so importing ``fastsubs`` (and starting the command-line
 tools) costs next to nothing.
@@ -17,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "build_index", "open_index", "SubstituteIndex", "Substitute", "BuildSummary",
+    "build_index", "open_index", "SubstituteIndex", "Substitute", "BuildSummary", "QueryOptions", "field_bytes",
     "FastsubsError", "ModelFormatError", "NotAnIndexError", "IndexVersionError",
     "DamagedIndexError", "IndexExistsError", "TargetNotAnIndexError", "BuildCheckError", "QueryInputError",
     "ArgumentError", "OutputError", "ResumeError",
@@ -29,11 +33,15 @@ _LOCATIONS = {
     "open_index": "fastsubs.api",
     "SubstituteIndex": "fastsubs.api",
     "Substitute": "fastsubs.api",
+    "QueryOptions": "fastsubs.query.options",
+    "field_bytes": "fastsubs.jsonl",
 }
 
 if TYPE_CHECKING:
     from fastsubs.api import Substitute, SubstituteIndex, open_index
     from fastsubs.indexer.build import BuildSummary, build_index
+    from fastsubs.jsonl import field_bytes
+    from fastsubs.query.options import QueryOptions
 
 from fastsubs.errors import (  # noqa: E402  (light: plain exception classes)
     ArgumentError,

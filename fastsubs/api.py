@@ -9,17 +9,22 @@ Example::
             print([s.word for s in subs])
 
 Words are ``str`` (bytes that are not UTF-8 survive the round trip through
-``surrogateescape``).  Each process opens its own index; many processes may open the
-same one.
+``surrogateescape``).  Substitutes are vocabulary words, always UTF-8 (the indexer
+refuses others), so ``Substitute.word`` never holds a lone surrogate; the JSON lines of
+``fastsubs-query --format jsonl`` write input text that is not UTF-8 by the rule of
+:mod:`fastsubs.jsonl` (read back with :func:`fastsubs.field_bytes`).  Each process opens
+its own index; many processes may open the same one.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from fastsubs.query.engine import Engine, Ranked
+from fastsubs.query.options import word_list
 from fastsubs.query.output import normalized
 from fastsubs.query.search import Limits
 from fastsubs.query.sentences import SENTENCE_MARKERS, tokenize
@@ -45,8 +50,11 @@ class SubstituteIndex:
 
     ``n`` and ``p`` work as the CLI's ``-n``/``-p``: list ``n`` substitutes, or stop
     once they surely hold probability mass ``p``, whichever comes first; neither
-    means ``n=100``.  A bad ``n``, ``p`` or position raises :class:`fastsubs.ArgumentError`
-    (a FastsubsError, and a ValueError as before).
+    means ``n=100``.  ``exclude`` (words, as ``--exclude``) are never listed: the list
+    is the exact top of the other words (and ``p``'s rule counts only those); a word
+    the vocabulary lacks is a warning (:class:`UserWarning`), once.  A bad ``n``, ``p``,
+    ``exclude`` or position raises :class:`fastsubs.ArgumentError` (a FastsubsError, and
+    a ValueError as before).
 
     >>> with open_index("demo.fsidx") as index:           # doctest: +SKIP
     ...     index.position(["a", "dog", "barks"], 1, n=3)[0].word
@@ -55,6 +63,7 @@ class SubstituteIndex:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._engine = Engine(path)
+        self._checked: set[tuple[bytes, ...]] = set()
 
     @property
     def order(self) -> int:
@@ -82,18 +91,29 @@ class SubstituteIndex:
         return [Substitute(word(i).decode("utf-8", "surrogateescape"), lp, p)
                 for i, lp, p in zip(ids.tolist(), scores.tolist(), probabilities.tolist())]
 
+    def _excluded(self, exclude: Iterable[Token]) -> bytes:
+        """``exclude`` as the search takes it; warns of words the vocabulary lacks (once)."""
+        words = word_list(exclude)
+        if words not in self._checked:
+            self._checked.add(words)
+            for word in self._engine.unknown(words):
+                warnings.warn(f"excluded word {word.decode('utf-8', 'backslashreplace')!r} is not in the "
+                              "model's vocabulary", stacklevel=3)
+        return self._engine.excluded(words)
+
     def position(self, tokens: Sequence[Token], position: int, *, n: int | None = None,
-                 p: float | None = None) -> list[Substitute]:
+                 p: float | None = None, exclude: Iterable[Token] = ()) -> list[Substitute]:
         """Substitutes of ``tokens[position]``; ``position == len(tokens)`` means ``</s>``.
 
         >>> index.position(["the", "cat", "sat"], 1, n=2)      # doctest: +SKIP
         [Substitute(word='cat', ...), Substitute(word='dog', ...)]
         """
         words = [_encode(t) for t in tokens]
-        return self._substitutes(self._engine.position(words, position, Limits.from_options(n, p)))
+        limits = Limits.from_options(n, p)
+        return self._substitutes(self._engine.position(words, position, limits, self._excluded(exclude)))
 
     def sentence(self, tokens: Sequence[Token] | str, *, n: int | None = None,
-                 p: float | None = None) -> list[list[Substitute]]:
+                 p: float | None = None, exclude: Iterable[Token] = ()) -> list[list[Substitute]]:
         """Substitutes of every token and of the closing ``</s>`` (so ``len(tokens) + 1`` lists).
 
         A string is split on whitespace; ``<s>``/``</s>`` tokens are dropped.
@@ -105,17 +125,19 @@ class SubstituteIndex:
             words = tokenize(_encode(tokens))
         else:
             words = [w for w in (_encode(t) for t in tokens) if w not in SENTENCE_MARKERS]
-        return [self._substitutes(r) for r in self._engine.sentence(words, Limits.from_options(n, p))]
+        ranked = self._engine.sentence(words, Limits.from_options(n, p), excluded=self._excluded(exclude))
+        return [self._substitutes(r) for r in ranked]
 
     def sentences(self, sentences: Iterable[Sequence[Token] | str], *, n: int | None = None,
-                  p: float | None = None) -> Iterator[list[list[Substitute]]]:
+                  p: float | None = None, exclude: Iterable[Token] = ()) -> Iterator[list[list[Substitute]]]:
         """:meth:`sentence` for each item, lazily: memory stays bounded for any corpus.
 
         >>> for subs in index.sentences(open("corpus.txt"), n=10):   # doctest: +SKIP
         ...     ...
         """
+        words = word_list(exclude)  # once: ``exclude`` may be an iterator
         for tokens in sentences:
-            yield self.sentence(tokens, n=n, p=p)
+            yield self.sentence(tokens, n=n, p=p, exclude=words)
 
 
 def open_index(path: str | os.PathLike[str]) -> SubstituteIndex:

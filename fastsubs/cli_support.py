@@ -18,7 +18,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from fastsubs.errors import FastsubsError, OutputError
 
@@ -45,6 +45,21 @@ def _stop(signum: int, frame: object) -> None:
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Terminated
+
+
+def version_option(program: str) -> Any:
+    """A ``--version`` flag for a typer command or group: prints ``program VERSION`` and exits,
+    before anything else is checked (``fastsubs-query --version`` needs no index)."""
+    import typer
+
+    import fastsubs
+
+    def show(value: bool) -> None:
+        if value:
+            print(f"{program} {fastsubs.__version__}")
+            raise typer.Exit()
+
+    return typer.Option(False, "--version", is_eager=True, callback=show, help="Print the fastsubs version and exit.")
 
 
 def _line(head: str, error: BaseException) -> str:

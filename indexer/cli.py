@@ -13,10 +13,15 @@ from typing import Optional
 
 import typer
 
-from fastsubs.cli_support import run_reporting_errors
+from fastsubs.cli_support import run_reporting_errors, version_option
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Compile ARPA language models into fastsubs indexes.", no_args_is_help=True)
+
+
+@app.callback()
+def _commands(version: bool = version_option("fastsubs-index")) -> None:
+    """The options of fastsubs-index itself (--version), before any command."""
 
 
 @app.command(help="""Build the index of an ARPA model (plain, .gz, .bz2 or .xz).

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from fastsubs.cli_support import run_reporting_errors
+from fastsubs.cli_support import run_reporting_errors, version_option
+
+if TYPE_CHECKING:
+    from fastsubs.query.options import QueryOptions
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
-HELP = """Print the most likely substitutes of every word of INPUT (one sentence per line).
+HELP = """Print the most likely substitutes of every word of the input (stdin, or -i FILE;
+one sentence per line).
 
 Output (as the original ai-ku/fastsubs tool): a line per token and one for </s>,
 "word<TAB>sub1 lp1<TAB>sub2 lp2 ...", best first, log10 scores with 8 decimals.
@@ -24,7 +28,8 @@ Without -n or -p this lists 100 substitutes (the original listed the whole
 vocabulary: pass -n with the vocabulary size for that).
 
 With -o OUT the output goes to OUT.partial (its progress to OUT.partial.json) and
-becomes OUT only when the whole input is done; an interrupted run (Ctrl-C,
+becomes OUT only when the whole input is done, with OUT.json beside it (what
+produced it: fastsubs version, model, options, input); an interrupted run (Ctrl-C,
 SIGTERM, kill -9, damaged input) is continued by the same command with --resume.
 
 \b
@@ -36,6 +41,7 @@ Examples:
   fastsubs-query demo.fsidx --workers 2 -i corpus.txt -o subs.txt
   fastsubs-query demo.fsidx --no-eos --format jsonl < sentences.txt
   fastsubs-query demo.fsidx -n 100 --sample 20 --seed 1 < sentences.txt
+  fastsubs-query demo.fsidx -t -n 100 --exclude '</s>' --exclude-from punct.txt -f jsonl < records.tsv
   fastsubs-query demo.fsidx --dask tcp://scheduler:8786 -i 'corpus/*.txt' -o subs/
 """
 
@@ -57,12 +63,20 @@ def query(
     input_path: Optional[Path] = typer.Option(None, "-i", "--input", help="Read from this file (.gz/.bz2/.xz ok)."),
     output_path: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file (.gz/.bz2/.xz ok)."),
     output_format: str = typer.Option("text", "--format", "-f",
-                                      help="text (the original's format) or jsonl (one JSON object per position)."),
+                                      help="text (the original's format) or jsonl (one JSON object per position; "
+                                           "with --sample, one per position holding the draws)."),
     no_eos: bool = typer.Option(False, "--no-eos", help="Omit the </s> position of every sentence."),
     sample: Optional[int] = typer.Option(None, "--sample", min=1,
-                                         help="Print N 'word<TAB>sub' draws per position, in proportion to "
-                                              "10^lp over the listed substitutes (wordsub-n)."),
+                                         help="Print N 'word<TAB>sub' draws per position ('name<TAB>id<TAB>word"
+                                              "<TAB>sub' with -t), in proportion to 10^lp over the listed "
+                                              "substitutes (wordsub-n)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Random seed for --sample (same output for any --workers)."),
+    exclude: Optional[list[str]] = typer.Option(None, "--exclude", metavar="WORD",
+                                                help="Never list WORD as a substitute (repeatable): the lists hold "
+                                                     "the exact top K of the other words."),
+    exclude_from: Optional[list[Path]] = typer.Option(None, "--exclude-from", metavar="FILE",
+                                                      help="Never list the words of FILE (one per line) as "
+                                                           "substitutes (repeatable)."),
     workers: int = typer.Option(1, "--workers", "-w", min=1, help="Worker processes (each opens the index)."),
     dask: Optional[str] = typer.Option(None, "--dask", metavar="SCHEDULER",
                                        help="Run on the Dask cluster at this address: -i is a glob of input "
@@ -72,16 +86,19 @@ def query(
                                      "input lines that OUT.partial already holds and search only the rest "
                                      "(needs -o; starts from the first line when there is nothing to resume)."),
     stats: bool = typer.Option(False, "--stats", help="Print search statistics on stderr at the end."),
+    version: bool = version_option("fastsubs-query"),
 ) -> None:
     # The search stack loads only once the arguments are valid (start-up stays small).
-    from fastsubs.query.records import FORMATS, OutputOptions
+    from fastsubs.query.options import FORMATS, QueryOptions, joined, read_word_list
     from fastsubs.query.runner import execute
-    from fastsubs.query.search import Limits
 
     if output_format not in FORMATS:
         raise typer.BadParameter(f"expected one of {', '.join(FORMATS)}", param_hint="--format")
-    limits = Limits.from_options(count, probability)
-    options = OutputOptions(limits, normalize, targets, skip_bad_records, output_format, no_eos, sample, seed)
+    excluded = run_reporting_errors("fastsubs-query", lambda: joined(
+        exclude or (), *(read_word_list(path) for path in exclude_from or ())))
+    options = QueryOptions(n=count, p=probability, normalize=normalize, targets=targets,
+                           skip_bad_records=skip_bad_records, format=output_format, no_eos=no_eos, sample=sample,
+                           seed=seed, exclude=excluded)
     if resume and output_path is None:
         raise typer.BadParameter("needs -o OUT (the output of the run to continue)", param_hint="--resume")
     if dask is not None:
@@ -97,7 +114,8 @@ def query(
         resume=resume))
 
 
-def _run_on_dask(scheduler: str, index: Path, pattern: str, output_dir: Path, options, stats: bool) -> None:
+def _run_on_dask(scheduler: str, index: Path, pattern: str, output_dir: Path, options: QueryOptions,
+                 stats: bool) -> None:
     from fastsubs.query.dask_jobs import run_files
     from fastsubs.query.runner import format_stats
 

@@ -14,10 +14,11 @@ import sys
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from fastsubs.cli_support import run_reporting_errors
+from fastsubs.cli_support import run_reporting_errors, version_option
 from fastsubs.errors import FastsubsError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -65,8 +66,8 @@ def fitted_slope(points: list[EffortPoint]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
-def plot(points: list[EffortPoint], slope: float, title: str, png: Path) -> None:
-    """Log-log plot of the measured points and the fitted line."""
+def pyplot() -> Any:
+    """matplotlib's pyplot, drawing to files; FastsubsError saying how to install it if missing."""
     try:
         import matplotlib
 
@@ -74,6 +75,12 @@ def plot(points: list[EffortPoint], slope: float, title: str, png: Path) -> None
         import matplotlib.pyplot as plt
     except ImportError:
         raise FastsubsError("plotting needs matplotlib: pip install 'fastsubs[plot]'") from None
+    return plt
+
+
+def plot(points: list[EffortPoint], slope: float, title: str, png: Path) -> None:
+    """Log-log plot of the measured points and the fitted line."""
+    plt = pyplot()
     ks = [p.k for p in points]
     ys = [p.candidates for p in points]
     mx = sum(math.log(k) for k in ks) / len(ks)
@@ -106,6 +113,7 @@ def complexity(
     output: Path = typer.Option(Path("complexity.png"), "-o", "--output", help="PNG file to write."),
 ) -> None:
     def run() -> None:
+        pyplot()  # a missing extra is said before the measurement, not after it
         values = sorted({int(k) for k in ks.split(",")})
         if len(values) < 2 or values[0] < 1:
             raise FastsubsError("--ks needs at least two values of K, all >= 1")
@@ -121,7 +129,7 @@ def complexity(
 
 
 @app.callback()
-def _commands() -> None:
+def _commands(version: bool = version_option("fastsubs-bench")) -> None:
     """Keeps 'complexity' a subcommand (room for more measurements)."""
 
 

@@ -5,10 +5,12 @@ of text partitions; fastsubs only supplies the per-partition work.  Every worker
 process opens the index once, from a path it can read (a copy on each node, or one
 shared read-only filesystem), and keeps it open for all the tasks it runs.
 
-Two entry points:
+Entry points (the first two are public, as :mod:`fastsubs.dask`):
 
-* :func:`substitutes_bag` maps a ``dask.bag`` of sentences (str lines) to a bag of
-  their output text, partition by partition, order kept.
+* :func:`substitutes_bag` maps a ``dask.bag`` of input lines to a bag of the output
+  lines ``fastsubs-query`` prints for them, partition by partition, order kept;
+* :func:`to_textfiles` writes such a bag, one file per partition, each byte-identical
+  to ``fastsubs-query``'s output for that partition's lines;
 * :func:`run_files` (``fastsubs-query --dask ADDRESS -i 'corpus/*.txt' -o out/``)
   processes each input file as one task and writes ``out/<file name>``; each output
   file is byte-identical to a single-machine run on that input file.
@@ -19,12 +21,14 @@ from __future__ import annotations
 import glob
 import os
 import threading
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from fastsubs.errors import FastsubsError
 from fastsubs.query.engine import Engine
-from fastsubs.query.records import OutputOptions
+from fastsubs.query.options import QueryOptions
 from fastsubs.query.runner import numbered_chunks, process_chunk
 from fastsubs.query.search import SearchStats
 from fastsubs.textio import open_binary
@@ -42,28 +46,56 @@ def _engine(index_path: str) -> Engine:
     return engine
 
 
-def _render_partition(lines: Iterable[str], index_path: str, options: OutputOptions) -> list[str]:
-    encoded = [(number, line.encode("utf-8", "surrogateescape"))
-               for number, line in enumerate(lines, start=1)]
+def _render_partition(lines: Iterable[str], index_path: str, options: QueryOptions) -> list[str]:
+    """The output lines (no newline) of a partition's input lines, numbered from 1."""
+    encoded = [(number, line.encode("utf-8", "surrogateescape")) for number, line in enumerate(lines, start=1)]
     with _engine_lock:
-        engine = _engine(index_path)
-        return [process_chunk(engine, [item], options, "<bag>").text.decode("utf-8", "surrogateescape")
-                for item in encoded]
+        result = process_chunk(_engine(index_path), encoded, options, "<bag>")
+    for warning in result.warnings:
+        warnings.warn(warning, stacklevel=1)
+    return result.text.decode("utf-8", "surrogateescape").split("\n")[:-1]
 
 
-def substitutes_bag(bag, index_path: str | os.PathLike[str], options: OutputOptions):
-    """A bag with, for each sentence of ``bag``, the text ``fastsubs-query`` prints for it.
+def substitutes_bag(bag: Any, index_path: str | os.PathLike[str], options: QueryOptions) -> Any:
+    """A bag of the lines ``fastsubs-query`` prints for the input lines of ``bag`` (str, one
+    sentence or ``-t`` record each, as ``dask.bag.read_text`` gives them), without their
+    newlines: each a line of text, or with ``format="jsonl"`` a JSON object.
 
-    Line numbers (for ``--format jsonl`` and ``--sample``) count within each partition.
+    Input lines are numbered (``sentence`` of ``jsonl``, the ``--sample`` streams) within
+    each partition, which is one input file with ``read_text``'s default ``blocksize``:
+    then :func:`to_textfiles` writes each file's output as the CLI writes it.  A word of
+    ``options.exclude`` that the vocabulary lacks is a warning here when the index can
+    be opened from this process too (as on a shared filesystem).
 
-    >>> import dask.bag as db                                   # doctest: +SKIP
-    >>> lines = db.read_text("corpus/*.txt", errors="surrogateescape")
-    >>> substitutes_bag(lines, "/shared/model.fsidx", OutputOptions(Limits(10))).to_textfiles("out/*.txt")
+    >>> lines = dask.bag.read_text("corpus/*.txt", encoding="utf-8", errors="surrogateescape")  # doctest: +SKIP
+    >>> to_textfiles(substitutes_bag(lines, "/shared/model.fsidx", QueryOptions(n=10)), "out/*.txt")  # doctest: +SKIP
     """
-    return bag.map_partitions(_render_partition, os.fspath(index_path), options)
+    path = os.path.abspath(index_path)  # workers resolve it, maybe from another directory
+    if options.exclude and os.path.isdir(path):
+        engine = Engine(path)
+        try:
+            for word in engine.unknown(options.excluded_words):
+                warnings.warn(f"excluded word {word.decode('utf-8', 'backslashreplace')!r} is not in the "
+                              "model's vocabulary", stacklevel=2)
+        finally:
+            engine.close()
+    return bag.map_partitions(_render_partition, path, options)
 
 
-def _process_file(job: tuple[str, str], index_path: str, options: OutputOptions) -> SearchStats:
+def _file_text(lines: Iterable[str]) -> list[bytes]:
+    """A partition's output lines as the one block of bytes its file holds."""
+    return ["".join(line + "\n" for line in lines).encode("utf-8", "surrogateescape")]
+
+
+def to_textfiles(bag: Any, path: str, **kwargs: Any) -> Any:
+    """Write the bag of :func:`substitutes_bag` to files, one per partition, as the CLI
+    writes its output: every line ends with a newline, no blank lines, bytes that are not
+    UTF-8 as they were read (``surrogateescape``).  ``path`` and ``kwargs`` as for
+    ``dask.bag.Bag.to_textfiles`` (``"out/*.txt"``, ``name_function``, ``compute``...)."""
+    return bag.map_partitions(_file_text).to_textfiles(path, encoding=None, **kwargs)
+
+
+def _process_file(job: tuple[str, str], index_path: str, options: QueryOptions) -> SearchStats:
     source, target = job
     totals = SearchStats()
     with _engine_lock, open_binary(source) as stream, open_binary(target, "wb") as out:
@@ -75,7 +107,7 @@ def _process_file(job: tuple[str, str], index_path: str, options: OutputOptions)
     return totals
 
 
-def run_files(scheduler: str, index_path: str, pattern: str, output_dir: Path, options: OutputOptions) -> SearchStats:
+def run_files(scheduler: str, index_path: str, pattern: str, output_dir: Path, options: QueryOptions) -> SearchStats:
     """Process every file matching ``pattern`` on the cluster at ``scheduler``; one output file each."""
     try:
         import dask.bag as db

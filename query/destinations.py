@@ -18,6 +18,9 @@ it in ``OUT.partial.tail`` (at most about MEMBER_BYTES); a resumed run compresse
 text again into a new member and goes on.  Compressing is deterministic and does not
 depend on how the text was cut into writes, so a resumed run ends with the same bytes
 as an uninterrupted one.
+
+When OUT is published, ``OUT.json`` (:mod:`fastsubs.query.provenance`) is written just
+before it, so OUT never appears without the record of what produced it.
 """
 
 from __future__ import annotations
@@ -36,10 +39,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 import fastsubs
 from fastsubs.cli_support import signals_held
 from fastsubs.errors import OutputError, ResumeError
+from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
+from fastsubs.query.provenance import finished_record
 from fastsubs.textio import compressing_writer, compression, open_binary
 
 if TYPE_CHECKING:
-    from fastsubs.query.records import OutputOptions
+    from fastsubs.query.options import QueryOptions
 
 #: Appended to OUT for the file being written, and for the record of how far it got.
 PARTIAL_SUFFIX = ".partial"
@@ -53,7 +58,7 @@ MEMBER_BYTES = 1 << 20
 COMMIT_SECONDS = 1.0
 
 
-def run_identity(index_meta: dict[str, Any], options: OutputOptions) -> dict[str, Any]:
+def run_identity(index_meta: dict[str, Any], options: QueryOptions) -> dict[str, Any]:
     """What a partial output belongs to, beyond its input: the model compiled into the
     index (its SHA-256), the output options (any dataclass: every field counts) and the
     fastsubs version; not the worker count."""
@@ -113,8 +118,9 @@ class PartialOutput:
     renamed onto OUT at the end."""
 
     def __init__(self, target: Path, identity: dict[str, Any], source: str,
-                 warn: Callable[[str], None]) -> None:
+                 warn: Callable[[str], None], run_record: dict[str, Any] | None = None) -> None:
         self.target = target
+        self.run_record = run_record  # for OUT.json (fastsubs.query.provenance), written with OUT
         self.partial = f"{target}{PARTIAL_SUFFIX}"
         self.tail_path = f"{target}{TAIL_SUFFIX}"
         self.state_path = f"{target}{STATE_SUFFIX}"
@@ -277,17 +283,7 @@ class PartialOutput:
                      "input_sha256": self._digest.copy().hexdigest()}
             state = {"format": STATE_FORMAT, "version": STATE_VERSION, "run": self.identity,
                      "input": self.source, "resume": point}
-            temporary = f"{self.state_path}.tmp"
-            try:
-                with open(temporary, "w") as stream:
-                    json.dump(state, stream, indent=1)
-                    stream.flush()
-                    os.fsync(stream.fileno())
-                os.replace(temporary, self.state_path)
-            except BaseException:
-                _remove(temporary)
-                raise
-            _sync_directory(self.state_path)
+            _write_json(self.state_path, state)
         self.recorded_lines = self.lines
         self._committed_at = time.monotonic()
 
@@ -306,6 +302,9 @@ class PartialOutput:
                 os.fsync(self._raw.fileno())
                 self._raw.close()
             with _naming(str(self.target)):
+                if self.run_record is not None:  # first: OUT never appears without its record
+                    _write_json(f"{self.target}{PROVENANCE_SUFFIX}", finished_record(
+                        self.run_record, self.target, self.source, self.lines, self._digest.hexdigest()))
                 os.replace(self.partial, self.target)
                 os.unlink(self.state_path)
                 if self._tail is not None:
@@ -348,8 +347,10 @@ def _reopened(path: str, size: int) -> BinaryIO:
 
 
 def destination(output_path: Path | None, identity: dict[str, Any], source: str,
-                warn: Callable[[str], None], stdout: BinaryIO) -> StreamOutput | PartialOutput:
-    """The output of a run: stdout, OUT written atomically, or a device/pipe given as ``-o``."""
+                warn: Callable[[str], None], stdout: BinaryIO,
+                run_record: dict[str, Any] | None = None) -> StreamOutput | PartialOutput:
+    """The output of a run: stdout, OUT written atomically (with OUT.json made from
+    ``run_record``), or a device/pipe given as ``-o``."""
     if output_path is None:
         return StreamOutput(stdout, "<stdout>")
     try:
@@ -357,9 +358,24 @@ def destination(output_path: Path | None, identity: dict[str, Any], source: str,
     except FileNotFoundError:
         mode = stat.S_IFREG
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return PartialOutput(output_path, identity, source, warn)
+        return PartialOutput(output_path, identity, source, warn, run_record)
     with _naming(str(output_path)):
         return StreamOutput(open_binary(output_path, "wb"), str(output_path), owned=True)
+
+
+def _write_json(path: str, data: dict[str, Any]) -> None:
+    """Replace ``path`` by ``data`` as JSON, atomically and durably."""
+    temporary = f"{path}.tmp"
+    try:
+        with open(temporary, "w") as stream:
+            json.dump(data, stream, indent=1)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        _remove(temporary)
+        raise
+    _sync_directory(path)
 
 
 def _remove(path: str) -> None:

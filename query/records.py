@@ -15,31 +15,26 @@ import numpy as np
 
 from fastsubs.errors import QueryInputError
 from fastsubs.query.engine import Engine
-from fastsubs.query.formats import jsonl_record, sample_lines
+from fastsubs.query.formats import Place, jsonl_record, sample_jsonl, sample_lines
+from fastsubs.query.options import QueryOptions
 from fastsubs.query.output import format_substitutes
-from fastsubs.query.search import Limits
 from fastsubs.query.sentences import tokenize
 
 EOS = b"</s>"
-FORMATS = ("text", "jsonl")
 
 
 @dataclass(frozen=True)
-class OutputOptions:
-    """How records are read and written: the CLI's -n/-p, -z, -t, --format, --no-eos, --sample."""
+class TargetRecord:
+    """A ``-t`` record: its name and id (as written), its tokens and the target position."""
 
-    limits: Limits
-    normalize: bool = False
-    target_records: bool = False
-    skip_bad_records: bool = False
-    format: str = "text"
-    no_eos: bool = False
-    sample: int | None = None
-    seed: int = 0
+    name: bytes
+    id: bytes
+    tokens: list[bytes]
+    position: int
 
 
-def parse_target_record(line: bytes, source: str, number: int) -> tuple[list[bytes], int]:
-    """Tokens and target position of a ``-t`` record, or QueryInputError naming the line."""
+def parse_target_record(line: bytes, source: str, number: int) -> TargetRecord:
+    """The fields of a ``-t`` record, or QueryInputError naming the line."""
     fields = line.rstrip(b"\r\n").split(b"\t", 3)
     if len(fields) != 4:
         raise QueryInputError(source, number,
@@ -51,32 +46,36 @@ def parse_target_record(line: bytes, source: str, number: int) -> tuple[list[byt
         raise QueryInputError(source, number, f"expected a whole-number token index, found {fields[2]!r}") from None
     if not 0 <= position <= len(tokens):
         raise QueryInputError(source, number, f"token index {position} is outside 0 … {len(tokens)} for this text")
-    return tokens, position
+    return TargetRecord(fields[0], fields[1], tokens, position)
 
 
-def _position_output(engine: Engine, options: OutputOptions, number: int, position: int, word: bytes,
-                     ids: np.ndarray, scores: np.ndarray, with_word: bool) -> bytes:
+def _position_output(engine: Engine, options: QueryOptions, place: Place, ids: np.ndarray, scores: np.ndarray,
+                     with_word: bool) -> bytes:
     """The output of one position in the chosen format."""
+    vocabulary = engine.vocabulary
     if options.sample is not None:
-        return sample_lines(engine.vocabulary, number, position, word, ids, scores, options.sample, options.seed)
+        write_samples = sample_jsonl if options.format == "jsonl" else sample_lines
+        return write_samples(vocabulary, place, ids, scores, options.sample, options.seed)
     if options.format == "jsonl":
-        return jsonl_record(engine.vocabulary, number, position, word, ids, scores)
-    fields = format_substitutes(engine.vocabulary, ids, scores, options.normalize)
-    return (word + b"\t" + fields if with_word else fields) + b"\n"
+        return jsonl_record(vocabulary, place, ids, scores)
+    fields = format_substitutes(vocabulary, ids, scores, options.normalize)
+    return (place.word + b"\t" + fields if with_word else fields) + b"\n"
 
 
-def render_record(engine: Engine, line: bytes, options: OutputOptions, source: str, number: int) -> bytes:
+def render_record(engine: Engine, line: bytes, options: QueryOptions, source: str, number: int) -> bytes:
     """The complete output of one input line."""
-    if options.target_records:
-        tokens, position = parse_target_record(line, source, number)
-        ids, scores = engine.position(tokens, position, options.limits)
-        word = tokens[position] if position < len(tokens) else EOS
-        body = _position_output(engine, options, number, position, word, ids, scores, with_word=False)
+    excluded = engine.excluded(options.excluded_words)
+    if options.targets:
+        record = parse_target_record(line, source, number)
+        ids, scores = engine.position(record.tokens, record.position, options.limits, excluded)
+        word = record.tokens[record.position] if record.position < len(record.tokens) else EOS
+        place = Place(number, record.position, word, record.name, record.id)
+        body = _position_output(engine, options, place, ids, scores, with_word=False)
         if options.format == "text" and options.sample is None:
             body = (line if line.endswith(b"\n") else line + b"\n") + body
         return body
     tokens = tokenize(line)
-    ranked = engine.sentence(tokens, options.limits, eos=not options.no_eos)
+    ranked = engine.sentence(tokens, options.limits, eos=not options.no_eos, excluded=excluded)
     words = tokens + [EOS]
-    return b"".join(_position_output(engine, options, number, position, words[position], ids, scores, True)
+    return b"".join(_position_output(engine, options, Place(number, position, words[position]), ids, scores, True)
                     for position, (ids, scores) in enumerate(ranked))

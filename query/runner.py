@@ -31,8 +31,10 @@ from fastsubs.cli_support import become_worker, signals_held
 from fastsubs.errors import FastsubsError, QueryInputError, ResumeError
 from fastsubs.query.destinations import PartialOutput, StreamOutput, destination, run_identity
 from fastsubs.query.engine import Engine
+from fastsubs.query.options import QueryOptions
 from fastsubs.query.progress import Progress, input_size
-from fastsubs.query.records import OutputOptions, render_record
+from fastsubs.query.provenance import run_record
+from fastsubs.query.records import render_record
 from fastsubs.query.search import SearchStats
 from fastsubs.textio import DECOMPRESSION_ERRORS, open_binary, read_failure
 
@@ -116,7 +118,7 @@ def numbered_chunks(stream: BinaryIO, source: str = "<input>") -> Iterator[Chunk
         raise lines.failure
 
 
-def process_chunk(engine: Engine, chunk: Chunk, options: OutputOptions, source: str) -> ChunkResult:
+def process_chunk(engine: Engine, chunk: Chunk, options: QueryOptions, source: str) -> ChunkResult:
     """Render every record of ``chunk``; bad -t records are skipped only when asked."""
     before = engine.searcher.stats
     outputs: list[bytes] = []
@@ -160,7 +162,7 @@ def _worker_init(index_path: str, parent: int) -> None:
     _worker_engine = Engine(index_path)
 
 
-def _worker_chunk(chunk: Chunk, options: OutputOptions, source: str) -> ChunkResult:
+def _worker_chunk(chunk: Chunk, options: QueryOptions, source: str) -> ChunkResult:
     assert _worker_engine is not None, "worker initializer did not run"
     result = process_chunk(_worker_engine, chunk, options, source)
     _settle()
@@ -174,7 +176,7 @@ def _no_work() -> None:
 Results = Iterator[tuple[Chunk, ChunkResult]]
 
 
-def serial_results(index_path: str, chunks: Iterable[Chunk], options: OutputOptions, source: str) -> Results:
+def serial_results(index_path: str, chunks: Iterable[Chunk], options: QueryOptions, source: str) -> Results:
     """Every chunk with its result, computed in this process."""
     engine = Engine(index_path)
     try:
@@ -185,7 +187,7 @@ def serial_results(index_path: str, chunks: Iterable[Chunk], options: OutputOpti
         engine.close()
 
 
-def parallel_results(index_path: str, chunks: Iterable[Chunk], options: OutputOptions, source: str,
+def parallel_results(index_path: str, chunks: Iterable[Chunk], options: QueryOptions, source: str,
                      workers: int) -> Results:
     """Every chunk with its result from ``workers`` processes, in input order, memory bounded.
 
@@ -222,7 +224,7 @@ def parallel_results(index_path: str, chunks: Iterable[Chunk], options: OutputOp
                 pool.shutdown(wait=True, cancel_futures=True)
 
 
-def execute(index: Path, *, options: OutputOptions, input_path: Path | None, output_path: Path | None,
+def execute(index: Path, *, options: QueryOptions, input_path: Path | None, output_path: Path | None,
             workers: int, stats: bool, resume: bool = False,
             warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> None:
     """The whole ``fastsubs-query`` run: open input and output, process, report.
@@ -233,13 +235,17 @@ def execute(index: Path, *, options: OutputOptions, input_path: Path | None, out
     index_path = str(index)
     engine = Engine(index_path)  # fails early, in this process, on a bad index
     identity = run_identity(engine.index.meta, options)
+    record = run_record(index_path, engine.index.meta, options)
+    for word in engine.unknown(options.excluded_words):
+        warn(f"fastsubs-query: warning: excluded word {word.decode('utf-8', 'backslashreplace')!r} "
+             "is not in the model's vocabulary")
     engine.close()  # workers fork after this: no open index crosses a fork
     source = str(input_path) if input_path is not None else "<stdin>"
     totals = SearchStats()
     with ExitStack() as stack:
         stream = stack.enter_context(open_binary(input_path)) if input_path else sys.stdin.buffer
         lines = InputLines(stream, source)
-        out = destination(output_path, identity, source, warn, sys.stdout.buffer)
+        out = destination(output_path, identity, source, warn, sys.stdout.buffer, record)
         if resume and isinstance(out, StreamOutput):
             raise ResumeError(f"--resume needs -o to name a regular file, not {out.name}")
         try:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, shared
+import fastsubs
+from conftest import REPO, run_cli, shared
 
 distributed = pytest.importorskip("distributed")
 dask_bag = pytest.importorskip("dask.bag")
@@ -27,6 +32,7 @@ def corpus(tmp_path: Path) -> Path:
     for part in range(3):
         (folder / f"part{part}.txt").write_bytes(b"\n".join(lines[part * 15:(part + 1) * 15]) + b"\n")
     (folder / "odd.txt").write_bytes(b"\xff bytes that are not UTF-8\n\nlast line without newline")
+    (folder / "empty.txt").write_bytes(b"")
     return folder
 
 
@@ -42,16 +48,14 @@ def test_cli_on_a_cluster_equals_the_serial_run(cluster, corpus: Path, small_ind
 def test_bag_of_sentences_maps_to_the_serial_output(cluster, corpus: Path, small_index: Path) -> None:
     from distributed import Client
 
-    from fastsubs.query.dask_jobs import substitutes_bag
-    from fastsubs.query.records import OutputOptions
-    from fastsubs.query.search import Limits
+    from fastsubs.dask import substitutes_bag
 
     lines = dask_bag.read_text(f"{corpus}/part*.txt", errors="surrogateescape")
     with Client(cluster) as client:
-        rendered = client.compute(substitutes_bag(lines, small_index, OutputOptions(Limits(5)))).result()
+        rendered = client.compute(substitutes_bag(lines, small_index, fastsubs.QueryOptions(n=5))).result()
     serial = b"".join(run_cli("fastsubs-query", small_index, "-n", "5", "-i", source).stdout
                       for source in sorted(corpus.glob("part*.txt")))
-    assert "".join(rendered).encode() == serial
+    assert "".join(line + "\n" for line in rendered).encode() == serial
 
 
 def test_missing_inputs_are_one_clear_line(cluster, small_index: Path, tmp_path: Path) -> None:
@@ -59,3 +63,48 @@ def test_missing_inputs_are_one_clear_line(cluster, small_index: Path, tmp_path:
                      "-i", f"{tmp_path}/nothing/*.txt", "-o", tmp_path / "out", check=False)
     assert result.returncode == 1 and b"no input file matches" in result.stderr
     assert result.stderr.count(b"\n") == 1
+
+
+def test_bag_files_are_byte_identical_to_the_cli(cluster, corpus: Path, small_index: Path, tmp_path: Path) -> None:
+    """Any bytes, an empty line, an empty file, a last line without newline; text and JSON lines."""
+    from distributed import Client
+
+    from fastsubs.dask import substitutes_bag, to_textfiles
+
+    sources = sorted(corpus.iterdir())
+    for name, options, flags in [("text", fastsubs.QueryOptions(n=5, exclude=["the"]), ["-n", "5", "--exclude", "the"]),
+                                 ("jsonl", fastsubs.QueryOptions(p=0.5, format="jsonl", sample=3, seed=2),
+                                  ["-p", "0.5", "--format", "jsonl", "--sample", "3", "--seed", "2"])]:
+        lines = dask_bag.read_text([str(s) for s in sources], encoding="utf-8", errors="surrogateescape")
+        with Client(cluster):
+            written = to_textfiles(substitutes_bag(lines, small_index, options), f"{tmp_path}/{name}/*.txt")
+        assert len(written) == len(sources)
+        for source, path in zip(sources, sorted(written, key=lambda p: int(Path(p).stem))):
+            serial = run_cli("fastsubs-query", small_index, *flags, "-i", source).stdout
+            assert Path(path).read_bytes() == serial, (name, source.name)
+
+
+def python_block_after(heading: str) -> str:
+    """The first ```python block of the README after ``heading``."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index(heading):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+
+
+def test_readme_dask_example_runs_as_written(corpus: Path, small_index: Path, tmp_path: Path) -> None:
+    """The README's block, pasted into a file and run in a directory holding corpus/ and
+    model.fsidx: one file per input file, each what the CLI writes for it."""
+    script = tmp_path / "pipeline.py"
+    script.write_text(python_block_after("## Beyond one machine: Dask"))
+    (tmp_path / "model.fsidx").symlink_to(small_index)
+    assert corpus == tmp_path / "corpus"
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, timeout=300,
+                            env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    written = sorted((tmp_path / "subs").iterdir(), key=lambda p: int(p.name.split(".")[0]))
+    sources = sorted(corpus.iterdir())
+    assert len(written) == len(sources)
+    for source, path in zip(sources, written):
+        serial = run_cli("fastsubs-query", small_index, "-n", "100", "--exclude", "</s>", "--exclude", "<unk>",
+                         "-i", source).stdout
+        assert path.read_bytes() == serial, source.name

@@ -25,8 +25,8 @@ from conftest import TEST_DATA
 from exhaustive import ArpaFormatError, ArpaModel
 from fastsubs.errors import ModelFormatError, QueryInputError
 from fastsubs.query.engine import Engine
-from fastsubs.query.records import OutputOptions, render_record
-from fastsubs.query.search import Limits
+from fastsubs.query.options import QueryOptions
+from fastsubs.query.records import render_record
 from fastsubs.query.sentences import tokenize
 
 MODEL = (TEST_DATA / "tiny.arpa").read_bytes()
@@ -126,7 +126,7 @@ LINES = st.lists(st.one_of(
 
 
 def check_plain_lines(engine: Engine, lines: list[bytes]) -> None:
-    options = OutputOptions(Limits(3))
+    options = QueryOptions(n=3)
     for number, raw in enumerate(lines, start=1):
         line = raw.replace(b"\n", b" ") + b"\n"
         out = render_record(engine, line, options, "<fuzz>", number)
@@ -137,7 +137,7 @@ def check_plain_lines(engine: Engine, lines: list[bytes]) -> None:
 
 
 def check_target_lines(engine: Engine, lines: list[bytes]) -> None:
-    options = OutputOptions(Limits(2), target_records=True)
+    options = QueryOptions(n=2, targets=True)
     for number, raw in enumerate(lines, start=1):
         line = raw.replace(b"\n", b" ") + b"\n"
         try:

@@ -1,0 +1,20 @@
+"""fastsubs on Dask, for corpora that outgrow one machine (``pip install 'fastsubs[dask]'``).
+
+::
+
+    import dask.bag as db
+    import fastsubs
+    from fastsubs.dask import substitutes_bag, to_textfiles
+
+    lines = db.read_text("corpus/*.txt", encoding="utf-8", errors="surrogateescape")
+    subs = substitutes_bag(lines, "/shared/model.fsidx", fastsubs.QueryOptions(n=100))
+    to_textfiles(subs, "subs/*.txt")     # each file as fastsubs-query writes it for that input file
+
+Place the index where every worker can read it (a copy on each node, or a shared
+read-only filesystem); each worker process opens it once.  ``fastsubs-query --dask``
+runs whole files the same way from the command line.
+"""
+
+from fastsubs.query.dask_jobs import substitutes_bag, to_textfiles
+
+__all__ = ["substitutes_bag", "to_textfiles"]

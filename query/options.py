@@ -1,0 +1,98 @@
+"""What a query run is asked for: the options of ``fastsubs-query``, as one value.
+
+The CLI builds a :class:`QueryOptions` from its flags; pipelines build the same value in
+Python (``fastsubs.QueryOptions``) and hand it to the Dask bag function, so a field
+here means exactly what its flag means.  Invalid values raise
+:class:`fastsubs.ArgumentError` when the options are made, not halfway through a corpus.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+from fastsubs.errors import ArgumentError, QueryInputError
+from fastsubs.query.search import Limits
+
+#: The values of ``--format``.
+FORMATS = ("text", "jsonl")
+
+
+@dataclass(frozen=True)
+class QueryOptions:
+    """The options of ``fastsubs-query``, by their long names.
+
+    ``n``/``p`` are ``-n``/``-p`` (neither: 100 substitutes), ``normalize`` is ``-z``,
+    ``targets`` is ``-t``; ``exclude`` lists words that are never substitutes (``--exclude``;
+    ``str`` or ``bytes``, kept as ``str``, bytes that are not UTF-8 as ``surrogateescape``).
+
+    >>> QueryOptions(n=100, no_eos=True, format="jsonl", exclude=["</s>", "<unk>"])   # doctest: +SKIP
+    """
+
+    n: int | None = None
+    p: float | None = None
+    normalize: bool = False
+    targets: bool = False
+    skip_bad_records: bool = False
+    format: str = "text"
+    no_eos: bool = False
+    sample: int | None = None
+    seed: int = 0
+    exclude: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.limits  # noqa: B018  (checks n and p)
+        if self.format not in FORMATS:
+            raise ArgumentError(f"format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        if self.sample is not None and not _whole(self.sample, 1):
+            raise ArgumentError(f"sample must be a whole number of at least 1, got {self.sample!r}")
+        if not _whole(self.seed, 0):
+            raise ArgumentError(f"seed must be a whole number of at least 0, got {self.seed!r}")
+        words = tuple(word.decode("utf-8", "surrogateescape") for word in word_list(self.exclude))
+        object.__setattr__(self, "exclude", words)
+
+    @cached_property
+    def limits(self) -> Limits:
+        """When to stop listing (``-n``/``-p``)."""
+        return Limits.from_options(self.n, self.p)
+
+    @property
+    def excluded_words(self) -> tuple[bytes, ...]:
+        """``exclude`` as the bytes the index holds."""
+        return tuple(w.encode("utf-8", "surrogateescape") for w in self.exclude)
+
+
+def word_list(words: Iterable[str | bytes]) -> tuple[bytes, ...]:
+    """``words`` (an ``exclude=`` value) as bytes, ``str`` encoded with ``surrogateescape``;
+    ArgumentError for one bare word (a string is no list of its characters)."""
+    if isinstance(words, (str, bytes)):
+        raise ArgumentError(f"exclude must be a collection of words, not one word: {words!r}")
+    listed = tuple(words)
+    if not all(isinstance(word, (str, bytes)) for word in listed):
+        raise ArgumentError(f"exclude must hold words (str or bytes), got {listed!r}")
+    return tuple(word.encode("utf-8", "surrogateescape") if isinstance(word, str) else word for word in listed)
+
+
+def _whole(value: object, least: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and int(value) >= least
+
+
+def read_word_list(path: str | os.PathLike[str]) -> list[str]:
+    """The words of ``--exclude-from FILE``: one per line; blank lines are skipped, a line
+    with two words is an error naming it."""
+    words: list[str] = []
+    with open(path, "rb") as stream:
+        for number, line in enumerate(stream, start=1):
+            fields = line.split()
+            if len(fields) > 1:
+                raise QueryInputError(os.fspath(path), number, f"expected one word, found {len(fields)}")
+            words.extend(field.decode("utf-8", "surrogateescape") for field in fields)
+    return words
+
+
+def joined(*lists: Iterable[str]) -> tuple[str, ...]:
+    """The words of several lists, each once, in the order first given."""
+    return tuple(dict.fromkeys(word for words in lists for word in words))

@@ -1,0 +1,74 @@
+"""``OUT.json``: what produced an output file, for a methods section to cite.
+
+Written beside ``-o OUT`` just before OUT is published (atomically, by
+:mod:`fastsubs.query.destinations`), it records the fastsubs version, the model compiled
+into the index (its file name, size and SHA-256, from the index's metadata), the options
+and the command line they make, and the input: its path, its line count and the SHA-256
+of its (decompressed) text.  Nothing in it depends on timing, workers or a resumed run,
+so a resumed run writes the same record as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+from typing import Any
+
+import fastsubs
+from fastsubs.query.options import QueryOptions
+
+#: Appended to OUT for its record.
+SUFFIX = ".json"
+FORMAT = "fastsubs-output-provenance"
+VERSION = 1
+
+#: The flag of each option, in the order the command line lists them.
+_FLAGS = {"n": "-n", "p": "-p", "normalize": "-z", "targets": "-t", "skip_bad_records": "--skip-bad-records",
+          "format": "--format", "no_eos": "--no-eos", "sample": "--sample", "seed": "--seed", "exclude": "--exclude"}
+
+
+def command_arguments(options: QueryOptions) -> list[str]:
+    """The ``fastsubs-query`` flags that ask for ``options`` (defaults left out)."""
+    defaults = QueryOptions()
+    arguments: list[str] = []
+    for name, flag in _FLAGS.items():
+        value = getattr(options, name)
+        if value == getattr(defaults, name) or (name == "seed" and options.sample is None):
+            continue
+        if isinstance(value, bool):
+            arguments.append(flag)
+        elif isinstance(value, tuple):
+            for item in value:
+                arguments += [flag, item]
+        else:
+            arguments += [flag, str(value)]
+    return arguments
+
+
+def run_record(index_path: str | os.PathLike[str], index_meta: dict[str, Any], options: QueryOptions) -> dict[str, Any]:
+    """What is known of a run before it reads its input."""
+    source = index_meta.get("source", {})
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "fastsubs": fastsubs.__version__,
+        "index": {"path": os.path.abspath(index_path), "format_version": index_meta.get("format_version"),
+                  "order": index_meta.get("order"), "vocab_size": index_meta.get("vocab_size"),
+                  "model": {"name": source.get("name"), "size": source.get("size"), "sha256": source.get("sha256")}},
+        "options": dataclasses.asdict(options),
+        "arguments": command_arguments(options),
+    }
+
+
+def finished_record(run: dict[str, Any], output: str | os.PathLike[str], source: str, lines: int,
+                    input_sha256: str) -> dict[str, Any]:
+    """The record of a run that has read its whole input and writes ``output``."""
+    input_path = source if source.startswith("<") else os.path.abspath(source)
+    command = ["fastsubs-query", run["index"]["path"], *run["arguments"]]
+    if not source.startswith("<"):
+        command += ["-i", input_path]
+    command += ["-o", os.path.abspath(output)]
+    return {**run, "command": shlex.join(command),
+            "input": {"path": input_path, "lines": lines, "sha256": input_sha256},
+            "output": os.path.abspath(output)}

@@ -1,0 +1,261 @@
+"""Research pipelines: JSON lines for any input bytes, -t records kept through every format,
+provenance (OUT.json, --version), the public options, missing extras said before any work."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fastsubs
+from conftest import BIN, REPO, TEST_DATA, run_cli
+
+# Bytes that are not UTF-8, or are but trouble naive writers: a Latin-1 word, a lone
+# continuation byte, a cut 3-byte character, an encoded surrogate (CESU-8), an overlong
+# '/', a code point above U+10FFFF, NUL, DEL, quotes and backslashes, U+2028.
+NASTY = [b"caf\xe9", b"\x80", b"\xe2\x82", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80", b"a\x00b",
+         b"\x7f", b'"quoted"', b"back\\slash", b"\\xe9", "line\u2028sep".encode(), "café".encode(), b"<unk>"]
+
+
+def strict_json(line: bytes) -> dict[str, Any]:
+    """One JSON line read as a strict parser reads it: UTF-8 only, no lone surrogate in
+    any string (key or value), no NaN/Infinity."""
+    def no_constants(name: str) -> None:
+        raise ValueError(f"not JSON: {name}")
+
+    def check(value: Any) -> None:
+        if isinstance(value, str):
+            value.encode("utf-8")  # UnicodeEncodeError for a lone surrogate
+        elif isinstance(value, list):
+            for item in value:
+                check(item)
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        for key, value in items:
+            check(key)
+            check(value)
+        return dict(items)
+
+    return json.loads(line.decode("utf-8"), object_pairs_hook=pairs, parse_constant=no_constants)  # type: ignore[no-any-return]
+
+
+def tokens_of(line: bytes) -> list[bytes]:
+    """The tokens fastsubs-query reads from a line: split on ASCII whitespace, <s> and </s> dropped."""
+    return [token for token in line.split() if token not in (b"<s>", b"</s>")]
+
+
+def random_lines(count: int, seed: int) -> list[bytes]:
+    """Lines of random bytes (no newline), some made of the nasty words."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(count):
+        if rng.random() < 0.5:
+            lines.append(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))).replace(b"\n", b" "))
+        else:
+            lines.append(b" ".join(rng.choice(NASTY + [b"the", b"cat"]) for _ in range(rng.randrange(1, 6))))
+    return lines
+
+
+def test_jsonl_is_strict_json_for_any_bytes_and_gives_the_input_back(tiny_index: Path) -> None:
+    lines = NASTY + random_lines(150, seed=19)
+    out = run_cli("fastsubs-query", tiny_index, "-n", "3", "--format", "jsonl",
+                  input=b"\n".join(lines) + b"\n").stdout
+    records = [strict_json(line) for line in out.split(b"\n")[:-1]]
+    expected = [(number, position, word) for number, line in enumerate(lines, start=1)
+                for position, word in enumerate(tokens_of(line) + [b"</s>"])]
+    assert [(r["sentence"], r["position"], fastsubs.field_bytes(r, "word")) for r in records] == expected
+    needed = [r for r in records if "word_bytes" in r]
+    assert needed, "the input has words that are not UTF-8"
+    for record in needed:  # the readable text: each undecodable byte as \xHH
+        assert record["word"] == fastsubs.field_bytes(record).decode("utf-8", "backslashreplace")
+
+
+def test_target_records_keep_name_and_id_in_jsonl(tiny_index: Path) -> None:
+    names = [b"bank.n", b"caf\xe9.n", b"x"]
+    ids = [b"bank.n.1", b"id\xff2", b"\xed\xa0\x80"]
+    texts = [b"the cat sat", b"cat \xe9 the", b"sat"]
+    targets = [1, 1, 1]
+    records = b"".join(b"%s\t%s\t%d\t%s\n" % fields for fields in zip(names, ids, targets, texts))
+    text = run_cli("fastsubs-query", tiny_index, "-t", "-n", "4", input=records).stdout.split(b"\n")
+    out = run_cli("fastsubs-query", tiny_index, "-t", "-n", "4", "--format", "jsonl", input=records).stdout
+    objects = [strict_json(line) for line in out.split(b"\n")[:-1]]
+    assert len(objects) == 3
+    for number, obj in enumerate(objects):
+        assert isinstance(obj["name"], str) and isinstance(obj["id"], str)
+        assert fastsubs.field_bytes(obj, "name") == names[number]
+        assert fastsubs.field_bytes(obj, "id") == ids[number]
+        tokens = tokens_of(texts[number]) + [b"</s>"]
+        assert (obj["sentence"], obj["position"]) == (number + 1, targets[number])
+        assert fastsubs.field_bytes(obj, "word") == tokens[targets[number]]
+        listed = text[2 * number + 1].decode().split("\t")  # the text output: record line, substitutes line
+        assert [f"{s['word']} {s['lp']:.8f}" for s in obj["substitutes"]] == listed
+
+
+def test_samples_of_target_records_carry_name_and_id_and_honour_jsonl(tiny_index: Path) -> None:
+    """The draws of a -t record are those of its position in the plain sentence on the same
+    input line (one random stream per seed, line and position), in both formats."""
+    texts = [b"the cat sat", b"cat the", b"the dog sat"]
+    records = b"".join(b"r%d\tid-%d\t%d\t%s\n" % (i, i, i, t) for i, t in enumerate(texts))
+    draws = ["--sample", "5", "--seed", "3", "-n", "4"]
+    by_record = run_cli("fastsubs-query", tiny_index, "-t", *draws, input=records).stdout.decode().splitlines()
+    plain = run_cli("fastsubs-query", tiny_index, *draws, input=b"\n".join(texts) + b"\n").stdout.decode()
+    assert len(by_record) == 5 * len(texts)
+    first = 0  # the first plain line of sentence i
+    for i, sentence in enumerate(texts):
+        lines = by_record[5 * i:5 * i + 5]
+        assert [line.split("\t")[:2] for line in lines] == [[f"r{i}", f"id-{i}"]] * 5
+        assert [line.split("\t", 2)[2] for line in lines] == plain.splitlines()[first + 5 * i:first + 5 * i + 5]
+        first += 5 * (len(sentence.split()) + 1)
+    as_json = run_cli("fastsubs-query", tiny_index, "-t", *draws, "--format", "jsonl", input=records).stdout
+    objects = [strict_json(line) for line in as_json.split(b"\n")[:-1]]
+    assert [(o["name"], o["id"], o["position"]) for o in objects] == [(f"r{i}", f"id-{i}", i) for i in range(3)]
+    assert [o["samples"] for o in objects] == [[line.split("\t")[3] for line in by_record[5 * i:5 * i + 5]]
+                                               for i in range(3)]
+    plain_json = run_cli("fastsubs-query", tiny_index, *draws, "--format", "jsonl",
+                         input=b"\n".join(texts) + b"\n").stdout
+    samples = [strict_json(line)["samples"] for line in plain_json.split(b"\n")[:-1]]
+    assert [sub for drawn in samples for sub in drawn] == [line.split("\t")[1] for line in plain.splitlines()]
+
+
+# --- the public options ---------------------------------------------------------------
+
+
+def test_query_options_are_public_and_checked_when_made() -> None:
+    options = fastsubs.QueryOptions(n=5, exclude=[b"caf\xe9", "</s>"])
+    assert options.exclude == ("caf\udce9", "</s>") and options.excluded_words == (b"caf\xe9", b"</s>")
+    assert options.limits.count == 5
+    for bad in ({"n": 0}, {"p": 1.5}, {"format": "csv"}, {"sample": 0}, {"seed": -1}, {"exclude": "</s>"},
+                {"exclude": [3]}):
+        with pytest.raises(fastsubs.ArgumentError):
+            fastsubs.QueryOptions(**bad)
+    assert {f.name for f in dataclasses.fields(fastsubs.QueryOptions)} == {
+        "n", "p", "normalize", "targets", "skip_bad_records", "format", "no_eos", "sample", "seed", "exclude"}
+
+
+def test_readme_examples_import_no_internal_module() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "fastsubs.query." not in readme and "from fastsubs.query" not in readme
+
+
+# --- provenance -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("program", ["fastsubs-index", "fastsubs-query", "fastsubs-bench"])
+def test_every_command_says_its_version(program: str) -> None:
+    result = run_cli(program, "--version")
+    assert result.stdout.decode().split() == [program, fastsubs.__version__]
+
+
+def test_query_help_names_no_input_argument() -> None:
+    help_text = " ".join(run_cli("fastsubs-query", "--help").stdout.decode().split())
+    assert "INPUT" not in help_text and "(stdin, or -i FILE;" in help_text
+
+
+def provenance_of(out: Path) -> dict[str, Any]:
+    return json.loads(Path(f"{out}.json").read_text())
+
+
+def test_output_file_has_its_provenance_beside_it(tiny_index: Path, tmp_path: Path) -> None:
+    model = TEST_DATA / "tiny.arpa"
+    text = b"the cat sat\ncat the\n\nthe dog sat\n"
+    corpus = tmp_path / "corpus.txt.gz"
+    corpus.write_bytes(gzip.compress(text))
+    out = tmp_path / "subs.jsonl"
+    run_cli("fastsubs-query", tiny_index, "-p", "0.9", "--no-eos", "--format", "jsonl", "-i", corpus, "-o", out)
+    record = provenance_of(out)
+    assert record["fastsubs"] == fastsubs.__version__
+    assert record["index"]["model"] == {"name": model.name, "size": model.stat().st_size,
+                                        "sha256": hashlib.sha256(model.read_bytes()).hexdigest()}
+    assert record["index"]["path"] == str(tiny_index.resolve())
+    assert record["input"] == {"path": str(corpus.resolve()), "lines": 4, "sha256": hashlib.sha256(text).hexdigest()}
+    assert record["output"] == str(out.resolve())
+    assert record["options"] == {**dataclasses.asdict(fastsubs.QueryOptions()), "p": 0.9, "no_eos": True,
+                                 "format": "jsonl", "exclude": []}
+    assert record["arguments"] == ["-p", "0.9", "--format", "jsonl", "--no-eos"]
+    # the recorded command makes the same output
+    again = subprocess.run(record["command"].replace("fastsubs-query", str(BIN / "fastsubs-query"), 1)
+                           .replace(str(out), str(tmp_path / "again.jsonl")), shell=True, check=True)
+    assert again.returncode == 0 and (tmp_path / "again.jsonl").read_bytes() == out.read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["again.jsonl", "again.jsonl.json", "corpus.txt.gz", "subs.jsonl",
+                                            "subs.jsonl.json"]
+    # stdout has no file to sit beside
+    run_cli("fastsubs-query", tiny_index, "-n", "3", "-i", corpus)
+    assert len(os.listdir(tmp_path)) == 5
+
+
+def test_provenance_of_a_resumed_run_is_that_of_an_uninterrupted_one(tiny_index: Path, tmp_path: Path) -> None:
+    """A bad -t record stops the run with OUT.partial; the input mended, --resume finishes it."""
+    good = [b"r%d\tid%d\t0\tthe cat sat\n" % (i, i) for i in range(200)]
+    bad = good[:150] + [b"a broken record\n"] + good[151:]
+    corpus = tmp_path / "records.tsv"
+    options = ["-t", "-n", "3", "--exclude", "sat", "--format", "jsonl"]
+    corpus.write_bytes(b"".join(bad))
+    out = tmp_path / "resumed.jsonl"
+    stopped = run_cli("fastsubs-query", tiny_index, *options, "-i", corpus, "-o", out, check=False)
+    assert stopped.returncode == 1 and not out.exists() and not Path(f"{out}.json").exists()
+    corpus.write_bytes(b"".join(good))
+    run_cli("fastsubs-query", tiny_index, *options, "-i", corpus, "-o", out, "--resume")
+    whole = tmp_path / "whole.jsonl"
+    run_cli("fastsubs-query", tiny_index, *options, "-i", corpus, "-o", whole)
+    assert out.read_bytes() == whole.read_bytes()
+    resumed, uninterrupted = provenance_of(out), provenance_of(whole)
+    assert resumed.pop("output") == str(out) and uninterrupted.pop("output") == str(whole)
+    assert resumed["command"] == uninterrupted["command"].replace(str(whole), str(out))
+    resumed.pop("command"), uninterrupted.pop("command")
+    assert resumed == uninterrupted
+    assert resumed["input"] == {"path": str(corpus), "lines": 200, "sha256": hashlib.sha256(b"".join(good)).hexdigest()}
+    assert resumed["options"]["exclude"] == ["sat"] and resumed["options"]["targets"] is True
+
+
+# --- optional extras and the demo -------------------------------------------------------
+
+
+def without(modules: list[str], program: str, *args: str | os.PathLike[str]) -> subprocess.CompletedProcess[bytes]:
+    """Run a console script's main() in a Python where ``modules`` cannot be imported (as
+    when their extra is not installed)."""
+    entry = {"fastsubs-query": "fastsubs.query.cli", "fastsubs-bench": "fastsubs.query.complexity"}[program]
+    code = (f"import sys\nfor name in {modules!r}:\n    sys.modules[name] = None\n"
+            f"sys.argv = {[program, *map(str, args)]!r}\nfrom {entry} import main\nmain()\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+
+
+def test_missing_matplotlib_is_said_before_the_measurement(tmp_path: Path) -> None:
+    """The index does not exist: the plot extra is checked first, so that is what is said."""
+    result = without(["matplotlib", "matplotlib.pyplot"], "fastsubs-bench", "complexity",
+                     tmp_path / "no.fsidx", tmp_path / "no.txt", "-o", tmp_path / "c.png")
+    assert result.returncode == 1
+    assert result.stderr.decode().splitlines() == [
+        "fastsubs-bench: error: plotting needs matplotlib: pip install 'fastsubs[plot]'"]
+
+
+def test_missing_dask_is_said_before_any_work(tiny_index: Path, tmp_path: Path) -> None:
+    result = without(["dask", "dask.bag", "distributed"], "fastsubs-query", tiny_index, "--dask",
+                     "tcp://127.0.0.1:1", "-i", f"{tmp_path}/nothing/*.txt", "-o", tmp_path / "out")
+    assert result.returncode == 1
+    lines = result.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fastsubs-query: error: --dask needs Dask: pip install")
+    assert not (tmp_path / "out").exists()
+
+
+def test_make_demo_installs_fastsubs_without_extras(tmp_path: Path) -> None:
+    """``make -n`` on a fresh checkout: the demo's commands, and the test target's."""
+    def planned(target: str) -> str:
+        result = subprocess.run(["make", "-n", "-C", str(REPO), f"VENV={tmp_path}/venv", target],
+                                capture_output=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.decode()
+
+    demo = planned("demo")
+    installs = [line for line in demo.splitlines() if " install " in line and "--upgrade pip" not in line]
+    assert installs and all(line.rstrip().endswith("-e .") for line in installs), installs
+    assert "dask" not in demo and "plot" not in demo
+    assert "'.[test,dask,plot,lint]'" in planned("test")

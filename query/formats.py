@@ -59,9 +59,15 @@ def jsonl_record(vocabulary: Vocabulary, place: Place, ids: np.ndarray, scores: 
     """One position as a JSON object on one line (newline included)."""
     probabilities = normalized(scores)
     record = place.json_fields()
-    record["substitutes"] = [{**text_fields("word", vocabulary.word(i)), "lp": lp, "p": p}
+    record["substitutes"] = [{"word": _vocabulary_text(vocabulary.word(i)), "lp": lp, "p": p}
                              for i, lp, p in zip(ids.tolist(), scores.tolist(), probabilities.tolist())]
     return _json_line(record)
+
+
+def _vocabulary_text(word: bytes) -> str:
+    """A vocabulary word as a plain string: vocabulary words are UTF-8 (the indexer refuses
+    others), so they never need the rule of :mod:`fastsubs.jsonl`."""
+    return word.decode("utf-8", "backslashreplace")
 
 
 def _draws(place: Place, ids: np.ndarray, scores: np.ndarray, draws: int, seed: int) -> list[int]:
@@ -84,7 +90,5 @@ def sample_jsonl(vocabulary: Vocabulary, place: Place, ids: np.ndarray, scores: 
     """The draws of one position as a JSON object: its fields and ``samples``, the drawn words
     (the same draws as :func:`sample_lines`)."""
     record = place.json_fields()
-    # vocabulary words are UTF-8 (the indexer refuses others): plain strings
-    record["samples"] = [vocabulary.word(i).decode("utf-8", "backslashreplace")
-                         for i in _draws(place, ids, scores, draws, seed)]
+    record["samples"] = [_vocabulary_text(vocabulary.word(i)) for i in _draws(place, ids, scores, draws, seed)]
     return _json_line(record)

@@ -13,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-import fastsubs
 from conftest import run_cli, shared
-from generated_models import model_sentences, write_model
 from exhaustive import ArpaModel
 from exhaustive_vectorized import VectorizedOracle
+from generated_models import model_sentences, write_model
+
+import fastsubs
 from fastsubs.errors import BuildCheckError
 from fastsubs.indexer import arpa, build, runs
 from fastsubs.indexer.publish import TEMP_PREFIX
@@ -96,8 +96,13 @@ def test_every_section_read_in_chunks_and_sorted_in_runs(tmp_path: Path, monkeyp
                                     LIMITS) >= 20
 
 
-def _assert_nothing_published(tmp_path: Path, target: Path) -> None:
-    assert not target.exists()
+def assert_build_refused(tmp_path: Path, seed: int, says: str) -> None:
+    """Building a small model fails its checks with ``says``; nothing is published, nothing left behind."""
+    model_path = tmp_path / "model.arpa"
+    write_model(model_path, 300, [400], seed=seed, hubs=1)
+    with pytest.raises(BuildCheckError, match=says):
+        fastsubs.build_index(model_path, tmp_path / "model.fsidx")
+    assert not (tmp_path / "model.fsidx").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(TEMP_PREFIX)], "a temporary directory is left"
 
 
@@ -112,11 +117,7 @@ def test_a_builder_that_loses_unigram_chunks_publishes_nothing(tmp_path: Path,
 
     monkeypatch.setattr(arpa, "BATCH_LINES", 97)
     monkeypatch.setattr(build, "NgramTable", LastChunkOnly)
-    model_path = tmp_path / "model.arpa"
-    write_model(model_path, 300, [400], seed=7, hubs=1)
-    with pytest.raises(BuildCheckError, match="unigram_alpha, the model.s header declares 300"):
-        fastsubs.build_index(model_path, tmp_path / "model.fsidx")
-    _assert_nothing_published(tmp_path, tmp_path / "model.fsidx")
+    assert_build_refused(tmp_path, 7, "unigram_alpha, the model.s header declares 300")
 
 
 def test_a_builder_that_loses_ngrams_publishes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,11 +129,7 @@ def test_a_builder_that_loses_ngrams_publishes_nothing(tmp_path: Path, monkeypat
             yield rows[1:] if number == 0 else rows
 
     monkeypatch.setattr(build, "merged_blocks", without_the_first_row)
-    model_path = tmp_path / "model.arpa"
-    write_model(model_path, 300, [400], seed=8, hubs=1)
-    with pytest.raises(BuildCheckError, match="399 2-grams with the slot at 1, the model's header declares 400"):
-        fastsubs.build_index(model_path, tmp_path / "model.fsidx")
-    _assert_nothing_published(tmp_path, tmp_path / "model.fsidx")
+    assert_build_refused(tmp_path, 8, "399 2-grams with the slot at 1, the model's header declares 400")
 
 
 def test_an_index_that_would_not_open_is_not_published(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,11 +141,7 @@ def test_an_index_that_would_not_open_is_not_published(tmp_path: Path, monkeypat
         return {**meta, "vocab_size": meta["vocab_size"] + 1}
 
     monkeypatch.setattr(build, "_metadata", wrong_vocabulary_size)
-    model_path = tmp_path / "model.arpa"
-    write_model(model_path, 300, [400], seed=9, hubs=1)
-    with pytest.raises(BuildCheckError, match="does not open"):
-        fastsubs.build_index(model_path, tmp_path / "model.fsidx")
-    _assert_nothing_published(tmp_path, tmp_path / "model.fsidx")
+    assert_build_refused(tmp_path, 9, "does not open")
 
 
 @pytest.mark.slow

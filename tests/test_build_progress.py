@@ -8,13 +8,10 @@ a pseudo-terminal or a pipe.
 
 from __future__ import annotations
 
-import os
-import pty
 import re
-import subprocess
 from pathlib import Path
 
-from conftest import BIN, TEST_DATA, run_cli
+from conftest import TEST_DATA, run_cli, run_on_a_terminal
 
 MODEL = TEST_DATA / "tiny.arpa"
 #: The header of tiny.arpa: ngram 1=6, ngram 2=7, ngram 3=3.
@@ -24,22 +21,9 @@ SUMMARY = re.compile(r"built .*: 6 1-grams, 7 2-grams, 3 3-grams; .* MiB in .* s
 
 def build_on_a_terminal(model: Path, target: Path) -> list[str]:
     """The lines a build writes to stderr when stderr is a terminal."""
-    controller, terminal = pty.openpty()
-    build = subprocess.Popen([str(BIN / "fastsubs-index"), "build", str(model), "-o", str(target)],
-                             stdout=subprocess.DEVNULL, stderr=terminal)
-    os.close(terminal)
-    seen = b""
-    while True:
-        try:
-            block = os.read(controller, 4096)
-        except OSError:  # EIO: the build closed its end
-            break
-        if not block:
-            break
-        seen += block
-    os.close(controller)
-    assert build.wait(timeout=300) == 0, seen.decode()
-    return seen.decode().replace("\r\n", "\n").splitlines()
+    status, shown = run_on_a_terminal("fastsubs-index", "build", model, "-o", target)
+    assert status == 0, shown.decode()
+    return shown.decode().splitlines()
 
 
 def test_on_a_terminal_every_section_is_announced_as_it_is_read(tmp_path: Path) -> None:

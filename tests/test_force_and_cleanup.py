@@ -17,10 +17,10 @@ from pathlib import Path
 
 import lmdb
 import pytest
-
-import fastsubs
 from conftest import BIN, TEST_DATA, run_cli, shared
 from generated_models import write_model
+
+import fastsubs
 from fastsubs.errors import IndexExistsError, TargetNotAnIndexError
 from fastsubs.indexer.publish import TEMP_PREFIX
 

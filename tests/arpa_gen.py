@@ -257,6 +257,7 @@ class BigModelShape:
     rounding: float         # the share of numbers taken from ROUNDING_UP
     hubs: int               # contexts whose patterns hold 200-900 words in every slot, per order
     sentences: int
+    big: tuple[int, int] = (256, 900)  # the sizes of the hubs' big patterns (a quarter are 200-255)
 
     def build(self) -> tuple[str, list[str], list[list[str]]]:
         """The model's ARPA text, its vocabulary in file order and the sentences to query."""
@@ -314,7 +315,8 @@ def _build_big_model(shape: BigModelShape) -> tuple[str, list[str], list[list[st
         contexts = [key for key in shorter if key[0] in hubs or key[-1] in hubs] or shorter
         for context in rng.sample(contexts, min(len(contexts), shape.hubs + 1)):
             # mostly big, sometimes just below the size that makes a pattern big
-            fan_out = rng.randint(200, 255) if rng.random() < 0.25 else rng.randint(256, min(len(plain), 900))
+            fan_out = rng.randint(200, 255) if rng.random() < 0.25 else \
+                rng.randint(shape.big[0], min(len(plain), shape.big[1]))
             for slot in range(size):
                 for x in rng.sample(vocab, fan_out):
                     add(context[:slot] + (x,) + context[slot:])

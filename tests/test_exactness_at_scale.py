@@ -11,6 +11,9 @@ decimals whose float32 is above them; K runs from 1 to V - 1, with and without `
 under a cache budget of 0 (no maps, no kept prefixes), a tiny one (evicting between and
 during searches) and a large one.
 
+Past 65,536 words a big pattern sparser than V/256 gets a two-level rank map instead:
+one model of 70,000 words covers that path.
+
 The oracle reads the model with every number rounded to float32, as the index stores
 it, and sums in float64 in the engine's order, so the lists must be *equal*: the same
 words in the same order (ties lowest word id first) with the same scores, bit for bit.
@@ -57,10 +60,10 @@ def first_difference(ours: list[tuple[str, float]], expected: list[tuple[str, fl
     return f"{len(ours)} listed, exhaustive lists {len(expected)}"
 
 
-def check_big_model(shape: BigModelShape, drawn_k: int) -> None:
+def check_big_model(shape: BigModelShape, drawn_k: int, limits: list[Limit] | None = None) -> None:
     text, vocab, sentences = shape.build()
     oracle = ArpaModel.from_text(text).stored_as_float32()
-    limits = limits_for(len(vocab), drawn_k)
+    limits = limits or limits_for(len(vocab), drawn_k)
     expected: dict[tuple[int, int, Limit], list[tuple[str, float]]] = {}
     for number, tokens in enumerate(sentences):
         for position in range(len(tokens) + 1):
@@ -95,6 +98,23 @@ def test_search_equals_exhaustive_scoring_on_big_models(shape: BigModelShape, dr
 @given(big_models(), st.integers(1, 3000))
 def test_search_equals_exhaustive_scoring_on_big_models_long_run(shape: BigModelShape, drawn_k: int) -> None:
     check_big_model(shape, drawn_k)
+
+
+def test_two_level_rank_maps_equal_exhaustive_scoring(tmp_path: Path) -> None:
+    """Past 65,536 words a big pattern holding fewer than V/256 words gets a two-level
+    rank map (query/_kernel.c, FLAT_MAP_RATIO): 70,000 words, hubs of 256-272 words."""
+    shape = BigModelShape(seed=7, order=2, words=70000, has_unk=True, shuffled=True, distinct_alphas=5,
+                          positive_backoffs=0.5, rounding=0.5, hubs=3, sentences=1, big=(256, 272))
+    text, vocab, sentences = shape.build()
+    (tmp_path / "model.arpa").write_text(text)
+    fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx")
+    engine = Engine(tmp_path / "model.fsidx")
+    ids = engine.vocabulary.sentence_ids(tokenize(" ".join(sentences[0]).encode()))
+    sizes = {len(pattern.ids) for target in range(1, len(ids)) for term in engine.searcher.patterns.position_terms(ids, target)
+             for step in term.steps for pattern in (step.alpha, step.beta) if hasattr(pattern, "ids")}
+    engine.close()
+    assert any(BIG_PATTERN <= size < len(vocab) // 256 for size in sizes), sorted(sizes)
+    check_big_model(shape, 0, [(1, None), (9, None), (65, None), (300, None), (20, 0.9), (None, 0.5)])
 
 
 def test_big_models_reach_the_big_pattern_paths(tmp_path: Path) -> None:

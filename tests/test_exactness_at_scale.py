@@ -34,6 +34,7 @@ from exhaustive import ArpaModel
 from fastsubs.query import _kernel
 from fastsubs.query.engine import Engine
 from fastsubs.query.sentences import tokenize
+from test_exactness import assert_exact
 
 #: The kernel's cache budgets (bytes): none, room for a few rank maps and prefixes of a
 #: 3,000-word model (so keeping one evicts another), room for everything.
@@ -51,13 +52,6 @@ def limits_for(vocab_size: int, drawn_k: int) -> list[Limit]:
     most = vocab_size - 1
     counts = sorted({1, 2, 8, 9, 63, 64, 65, 100, 257, min(drawn_k, most), most - 1, most})
     return [(k, None) for k in counts] + [(None, 0.5), (None, 0.99), (20, 0.9), (most, 0.999)]
-
-
-def first_difference(ours: list[tuple[str, float]], expected: list[tuple[str, float]]) -> str:
-    for rank, (a, b) in enumerate(zip(ours, expected)):
-        if a != b:
-            return f"rank {rank}: ours {a}, exhaustive {b}"
-    return f"{len(ours)} listed, exhaustive lists {len(expected)}"
 
 
 def check_big_model(shape: BigModelShape, drawn_k: int, limits: list[Limit] | None = None) -> None:
@@ -80,9 +74,8 @@ def check_big_model(shape: BigModelShape, drawn_k: int, limits: list[Limit] | No
                 # opened afresh: what an earlier budget kept must not serve this one
                 with fastsubs.open_index(Path(tmp) / "model.fsidx") as index:
                     for (number, position, (n, p)), listed in expected.items():
-                        ours = [(s.word, s.logprob) for s in index.position(sentences[number], position, n=n, p=p)]
-                        assert ours == listed, (f"{budget_name}, {sentences[number]} position {position} n={n} "
-                                                f"p={p}: {first_difference(ours, listed)}")
+                        assert_exact(index.position(sentences[number], position, n=n, p=p), listed,
+                                     f"{budget_name}, {sentences[number]} position {position} n={n} p={p}")
     finally:
         _kernel.set_cache_bytes(previous)
 

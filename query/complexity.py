@@ -1,10 +1,12 @@
-"""``fastsubs-bench complexity``: the paper's figure — search effort against K.
+"""``fastsubs-bench complexity``: the paper's figure — search effort against K and V.
 
-The paper (Fig. 2) plots the mean number of candidates whose score is computed
-exactly against K on log-log axes and reports growth as about K^0.59 at V = 64K.
-This command runs the search over a text for several K, counts the candidates
-evaluated per position, fits the log-log slope by least squares, prints the table
-and draws the plot to a PNG (matplotlib: ``pip install fastsubs[plot]``).
+The paper (Fig. 2) plots the mean number of iterations of its search against K on
+log-log axes, one curve per vocabulary size (16K to 512K), with the exhaustive cost as
+a dotted line, and reports growth as about K^0.59 at V = 64K.  This command runs the
+search over a text for several K on one or more indexes (say, one model per vocabulary
+size), counts the candidates evaluated per position, fits each log-log slope by least
+squares, prints the table (a column per index) and draws the curves to a PNG
+(matplotlib: ``pip install fastsubs[plot]``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ DEFAULT_KS = "1,3,10,30,100,300,1000"
 
 
 @dataclass(frozen=True)
+class EffortCurve:
+    """The effort of one index: its vocabulary size and a point per K."""
+
+    name: str
+    vocab_size: int
+    points: list[EffortPoint]
+
+
+@dataclass(frozen=True)
 class EffortPoint:
     """Mean candidates evaluated per position when listing ``k`` substitutes."""
 
@@ -35,7 +46,7 @@ class EffortPoint:
     candidates: float
 
 
-def measure_effort(index: Path, text: Path, ks: list[int], lines: int) -> list[EffortPoint]:
+def measure_effort(index: Path, text: Path, ks: list[int], lines: int) -> EffortCurve:
     """Run the search over the first ``lines`` lines of ``text`` for every K."""
     from fastsubs.query.engine import Engine
     from fastsubs.query.search import Limits
@@ -53,7 +64,7 @@ def measure_effort(index: Path, text: Path, ks: list[int], lines: int) -> list[E
             evaluated = engine.searcher.stats.evaluated - before[0]
             positions = engine.searcher.stats.positions - before[1]
             points.append(EffortPoint(k, evaluated / max(positions, 1)))
-        return points
+        return EffortCurve(index.name, engine.index.vocab_size, points)
     finally:
         engine.close()
 
@@ -78,51 +89,66 @@ def pyplot() -> Any:
     return plt
 
 
-def plot(points: list[EffortPoint], slope: float, title: str, png: Path) -> None:
-    """Log-log plot of the measured points and the fitted line."""
+def plot(curves: list[EffortCurve], title: str, png: Path) -> None:
+    """Log-log plot: per index its measured points joined by a line, labelled with V and
+    the fitted slope, and its exhaustive cost V as a dotted line in the same colour."""
     plt = pyplot()
-    ks = [p.k for p in points]
-    ys = [p.candidates for p in points]
-    mx = sum(math.log(k) for k in ks) / len(ks)
-    my = sum(math.log(y) for y in ys) / len(ys)
-    fit = [math.exp(my + slope * (math.log(k) - mx)) for k in ks]
-    figure, axes = plt.subplots(figsize=(5, 4), dpi=120)
-    axes.loglog(ks, ys, "o", label="measured")
-    axes.loglog(ks, fit, "-", label=f"fit: slope {slope:.2f}")
+    figure, axes = plt.subplots(figsize=(5.5, 4.2), dpi=110)
+    for curve in curves:
+        ks = [p.k for p in curve.points]
+        line, = axes.loglog(ks, [p.candidates for p in curve.points], "o-", markersize=3,
+                            label=f"V = {curve.vocab_size:,} (slope {fitted_slope(curve.points):.2f})")
+        axes.axhline(curve.vocab_size, linestyle=":", linewidth=1, color=line.get_color())
     axes.set_xlabel("K (substitutes listed)")
     axes.set_ylabel("candidates evaluated per position")
     axes.set_title(title, fontsize=9)
     axes.grid(True, which="both", alpha=0.3)
-    axes.legend()
+    axes.legend(fontsize=7, title="dotted: exhaustive cost V", title_fontsize=7)
     figure.tight_layout()
     figure.savefig(png)
     plt.close(figure)
 
 
-@app.command(help="""Plot candidates evaluated per position against K (log-log) with the fitted slope.
+def table(curves: list[EffortCurve]) -> list[str]:
+    """The rows of the printed table: K, then candidates per position for each index."""
+    rows = ["K       " + "".join(f"{curve.name:>18}" for curve in curves),
+            "V       " + "".join(f"{curve.vocab_size:>18,}" for curve in curves)]
+    for i, point in enumerate(curves[0].points):
+        rows.append(f"{point.k:<8}" + "".join(f"{curve.points[i].candidates:>18,.1f}" for curve in curves))
+    rows.append("slope   " + "".join(f"{fitted_slope(curve.points):>18.3f}" for curve in curves))
+    return rows
+
+
+@app.command(help="""Plot candidates evaluated per position against K (log-log), one curve per index.
 
 \b
-Example:
-  fastsubs-bench complexity kn4-64k.fsidx heldout-dev.txt --lines 300 -o complexity.png
+Arguments: one or more index directories, then the text.  Prints a row per K with the
+candidates evaluated per position for each index, and each index's log-log slope.
+Example (the paper's figure, one model per vocabulary size):
+  fastsubs-bench complexity kn4-16k.fsidx kn4-64k.fsidx kn4-256k.fsidx heldout-dev.txt \\
+      --ks 1,10,100,1000,16384 -o complexity.png
 """)
 def complexity(
-    index: Path = typer.Argument(..., help="Index directory."),
-    text: Path = typer.Argument(..., help="Text, one sentence per line."),
-    lines: int = typer.Option(300, "--lines", min=1, help="Use the first LINES lines of TEXT."),
+    paths: list[Path] = typer.Argument(..., metavar="INDEX... TEXT",
+                                       help="Index directories, then the text (one sentence per line)."),
+    lines: int = typer.Option(300, "--lines", min=1, help="Use the first LINES lines of the text."),
     ks: str = typer.Option(DEFAULT_KS, "--ks", help="Comma-separated values of K."),
     output: Path = typer.Option(Path("complexity.png"), "-o", "--output", help="PNG file to write."),
 ) -> None:
     def run() -> None:
         pyplot()  # a missing extra is said before the measurement, not after it
-        values = sorted({int(k) for k in ks.split(",")})
+        if len(paths) < 2:
+            raise FastsubsError("give one or more index directories, then the text")
+        *indexes, text = paths
+        try:
+            values = sorted({int(k) for k in ks.split(",")})
+        except ValueError:
+            values = []
         if len(values) < 2 or values[0] < 1:
             raise FastsubsError("--ks needs at least two values of K, all >= 1")
-        points = measure_effort(index, text, values, lines)
-        slope = fitted_slope(points)
-        for point in points:
-            print(f"K={point.k:<6} candidates/position={point.candidates:,.1f}")
-        print(f"log-log slope {slope:.3f}")
-        plot(points, slope, f"{index.name}: {lines} lines of {text.name}", output)
+        curves = [measure_effort(index, text, values, lines) for index in indexes]
+        print("\n".join(table(curves)))
+        plot(curves, f"{lines} lines of {text.name}", output)
         print(f"wrote {output}", file=sys.stderr)
 
     run_reporting_errors("fastsubs-bench", run)

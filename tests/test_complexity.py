@@ -1,4 +1,4 @@
-"""fastsubs-bench complexity: the paper's effort-against-K figure."""
+"""fastsubs-bench complexity: the paper's effort-against-K figure, one curve per index."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import fastsubs
 from conftest import run_cli, shared
 from fastsubs.query.complexity import EffortPoint, fitted_slope
 
@@ -15,14 +16,42 @@ def test_fitted_slope_recovers_a_power_law() -> None:
     assert fitted_slope(points) == pytest.approx(0.59)
 
 
-def test_complexity_prints_the_table_and_writes_a_png(small_index: Path, tmp_path: Path) -> None:
+def vocab_size(index: Path) -> int:
+    with fastsubs.open_index(index) as opened:
+        return opened.vocab_size
+
+
+def test_one_column_per_index_and_a_png(small_index: Path, tiny_index: Path, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     png = tmp_path / "effort.png"
-    result = run_cli("fastsubs-bench", "complexity", small_index, shared("heldout-dev.txt"), "--lines", "5",
-                     "--ks", "1,10,100", "-o", png)
-    rows = result.stdout.decode().splitlines()
-    assert [row.split()[0] for row in rows[:3]] == ["K=1", "K=10", "K=100"]
-    effort = [float(row.split("=")[2].replace(",", "")) for row in rows[:3]]
-    assert effort == sorted(effort) and effort[0] >= 1
-    assert rows[3].startswith("log-log slope ")
+    result = run_cli("fastsubs-bench", "complexity", small_index, tiny_index, shared("heldout-dev.txt"),
+                     "--lines", "5", "--ks", "100,1,10", "-o", png)
+    rows = [row.split() for row in result.stdout.decode().splitlines()]
+    assert rows[0] == ["K", small_index.name, tiny_index.name]
+    sizes = [vocab_size(small_index), vocab_size(tiny_index)]
+    assert rows[1] == ["V"] + [f"{size:,}" for size in sizes]
+    assert [row[0] for row in rows[2:5]] == ["1", "10", "100"]  # K ascending
+    for column, size in enumerate(sizes, start=1):
+        effort = [float(row[column].replace(",", "")) for row in rows[2:5]]
+        # every search scores at least min(K, V - 1) words, and never more than V
+        assert all(min(k, size - 1) <= e <= size for k, e in zip((1, 10, 100), effort)), effort
+        assert effort == sorted(effort)
+    assert rows[5][0] == "slope" and len(rows[5]) == 3
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_text_alone_is_refused_in_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    result = run_cli("fastsubs-bench", "complexity", shared("heldout-dev.txt"), check=False)
+    assert result.returncode != 0
+    assert result.stderr.decode().strip().splitlines() == [
+        "fastsubs-bench: error: give one or more index directories, then the text"]
+
+
+def test_bad_ks_are_refused_in_one_line(small_index: Path) -> None:
+    pytest.importorskip("matplotlib")
+    result = run_cli("fastsubs-bench", "complexity", small_index, shared("heldout-dev.txt"), "--ks", "1,ten",
+                     check=False)
+    assert result.returncode != 0
+    assert result.stderr.decode().strip().splitlines() == [
+        "fastsubs-bench: error: --ks needs at least two values of K, all >= 1"]

@@ -102,6 +102,25 @@ def test_positive_backoff_weights_are_bounded_correctly(tmp_path: Path) -> None:
         assert index.position(["a", "c"], 0, n=1)[0].word == "b"
 
 
+def test_positive_backoff_weights_of_patterns_are_bounded_correctly(tmp_path: Path) -> None:
+    """The same for beta(A x B): in "<s> a x c </s>", p(c | a x) backs off through
+    beta(a x), stored in the pattern "a _".  b has the poorest n-gram "a b" (read after
+    the 100 fillers "a f") but beta(a b) = 3, so lp(b) = alpha(a b) + beta(a b) +
+    alpha(c) + const = -1 + const beats every filler (-2 + const).  Bounding beta(a x)
+    by 0 would list a filler first."""
+    unigrams = ["-99\t<s>\t0", "-1\t</s>", "-1\ta\t0", "-1\tc\t0", *fillers("-1.9", "0"), "-2\tb\t0"]
+    bigrams = ["-0.5\t<s> a\t0", *[f"-1\ta f{i}" for i in range(100)], "-3\ta b\t3", "-0.5\tc </s>"]
+    trigrams = ["-0.3\t<s> a c"]
+    text = "\n".join(["\\data\\", f"ngram 1={len(unigrams)}", f"ngram 2={len(bigrams)}", f"ngram 3={len(trigrams)}",
+                      "", "\\1-grams:", *unigrams, "", "\\2-grams:", *bigrams, "", "\\3-grams:", *trigrams, "",
+                      "\\end\\", ""])
+    (tmp_path / "model.arpa").write_text(text)
+    fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx")
+    check_model(text, [["a", "c", "c"]])
+    with fastsubs.open_index(tmp_path / "model.fsidx") as index:
+        assert index.position(["a", "c", "c"], 1, n=1)[0].word == "b"
+
+
 def test_kn4_small_sentences_equal_exhaustive(small_index: Path) -> None:
     """A real model: the first sentences of the held-out text, every position, against the oracle."""
     from conftest import shared

@@ -55,29 +55,45 @@ def _tree(pid: int) -> list[int]:
     return pids
 
 
-def pss_kib(pid: int) -> int:
-    """Proportional set size of one process, from /proc/PID/smaps_rollup (0 once it has gone)."""
+def _field_kib(path: str, field: str) -> int:
+    """The ``field:`` line (in kB) of a /proc file such as smaps_rollup or status; 0 once the process is gone."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup") as rollup:
-            for line in rollup:
-                if line.startswith("Pss:"):
+        with open(path) as lines:
+            for line in lines:
+                if line.startswith(field):
                     return int(line.split()[1])
     except OSError:
         pass
     return 0
 
 
-def run_with_pss(command: list[str], interval: float = 0.05) -> tuple[float, int]:
-    """Run ``command`` to completion: (wall seconds, peak total PSS of its process tree in KiB)."""
+def pss_kib(pid: int) -> int:
+    """Proportional set size of one process: its private pages plus its share of shared ones."""
+    return _field_kib(f"/proc/{pid}/smaps_rollup", "Pss:")
+
+
+def private_anon_kib(pid: int) -> int:
+    """Anonymous memory of one process (heap, Python objects): what it keeps for itself, unlike
+    the index's mapped pages, which every process shares."""
+    return _field_kib(f"/proc/{pid}/status", "RssAnon:")
+
+
+def run_sampling(command: list[str], measure=pss_kib, interval: float = 0.05) -> tuple[float, int, list[int]]:
+    """Run ``command`` to completion: (wall seconds, peak of ``measure`` summed over its process
+    tree in KiB, the peak of each process on its own)."""
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     peak = 0
+    each: dict[int, int] = {}
     done = threading.Event()
 
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, sum(pss_kib(p) for p in _tree(process.pid)))
+            values = {p: measure(p) for p in _tree(process.pid)}
+            peak = max(peak, sum(values.values()))
+            for p, value in values.items():
+                each[p] = max(each.get(p, 0), value)
             time.sleep(interval)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -88,6 +104,12 @@ def run_with_pss(command: list[str], interval: float = 0.05) -> tuple[float, int
     sampler.join()
     if code:
         raise RuntimeError(f"{command[0]} exited with status {code}")
+    return elapsed, peak, sorted(each.values(), reverse=True)
+
+
+def run_with_pss(command: list[str], interval: float = 0.05) -> tuple[float, int]:
+    """Run ``command`` to completion: (wall seconds, peak total PSS of its process tree in KiB)."""
+    elapsed, peak, _ = run_sampling(command, pss_kib, interval)
     return elapsed, peak
 
 

@@ -156,7 +156,7 @@ def test_every_input_line_yields_exactly_its_output(engine: Engine, lines: list[
 
 
 @pytest.mark.slow
-@settings(max_examples=20000, deadline=None)
+@settings(max_examples=10000, deadline=None)
 @given(LINES)
 def test_every_input_line_yields_exactly_its_output_long_run(engine: Engine, lines: list[bytes]) -> None:
     check_plain_lines(engine, lines)

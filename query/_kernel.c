@@ -1375,6 +1375,9 @@ static PyObject *run_search(Kernel *k, TermView *const *views, int n_views, Py_s
     double mass = use_mass ? PyFloat_AsDouble(mass_object) : 0.0;
     if (use_mass && PyErr_Occurred())
         return NULL;
+    /* As the original, the -p rule applies only for P < 1: with P = 1 it would stop once
+     * S / (S + p (V - L)) rounds to 1, far down the list but before its end. */
+    use_mass = use_mass && mass < 1.0;
     /* The original lists at most V - 1 substitutes (one word is <s>), even for a model
      * without <s>. */
     if (count > k->vocab_size - 1)

@@ -133,11 +133,10 @@ def test_big_models_reach_the_big_pattern_paths(tmp_path: Path) -> None:
     assert with_big >= positions / 2, f"{with_big} of {positions} positions read a pattern of {BIG_PATTERN}+ words"
 
 
-@pytest.mark.xfail(strict=True, reason="-p 1 stops once S / (S + p (V - L)) rounds to 1; the original applies "
-                   "the -p rule only for P < 1 (ai-ku/fastsubs fastsubs.c), so -p 1 lists V - 1 words")
 def test_p_of_one_lists_every_word(tmp_path: Path) -> None:
     """Found by the test above: far down the list p (V - L) is below S's last bit, and
-    the kernel's rule, applied for P = 1 too, ends the list early."""
+    the kernel's rule, once applied for P = 1 too, ended the list early; the original
+    applies the -p rule only for P < 1 (ai-ku/fastsubs fastsubs.c)."""
     shape = BigModelShape(seed=0, order=3, words=1253, has_unk=False, shuffled=True, distinct_alphas=2,
                           positive_backoffs=0.0, rounding=0.0, hubs=1, sentences=1)
     text, vocab, sentences = shape.build()

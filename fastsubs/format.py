@@ -44,6 +44,14 @@ UNIGRAM_ORDER = b"unigram_order"
 WORD_OFFSETS = b"word_offsets"
 WORD_BYTES = b"word_bytes"
 
+#: Metadata key of the whole-vocabulary arrays' CRC-32s (``zlib.crc32`` of each value of
+#: the ``arrays`` database, by key).  Pattern records carry their own checksum; these
+#: arrays are read whole at every open, so a reader checks them there (~1 ms for 64K
+#: words).  Optional: indexes built before it lack it (no format change).
+ARRAY_CHECKSUMS = "array_crc32"
+#: The values of the ``arrays`` database, each covered by :data:`ARRAY_CHECKSUMS`.
+ARRAY_KEYS = (b"unigram_alpha", b"unigram_beta", b"unigram_order", b"word_offsets", b"word_bytes")
+
 #: Keys every metadata map carries.
 META_KEYS = (
     "magic", "format_version", "order", "counts", "vocab_size", "id_bytes",

@@ -13,6 +13,7 @@ import hashlib
 import os
 import sys
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,7 +188,7 @@ def _write_environment(directory: Path, model: _SortedModel, model_path: Path, p
                     sync=False, metasync=False, writemap=False)
     try:
         with env.begin(write=True) as txn:
-            _write_vocabulary(env, txn, model)
+            array_checksums = _write_vocabulary(env, txn, model)
         for runs in model.runs:
             db = env.open_db(fmt.patterns_db_name(runs.order))
             has_beta = runs.order < model.order
@@ -204,7 +205,7 @@ def _write_environment(directory: Path, model: _SortedModel, model_path: Path, p
                     written += len(offsets) - 1
                 check_count(f"{runs.order}-grams with the slot at {slot + 1}", ngrams, model.counts[runs.order - 1])
                 progress(f"wrote {written:,} patterns of {runs.order}-grams with the slot at {slot + 1}")
-        meta = _metadata(model, model_path, vocab_size, id_bytes)
+        meta = {**_metadata(model, model_path, vocab_size, id_bytes), fmt.ARRAY_CHECKSUMS: array_checksums}
         with env.begin(write=True, db=env.open_db(fmt.META_DB)) as txn:
             txn.put(fmt.META_KEY, msgpack.packb(meta))
         env.sync(True)
@@ -212,7 +213,8 @@ def _write_environment(directory: Path, model: _SortedModel, model_path: Path, p
         env.close()
 
 
-def _write_vocabulary(env: lmdb.Environment, txn: lmdb.Transaction, model: _SortedModel) -> None:
+def _write_vocabulary(env: lmdb.Environment, txn: lmdb.Transaction, model: _SortedModel) -> dict[str, int]:
+    """Write the vocabulary and the whole-vocabulary arrays; returns the arrays' CRC-32s for the metadata."""
     vocab_db = env.open_db(fmt.VOCAB_DB, txn=txn)
     ordered = sorted(range(len(model.words)), key=model.words.__getitem__)
     with txn.cursor(db=vocab_db) as cursor:
@@ -227,10 +229,12 @@ def _write_vocabulary(env: lmdb.Environment, txn: lmdb.Transaction, model: _Sort
     }
     check_count("words", len(model.words), model.counts[0])
     check_unigram_arrays(arrays, len(model.words))
+    values = {key: array.tobytes() for key, array in arrays.items()}
+    values[fmt.WORD_BYTES] = b"".join(model.words)
     arrays_db = env.open_db(fmt.ARRAYS_DB, txn=txn)
-    for key, array in arrays.items():
-        txn.put(key, array.tobytes(), db=arrays_db)
-    txn.put(fmt.WORD_BYTES, b"".join(model.words), db=arrays_db)
+    for key, value in values.items():
+        txn.put(key, value, db=arrays_db)
+    return {key.decode(): zlib.crc32(value) for key, value in values.items()}
 
 
 def _metadata(model: _SortedModel, model_path: Path, vocab_size: int, id_bytes: int) -> dict[str, object]:

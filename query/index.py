@@ -10,6 +10,7 @@ cross a ``fork``).
 from __future__ import annotations
 
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,6 +124,7 @@ class Index:
             if word_bytes is None:
                 raise DamagedIndexError(f"{self.path}: damaged index (array word_bytes is missing)")
             self.word_bytes: memoryview = word_bytes
+            self._check_arrays(arrays_db)
         except lmdb.Error as error:
             self._env.close()
             raise lmdb_damage(self.path, error) from None
@@ -175,8 +177,15 @@ class Index:
 
     def iter_patterns(self, order: int):
         """Every ``(key, value)`` record of the order-``order`` patterns, in key order."""
+        return self._iter_db(self._pattern_dbs[order])
+
+    def iter_vocabulary(self):
+        """Every ``(word, id bytes)`` entry of the vocabulary, in word order."""
+        return self._iter_db(self._vocab_db)
+
+    def _iter_db(self, db):
         try:
-            with self._txn.cursor(db=self._pattern_dbs[order]) as cursor:
+            with self._txn.cursor(db=db) as cursor:
                 yield from cursor
         except lmdb.Error as error:
             raise lmdb_damage(self.path, error) from None
@@ -220,6 +229,20 @@ class Index:
             raise DamagedIndexError(f"{self.path}: damaged index (array {key.decode()} is missing or truncated)")
         return np.frombuffer(raw, dtype)
 
+    def _check_arrays(self, db) -> None:
+        """Compare each whole-vocabulary array with its CRC-32 in the metadata (when it has them).
+
+        These arrays hold every word's scores and spelling: a flipped byte there would
+        change answers silently, so it is caught at open, before any search.
+        """
+        expected = self.meta.get(fmt.ARRAY_CHECKSUMS)
+        if expected is None:  # built before the arrays had checksums
+            return
+        for key in fmt.ARRAY_KEYS:
+            if zlib.crc32(self._txn.get(key, db=db)) != expected.get(key.decode()):
+                raise DamagedIndexError(f"{self.path}: damaged index (array {key.decode()} fails its checksum; "
+                                        "bytes flipped?)")
+
     def close(self) -> None:
         """Release the memory map; arrays viewed from this index must not be used after."""
         self._txn.abort()
@@ -243,9 +266,12 @@ class Index:
         raw = self._get(word, self._vocab_db)
         if raw is None:
             return None
-        if len(raw) != 4 or int.from_bytes(raw, "little") >= self.vocab_size:
+        found = int.from_bytes(raw, "little") if len(raw) == 4 else self.vocab_size
+        # The id must spell the word back (word_bytes is checksummed): a flipped byte in
+        # an entry never maps a word to another word's id.
+        if found >= self.vocab_size or self.word(found) != word:
             raise DamagedIndexError(f"{self.path}: damaged index (vocabulary entry of {word!r} is invalid)")
-        return int.from_bytes(raw, "little")
+        return found
 
     def word(self, word_id: int) -> bytes:
         """The word with id ``word_id``, as the model spells it (UTF-8 bytes)."""

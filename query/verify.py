@@ -82,9 +82,27 @@ def _check_unigrams(index: Index, report: VerifyReport) -> None:
         report.problems.append("word table is inconsistent")
 
 
+def _check_vocabulary(index: Index, report: VerifyReport) -> None:
+    """Every word of the vocabulary database, spelled back by its id: one entry per word.
+
+    Queries check the entries they read, but a flipped byte in an entry's key makes a
+    word unknown without any entry being read; only a full pass sees it.
+    """
+    entries = 0
+    for word, raw in index.iter_vocabulary():
+        entries += 1
+        word_id = int.from_bytes(raw, "little") if len(raw) == 4 else index.vocab_size
+        if word_id >= index.vocab_size or index.word(word_id) != bytes(word):
+            report.problems.append(f"vocabulary entry {bytes(word)!r} does not spell its word")
+            return
+    if entries != index.vocab_size:
+        report.problems.append(f"vocabulary holds {entries:,} entries for {index.vocab_size:,} words")
+
+
 def verify_records(index: Index, report: VerifyReport, progress: Callable[[str], None]) -> None:
     """Checksum every pattern record of every order; check the structure of a sample in depth."""
     _check_unigrams(index, report)
+    _check_vocabulary(index, report)
     rng = random.Random(0)
     for order in range(2, index.order + 1):
         has_beta = order < index.order

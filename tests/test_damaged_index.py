@@ -191,19 +191,45 @@ def test_a_flipped_byte_in_any_record_the_queries_read_is_named(tiny_index: Path
             shutil.rmtree(copy)
 
 
-@pytest.mark.xfail(strict=True, reason="the whole-vocabulary arrays (unigram_alpha, ...) carry no checksum: "
-                   "a flipped byte there changes answers, and verify reports the index OK")
-def test_a_flipped_byte_in_the_unigram_scores_is_named(tiny_index: Path, tmp_path: Path) -> None:
-    env = lmdb.open(str(tiny_index), readonly=True, lock=False, max_dbs=16)
+def value_offset(index: Path, db: bytes, key: bytes) -> tuple[int, bytes]:
+    """Where the value of ``key`` in database ``db`` sits in data.mdb, and the value."""
+    env = lmdb.open(str(index), readonly=True, lock=False, max_dbs=16)
     with env.begin() as txn:
-        alpha = txn.get(fmt.UNIGRAM_ALPHA, db=env.open_db(fmt.ARRAYS_DB, txn=txn))
-        the = int.from_bytes(txn.get(b"the", db=env.open_db(fmt.VOCAB_DB, txn=txn)), "little")
+        value = bytes(txn.get(key, db=env.open_db(db, txn=txn)))
     env.close()
-    data = (tiny_index / "data.mdb").read_bytes()
+    data = (index / "data.mdb").read_bytes()
+    assert data.count(value) == 1, "the value is not unique in the file: pick another"
+    return data.find(value), value
+
+
+@pytest.mark.parametrize("array", fmt.ARRAY_KEYS)
+def test_a_flipped_byte_in_a_whole_vocabulary_array_is_named(tiny_index: Path, tmp_path: Path,
+                                                             array: bytes) -> None:
+    """The unigram scores, their order and the words' spelling are checked at open (CRC-32s in the metadata)."""
+    at, value = value_offset(tiny_index, fmt.ARRAYS_DB, array)
     copy = tmp_path / "copy.fsidx"
     shutil.copytree(tiny_index, copy)
-    flip_byte(copy, data.find(alpha) + 4 * the + 1)  # a middle byte of alpha(the)
-    with pytest.raises(fastsubs.DamagedIndexError):
+    flip_byte(copy, at + len(value) // 2)
+    with pytest.raises(fastsubs.DamagedIndexError, match=f"array {array.decode()} fails its checksum"):
+        answers(copy)
+    assert f"array {array.decode()} fails its checksum" in query_error(copy)
+
+
+def test_a_flipped_byte_in_a_vocabulary_entry_is_named(tiny_index: Path, tmp_path: Path) -> None:
+    """An entry word -> id whose id no longer spells the word is damage, not another word."""
+    env = lmdb.open(str(tiny_index), readonly=True, lock=False, max_dbs=16)
+    with env.begin() as txn:
+        the = txn.get(b"the", db=env.open_db(fmt.VOCAB_DB, txn=txn))
+    env.close()
+    data = (tiny_index / "data.mdb").read_bytes()
+    at = data.find(b"the" + the)  # LMDB stores a small entry as its key then its value
+    assert at >= 0 and int.from_bytes(the, "little") < 4
+    copy = tmp_path / "copy.fsidx"
+    shutil.copytree(tiny_index, copy)
+    with open(copy / "data.mdb", "r+b") as stream:  # another valid id: the low bit flipped
+        stream.seek(at + 3)
+        stream.write(bytes([the[0] ^ 1]))
+    with pytest.raises(fastsubs.DamagedIndexError, match="vocabulary entry of b'the' is invalid"):
         answers(copy)
 
 
@@ -240,3 +266,20 @@ def test_flipped_bytes_anywhere_give_a_clear_error_or_the_right_answer(small_ind
     every query run ends in the right answer or one clear line, and verify finds some."""
     outcomes = check_flips(small_index, tmp_path, flips=40, seed=2)
     assert outcomes["clear error"] > 0 and outcomes["verify found it"] > 0, outcomes
+
+
+def test_verify_finds_a_vocabulary_entry_whose_key_was_flipped(tiny_index: Path, tmp_path: Path) -> None:
+    """A flipped key byte makes a word unknown, which no query can tell from a real unknown word."""
+    env = lmdb.open(str(tiny_index), readonly=True, lock=False, max_dbs=16)
+    with env.begin() as txn:
+        the = txn.get(b"the", db=env.open_db(fmt.VOCAB_DB, txn=txn))
+    env.close()
+    at = (tiny_index / "data.mdb").read_bytes().find(b"the" + the)
+    copy = tmp_path / "copy.fsidx"
+    shutil.copytree(tiny_index, copy)
+    with open(copy / "data.mdb", "r+b") as stream:  # "the" becomes "thf"
+        stream.seek(at + 2)
+        stream.write(b"f")
+    assert run_cli("fastsubs-index", "verify", tiny_index).returncode == 0
+    result = run_cli("fastsubs-index", "verify", copy, check=False)
+    assert result.returncode == 1 and b"vocabulary entry b'thf' does not spell its word" in result.stderr

@@ -239,7 +239,7 @@ class Index:
         if expected is None:  # built before the arrays had checksums
             return
         for key in fmt.ARRAY_KEYS:
-            if zlib.crc32(self._txn.get(key, db=db)) != expected.get(key.decode()):
+            if zlib.crc32(self._txn.get(key, db=db) or b"") != expected.get(key.decode()):
                 raise DamagedIndexError(f"{self.path}: damaged index (array {key.decode()} fails its checksum; "
                                         "bytes flipped?)")
 

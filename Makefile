@@ -12,6 +12,9 @@ DEMO_MODEL := models/demo-kn4-20k.arpa.gz
 DEMO_INDEX := demo-kn4-20k.fsidx
 # Budget for the slow tests (big model, kill loops, long fuzzing) that CI also runs.
 SLOW_TIMEOUT ?= 3000
+# Processes the default suite runs in (pytest-xdist): the machines this runs on have 2 cores.
+# The slow suite runs in one: its kill loops and timings want the CPU to themselves.
+TEST_WORKERS ?= 2
 
 KERNEL_SOURCES := $(wildcard query/*.c query/*.h)
 PACKAGE := fastsubs indexer query
@@ -40,7 +43,7 @@ demo: $(BIN)/.kernel-built
 	$(BIN)/fastsubs-query $(DEMO_INDEX) -n 5 -i examples/sentences.txt
 
 test: $(BIN)/.installed $(BIN)/.kernel-built
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 test-slow: $(BIN)/.installed $(BIN)/.kernel-built
 	timeout $(SLOW_TIMEOUT) $(BIN)/python -m pytest -m slow

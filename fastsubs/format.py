@@ -50,7 +50,7 @@ WORD_BYTES = b"word_bytes"
 #: words).  Optional: indexes built before it lack it (no format change).
 ARRAY_CHECKSUMS = "array_crc32"
 #: The values of the ``arrays`` database, each covered by :data:`ARRAY_CHECKSUMS`.
-ARRAY_KEYS = (b"unigram_alpha", b"unigram_beta", b"unigram_order", b"word_offsets", b"word_bytes")
+ARRAY_KEYS = (UNIGRAM_ALPHA, UNIGRAM_BETA, UNIGRAM_ORDER, WORD_OFFSETS, WORD_BYTES)
 
 #: Keys every metadata map carries.
 META_KEYS = (

@@ -100,7 +100,7 @@ def _process_file(job: tuple[str, str], index_path: str, options: QueryOptions) 
     totals = SearchStats()
     with _engine_lock, open_binary(source) as stream, open_binary(target, "wb") as out:
         engine = _engine(index_path)
-        for chunk in numbered_chunks(stream):
+        for chunk in numbered_chunks(stream, source):
             result = process_chunk(engine, chunk, options, source)
             out.write(result.text)
             totals.add(result.stats)

@@ -59,9 +59,9 @@ class QueryOptions:
         """When to stop listing (``-n``/``-p``)."""
         return Limits.from_options(self.n, self.p)
 
-    @property
+    @cached_property
     def excluded_words(self) -> tuple[bytes, ...]:
-        """``exclude`` as the bytes the index holds."""
+        """``exclude`` as the bytes the index holds (once: every input line asks for it)."""
         return tuple(w.encode("utf-8", "surrogateescape") for w in self.exclude)
 
 

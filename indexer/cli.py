@@ -92,7 +92,7 @@ def verify(
     model: Optional[Path] = typer.Argument(None, help="The ARPA model it was built from (optional)."),
     samples: int = typer.Option(1000, "--samples", min=1, help="N-grams per order to compare with the model."),
 ) -> None:
-    from fastsubs.query.verify import verify_index
+    from fastsubs.indexer.verify import verify_index
 
     def progress(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

@@ -20,6 +20,7 @@ import numpy as np
 
 from fastsubs import format as fmt
 from fastsubs.errors import DamagedIndexError, FastsubsError
+from fastsubs.indexer.arpa import read_arpa
 from fastsubs.query.index import Index, Pattern, lmdb_damage, parse_pattern
 
 #: Score agreement between the float32 index and the model's decimal text.
@@ -157,8 +158,6 @@ def _check_batch(batch: list[tuple[bytes, bytes]], order: int, has_beta: bool, i
 def verify_against_model(index: Index, model_path: Path, samples: int, report: VerifyReport,
                          progress: Callable[[str], None]) -> None:
     """Look up ``samples`` random n-grams of each order of the model in the index."""
-    from fastsubs.indexer.arpa import read_arpa
-
     model = read_arpa(model_path)
     if [len(t.alpha) for t in model.tables] != index.meta["counts"]:
         report.problems.append(f"n-gram counts differ from {model_path}")

@@ -15,9 +15,8 @@ import numpy as np
 
 from fastsubs.errors import QueryInputError
 from fastsubs.query.engine import Engine
-from fastsubs.query.formats import Place, jsonl_record, sample_jsonl, sample_lines
 from fastsubs.query.options import QueryOptions
-from fastsubs.query.output import format_substitutes
+from fastsubs.query.output import Place, format_substitutes, jsonl_record, sample_jsonl, sample_lines
 from fastsubs.query.sentences import tokenize
 
 EOS = b"</s>"

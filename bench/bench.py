@@ -1,6 +1,6 @@
 """One benchmark run of fastsubs, printing every figure the performance issue asks for.
 
-    .venv/bin/python bench/bench.py --index /tmp/kn4-64k.fsidx --small-index /tmp/small.fsidx \
+    .venv/bin/python -m fastsubs.bench.bench --index /tmp/kn4-64k.fsidx --small-index /tmp/small.fsidx \
         [--reference data/reference/kn4-64k.dev300.n100.out.gz] [--build MODEL.arpa.gz]
 
 Prints the machine, then: positions/s and candidates evaluated per position for each
@@ -20,22 +20,18 @@ import gzip
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from exhaustive_baseline import ExhaustiveScorer  # noqa: E402
-from processes import BIN, build_figures, run_with_pss, startup_figures  # noqa: E402
-
-from fastsubs.query.engine import Engine  # noqa: E402
-from fastsubs.query.output import format_substitutes  # noqa: E402
-from fastsubs.query.search import Limits  # noqa: E402
-from fastsubs.query.sentences import tokenize  # noqa: E402
+from fastsubs.bench.exhaustive_baseline import ExhaustiveScorer
+from fastsubs.bench.processes import BIN, build_figures, run_with_pss, startup_figures
+from fastsubs.query.engine import Engine
+from fastsubs.query.output import format_substitutes
+from fastsubs.query.search import Limits
+from fastsubs.query.sentences import tokenize
 
 DATA = Path("/work/shared/data")
 

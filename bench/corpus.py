@@ -13,7 +13,7 @@ read once, by many workers, for hours.  This measures what such runs meet:
 
 Usage::
 
-    python bench/corpus.py --index /tmp/kn4-64k.fsidx --corpus ../shared/data/corpus-sample.txt.gz
+    .venv/bin/python -m fastsubs.bench.corpus --index /tmp/kn4-64k.fsidx --corpus ../shared/data/corpus-sample.txt.gz
 
 Figures are medians of ``--repeats`` runs; ratios are taken within one run.
 """
@@ -29,8 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from processes import BIN, private_anon_kib, run_sampling  # noqa: E402
+from fastsubs.bench.processes import BIN, private_anon_kib, run_sampling
 
 #: Run in a fresh process: the passes and threads of one measurement, as JSON on stdout.
 IN_PROCESS = r"""

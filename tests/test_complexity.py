@@ -8,7 +8,7 @@ import pytest
 
 import fastsubs
 from conftest import run_cli, shared
-from fastsubs.query.complexity import EffortPoint, fitted_slope
+from fastsubs.bench.complexity import EffortPoint, fitted_slope
 
 
 def test_fitted_slope_recovers_a_power_law() -> None:

@@ -222,7 +222,7 @@ def test_provenance_of_a_resumed_run_is_that_of_an_uninterrupted_one(tiny_index:
 def without(modules: list[str], program: str, *args: str | os.PathLike[str]) -> subprocess.CompletedProcess[bytes]:
     """Run a console script's main() in a Python where ``modules`` cannot be imported (as
     when their extra is not installed)."""
-    entry = {"fastsubs-query": "fastsubs.query.cli", "fastsubs-bench": "fastsubs.query.complexity"}[program]
+    entry = {"fastsubs-query": "fastsubs.query.cli", "fastsubs-bench": "fastsubs.bench.complexity"}[program]
     code = (f"import sys\nfor name in {modules!r}:\n    sys.modules[name] = None\n"
             f"sys.argv = {[program, *map(str, args)]!r}\nfrom {entry} import main\nmain()\n")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)

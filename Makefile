@@ -17,7 +17,7 @@ SLOW_TIMEOUT ?= 3000
 TEST_WORKERS ?= 2
 
 KERNEL_SOURCES := $(wildcard query/*.c query/*.h)
-PACKAGE := fastsubs indexer query
+PACKAGE := fastsubs indexer query bench
 
 .PHONY: demo test test-slow lint
 

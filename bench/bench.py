@@ -22,7 +22,10 @@ import platform
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -43,7 +46,7 @@ def machine() -> str:
     return f"nproc {os.cpu_count()}  CPU {model}  Python {platform.python_version()}  load average {load}"
 
 
-def engine_pass(engine: Engine, sentences: list[list[int]], tokens: list[list[bytes]], count: int) -> list[bytes]:
+def engine_pass(engine: Engine, sentences: list[tuple[int, ...]], tokens: list[list[bytes]], count: int) -> list[bytes]:
     """Search and format every position, as the CLI does; returns the output lines."""
     limits = Limits(count)
     search = engine.searcher.search
@@ -56,7 +59,7 @@ def engine_pass(engine: Engine, sentences: list[list[int]], tokens: list[list[by
     return out
 
 
-def baseline_pass(scorer: ExhaustiveScorer, engine: Engine, sentences: list[list[int]],
+def baseline_pass(scorer: ExhaustiveScorer, engine: Engine, sentences: list[tuple[int, ...]],
                   tokens: list[list[bytes]], count: int) -> list[bytes]:
     """The same workload (search and format) through the exhaustive scorer."""
     vocabulary = engine.vocabulary
@@ -68,8 +71,12 @@ def baseline_pass(scorer: ExhaustiveScorer, engine: Engine, sentences: list[list
     return out
 
 
-def timed(repeats: int, run) -> tuple[float, object]:
-    times, result = [], None
+Result = TypeVar("Result")
+
+
+def timed(repeats: int, run: Callable[[], Result]) -> tuple[float, Result]:
+    """The median seconds of ``repeats`` calls of ``run``, and what the last one returned."""
+    times = []
     for _ in range(repeats):
         start = time.perf_counter()
         result = run()
@@ -110,7 +117,7 @@ def throughput(args, lines: list[bytes]) -> None:
     outputs = {}
     for count in args.ks:
         before = engine.searcher.stats.evaluated
-        seconds, outputs[count] = timed(args.repeats, lambda: engine_pass(engine, sentences, tokens, count))
+        seconds, outputs[count] = timed(args.repeats, partial(engine_pass, engine, sentences, tokens, count))
         candidates = (engine.searcher.stats.evaluated - before) / (args.repeats * positions)
         per_k[count] = candidates
         print(f"K={count:<5d} {positions / seconds:8.0f} positions/s   {candidates:8.1f} candidates evaluated/position")
@@ -138,7 +145,7 @@ def throughput(args, lines: list[bytes]) -> None:
 CHUNKS = 10
 
 
-def interleaved(scorer: ExhaustiveScorer, engine: Engine, sentences: list[list[int]],
+def interleaved(scorer: ExhaustiveScorer, engine: Engine, sentences: list[tuple[int, ...]],
                 tokens: list[list[bytes]]) -> tuple[float, float]:
     """Seconds of one baseline pass and one search pass over all lines (K=100), run chunk by
     chunk in turns so that both see nearly the same machine: its speed drifts from second

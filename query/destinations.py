@@ -25,7 +25,6 @@ before it, so OUT never appears without the record of what produced it.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -34,17 +33,13 @@ import time
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator
 
-import fastsubs
 from fastsubs.cli_support import signals_held
 from fastsubs.errors import OutputError, ResumeError
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
 from fastsubs.query.provenance import finished_record
 from fastsubs.textio import compressing_writer, compression, open_binary
-
-if TYPE_CHECKING:
-    from fastsubs.query.options import QueryOptions
 
 #: Appended to OUT for the file being written, and for the record of how far it got.
 PARTIAL_SUFFIX = ".partial"
@@ -58,16 +53,18 @@ MEMBER_BYTES = 1 << 20
 COMMIT_SECONDS = 1.0
 
 
-def run_identity(index_meta: dict[str, Any], options: QueryOptions) -> dict[str, Any]:
-    """What a partial output belongs to, beyond its input: the model compiled into the
-    index (its SHA-256), the output options (any dataclass: every field counts) and the
-    fastsubs version; not the worker count."""
-    source = index_meta.get("source", {})
+def run_identity(record: dict[str, Any]) -> dict[str, Any]:
+    """What a partial output belongs to, beyond its input: of the run's record
+    (:func:`fastsubs.query.provenance.run_record`), the parts its output depends on: the
+    model compiled into the index (its SHA-256), the output options (any dataclass:
+    every field counts) and the fastsubs version; not the index's path, nor the worker
+    count.  OUT.partial.json keeps it, and ``--resume`` compares it."""
+    index = record["index"]
     return {
-        "index": {"model_sha256": source.get("sha256"), "format_version": index_meta.get("format_version"),
-                  "vocab_size": index_meta.get("vocab_size")},
-        "options": json.loads(json.dumps(dataclasses.asdict(options))),
-        "fastsubs": fastsubs.__version__,
+        "index": {"model_sha256": index["model"]["sha256"], "format_version": index["format_version"],
+                  "vocab_size": index["vocab_size"]},
+        "options": json.loads(json.dumps(record["options"])),
+        "fastsubs": record["fastsubs"],
     }
 
 
@@ -117,14 +114,13 @@ class PartialOutput:
     """``-o OUT``: OUT.partial (and OUT.partial.tail), their progress in OUT.partial.json,
     renamed onto OUT at the end."""
 
-    def __init__(self, target: Path, identity: dict[str, Any], source: str,
-                 warn: Callable[[str], None], run_record: dict[str, Any] | None = None) -> None:
+    def __init__(self, target: Path, run_record: dict[str, Any], source: str, warn: Callable[[str], None]) -> None:
         self.target = target
         self.run_record = run_record  # for OUT.json (fastsubs.query.provenance), written with OUT
+        self.identity = run_identity(run_record)  # for OUT.partial.json
         self.partial = f"{target}{PARTIAL_SUFFIX}"
         self.tail_path = f"{target}{TAIL_SUFFIX}"
         self.state_path = f"{target}{STATE_SUFFIX}"
-        self.identity = identity
         self.source = source
         self.warn = warn
         self.compressed = compression(target) is not None
@@ -302,9 +298,9 @@ class PartialOutput:
                 os.fsync(self._raw.fileno())
                 self._raw.close()
             with _naming(str(self.target)):
-                if self.run_record is not None:  # first: OUT never appears without its record
-                    _write_json(f"{self.target}{PROVENANCE_SUFFIX}", finished_record(
-                        self.run_record, self.target, self.source, self.lines, self._digest.hexdigest()))
+                # first: OUT never appears without its record
+                _write_json(f"{self.target}{PROVENANCE_SUFFIX}", finished_record(
+                    self.run_record, self.target, self.source, self.lines, self._digest.hexdigest()))
                 os.replace(self.partial, self.target)
                 os.unlink(self.state_path)
                 if self._tail is not None:
@@ -346,11 +342,10 @@ def _reopened(path: str, size: int) -> BinaryIO:
     return stream
 
 
-def destination(output_path: Path | None, identity: dict[str, Any], source: str,
-                warn: Callable[[str], None], stdout: BinaryIO,
-                run_record: dict[str, Any] | None = None) -> StreamOutput | PartialOutput:
+def destination(output_path: Path | None, run_record: dict[str, Any], source: str,
+                warn: Callable[[str], None], stdout: BinaryIO) -> StreamOutput | PartialOutput:
     """The output of a run: stdout, OUT written atomically (with OUT.json made from
-    ``run_record``), or a device/pipe given as ``-o``."""
+    ``run_record``, :func:`fastsubs.query.provenance.run_record`), or a device/pipe given as ``-o``."""
     if output_path is None:
         return StreamOutput(stdout, "<stdout>")
     try:
@@ -358,7 +353,7 @@ def destination(output_path: Path | None, identity: dict[str, Any], source: str,
     except FileNotFoundError:
         mode = stat.S_IFREG
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return PartialOutput(output_path, identity, source, warn, run_record)
+        return PartialOutput(output_path, run_record, source, warn)
     with _naming(str(output_path)):
         return StreamOutput(open_binary(output_path, "wb"), str(output_path), owned=True)
 

@@ -29,7 +29,7 @@ from typing import BinaryIO
 
 from fastsubs.cli_support import become_worker, signals_held
 from fastsubs.errors import FastsubsError, QueryInputError, ResumeError
-from fastsubs.query.destinations import PartialOutput, StreamOutput, destination, run_identity
+from fastsubs.query.destinations import PartialOutput, StreamOutput, destination
 from fastsubs.query.engine import Engine
 from fastsubs.query.options import QueryOptions
 from fastsubs.query.progress import Progress, input_size
@@ -234,7 +234,6 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
     """
     index_path = str(index)
     engine = Engine(index_path)  # fails early, in this process, on a bad index
-    identity = run_identity(engine.index.meta, options)
     record = run_record(index_path, engine.index.meta, options)
     for word in engine.unknown(options.excluded_words):
         warn(f"fastsubs-query: warning: excluded word {word.decode('utf-8', 'backslashreplace')!r} "
@@ -245,7 +244,7 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
     with ExitStack() as stack:
         stream = stack.enter_context(open_binary(input_path)) if input_path else sys.stdin.buffer
         lines = InputLines(stream, source)
-        out = destination(output_path, identity, source, warn, sys.stdout.buffer, record)
+        out = destination(output_path, record, source, warn, sys.stdout.buffer)
         if resume and isinstance(out, StreamOutput):
             raise ResumeError(f"--resume needs -o to name a regular file, not {out.name}")
         try:

@@ -28,7 +28,7 @@ from typing import Any
 
 from fastsubs.errors import FastsubsError
 from fastsubs.query.engine import Engine
-from fastsubs.query.options import QueryOptions
+from fastsubs.query.options import QueryOptions, missing_word_warning
 from fastsubs.query.runner import numbered_chunks, process_chunk
 from fastsubs.query.search import SearchStats
 from fastsubs.textio import open_binary
@@ -75,8 +75,7 @@ def substitutes_bag(bag: Any, index_path: str | os.PathLike[str], options: Query
         engine = Engine(path)
         try:
             for word in engine.unknown(options.excluded_words):
-                warnings.warn(f"excluded word {word.decode('utf-8', 'backslashreplace')!r} is not in the "
-                              "model's vocabulary", stacklevel=2)
+                warnings.warn(missing_word_warning(word), stacklevel=2)
         finally:
             engine.close()
     return bag.map_partitions(_render_partition, path, options)

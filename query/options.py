@@ -76,6 +76,12 @@ def word_list(words: Iterable[str | bytes]) -> tuple[bytes, ...]:
     return tuple(word.encode("utf-8", "surrogateescape") if isinstance(word, str) else word for word in listed)
 
 
+def missing_word_warning(word: bytes) -> str:
+    """The warning for a word of ``exclude`` that the model's vocabulary lacks: it could
+    never be a substitute, so excluding it does nothing (a typo, or another model's word)."""
+    return f"excluded word {word.decode('utf-8', 'backslashreplace')!r} is not in the model's vocabulary"
+
+
 def _whole(value: object, least: int) -> bool:
     return not isinstance(value, bool) and isinstance(value, numbers.Integral) and int(value) >= least
 

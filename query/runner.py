@@ -31,7 +31,7 @@ from fastsubs.cli_support import become_worker, signals_held
 from fastsubs.errors import FastsubsError, QueryInputError, ResumeError
 from fastsubs.query.destinations import PartialOutput, StreamOutput, destination
 from fastsubs.query.engine import Engine
-from fastsubs.query.options import QueryOptions
+from fastsubs.query.options import QueryOptions, missing_word_warning
 from fastsubs.query.progress import Progress, input_size
 from fastsubs.query.provenance import run_record
 from fastsubs.query.records import render_record
@@ -236,8 +236,7 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
     engine = Engine(index_path)  # fails early, in this process, on a bad index
     record = run_record(index_path, engine.index.meta, options)
     for word in engine.unknown(options.excluded_words):
-        warn(f"fastsubs-query: warning: excluded word {word.decode('utf-8', 'backslashreplace')!r} "
-             "is not in the model's vocabulary")
+        warn(f"fastsubs-query: warning: {missing_word_warning(word)}")
     engine.close()  # workers fork after this: no open index crosses a fork
     source = str(input_path) if input_path is not None else "<stdin>"
     totals = SearchStats()

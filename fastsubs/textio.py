@@ -13,7 +13,8 @@ import os
 import zlib
 from typing import BinaryIO
 
-_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+#: The opener of each compressed format, by the extension that asks for it.
+_OPENERS = {"gz": gzip.open, "bz2": bz2.open, "xz": lzma.open}
 
 #: What reading a damaged or truncated compressed stream raises.
 DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
@@ -21,16 +22,16 @@ DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
 
 def compression(path: str | os.PathLike[str]) -> str | None:
     """The compressed format ``path``'s name asks for ("gz", "bz2", "xz"), or None for a plain file."""
-    extension = os.path.splitext(os.fspath(path))[1].lower()
-    return extension[1:] if extension in _OPENERS else None
+    extension = os.path.splitext(os.fspath(path))[1][1:].lower()  # "" or what follows the dot
+    return extension if extension in _OPENERS else None
 
 
 def open_binary(path: str | os.PathLike[str], mode: str = "rb") -> BinaryIO:
     """Open ``path`` in binary ``mode`` ("rb" or "wb"), compressing by its extension."""
-    opener = _OPENERS.get(os.path.splitext(os.fspath(path))[1].lower())
-    if opener is None:
+    kind = compression(path)
+    if kind is None:
         return open(path, mode)  # type: ignore[return-value]
-    return opener(path, mode)  # type: ignore[no-any-return]
+    return _OPENERS[kind](path, mode)  # type: ignore[no-any-return]
 
 
 def compressing_writer(raw: BinaryIO, like: str | os.PathLike[str]) -> BinaryIO | None:

@@ -31,7 +31,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
@@ -101,13 +101,10 @@ class StreamOutput:
                 self.stream.close()
 
     def abandon(self, error: BaseException) -> None:
-        """Pass on what was written (every record before a bad one, say); the run is failing anyway."""
-        try:
-            self.stream.flush()
-            if self.owned:
-                self.stream.close()
-        except OSError:
-            pass
+        """Pass on what was written (every record before a bad one, say), as :meth:`finish`
+        does, but quietly: the run is failing anyway, with ``error``."""
+        with suppress(OSError, OutputError):
+            self.finish()
 
 
 class PartialOutput:

@@ -105,6 +105,29 @@ def _number(value: float, style: str) -> str:
     return repr(value)
 
 
+def arpa_text(sections: list[list[str]], preamble: str = "") -> str:
+    """An ARPA file whose m-gram section holds the lines ``sections[m - 1]`` (each
+    "log-prob, words[, back-off]"), with the header that counts them; ``preamble`` is
+    free text before ``\\data\\``.  Every generator here (and ``generated_models``) writes
+    its model through this."""
+    lines = [preamble + "\\data\\"]
+    lines += [f"ngram {m}={len(section)}" for m, section in enumerate(sections, 1)]
+    for m, section in enumerate(sections, 1):
+        lines += ["", f"\\{m}-grams:", *section]
+    lines += ["", "\\end\\", ""]
+    return "\n".join(lines)
+
+
+def ngram_sections(ngrams: dict[tuple[str, ...], tuple[str, str | None]], order: int,
+                   sep: str = "\t") -> list[list[str]]:
+    """The lines of ``ngrams`` (words: log-prob and back-off weight, both as printed),
+    order by order, in the dict's order, as :func:`arpa_text` takes them."""
+    sections: list[list[str]] = [[] for _ in range(order)]
+    for key, (alpha, beta) in ngrams.items():
+        sections[len(key) - 1].append(sep.join([alpha, " ".join(key)] + ([beta] if beta is not None else [])))
+    return sections
+
+
 @st.composite
 def arpa_models(
     draw,
@@ -174,20 +197,10 @@ def arpa_models(
     sep = draw(st.sampled_from(["\t", " ", "  "]))
     style = draw(st.sampled_from(["fixed", "repr"]))
     preamble = draw(st.sampled_from(["", "This is a generated model.\n\n"]))
-    lines = [preamble + "\\data\\"]
-    counts = [sum(1 for key in ngrams if len(key) == k) for k in range(1, order + 1)]
-    lines += [f"ngram {k}={count}" for k, count in enumerate(counts, 1)]
-    for k in range(1, order + 1):
-        lines += ["", f"\\{k}-grams:"]
-        for key, (alpha, beta) in ngrams.items():
-            if len(key) != k:
-                continue
-            fields = [_number(alpha, style), " ".join(key)]
-            if beta is not None:
-                fields.append(_number(beta, style))
-            lines.append(sep.join(fields))
-    lines += ["", "\\end\\", ""]
-    return GeneratedModel(text="\n".join(lines), order=order, vocab=list(vocab), ngrams=ngrams)
+    printed = {key: (_number(alpha, style), None if beta is None else _number(beta, style))
+               for key, (alpha, beta) in ngrams.items()}
+    text = arpa_text(ngram_sections(printed, order, sep), preamble)
+    return GeneratedModel(text=text, order=order, vocab=list(vocab), ngrams=ngrams)
 
 
 @st.composite
@@ -328,14 +341,7 @@ def _build_big_model(shape: BigModelShape) -> tuple[str, list[str], list[list[st
             add(parent + (x,) if how < 0.4 else (x,) + parent if how < 0.8
                 else tuple(rng.choice(vocab) for _ in range(size)))
 
-    lines = ["\\data\\"]
-    counts = [sum(1 for key in ngrams if len(key) == k) for k in range(1, order + 1)]
-    lines += [f"ngram {k}={count}" for k, count in enumerate(counts, 1)]
-    for k in range(1, order + 1):
-        lines += ["", f"\\{k}-grams:"]
-        lines += ["\t".join([a, " ".join(key)] + ([b] if b is not None else []))
-                  for key, (a, b) in ngrams.items() if len(key) == k]
-    lines += ["", "\\end\\", ""]
+    text = arpa_text(ngram_sections(ngrams, order))
 
     # sentences around the hubs, so the big patterns are the ones the search reads
     pieces = [[w for w in key if w not in (BOS, EOS)] for key in ngrams
@@ -356,7 +362,7 @@ def _build_big_model(shape: BigModelShape) -> tuple[str, list[str], list[list[st
             else:
                 tokens.append(rng.choice(words))
         sentences.append(tokens[:rng.randint(1, 6)])
-    return "\n".join(lines), vocab, sentences
+    return text, vocab, sentences
 
 
 @st.composite

@@ -1,8 +1,12 @@
 """Models of any size written straight to ARPA files, for tests that need big vocabularies.
 
-Hypothesis strategies (``arpa_gen``) draw small models; these are made with a seeded
-generator instead, fast at 100,000+ words, with the features the search must handle:
-exact ties, back-off weights of both signs, and contexts with 256+ continuations.
+Hypothesis strategies (``arpa_gen``) draw small models, and shapes of models up to a
+few thousand words that hypothesis can shrink (``big_models``, aimed at the search's
+big-pattern paths); these are made with a seeded generator instead, to sizes given
+exactly (the vocabulary, the n-grams of each order: the reader's chunk boundaries and
+the build's count checks depend on them), fast at 100,000+ words, with the features
+the search must handle: exact ties, back-off weights of both signs, and contexts with
+256+ continuations.  Both write their ARPA text through ``arpa_gen.arpa_text``.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from arpa_gen import arpa_text
 from exhaustive import ArpaModel
 
 SPECIALS = ["<s>", "</s>", "<unk>"]
@@ -43,13 +48,7 @@ def write_model(path: Path, vocab_size: int, higher: list[int], seed: int, hubs:
         ordered = sorted(grams)
         sections.append([f"{round(rng.uniform(-4, -0.2), 2)}\t{' '.join(g)}{beta(m)}" for g in ordered])
         previous = ordered
-    with open(path, "w") as stream:
-        stream.write("\\data\\\n")
-        stream.writelines(f"ngram {m}={len(lines)}\n" for m, lines in enumerate(sections, start=1))
-        for m, lines in enumerate(sections, start=1):
-            stream.write(f"\n\\{m}-grams:\n")
-            stream.writelines(line + "\n" for line in lines)
-        stream.write("\n\\end\\\n")
+    path.write_text(arpa_text(sections))
 
 
 def model_sentences(oracle: ArpaModel, count: int, seed: int) -> list[list[str]]:

@@ -32,6 +32,7 @@ import numpy as np
 from fastsubs.bench.exhaustive_baseline import ExhaustiveScorer
 from fastsubs.bench.processes import BIN, build_figures, run_with_pss, startup_figures
 from fastsubs.query.engine import Engine
+from fastsubs.query.index import Index
 from fastsubs.query.output import format_substitutes
 from fastsubs.query.search import Limits
 from fastsubs.query.sentences import tokenize
@@ -46,28 +47,25 @@ def machine() -> str:
     return f"nproc {os.cpu_count()}  CPU {model}  Python {platform.python_version()}  load average {load}"
 
 
-def engine_pass(engine: Engine, sentences: list[tuple[int, ...]], tokens: list[list[bytes]], count: int) -> list[bytes]:
+def engine_pass(engine: Engine, sentences: list[np.ndarray], tokens: list[list[bytes]], count: int) -> list[bytes]:
     """Search and format every position, as the CLI does; returns the output lines."""
     limits = Limits(count)
-    search = engine.searcher.search
-    vocabulary = engine.vocabulary
     out = []
     for words, ids in zip(tokens, sentences):
-        for target, word in enumerate(words + [b"</s>"], start=1):
-            found, scores = search(ids, target, limits)
-            out.append(word + b"\t" + format_substitutes(vocabulary, found, scores, False))
+        for word, (found, scores) in zip(words + [b"</s>"], engine.search(ids, 1, len(ids), limits)):
+            out.append(word + b"\t" + format_substitutes(engine, found, scores, False))
     return out
 
 
-def baseline_pass(scorer: ExhaustiveScorer, engine: Engine, sentences: list[tuple[int, ...]],
+def baseline_pass(scorer: ExhaustiveScorer, engine: Engine, sentences: list[np.ndarray],
                   tokens: list[list[bytes]], count: int) -> list[bytes]:
     """The same workload (search and format) through the exhaustive scorer."""
-    vocabulary = engine.vocabulary
     out = []
     for words, ids in zip(tokens, sentences):
+        sentence = tuple(ids.tolist())
         for target, word in enumerate(words + [b"</s>"], start=1):
-            found, scores = scorer.search(ids, target, count)
-            out.append(word + b"\t" + format_substitutes(vocabulary, found, scores, False))
+            found, scores = scorer.search(sentence, target, count)
+            out.append(word + b"\t" + format_substitutes(engine, found, scores, False))
     return out
 
 
@@ -108,7 +106,7 @@ def differences(expected: list[bytes], ours: list[bytes], tolerance: float = 1e-
 def throughput(args, lines: list[bytes]) -> None:
     engine = Engine(args.index)
     tokens = [tokenize(line) for line in lines]
-    sentences = [engine.vocabulary.sentence_ids(t) for t in tokens]
+    sentences = [engine.sentence_ids(t) for t in tokens]
     positions = sum(len(t) + 1 for t in tokens)
     print(f"\n== search, {args.index}: {len(lines)} lines, {positions} positions, one process ==")
     engine_pass(engine, sentences, tokens, 100)  # warm the page cache and the pattern caches
@@ -116,9 +114,9 @@ def throughput(args, lines: list[bytes]) -> None:
     per_k = {}
     outputs = {}
     for count in args.ks:
-        before = engine.searcher.stats.evaluated
+        before = engine.stats.evaluated
         seconds, outputs[count] = timed(args.repeats, partial(engine_pass, engine, sentences, tokens, count))
-        candidates = (engine.searcher.stats.evaluated - before) / (args.repeats * positions)
+        candidates = (engine.stats.evaluated - before) / (args.repeats * positions)
         per_k[count] = candidates
         print(f"K={count:<5d} {positions / seconds:8.0f} positions/s   {candidates:8.1f} candidates evaluated/position")
     ks = sorted(per_k)
@@ -129,7 +127,7 @@ def throughput(args, lines: list[bytes]) -> None:
         expected = gzip.open(args.reference).read().splitlines()[:len(outputs[100])]  # fewer --lines: a prefix
         print(f"K=100 output vs reference: {differences(expected, outputs[100])} lines differ")
 
-    scorer = ExhaustiveScorer(engine.index)
+    scorer = ExhaustiveScorer(Index(args.index))
     base_out = baseline_pass(scorer, engine, sentences, tokens, 100)
     pairs = [interleaved(scorer, engine, sentences, tokens) for _ in range(args.repeats)]
     ratios = sorted(base / search for base, search in pairs)
@@ -145,7 +143,7 @@ def throughput(args, lines: list[bytes]) -> None:
 CHUNKS = 10
 
 
-def interleaved(scorer: ExhaustiveScorer, engine: Engine, sentences: list[tuple[int, ...]],
+def interleaved(scorer: ExhaustiveScorer, engine: Engine, sentences: list[np.ndarray],
                 tokens: list[list[bytes]]) -> tuple[float, float]:
     """Seconds of one baseline pass and one search pass over all lines (K=100), run chunk by
     chunk in turns so that both see nearly the same machine: its speed drifts from second

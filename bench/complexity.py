@@ -58,13 +58,13 @@ def measure_effort(index: Path, text: Path, ks: list[int], lines: int) -> Effort
     try:
         points = []
         for k in ks:
-            before = engine.searcher.stats.evaluated, engine.searcher.stats.positions
+            before = engine.stats.evaluated, engine.stats.positions
             for tokens in sentences:
                 engine.sentence(tokens, Limits(k))
-            evaluated = engine.searcher.stats.evaluated - before[0]
-            positions = engine.searcher.stats.positions - before[1]
+            evaluated = engine.stats.evaluated - before[0]
+            positions = engine.stats.positions - before[1]
             points.append(EffortPoint(k, evaluated / max(positions, 1)))
-        return EffortCurve(index.name, engine.index.vocab_size, points)
+        return EffortCurve(index.name, engine.vocab_size, points)
     finally:
         engine.close()
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastsubs.query.index import Index, Pattern
-from fastsubs.query.terms import Patterns, Term, UnigramBeta
+from fastsubs.query.terms import Term, TermBuilder, UnigramBeta
 
 
 class ExhaustiveScorer:
@@ -22,7 +22,7 @@ class ExhaustiveScorer:
 
     def __init__(self, index: Index) -> None:
         self.index = index
-        self.patterns = Patterns(index)
+        self.patterns = TermBuilder(index)
         self._alpha = index.unigram_alpha.astype(np.float64)
         self._beta = index.unigram_beta.astype(np.float64)
         self._total = np.empty(index.vocab_size)

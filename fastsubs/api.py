@@ -68,12 +68,12 @@ class SubstituteIndex:
     @property
     def order(self) -> int:
         """The model's n-gram order."""
-        return self._engine.index.order
+        return self._engine.order
 
     @property
     def vocab_size(self) -> int:
         """Words in the model's vocabulary, ``<s>`` included."""
-        return self._engine.index.vocab_size
+        return self._engine.vocab_size
 
     def close(self) -> None:
         self._engine.close()
@@ -87,7 +87,7 @@ class SubstituteIndex:
     def _substitutes(self, ranked: Ranked) -> list[Substitute]:
         ids, scores = ranked
         probabilities = normalized(scores)
-        word = self._engine.vocabulary.word
+        word = self._engine.word
         return [Substitute(word(i).decode("utf-8", "surrogateescape"), lp, p)
                 for i, lp, p in zip(ids.tolist(), scores.tolist(), probabilities.tolist())]
 

@@ -1,73 +1,161 @@
-"""Substitutes for whole sentences: tokens in, (ids, scores) per position out.
+"""The query engine: one object per open index, from tokens to ranked substitutes.
 
-This is what the CLI and the public API share; it owns the per-process state (the
-open index, the vocabulary caches and the search's scratch space).
+``Engine`` opens an index through the compiled kernel (``fastsubs.query._kernel.Model``),
+which maps it read-only and reads every record in place: start-up reads the metadata and
+checks the whole-vocabulary arrays, processes that open the same index share one copy of
+it in the page cache, and what a process keeps for itself is the kernel's fixed-size
+caches (record slots, rank maps), not objects per pattern.  The search runs without the
+GIL: one Engine may be used from many threads at once (each search takes a searcher of
+its own).  ``close()`` is safe at any time: later calls raise ValueError, and the map is
+released once no search runs.  An Engine must be opened in the process that uses it (the
+map must not cross a ``fork``).
 """
 
 from __future__ import annotations
 
 import numbers
 import os
+from pathlib import Path
 
 import numpy as np
 
 from fastsubs import format as fmt
-from fastsubs.errors import ArgumentError
-from fastsubs.query.index import Index
-from fastsubs.query.search import Limits, Searcher
-from fastsubs.query.sentences import Vocabulary
+from fastsubs.errors import ArgumentError, DamagedIndexError, NotAnIndexError
+from fastsubs.query._kernel import Model
+from fastsubs.query.index import NOT_AN_INDEX_NO_META, check_array_checksums, decode_meta, open_published
+from fastsubs.query.search import Limits, SearchStats
 
 Ranked = tuple[np.ndarray, np.ndarray]
 
+_NO_IDS = np.zeros(0, dtype=fmt.ID_DTYPE)
+
+
+def _open_model(path: str) -> Model:
+    try:
+        return Model(path)
+    except LookupError:  # an LMDB environment without the metadata database
+        raise NotAnIndexError(f"{path}: {NOT_AN_INDEX_NO_META}") from None
+
 
 class Engine:
-    """An open index with its searcher; create one per process."""
+    """An open index and its searches."""
 
     def __init__(self, index_path: str | os.PathLike[str]) -> None:
-        self.index = Index(index_path)
-        self.vocabulary = Vocabulary(self.index)
-        self.searcher = Searcher(self.index)
-        self._excluded: dict[tuple[bytes, ...], bytes] = {}
-        self.closed = False
+        self.path = Path(index_path)
+        # Model raises DamagedIndexError for a file LMDB refuses: open_published tells a
+        # swap in progress from damage by the inode.
+        self._model = open_published(self.path, _open_model, Model.info, Model.close, DamagedIndexError)
+        try:
+            self.meta = decode_meta(self.path, self._model.get("meta", fmt.META_KEY))
+            self.order: int = self.meta["order"]
+            self.vocab_size: int = self.meta["vocab_size"]
+            self.bos_id: int | None = self.meta["bos_id"]
+            self.unk_id: int | None = self.meta["unk_id"]
+            check_array_checksums(self.path, self.meta, lambda key: self._model.get("arrays", key))
+            self._model.prepare(self.order, self.vocab_size, self.meta["id_bytes"], self.bos_id,
+                                self.meta["max_unigram_beta"])
+        except BaseException:
+            self._model.close()
+            raise
+        self._unknown = self.unk_id if self.unk_id is not None else fmt.NO_WORD
+        self._excluded: dict[tuple[bytes, ...], np.ndarray] = {}
+
+    @property
+    def closed(self) -> bool:
+        return self._model.closed
 
     def close(self) -> None:
-        """Unmap the index; the cached patterns point into it, so the engine is done for."""
-        self.closed = True
-        self.index.close()
+        """No more searches; the map is released once none runs (safe from any thread)."""
+        self._model.close()
 
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ValueError("the index is closed")
+    def __enter__(self) -> Engine:
+        return self
 
-    def excluded(self, words: tuple[bytes, ...]) -> bytes:
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def stats(self) -> SearchStats:
+        """Totals over every search so far (the kernel counts; this is a snapshot)."""
+        return SearchStats(*self._model.counters()[:4])
+
+    def cache_counters(self) -> tuple[int, int]:
+        """(pattern look-ups, look-ups that read the index) over every search so far."""
+        lookups, misses = self._model.counters()[4:]
+        return lookups, misses
+
+    # ------------------------------------------------------------------ words
+
+    def word_id(self, word: bytes) -> int | None:
+        """Id of ``word``, or None when it is not in the vocabulary."""
+        raw = self._model.get("vocab", word)
+        if raw is None:
+            return None
+        found = int.from_bytes(raw, "little") if len(raw) == 4 else self.vocab_size
+        # The id must spell the word back (word_bytes is checksummed): a flipped byte in
+        # an entry never maps a word to another word's id.
+        if found >= self.vocab_size or self._model.word(found) != word:
+            raise DamagedIndexError(f"{self.path}: damaged index (vocabulary entry of {word!r} is invalid)")
+        return found
+
+    def word(self, word_id: int) -> bytes:
+        """The word with id ``word_id``, as the model spells it (UTF-8 bytes)."""
+        return self._model.word(word_id)
+
+    def fields(self, word_ids: np.ndarray, values: np.ndarray) -> bytes:
+        """``word value`` fields (``%.8f``) joined by tabs, written in C straight from the index."""
+        return self._model.fields(np.ascontiguousarray(word_ids, dtype=fmt.ID_DTYPE),
+                                  np.ascontiguousarray(values, dtype=np.float64))
+
+    def sentence_ids(self, tokens: list[bytes]) -> np.ndarray:
+        """``<s> tokens </s>`` as ids; unknown words (markers the model lacks too) are ``<unk>``
+        or, without it, a word that matches no n-gram."""
+        unknown = self._unknown
+        ids = [self.word_id(token) for token in (b"<s>", *tokens, b"</s>")]
+        return np.array([unknown if i is None else i for i in ids], dtype=fmt.ID_DTYPE)
+
+    def excluded(self, words: tuple[bytes, ...]) -> np.ndarray:
         """The words of ``words`` that can be substitutes, as the search takes them: their
-        ids, ascending, packed as ID_DTYPE (words the vocabulary lacks, and ``<s>``, which
-        is never a candidate, are left out)."""
+        ids, ascending (words the vocabulary lacks, and ``<s>``, which is never a
+        candidate, are left out)."""
         if not words:
-            return b""
+            return _NO_IDS
         packed = self._excluded.get(words)
         if packed is None:
-            ids = {self.index.word_id(word) for word in words} - {None, self.index.bos_id}
-            packed = self._excluded[words] = np.array(sorted(ids), dtype=fmt.ID_DTYPE).tobytes()
+            ids = {i for i in map(self.word_id, words) if i is not None and i != self.bos_id}
+            packed = self._excluded[words] = np.array(sorted(ids), dtype=fmt.ID_DTYPE)
         return packed
 
     def unknown(self, words: tuple[bytes, ...]) -> list[bytes]:
         """The words of ``words`` that are not in the vocabulary (for a warning)."""
-        return [word for word in words if self.index.word_id(word) is None]
+        return [word for word in words if self.word_id(word) is None]
 
-    def sentence(self, tokens: list[bytes], limits: Limits, eos: bool = True, excluded: bytes = b"") -> list[Ranked]:
+    # ------------------------------------------------------------------ searches
+
+    def search(self, ids: np.ndarray, first: int, last: int, limits: Limits,
+               excluded: np.ndarray = _NO_IDS) -> list[Ranked]:
+        """Ranked substitutes of positions ``first`` … ``last - 1`` of ``ids`` (with <s>, </s>).
+
+        At most V - 1 substitutes (one word is ``<s>``), as the original, even for a
+        model without ``<s>``.  ``excluded`` (from :meth:`excluded`) are no candidates:
+        the list is the exact top of the other words, and V counts only those for the -p
+        rule and the cap.
+        """
+        found = self._model.search(ids, first, last, limits.count, limits.mass, excluded)
+        return [(np.frombuffer(words, fmt.ID_DTYPE), np.frombuffer(scores)) for words, scores in found]
+
+    def sentence(self, tokens: list[bytes], limits: Limits, eos: bool = True,
+                 excluded: np.ndarray = _NO_IDS) -> list[Ranked]:
         """Ranked substitutes for every position w1 … wn and (with ``eos``) the closing ``</s>``;
         never the words of ``excluded`` (from :meth:`excluded`)."""
-        self._check_open()
-        ids = self.vocabulary.sentence_ids(tokens)
-        last = len(ids) if eos else len(ids) - 1
-        return [self.searcher.search(ids, target, limits, excluded) for target in range(1, last)]
+        ids = self.sentence_ids(tokens)
+        return self.search(ids, 1, len(ids) if eos else len(ids) - 1, limits, excluded)
 
-    def position(self, tokens: list[bytes], position: int, limits: Limits, excluded: bytes = b"") -> Ranked:
+    def position(self, tokens: list[bytes], position: int, limits: Limits,
+                 excluded: np.ndarray = _NO_IDS) -> Ranked:
         """Ranked substitutes for ``tokens[position]`` (``position == len(tokens)`` is ``</s>``)."""
-        self._check_open()
         if isinstance(position, bool) or not isinstance(position, numbers.Integral) \
                 or not 0 <= position <= len(tokens):
             raise ArgumentError(f"position {position!r} is not a whole number within 0 … {len(tokens)}")
-        ids = self.vocabulary.sentence_ids(tokens)
-        return self.searcher.search(ids, int(position) + 1, limits, excluded)
+        ids = self.sentence_ids(tokens)
+        return self.search(ids, int(position) + 1, int(position) + 2, limits, excluded)[0]

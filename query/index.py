@@ -1,18 +1,25 @@
-"""Opening an index read-only and memory-mapped, and viewing its records as numpy arrays.
+"""Reading an index from Python: what every reader of an index shares, and ``Index``, the
+plain reader of its records.
 
-Opening reads only the metadata: LMDB maps the file, every value is viewed in place
-with ``numpy.frombuffer`` (no copy), so start-up does not grow with the model and
-processes that open the same index share one copy of it in the page cache.  An
-``Index`` must be opened in the process that uses it (an LMDB environment must not
-cross a ``fork``).
+The query engine (:mod:`fastsubs.query.engine`) reads records in place from C; this
+module holds what both need: opening a published index sure of which file was opened
+(:func:`open_published`), decoding and checking its metadata (:func:`decode_meta`) and
+its whole-vocabulary arrays (:func:`check_array_checksums`).  ``Index`` reads records
+through py-lmdb as copies, so nothing it hands out points into the map (using any of it
+after ``close()`` is safe); it serves ``fastsubs-index info``/``verify``, the build's
+completeness check and the tests' and benchmarks' reference scorers, and needs no
+compiled code.  An ``Index`` must be opened in the process that uses it (an LMDB
+environment must not cross a ``fork``).
 """
 
 from __future__ import annotations
 
 import os
 import zlib
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import lmdb
 import msgpack
@@ -20,7 +27,6 @@ import numpy as np
 
 from fastsubs import format as fmt
 from fastsubs.errors import DamagedIndexError, IndexVersionError, NotAnIndexError
-from fastsubs.query._kernel import PatternView, checksum
 
 
 @dataclass(frozen=True)
@@ -30,8 +36,6 @@ class Pattern:
     ``ids``/``alpha``/``beta`` are sorted by word id; ``by_score`` gives positions
     into them by alpha descending.  ``beta`` is None for patterns of the highest
     order (such n-grams have no back-off weight) and ``max_beta`` is then 0.
-    ``view`` is the same pattern as the search kernel reads it, made once here so
-    that no search pays for getting at the arrays again.
     """
 
     ids: np.ndarray
@@ -39,7 +43,6 @@ class Pattern:
     beta: np.ndarray | None
     by_score: np.ndarray
     max_beta: float
-    view: PatternView = field(repr=False, compare=False)
 
     @property
     def count(self) -> int:
@@ -47,7 +50,10 @@ class Pattern:
 
     def entry(self, word: int) -> tuple[float, float] | None:
         """``(alpha, beta)`` of ``A word B``, or None when ``word`` is not in the slot."""
-        return self.view.entry(word)
+        at = int(np.searchsorted(self.ids, word))
+        if at == len(self.ids) or self.ids[at] != word:
+            return None
+        return float(self.alpha[at]), 0.0 if self.beta is None else float(self.beta[at])
 
 
 _SINGLE = np.zeros(1, dtype=fmt.ID_DTYPE)
@@ -68,8 +74,8 @@ def _inode(path: Path) -> int | None:
         return None
 
 
-def parse_pattern(key: bytes | memoryview, value: memoryview | bytes, has_beta: bool, vocab_size: int) -> Pattern:
-    """View a pattern value (layout: :func:`fastsubs.format.pattern_value_layout`), checking its checksum.
+def parse_pattern(key: bytes, value: bytes, has_beta: bool, vocab_size: int) -> Pattern:
+    """Read a pattern value (layout: :func:`fastsubs.format.pattern_value_layout`), checking its checksum.
 
     A value whose length fits no count, whose checksum does not match its key and
     contents, or whose ids or positions point outside the vocabulary or the pattern,
@@ -79,10 +85,10 @@ def parse_pattern(key: bytes | memoryview, value: memoryview | bytes, has_beta: 
     if count is None:
         raise DamagedIndexError(f"damaged index: a pattern value of {len(value)} bytes fits no layout")
     body = np.frombuffer(value, fmt.ID_DTYPE, offset=4)
-    if checksum(key, body, fmt.VALUE_WEIGHT, fmt.KEY_WEIGHT) != int.from_bytes(value[:4], "little"):
+    if fmt.record_checksum(bytes(key), body) != int.from_bytes(value[:4], "little"):
         raise DamagedIndexError(f"damaged index: pattern {bytes(key).hex()} fails its checksum (bytes flipped?)")
-    # Every field is one 4-byte word per entry: slice the words already viewed for the
-    # checksum (cheaper than a frombuffer per field), reinterpreting scores as float32.
+    # Every field is one 4-byte word per entry: slice the words already read for the
+    # checksum, reinterpreting scores as float32.
     fields = {}
     offset = -1  # body starts after the header word
     for name, dtype, length in fmt.pattern_value_layout(count, has_beta):
@@ -92,12 +98,104 @@ def parse_pattern(key: bytes | memoryview, value: memoryview | bytes, has_beta: 
         offset += length
     ids, alpha, beta = fields["ids"], fields["alpha"], fields.get("beta")
     by_score = fields.get("by_score", _SINGLE)
+    if (ids >= vocab_size).any() or (by_score >= count).any():
+        raise DamagedIndexError(f"damaged index: pattern {bytes(key).hex()}: word id outside the vocabulary "
+                                "or position outside the pattern")
     max_beta = float(fields["max_beta"][0]) if has_beta else 0.0
+    return Pattern(ids, alpha, beta, by_score, max_beta)
+
+
+NOT_AN_INDEX_NO_META = "not a fastsubs index (no metadata; was its build interrupted?)"
+
+
+def decode_meta(path: Path, raw: bytes | None) -> dict:
+    """The metadata map of the index at ``path`` from its raw value, checked: magic, version, keys."""
+    if raw is None:
+        raise NotAnIndexError(f"{path}: {NOT_AN_INDEX_NO_META}")
     try:
-        view = PatternView(ids, alpha, beta, by_score, max_beta, vocab_size)
-    except ValueError as error:
-        raise DamagedIndexError(f"damaged index: pattern {bytes(key).hex()}: {error}") from None
-    return Pattern(ids, alpha, beta, by_score, max_beta, view)
+        meta = msgpack.unpackb(bytes(raw))
+    except Exception:
+        raise DamagedIndexError(f"{path}: damaged index (metadata cannot be decoded)") from None
+    if not isinstance(meta, dict) or meta.get("magic") != fmt.MAGIC:
+        raise NotAnIndexError(f"{path}: not a fastsubs index (wrong magic)")
+    version = meta.get("format_version")
+    if version != fmt.FORMAT_VERSION:
+        newer = isinstance(version, int) and version > fmt.FORMAT_VERSION
+        raise IndexVersionError(
+            f"{path}: index format version {version} is {'newer' if newer else 'older'} than "
+            f"this fastsubs reads ({fmt.FORMAT_VERSION}); rebuild it with this version"
+            + (" or upgrade fastsubs" if newer else ""))
+    missing = [k for k in fmt.META_KEYS if k not in meta]
+    if missing:
+        raise DamagedIndexError(f"{path}: damaged index (metadata lacks {', '.join(missing)})")
+    return meta
+
+
+def check_array_checksums(path: Path, meta: Mapping, array: Callable[[bytes], object]) -> None:
+    """Compare each whole-vocabulary array (``array(key)``: a bytes-like value or None) with
+    its CRC-32 in the metadata (when it has them).
+
+    These arrays hold every word's scores and spelling: a flipped byte there would
+    change answers silently, so it is caught at open, before any search.
+    """
+    expected = meta.get(fmt.ARRAY_CHECKSUMS)
+    if expected is None:  # built before the arrays had checksums
+        return
+    for key in fmt.ARRAY_KEYS:
+        if zlib.crc32(array(key) or b"") != expected.get(key.decode()):  # type: ignore[arg-type]
+            raise DamagedIndexError(f"{path}: damaged index (array {key.decode()} fails its checksum; "
+                                    "bytes flipped?)")
+
+
+Environment = TypeVar("Environment")
+
+
+def open_published(path: Path, open_environment: Callable[[str], Environment],
+                   pages: Callable[[Environment], tuple[int, int]], close: Callable[[Environment], None],
+                   refused: type[Exception]) -> Environment:
+    """Open data.mdb read-only with ``open_environment``, sure of which file was opened and that it is whole.
+
+    A rebuild may swap the directory at any moment (indexer/publish.py).  The file is
+    identified by its inode before and after opening: equal inodes mean that very file
+    was opened (a published index is never put back), so its size can be checked against
+    ``pages`` (last page number, page size); a truncated file would make reads past its
+    end fault (SIGBUS).  ``refused``: what ``open_environment`` raises for a file that is
+    not LMDB.
+    """
+    data = path / "data.mdb"
+    for _ in range(OPEN_ATTEMPTS):
+        try:
+            before = data.stat()
+        except FileNotFoundError:
+            raise NotAnIndexError(f"{path}: not a fastsubs index (no data.mdb in it)") from None
+        try:
+            env = open_environment(str(path))
+        except refused as error:
+            if _inode(data) != before.st_ino:
+                continue
+            raise DamagedIndexError(f"{path}: damaged index: data.mdb cannot be read as LMDB "
+                                    f"(truncated or overwritten?) ({error})") from None
+        after = data.stat() if data.exists() else None
+        if after is None or after.st_ino != before.st_ino:
+            close(env)
+            continue
+        last_page, page_size = pages(env)
+        needed = (last_page + 1) * page_size
+        if after.st_size < needed:
+            close(env)
+            raise DamagedIndexError(f"{path}: damaged index: data.mdb is truncated "
+                                    f"({after.st_size:,} bytes, its pages need {needed:,})")
+        return env
+    raise NotAnIndexError(f"{path}: the index kept changing while being opened (rebuilt in a loop?)")
+
+
+def _open_lmdb(path: str) -> lmdb.Environment:
+    """py-lmdb's read-only environment of an index (the OS reads ahead around what is read)."""
+    return lmdb.open(path, readonly=True, lock=False, max_dbs=64, readahead=True, subdir=True, create=False)
+
+
+def _lmdb_pages(env: lmdb.Environment) -> tuple[int, int]:
+    return env.info()["last_pgno"], env.stat()["psize"]
 
 
 class Index:
@@ -105,10 +203,10 @@ class Index:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._env = self._open_environment()
+        self._env = open_published(self.path, _open_lmdb, _lmdb_pages, lmdb.Environment.close, lmdb.Error)
         try:
-            self._txn = self._env.begin(buffers=True)
-            self.meta = self._read_meta()
+            self._txn = self._env.begin()
+            self.meta = decode_meta(self.path, self._get(fmt.META_KEY, self._open_meta_db()))
             self.order: int = self.meta["order"]
             self.vocab_size: int = self.meta["vocab_size"]
             self.id_bytes: int = self.meta["id_bytes"]
@@ -123,8 +221,8 @@ class Index:
             word_bytes = self._txn.get(fmt.WORD_BYTES, db=arrays_db)
             if word_bytes is None:
                 raise DamagedIndexError(f"{self.path}: damaged index (array word_bytes is missing)")
-            self.word_bytes: memoryview = word_bytes
-            self._check_arrays(arrays_db)
+            self.word_bytes: bytes = word_bytes
+            check_array_checksums(self.path, self.meta, lambda key: self._txn.get(key, db=arrays_db))
         except lmdb.Error as error:
             self._env.close()
             raise lmdb_damage(self.path, error) from None
@@ -135,45 +233,6 @@ class Index:
         self.bos_id: int | None = self.meta["bos_id"]
         self.eos_id: int | None = self.meta["eos_id"]
         self.max_unigram_beta: float = self.meta["max_unigram_beta"]
-
-    def _open_environment(self) -> lmdb.Environment:
-        """Open data.mdb read-only, sure of which file was opened and that it is whole.
-
-        A rebuild may swap the directory at any moment (indexer/publish.py).  The file is
-        identified by its inode before and after opening: equal inodes mean LMDB opened
-        that very file (a published index is never put back), so its size can be
-        checked; a truncated file would make reads past its end fault (SIGBUS).
-
-        The OS reads ahead around the pages a search touches first (LMDB's default;
-        ``readahead=False`` would advise random access): the index is meant to sit
-        in the page cache, and on a cold cache 600 held-out lines on kn4-64k took
-        6.8 s with read-ahead against 10.2 s without.
-        """
-        data = self.path / "data.mdb"
-        for _ in range(OPEN_ATTEMPTS):
-            try:
-                before = data.stat()
-            except FileNotFoundError:
-                raise NotAnIndexError(f"{self.path}: not a fastsubs index (no data.mdb in it)") from None
-            try:
-                env = lmdb.open(str(self.path), readonly=True, lock=False, max_dbs=64,
-                                readahead=True, subdir=True, create=False)
-            except lmdb.Error as error:
-                if _inode(data) != before.st_ino:
-                    continue
-                raise DamagedIndexError(f"{self.path}: damaged index: data.mdb cannot be read as LMDB "
-                                        f"(truncated or overwritten?) ({error})") from None
-            after = data.stat() if data.exists() else None
-            if after is None or after.st_ino != before.st_ino:
-                env.close()
-                continue
-            needed = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
-            if after.st_size < needed:
-                env.close()
-                raise DamagedIndexError(f"{self.path}: damaged index: data.mdb is truncated "
-                                        f"({after.st_size:,} bytes, its pages need {needed:,})")
-            return env
-        raise NotAnIndexError(f"{self.path}: the index kept changing while being opened (rebuilt in a loop?)")
 
     def iter_patterns(self, order: int):
         """Every ``(key, value)`` record of the order-``order`` patterns, in key order."""
@@ -190,32 +249,11 @@ class Index:
         except lmdb.Error as error:
             raise lmdb_damage(self.path, error) from None
 
-    def _read_meta(self) -> dict:
+    def _open_meta_db(self):
         try:
-            meta_db = self._env.open_db(fmt.META_DB, txn=self._txn, create=False)
+            return self._env.open_db(fmt.META_DB, txn=self._txn, create=False)
         except lmdb.Error:
-            raise NotAnIndexError(
-                f"{self.path}: not a fastsubs index (no metadata; was its build interrupted?)") from None
-        raw = self._txn.get(fmt.META_KEY, db=meta_db)
-        if raw is None:
-            raise NotAnIndexError(f"{self.path}: not a fastsubs index (no metadata; was its build interrupted?)")
-        try:
-            meta = msgpack.unpackb(bytes(raw))
-        except Exception:
-            raise DamagedIndexError(f"{self.path}: damaged index (metadata cannot be decoded)") from None
-        if not isinstance(meta, dict) or meta.get("magic") != fmt.MAGIC:
-            raise NotAnIndexError(f"{self.path}: not a fastsubs index (wrong magic)")
-        version = meta.get("format_version")
-        if version != fmt.FORMAT_VERSION:
-            newer = isinstance(version, int) and version > fmt.FORMAT_VERSION
-            raise IndexVersionError(
-                f"{self.path}: index format version {version} is {'newer' if newer else 'older'} than "
-                f"this fastsubs reads ({fmt.FORMAT_VERSION}); rebuild it with this version"
-                + (" or upgrade fastsubs" if newer else ""))
-        missing = [k for k in fmt.META_KEYS if k not in meta]
-        if missing:
-            raise DamagedIndexError(f"{self.path}: damaged index (metadata lacks {', '.join(missing)})")
-        return meta
+            raise NotAnIndexError(f"{self.path}: {NOT_AN_INDEX_NO_META}") from None
 
     def _open_db(self, name: bytes):
         try:
@@ -229,22 +267,8 @@ class Index:
             raise DamagedIndexError(f"{self.path}: damaged index (array {key.decode()} is missing or truncated)")
         return np.frombuffer(raw, dtype)
 
-    def _check_arrays(self, db) -> None:
-        """Compare each whole-vocabulary array with its CRC-32 in the metadata (when it has them).
-
-        These arrays hold every word's scores and spelling: a flipped byte there would
-        change answers silently, so it is caught at open, before any search.
-        """
-        expected = self.meta.get(fmt.ARRAY_CHECKSUMS)
-        if expected is None:  # built before the arrays had checksums
-            return
-        for key in fmt.ARRAY_KEYS:
-            if zlib.crc32(self._txn.get(key, db=db) or b"") != expected.get(key.decode()):
-                raise DamagedIndexError(f"{self.path}: damaged index (array {key.decode()} fails its checksum; "
-                                        "bytes flipped?)")
-
     def close(self) -> None:
-        """Release the memory map; arrays viewed from this index must not be used after."""
+        """Release the memory map (what this Index handed out are copies: they stay usable)."""
         self._txn.abort()
         self._env.close()
 
@@ -254,7 +278,7 @@ class Index:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _get(self, key: bytes, db) -> memoryview | None:
+    def _get(self, key: bytes, db) -> bytes | None:
         """``txn.get``, with LMDB's complaints about a damaged file turned into DamagedIndexError."""
         try:
             return self._txn.get(key, db=db)

@@ -21,12 +21,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from fastsubs.jsonl import text_fields
-from fastsubs.query.sentences import Vocabulary
+
+
+class Vocabulary(Protocol):
+    """Where output finds the words of ids (an open :class:`fastsubs.query.engine.Engine`)."""
+
+    def word(self, word_id: int) -> bytes: ...
+
+    def fields(self, word_ids: np.ndarray, values: np.ndarray) -> bytes: ...
 
 NORMALIZED_FLOOR = 1e-8
 

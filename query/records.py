@@ -51,7 +51,7 @@ def parse_target_record(line: bytes, source: str, number: int) -> TargetRecord:
 def _position_output(engine: Engine, options: QueryOptions, place: Place, ids: np.ndarray, scores: np.ndarray,
                      with_word: bool) -> bytes:
     """The output of one position in the chosen format."""
-    vocabulary = engine.vocabulary
+    vocabulary = engine
     if options.sample is not None:
         write_samples = sample_jsonl if options.format == "jsonl" else sample_lines
         return write_samples(vocabulary, place, ids, scores, options.sample, options.seed)

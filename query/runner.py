@@ -120,7 +120,7 @@ def numbered_chunks(stream: BinaryIO, source: str = "<input>") -> Iterator[Chunk
 
 def process_chunk(engine: Engine, chunk: Chunk, options: QueryOptions, source: str) -> ChunkResult:
     """Render every record of ``chunk``; bad -t records are skipped only when asked."""
-    before = engine.searcher.stats
+    before = engine.stats
     outputs: list[bytes] = []
     warnings = []
     error = None
@@ -133,7 +133,7 @@ def process_chunk(engine: Engine, chunk: Chunk, options: QueryOptions, source: s
                 break
             outputs.append(b"")
             warnings.append(f"fastsubs-query: warning: skipped {bad}")
-    return ChunkResult(outputs, warnings, _difference(engine.searcher.stats, before), error)
+    return ChunkResult(outputs, warnings, _difference(engine.stats, before), error)
 
 
 def _difference(after: SearchStats, before: SearchStats) -> SearchStats:
@@ -234,7 +234,7 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
     """
     index_path = str(index)
     engine = Engine(index_path)  # fails early, in this process, on a bad index
-    record = run_record(index_path, engine.index.meta, options)
+    record = run_record(index_path, engine.meta, options)
     for word in engine.unknown(options.excluded_words):
         warn(f"fastsubs-query: warning: {missing_word_warning(word)}")
     engine.close()  # workers fork after this: no open index crosses a fork

@@ -1,12 +1,11 @@
-"""The exact top-K search of FASTSUBS (the paper's threshold search, with the bound of
-ALGORITHM.md), run per position by the C kernel ``fastsubs.query._kernel``.
+"""What a search is asked (:class:`Limits`) and what searches report (:class:`SearchStats`).
 
-Python describes the position (:mod:`fastsubs.query.terms` builds its terms from cached
-patterns); the kernel reads the sorted lists in rounds of one entry from every list
-that binds the upper bound, scores new words exactly, and lists words once they score
-above the bound on every word not yet read.  See ``query/_kernel.c`` for why each
-bound holds.  The result equals exhaustive scoring of every candidate; ties come
-lowest word id first.
+The search itself is FASTSUBS' exact top-K threshold search with the bound of
+ALGORITHM.md, run per position by the compiled kernel (``query/kernel/search.c``, through
+:class:`fastsubs.query.engine.Engine`): it reads the sorted lists in rounds of one entry
+from every list that binds the upper bound, scores new words exactly, and lists words
+once they score above the bound on every word not yet read.  The result equals
+exhaustive scoring of every candidate; ties come lowest word id first.
 """
 
 from __future__ import annotations
@@ -14,13 +13,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
-import numpy as np
-
-from fastsubs import format as fmt
-from fastsubs.errors import ArgumentError, DamagedIndexError
-from fastsubs.query._kernel import Kernel
-from fastsubs.query.index import Index
-from fastsubs.query.terms import Patterns
+from fastsubs.errors import ArgumentError
 
 
 @dataclass
@@ -71,35 +64,3 @@ class Limits:
         if p is not None and (isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0):
             raise ArgumentError(f"p must be a number within 0 … 1, got {p!r}")
         return cls(int(n) if n is not None else NO_COUNT_LIMIT, None if p is None else float(p))
-
-
-class Searcher:
-    """Finds the exact top substitutes of positions; one per process (the kernel keeps scratch space)."""
-
-    def __init__(self, index: Index) -> None:
-        self.index = index
-        self.patterns = Patterns(index)
-        self._build_term = self.patterns.term
-        try:
-            self._kernel = Kernel(index.unigram_alpha, index.unigram_beta, index.unigram_order,
-                                  index.max_unigram_beta, index.bos_id)
-        except ValueError as error:
-            raise DamagedIndexError(f"{index.path}: damaged index ({error})") from None
-
-    @property
-    def stats(self) -> SearchStats:
-        """Totals over every search so far (the kernel counts; this is a snapshot)."""
-        return SearchStats(*self._kernel.counters())
-
-    def search(self, sentence: tuple[int, ...], target: int, limits: Limits,
-               excluded: bytes = b"") -> tuple[np.ndarray, np.ndarray]:
-        """Best substitutes for ``sentence[target]``: (word ids, log10 scores), best first.
-
-        At most V - 1 substitutes (one word is ``<s>``), as the original, even for a
-        model without ``<s>``.  ``excluded`` (word ids, ascending, packed as ID_DTYPE)
-        are no candidates: the search passes them over, so the list is the exact top of
-        the other words, and V counts only those for the -p rule and the cap.
-        """
-        ids, scores = self._kernel.search_at(self.patterns.table, self._build_term, sentence, target,
-                                             limits.count, limits.mass, excluded)
-        return np.frombuffer(ids, fmt.ID_DTYPE), np.frombuffer(scores)

@@ -1,31 +1,22 @@
-"""The terms of lp(x) for one target position, as back-off chains over index patterns.
+"""The terms of lp(x) for one target position, as back-off chains over index patterns:
+the Python reference of the kernel's ``query/kernel/terms.c``.
 
 For the sentence ``s_0 … s_{n+1}`` (``<s> w1 … wn </s>``) and a target position t,
 lp(x) is the sum over j = t … min(t+N-1, n+1) of log10 p(s_j | context) with s_t := x
 (ALGORITHM.md).  Each such term is a back-off chain: the longest n-gram present gives
 its alpha, every shorter step adds a back-off weight.  This module only *describes*
-the chains (which pattern, which constant); the search kernel (``query/_kernel.c``)
-evaluates them for candidates and bounds them for words not yet read.  It reads a
-term through ``Term.view``, the same chain as a kernel ``TermView`` (the patterns'
-``Pattern.view``, the constants), made once when the term is built.
-
-Neighbouring positions and repeated contexts ask for the same patterns and terms
-again and again (``_ </s>``, ``the _`` …), so look-ups go through :class:`Patterns`,
-which parses each LMDB value once, builds each term once, and hands out the *same*
-objects every time: the search kernel shares a pattern's look-ups between the terms
-that use it by that identity (and keeps rank maps of big patterns across positions).
-The search itself finds a position's terms in ``Patterns.table``, a kernel TermTable
-keyed by the words around the target, which calls :meth:`Patterns.term` for a term it
-does not hold; :meth:`Patterns.position_terms` gives the same terms to Python callers.
+the chains (which pattern, which constant), reading patterns through a plain
+:class:`fastsubs.query.index.Index`; the query engine builds the same chains in C.  The
+exhaustive scorers of the tests and of ``bench/`` evaluate these, so a mistake in the
+kernel's chains shows as a difference from them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeAlias
 
 from fastsubs import format as fmt
-from fastsubs.query._kernel import TermTable, TermView
 from fastsubs.query.index import Index, Pattern
 
 
@@ -38,16 +29,6 @@ UNIGRAM_BETA = UnigramBeta()
 #: Where a step's back-off weight comes from: a constant, the pattern holding ``A x B``
 #: (its beta array), or the unigram back-off of x.
 BetaSource: TypeAlias = float | Pattern | UnigramBeta
-
-#: Parsed patterns kept per process (about 1.5 KB of Python objects each, the arrays
-#: themselves are views into the memory map).  When the pattern cache is full every
-#: cache is emptied: a term must keep sharing the Pattern objects the pattern cache
-#: hands out, since the kernel recognises a list read twice by object identity (a full
-#: term cache or table empties itself alone: its terms are rebuilt from cached patterns).
-#: 200,000 (up to ~300 MB per process) because emptying is costly: on the whole held-out
-#: text (45K positions, kn4-64k) a 50,000 cap made one process 2.1x slower (57 s vs 27 s).
-MAX_CACHED_PATTERNS = 200_000
-MAX_CACHED_TERMS = 200_000
 
 _ABSENT = object()
 
@@ -66,44 +47,30 @@ class Term:
     """log10 p(s_j | …) as a function of x: ``steps`` longest first, then ``base``.
 
     ``base`` is a constant (the probability once x has left the context), or None
-    meaning the unigram alpha of x (the term that predicts x itself).  ``view`` is the
-    same chain as the search kernel reads it, made here once per term.
+    meaning the unigram alpha of x (the term that predicts x itself).
     """
 
     steps: tuple[Step, ...]
     base: float | None
-    view: TermView = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        alphas = tuple(None if step.alpha is None else step.alpha.view for step in self.steps)
-        betas = tuple(None if step.beta is UNIGRAM_BETA else step.beta.view if isinstance(step.beta, Pattern)
-                      else step.beta for step in self.steps)
-        object.__setattr__(self, "view", TermView(alphas, betas, self.base))
 
 
-class Patterns:
-    """Cached pattern and n-gram look-ups of one open index (one per process)."""
+class TermBuilder:
+    """Builds the terms of positions from one open :class:`Index`, parsing each pattern once.
+
+    Its caches grow with the text (a reference for tests and benchmarks, not for corpora).
+    """
 
     def __init__(self, index: Index) -> None:
         self.index = index
-        self._cache: dict[tuple[int, tuple[int, ...]], object] = {}
+        self.patterns: dict[tuple[int, tuple[int, ...]], Pattern | None] = {}
         self._terms: dict[tuple[tuple[int, ...], tuple[int, ...]], Term] = {}
-        self.table = TermTable(index.order, MAX_CACHED_TERMS)
-
-    def _forget(self) -> None:
-        """Empty every cache at once (see MAX_CACHED_PATTERNS)."""
-        self._cache.clear()
-        self._terms.clear()
-        self.table.clear()
 
     def pattern(self, slot: int, ids: tuple[int, ...]) -> Pattern | None:
-        """``index.pattern(slot, ids)``, parsed once per process."""
+        """``index.pattern(slot, ids)``, parsed once (``patterns`` holds every one met, by (slot, ids))."""
         key = (slot, ids)
-        found = self._cache.get(key, _ABSENT)
+        found = self.patterns.get(key, _ABSENT)
         if found is _ABSENT:
-            if len(self._cache) >= MAX_CACHED_PATTERNS:
-                self._forget()
-            found = self._cache[key] = self.index.pattern(slot, ids)
+            found = self.patterns[key] = self.index.pattern(slot, ids)
         return found  # type: ignore[return-value]
 
     def ngram(self, ids: tuple[int, ...]) -> tuple[float, float] | None:
@@ -136,8 +103,6 @@ class Patterns:
             key = (sentence[max(0, j - order + 1):target], sentence[target + 1:j + 1])
             term = cache.get(key)
             if term is None:
-                if len(cache) >= MAX_CACHED_TERMS:
-                    cache.clear()
                 term = cache[key] = self.term(*key)
             terms.append(term)
         return terms

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastsubs import format as fmt
-from fastsubs.query._kernel import checksum
+from fastsubs.query._kernel import KEY_WEIGHT, VALUE_WEIGHT, checksum
 
 def words32(min_size: int = 0) -> st.SearchStrategy[np.ndarray]:
     return st.lists(st.integers(0, 2**32 - 1), min_size=min_size, max_size=300).map(
@@ -18,7 +18,11 @@ def words32(min_size: int = 0) -> st.SearchStrategy[np.ndarray]:
 @settings(max_examples=200, deadline=None)
 @given(key=st.binary(min_size=1, max_size=1 + 4 * 5), body=words32())
 def test_the_query_checksum_is_the_contract_checksum(key: bytes, body: np.ndarray) -> None:
-    assert checksum(key, body, fmt.VALUE_WEIGHT, fmt.KEY_WEIGHT) == fmt.record_checksum(key, body)
+    assert checksum(key, body) == fmt.record_checksum(key, body)
+
+
+def test_the_query_weights_are_the_contract_weights() -> None:
+    assert (VALUE_WEIGHT, KEY_WEIGHT) == (fmt.VALUE_WEIGHT, fmt.KEY_WEIGHT)
 
 
 @settings(max_examples=50, deadline=None)

@@ -16,7 +16,8 @@ import fastsubs
 from conftest import TEST_DATA, run_cli, shared
 from fastsubs import format as fmt
 from fastsubs.query.engine import Engine
-from fastsubs.query.search import Limits
+from fastsubs.query.index import Index
+from fastsubs.query.terms import TermBuilder
 
 
 @pytest.fixture()
@@ -150,15 +151,18 @@ def answers(index_path: Path) -> list[list[list[tuple[str, float]]]]:
 
 def records_read(index_path: Path) -> list[tuple[int, bytes, int, int]]:
     """``(order, key, offset in data.mdb, length)`` of the value of every pattern record
-    the SENTENCES' searches read: the patterns the engine looked up and found (its
-    pattern cache holds each look-up).  The offset is where LMDB's memory map shows the
-    live value (older copies of a page may linger in the file)."""
-    engine = Engine(index_path)
-    for tokens in SENTENCES:
-        engine.sentence([t.encode() for t in tokens], Limits(5))
-    found = [(len(ids) + 1, fmt.pattern_key(slot, ids, engine.index.id_bytes))
-             for (slot, ids), pattern in engine.searcher.patterns._cache.items() if pattern is not None]
-    engine.close()
+    the SENTENCES' searches read: the patterns their terms look up and find (the
+    reference term builder looks up what the kernel looks up, and keeps each).  The
+    offset is where LMDB's memory map shows the live value (older copies of a page may
+    linger in the file)."""
+    with Engine(index_path) as engine, Index(index_path) as index:
+        builder = TermBuilder(index)
+        for tokens in SENTENCES:
+            ids = tuple(engine.sentence_ids([t.encode() for t in tokens]).tolist())
+            for target in range(1, len(ids)):
+                builder.position_terms(ids, target)
+        found = [(len(ids) + 1, fmt.pattern_key(slot, ids, engine.meta["id_bytes"]))
+                 for (slot, ids), pattern in builder.patterns.items() if pattern is not None]
     data_file = str((index_path / "data.mdb").resolve())
     env = lmdb.open(str(index_path), readonly=True, lock=False, max_dbs=16)
     with open("/proc/self/maps") as maps:  # where the file's first byte is mapped

@@ -1,7 +1,7 @@
 """The search equals exhaustive scoring on models big enough for every path of the kernel.
 
 ``tests/test_exactness.py`` draws models of at most ~30 words.  The kernel changes its
-ways from 256 words in a pattern on (``RANK_MIN_COUNT`` in ``query/_kernel.c``: rank
+ways from 256 words in a pattern on (``RANK_MIN_COUNT`` in ``query/kernel/search.c``: rank
 maps instead of binary searches, the read part of a sorted list kept in score order
 between searches, both evicted least recently used beyond a byte budget), reads words
 in batches of up to 64, and stops long before V when K is small.  Here hypothesis draws
@@ -33,7 +33,9 @@ from arpa_gen import BigModelShape, big_models
 from exhaustive import ArpaModel
 from fastsubs.query import _kernel
 from fastsubs.query.engine import Engine
+from fastsubs.query.index import Index, Pattern
 from fastsubs.query.sentences import tokenize
+from fastsubs.query.terms import TermBuilder
 from test_exactness import assert_exact
 
 #: The kernel's cache budgets (bytes): none, room for a few rank maps and prefixes of a
@@ -93,19 +95,33 @@ def test_search_equals_exhaustive_scoring_on_big_models_long_run(shape: BigModel
     check_big_model(shape, drawn_k)
 
 
+def position_pattern_sizes(index_path: Path, lines: list[str]) -> list[list[int]]:
+    """Per position of ``lines``, the sizes of the patterns its terms read (the reference
+    term builder builds the chains the kernel builds)."""
+    with Engine(index_path) as engine, Index(index_path) as index:
+        builder = TermBuilder(index)
+        found = []
+        for line in lines:
+            ids = tuple(engine.sentence_ids(tokenize(line.encode())).tolist())
+            found += [[len(pattern.ids) for term in builder.position_terms(ids, target) for step in term.steps
+                       for pattern in (step.alpha, step.beta) if isinstance(pattern, Pattern)]
+                      for target in range(1, len(ids))]
+    return found
+
+
+def pattern_sizes(index_path: Path, lines: list[str]) -> list[int]:
+    return [size for sizes in position_pattern_sizes(index_path, lines) for size in sizes]
+
+
 def test_two_level_rank_maps_equal_exhaustive_scoring(tmp_path: Path) -> None:
     """Past 65,536 words a big pattern holding fewer than V/256 words gets a two-level
-    rank map (query/_kernel.c, FLAT_MAP_RATIO): 70,000 words, hubs of 256-272 words."""
+    rank map (query/kernel/store.c, FLAT_MAP_RATIO): 70,000 words, hubs of 256-272 words."""
     shape = BigModelShape(seed=7, order=2, words=70000, has_unk=True, shuffled=True, distinct_alphas=5,
                           positive_backoffs=0.5, rounding=0.5, hubs=3, sentences=1, big=(256, 272))
     text, vocab, sentences = shape.build()
     (tmp_path / "model.arpa").write_text(text)
     fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx")
-    engine = Engine(tmp_path / "model.fsidx")
-    ids = engine.vocabulary.sentence_ids(tokenize(" ".join(sentences[0]).encode()))
-    sizes = {len(pattern.ids) for target in range(1, len(ids)) for term in engine.searcher.patterns.position_terms(ids, target)
-             for step in term.steps for pattern in (step.alpha, step.beta) if hasattr(pattern, "ids")}
-    engine.close()
+    sizes = set(pattern_sizes(tmp_path / "model.fsidx", [" ".join(sentences[0])]))
     assert any(BIG_PATTERN <= size < len(vocab) // 256 for size in sizes), sorted(sizes)
     check_big_model(shape, 0, [(1, None), (9, None), (65, None), (300, None), (20, 0.9), (None, 0.5)])
 
@@ -121,15 +137,9 @@ def test_big_models_reach_the_big_pattern_paths(tmp_path: Path) -> None:
         text, _, sentences = shape.build()
         (tmp_path / f"{seed}.arpa").write_text(text)
         fastsubs.build_index(tmp_path / f"{seed}.arpa", tmp_path / f"{seed}.fsidx")
-        engine = Engine(tmp_path / f"{seed}.fsidx")
-        for tokens in sentences:
-            ids = engine.vocabulary.sentence_ids(tokenize(" ".join(tokens).encode()))
-            for target in range(1, len(ids)):
-                sizes = [len(pattern.ids) for term in engine.searcher.patterns.position_terms(ids, target)
-                         for step in term.steps for pattern in (step.alpha, step.beta) if hasattr(pattern, "ids")]
-                positions += 1
-                with_big += any(size >= BIG_PATTERN for size in sizes)
-        engine.close()
+        for sizes in position_pattern_sizes(tmp_path / f"{seed}.fsidx", [" ".join(t) for t in sentences]):
+            positions += 1
+            with_big += any(size >= BIG_PATTERN for size in sizes)
     assert with_big >= positions / 2, f"{with_big} of {positions} positions read a pattern of {BIG_PATTERN}+ words"
 
 

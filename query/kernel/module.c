@@ -1,0 +1,599 @@
+/* fastsubs.query._kernel: the thin glue between Python and the plain-C kernel.
+ *
+ * ``Model(path)`` is one open index: the Store (store.h) and the Searchers that search
+ * it, one per thread searching at the same time.  A search takes an idle Searcher (or
+ * makes one) while holding the GIL, runs without it, and gives it back: any number of
+ * threads may search one Model at once, each on its own Searcher, with no lock on the
+ * search path.  ``close()`` refuses new work at once; the memory map itself is released
+ * once no search runs and no array viewed from the index (``region()``) is alive, so no
+ * object can read an unmapped page. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "output.h"
+#include "search.h"
+#include "store.h"
+
+/* Cache slots of a Searcher (64 bytes each): 131,072 slots, 8 MiB.  Over the
+ * 243K-position corpus sample on kn4-64k a search meets ~40 patterns (present or not);
+ * the text's patterns fit many times over in a first pass of thousands of lines. */
+#define RECORD_SLOTS ((size_t)1 << 17)
+/* Bytes of rank maps and sorted prefixes a Searcher keeps (store.h, Kept). */
+#define KEPT_BYTES ((size_t)24 << 20)
+
+static size_t record_slots = RECORD_SLOTS, kept_bytes = KEPT_BYTES;
+static PyObject *DamagedIndexError;  /* fastsubs.errors.DamagedIndexError */
+
+typedef struct {
+    PyObject_HEAD
+    Store store;
+    PyObject *path;               /* str, for messages */
+    int opened, prepared, closed, released;
+    int active, exports;          /* searches running, regions alive */
+    Searcher **idle; int n_idle, cap_idle;
+    Searcher **all; int n_all, cap_all;
+    MDB_dbi meta;
+    unsigned long long done_searches, done_evaluated, done_reads, done_listed;
+} Model;
+
+/* ---------------------------------------------------------------- errors */
+
+static PyObject *raise_failure(Model *m, const Failure *failure) {
+    switch (failure->code) {
+    case FS_ENOMEM:
+        return PyErr_NoMemory();
+    case FS_EARGUMENT:
+        PyErr_SetString(PyExc_ValueError, failure->message);
+        return NULL;
+    default:
+        PyErr_Format(DamagedIndexError, "%U: %s%s", m->path,
+                     strncmp(failure->message, "damaged index", 13) ? "damaged index: " : "", failure->message);
+        return NULL;
+    }
+}
+
+/* Releases the map and every Searcher: once closed, with no search running and no region alive. */
+static void release_if_done(Model *m) {
+    if (!m->closed || m->released || m->active || m->exports)
+        return;
+    m->released = 1;
+    for (int i = 0; i < m->n_all; i++) {
+        searcher_free(m->all[i]);
+        PyMem_RawFree(m->all[i]);
+    }
+    m->n_all = m->n_idle = 0;
+    if (m->opened)
+        store_close(&m->store);
+}
+
+static int check_open(Model *m, int need_prepared) {
+    if (!m->opened || m->closed) {
+        PyErr_SetString(PyExc_ValueError, m->opened ? "the index is closed" : "the index is not open");
+        return -1;
+    }
+    if (need_prepared && !m->prepared) {
+        PyErr_SetString(PyExc_RuntimeError, "Model.prepare() has not succeeded");
+        return -1;
+    }
+    return 0;
+}
+
+static int grow_list(Searcher ***items, int *cap, int need) {
+    if (need <= *cap)
+        return 0;
+    int cap_ = 2 * need + 4;
+    Searcher **grown = PyMem_Realloc(*items, (size_t)cap_ * sizeof(Searcher *));
+    if (!grown)
+        return -1;
+    *items = grown;
+    *cap = cap_;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- searchers */
+
+/* An idle Searcher, or a new one (with the GIL held); NULL with an exception set. */
+static Searcher *take_searcher(Model *m) {
+    if (check_open(m, 1) < 0)
+        return NULL;
+    Searcher *k;
+    if (m->n_idle) {
+        k = m->idle[--m->n_idle];
+    } else {
+        if (grow_list(&m->all, &m->cap_all, m->n_all + 1) < 0 || grow_list(&m->idle, &m->cap_idle, m->n_all + 1) < 0)
+            return (Searcher *)PyErr_NoMemory();
+        if (!(k = PyMem_RawMalloc(sizeof(Searcher))))
+            return (Searcher *)PyErr_NoMemory();
+        if (searcher_init(k, &m->store, record_slots, kept_bytes) < 0) {
+            Failure failure = k->reader.failure;
+            searcher_free(k);
+            PyMem_RawFree(k);
+            return (Searcher *)raise_failure(m, &failure);
+        }
+        m->all[m->n_all++] = k;
+    }
+    k->reader.kept_budget = kept_bytes;  /* set_cache_bytes applies from the next search */
+    m->active++;
+    return k;
+}
+
+static void give_back(Model *m, Searcher *k) {
+    m->idle[m->n_idle++] = k;
+    m->active--;
+    release_if_done(m);
+}
+
+/* ---------------------------------------------------------------- Model */
+
+static int Model_init(Model *m, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"path", NULL};
+    PyObject *path;
+    if (m->opened || m->path) {
+        PyErr_SetString(PyExc_RuntimeError, "Model is already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&", names, PyUnicode_FSDecoder, &path))
+        return -1;
+    m->path = path;
+    PyObject *encoded = PyUnicode_EncodeFSDefault(path);
+    if (!encoded)
+        return -1;
+    Failure failure = {0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = store_open(&m->store, PyBytes_AS_STRING(encoded), &failure);
+    if (rc == 0 && store_dbi(&m->store, "meta", &m->meta, &failure) < 0) {
+        store_close(&m->store);
+        rc = -1;
+    } else if (rc == 0 && (store_dbi(&m->store, "vocab", &m->store.vocab, &failure) < 0 ||
+                           store_dbi(&m->store, "arrays", &m->store.arrays, &failure) < 0)) {
+        store_close(&m->store);
+        rc = -2;
+    }
+    Py_END_ALLOW_THREADS
+    Py_DECREF(encoded);
+    if (rc < 0) {
+        if (rc == -1 && failure.code == FS_EDAMAGED)  /* no metadata database: not an index */
+            PyErr_Format(PyExc_LookupError, "%s", failure.message);
+        else
+            raise_failure(m, &failure);
+        return -1;
+    }
+    m->opened = 1;
+    return 0;
+}
+
+static PyObject *Model_info(Model *m, PyObject *unused) {
+    (void)unused;
+    if (check_open(m, 0) < 0)
+        return NULL;
+    MDB_envinfo info;
+    MDB_stat stat;
+    mdb_env_info(m->store.env, &info);
+    mdb_env_stat(m->store.env, &stat);
+    return Py_BuildValue("(nI)", (Py_ssize_t)info.me_last_pgno, stat.ms_psize);
+}
+
+/* The database a get() names: "meta", or one prepare() opened. */
+static int named_dbi(Model *m, const char *name, MDB_dbi *dbi) {
+    if (!strcmp(name, "meta")) {
+        *dbi = m->meta;
+        return 0;
+    }
+    if (!strcmp(name, "vocab")) {
+        *dbi = m->store.vocab;
+        return 0;
+    }
+    if (!strcmp(name, "arrays")) {
+        *dbi = m->store.arrays;
+        return 0;
+    }
+    if (m->prepared) {
+        int order;
+        char rest;
+        if (sscanf(name, "patterns%d%c", &order, &rest) == 1 && order >= 2 && order <= m->store.order) {
+            *dbi = m->store.patterns[order];
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_KeyError, "no database %s", name);
+    return -1;
+}
+
+/* get(db, key) -> bytes | None: a copy of the value (it outlives the index). */
+static PyObject *Model_get(Model *m, PyObject *args) {
+    const char *name;
+    Py_buffer key;
+    if (!PyArg_ParseTuple(args, "sy*:get", &name, &key))
+        return NULL;
+    MDB_dbi dbi;
+    MDB_val value;
+    Failure failure = {0};
+    PyObject *result = NULL;
+    if (check_open(m, 0) == 0 && named_dbi(m, name, &dbi) == 0) {
+        int found = key.len ? store_get(&m->store, dbi, key.buf, (size_t)key.len, &value, &failure) : 0;
+        if (found < 0)
+            raise_failure(m, &failure);
+        else if (!found)
+            result = Py_NewRef(Py_None);
+        else
+            result = PyBytes_FromStringAndSize(value.mv_data, (Py_ssize_t)value.mv_size);
+    }
+    PyBuffer_Release(&key);
+    return result;
+}
+
+static PyObject *Model_prepare(Model *m, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"order", "vocab_size", "id_bytes", "bos_id", "max_unigram_beta", NULL};
+    int order, id_bytes;
+    unsigned long long vocab_size;
+    PyObject *bos_object;
+    double max_unigram_beta;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iKiOd:prepare", names, &order, &vocab_size, &id_bytes,
+                                     &bos_object, &max_unigram_beta) || check_open(m, 0) < 0)
+        return NULL;
+    if (m->prepared) {
+        PyErr_SetString(PyExc_RuntimeError, "Model.prepare() already succeeded");
+        return NULL;
+    }
+    long long bos = bos_object == Py_None ? -1 : PyLong_AsLongLong(bos_object);
+    if (bos == -1 && PyErr_Occurred())
+        return NULL;
+    if (vocab_size >= UINT32_MAX) {
+        PyErr_Format(DamagedIndexError, "%U: damaged index: vocabulary size out of range", m->path);
+        return NULL;
+    }
+    Failure failure = {0};
+    if (store_prepare(&m->store, order, (uint32_t)vocab_size, id_bytes, bos, max_unigram_beta, &failure) < 0)
+        return raise_failure(m, &failure);
+    m->prepared = 1;
+    Py_RETURN_NONE;
+}
+
+/* Reads ``a`` as ``n`` items of ``size`` bytes (n < 0: any number, set). */
+static int get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, const char *what) {
+    if (PyObject_GetBuffer(a, view, PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (view->len % size || (*n >= 0 && view->len != size * *n)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd-byte items", what, size);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    *n = view->len / size;
+    return 0;
+}
+
+/* search(sentence, first, last, count, mass, excluded) -> list of (ids bytes, scores bytes) */
+static PyObject *Model_search(Model *m, PyObject *args) {
+    PyObject *sentence_object, *mass_object, *excluded_object;
+    Py_ssize_t first, last;
+    long long count;
+    if (!PyArg_ParseTuple(args, "OnnLOO:search", &sentence_object, &first, &last, &count, &mass_object,
+                          &excluded_object))
+        return NULL;
+    int use_mass = mass_object != Py_None;
+    double mass = use_mass ? PyFloat_AsDouble(mass_object) : 0.0;
+    if (use_mass && PyErr_Occurred())
+        return NULL;
+    Py_buffer sentence, excluded;
+    Py_ssize_t n = -1, n_excluded = -1;
+    if (get_array(sentence_object, &sentence, 4, &n, "sentence") < 0)
+        return NULL;
+    if (get_array(excluded_object, &excluded, 4, &n_excluded, "excluded") < 0) {
+        PyBuffer_Release(&sentence);
+        return NULL;
+    }
+    PyObject *results = NULL;
+    Searcher *k = NULL;
+    if (first < 1 || last > n || first > last || n > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "targets outside 1 ... len(sentence) - 1");
+        goto out;
+    }
+    if (!(k = take_searcher(m)) || !(results = PyList_New(last - first)))
+        goto out;
+    for (Py_ssize_t target = first; target < last; target++) {
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = search_position(k, sentence.buf, (int)n, (int)target, count, use_mass, mass, excluded.buf,
+                             n_excluded);
+        Py_END_ALLOW_THREADS
+        if (rc < 0) {
+            raise_failure(m, &k->reader.failure);
+            Py_CLEAR(results);
+            goto out;
+        }
+        PyObject *ids = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k->n_listed * 4);
+        PyObject *scores = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k->n_listed * 8);
+        PyObject *pair = ids && scores ? PyTuple_Pack(2, ids, scores) : NULL;
+        Py_XDECREF(ids);
+        Py_XDECREF(scores);
+        if (!pair) {
+            Py_CLEAR(results);
+            goto out;
+        }
+        uint32_t *out_ids = (uint32_t *)PyBytes_AS_STRING(ids);
+        double *out_scores = (double *)PyBytes_AS_STRING(scores);
+        for (int64_t i = 0; i < k->n_listed; i++) {
+            out_ids[i] = k->listed[i].word;
+            out_scores[i] = k->listed[i].score;
+        }
+        PyList_SET_ITEM(results, target - first, pair);
+    }
+out:
+    if (k)
+        give_back(m, k);
+    PyBuffer_Release(&sentence);
+    PyBuffer_Release(&excluded);
+    return results;
+}
+
+/* fields(ids, values) -> bytes: ``word value`` fields joined by tabs (output.h). */
+static PyObject *Model_fields(Model *m, PyObject *args) {
+    PyObject *ids_object, *values_object, *result = NULL;
+    if (!PyArg_ParseTuple(args, "OO:fields", &ids_object, &values_object) || check_open(m, 1) < 0)
+        return NULL;
+    Py_buffer ids, values;
+    Py_ssize_t n = -1;
+    if (get_array(ids_object, &ids, 4, &n, "ids") < 0)
+        return NULL;
+    if (get_array(values_object, &values, 8, &n, "values") < 0) {
+        PyBuffer_Release(&ids);
+        return NULL;
+    }
+    int64_t size = fields_size(&m->store, ids.buf, values.buf, n);
+    if (size < 0)
+        PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
+    else if ((result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size))) {
+        char *start = PyBytes_AS_STRING(result);
+        char *end = write_fields(&m->store, ids.buf, values.buf, n, start);
+        if (_PyBytes_Resize(&result, end - start) < 0)
+            result = NULL;
+    }
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&values);
+    return result;
+}
+
+/* word(id) -> bytes */
+static PyObject *Model_word(Model *m, PyObject *arg) {
+    if (check_open(m, 1) < 0)
+        return NULL;
+    unsigned long long id = PyLong_AsUnsignedLongLong(arg);
+    if (id == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (id >= m->store.vocab_size) {
+        PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
+        return NULL;
+    }
+    uint64_t start = m->store.word_offsets[id];
+    return PyBytes_FromStringAndSize(m->store.word_bytes + start, (Py_ssize_t)(m->store.word_offsets[id + 1] - start));
+}
+
+static PyObject *Model_counters(Model *m, PyObject *unused) {
+    (void)unused;
+    unsigned long long totals[6] = {0};
+    for (int i = 0; i < m->n_all; i++) {
+        const Searcher *k = m->all[i];
+        totals[0] += k->n_searches;
+        totals[1] += k->n_evaluated;
+        totals[2] += k->n_reads;
+        totals[3] += k->n_listed_total;
+        totals[4] += k->reader.lookups;
+        totals[5] += k->reader.misses;
+    }
+    return Py_BuildValue("(KKKKKK)", totals[0], totals[1], totals[2], totals[3], totals[4], totals[5]);
+}
+
+static PyObject *Model_close(Model *m, PyObject *unused) {
+    (void)unused;
+    m->closed = 1;
+    release_if_done(m);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Model_closed(Model *m, void *unused) {
+    (void)unused;
+    return PyBool_FromLong(m->closed || !m->opened);
+}
+
+static void Model_dealloc(Model *m) {
+    m->closed = 1;
+    m->active = m->exports = 0;
+    release_if_done(m);
+    PyMem_Free(m->idle);
+    PyMem_Free(m->all);
+    Py_XDECREF(m->path);
+    Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+/* ---------------------------------------------------------------- regions */
+
+/* A value of the index viewed in place (numpy.frombuffer takes it): it keeps the map. */
+typedef struct {
+    PyObject_HEAD
+    Model *model;
+    const void *data;
+    Py_ssize_t len;
+} Region;
+
+static int Region_getbuffer(Region *r, Py_buffer *view, int flags) {
+    return PyBuffer_FillInfo(view, (PyObject *)r, (void *)r->data, r->len, 1, flags);
+}
+
+static void Region_dealloc(Region *r) {
+    if (r->model) {
+        r->model->exports--;
+        release_if_done(r->model);
+        Py_DECREF(r->model);
+    }
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyBufferProcs Region_as_buffer = {(getbufferproc)Region_getbuffer, NULL};
+
+static PyTypeObject RegionType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fastsubs.query._kernel.Region",
+    .tp_basicsize = sizeof(Region),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A value of an open index, viewed in place (read-only buffer); it keeps the index mapped.",
+    .tp_dealloc = (destructor)Region_dealloc,
+    .tp_as_buffer = &Region_as_buffer,
+};
+
+/* region(db, key) -> Region | None */
+static PyObject *Model_region(Model *m, PyObject *args) {
+    const char *name;
+    Py_buffer key;
+    if (!PyArg_ParseTuple(args, "sy*:region", &name, &key))
+        return NULL;
+    MDB_dbi dbi;
+    MDB_val value;
+    Failure failure = {0};
+    PyObject *result = NULL;
+    if (check_open(m, 0) == 0 && named_dbi(m, name, &dbi) == 0) {
+        int found = store_get(&m->store, dbi, key.buf, (size_t)key.len, &value, &failure);
+        if (found < 0) {
+            raise_failure(m, &failure);
+        } else if (!found) {
+            result = Py_NewRef(Py_None);
+        } else {
+            Region *r = PyObject_New(Region, &RegionType);
+            if (r) {
+                r->model = (Model *)Py_NewRef(m);
+                r->data = value.mv_data;
+                r->len = (Py_ssize_t)value.mv_size;
+                m->exports++;
+                result = (PyObject *)r;
+            }
+        }
+    }
+    PyBuffer_Release(&key);
+    return result;
+}
+
+static PyMethodDef Model_methods[] = {
+    {"info", (PyCFunction)Model_info, METH_NOARGS, "info() -> (last page number, page size) of the environment."},
+    {"get", (PyCFunction)Model_get, METH_VARARGS,
+     "get(db, key) -> bytes | None: a copy of the value of ``key`` in database ``db`` (\"meta\",\n"
+     "\"vocab\", \"arrays\"; after prepare() also \"patternsN\")."},
+    {"region", (PyCFunction)Model_region, METH_VARARGS,
+     "region(db, key) -> Region | None: the value viewed in place; the map stays until it is released."},
+    {"prepare", (PyCFunction)Model_prepare, METH_VARARGS | METH_KEYWORDS,
+     "prepare(order, vocab_size, id_bytes, bos_id, max_unigram_beta): read the arrays, given the metadata."},
+    {"search", (PyCFunction)Model_search, METH_VARARGS,
+     "search(sentence, first, last, count, mass, excluded) -> [(ids, scores), ...]\n\n"
+     "The best ``count`` substitutes (at most V - 1; fewer when the -p rule with ``mass``, or None,\n"
+     "stops first) of positions first ... last - 1 of ``sentence`` (a uint32 buffer of word ids, <s>\n"
+     "and </s> included): ids as bytes of uint32 and scores as bytes of float64, best first.\n"
+     "``excluded`` (a uint32 buffer) are no candidates.  Runs without the GIL; any number of\n"
+     "threads may search one Model at once."},
+    {"fields", (PyCFunction)Model_fields, METH_VARARGS,
+     "fields(ids: uint32 array, values: float64 array) -> bytes\n\n"
+     "``word value`` fields joined by tabs, each value as ``b\"%.8f\" % value`` would write it."},
+    {"word", (PyCFunction)Model_word, METH_O, "word(id) -> bytes: the word with that id."},
+    {"counters", (PyCFunction)Model_counters, METH_NOARGS,
+     "counters() -> (searches, words evaluated, list entries read, substitutes listed, pattern look-ups,\n"
+     "look-ups that missed the cache): totals over every search of this Model."},
+    {"close", (PyCFunction)Model_close, METH_NOARGS,
+     "close(): no more searches or reads; the map is released once no search runs and no region lives."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Model_getset[] = {
+    {"closed", (getter)Model_closed, NULL, "Whether close() was called (or opening failed).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ModelType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fastsubs.query._kernel.Model",
+    .tp_basicsize = sizeof(Model),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Model(path)\n\nAn index opened read-only and memory-mapped, with the searchers that read it in place.\n"
+              "LookupError: the environment has no metadata database (not an index).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Model_init,
+    .tp_dealloc = (destructor)Model_dealloc,
+    .tp_methods = Model_methods,
+    .tp_getset = Model_getset,
+};
+
+/* ---------------------------------------------------------------- module functions */
+
+static PyObject *checksum(PyObject *module, PyObject *args) {
+    (void)module;
+    Py_buffer key, body;
+    if (!PyArg_ParseTuple(args, "y*y*:checksum", &key, &body))
+        return NULL;
+    PyObject *result = NULL;
+    if (body.len % 4)
+        PyErr_SetString(PyExc_ValueError, "body: whole 4-byte words");
+    else
+        result = PyLong_FromUnsignedLong(record_checksum(key.buf, (size_t)key.len, body.buf, (size_t)body.len / 4));
+    PyBuffer_Release(&key);
+    PyBuffer_Release(&body);
+    return result;
+}
+
+static PyObject *set_budget(size_t *what, PyObject *arg, size_t least) {
+    size_t value = PyLong_AsSize_t(arg);
+    if (value == (size_t)-1 && PyErr_Occurred())
+        return NULL;
+    size_t previous = *what;
+    *what = value < least ? least : value;
+    return PyLong_FromSize_t(previous);
+}
+
+static PyObject *set_cache_bytes(PyObject *module, PyObject *arg) {
+    (void)module;
+    return set_budget(&kept_bytes, arg, 0);
+}
+
+static PyObject *set_cache_records(PyObject *module, PyObject *arg) {
+    (void)module;
+    return set_budget(&record_slots, arg, RECORD_WAYS);
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_cache_bytes", set_cache_bytes, METH_O,
+     "set_cache_bytes(n: int) -> int (the previous budget)\n\n"
+     "Bytes of rank maps and sorted prefixes each searcher keeps for big patterns, from its next\n"
+     "search on (they only save time: any budget, 0 too, gives the same answers)."},
+    {"set_cache_records", set_cache_records, METH_O,
+     "set_cache_records(n: int) -> int (the previous number)\n\n"
+     "Pattern records each searcher made from now on keeps in its cache (64 bytes each; at least 8).\n"
+     "Any number gives the same answers."},
+    {"checksum", checksum, METH_VARARGS,
+     "checksum(key: bytes-like, body: bytes-like of uint32) -> int: fastsubs.format.record_checksum."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef kernel_module = {
+    PyModuleDef_HEAD_INIT, "fastsubs.query._kernel",
+    "The compiled query engine: indexes read in place, the exact search, output formatting.", -1,
+    module_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kernel(void) {
+    if (PyType_Ready(&ModelType) < 0 || PyType_Ready(&RegionType) < 0)
+        return NULL;
+    PyObject *errors = PyImport_ImportModule("fastsubs.errors");
+    if (!errors)
+        return NULL;
+    DamagedIndexError = PyObject_GetAttrString(errors, "DamagedIndexError");
+    Py_DECREF(errors);
+    if (!DamagedIndexError)
+        return NULL;
+    PyObject *module = PyModule_Create(&kernel_module);
+    if (!module)
+        return NULL;
+    if (PyModule_AddType(module, &ModelType) < 0 || PyModule_AddType(module, &RegionType) < 0 ||
+        PyModule_AddIntConstant(module, "VALUE_WEIGHT", 0x9E3779B1u) < 0 ||
+        PyModule_AddIntConstant(module, "KEY_WEIGHT", 0x85EBCA6Bu) < 0 ||
+        PyModule_AddIntConstant(module, "RECORD_BYTES", sizeof(Record)) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

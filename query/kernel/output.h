@@ -1,0 +1,13 @@
+/* Writing substitutes in the original tool's text format: ``word score`` fields joined by
+ * tabs, each score as ``"%.8f"`` writes it, the words read in place from the index. */
+#ifndef FASTSUBS_OUTPUT_H
+#define FASTSUBS_OUTPUT_H
+
+#include "store.h"
+
+/* Bytes write_fields needs at most for these fields; -1 if an id is outside the vocabulary. */
+int64_t fields_size(const Store *s, const ix_u32 *ids, const double *scores, int64_t n);
+/* Writes the fields at ``out`` (room: fields_size); returns the end of what it wrote. */
+char *write_fields(const Store *s, const ix_u32 *ids, const double *scores, int64_t n, char *out);
+
+#endif

@@ -1,0 +1,64 @@
+/* The exact top-K search of FASTSUBS for one position (the paper's threshold search,
+ * with the bound of ALGORITHM.md), in plain C.
+ *
+ * A Searcher holds everything one search needs and keeps between searches: a Reader
+ * (its read transaction and record cache, store.h), the terms of the position
+ * (terms.h) and scratch space.  One thread uses a Searcher at a time; an open index has
+ * as many as threads search it at once (query/kernel/module.c). */
+#ifndef FASTSUBS_SEARCH_H
+#define FASTSUBS_SEARCH_H
+
+#include "store.h"
+#include "terms.h"
+
+typedef struct {
+    double score;
+    uint32_t word;
+} Scored;
+
+struct Pat;
+struct StepC;
+struct TermC;
+struct Alt;
+struct List;
+
+typedef struct Searcher {
+    Reader reader;
+    PositionTerms position;
+    uint8_t *flags;                  /* per word: SEEN and small-pattern membership bits */
+    struct Pat *pats; int cap_pats;
+    struct StepC *steps; int cap_steps;
+    struct TermC *terms; int cap_terms;
+    struct List *lists; int cap_lists;
+    struct Alt *alts; int cap_alts;
+    uint64_t *binds; int cap_binds;  /* per list: binds some term's bound if == bound_stamp */
+    double *keep; int cap_keep;      /* per binding list: it binds all those terms while its sup > keep */
+    int *binding; int cap_binding, n_binding;  /* the lists that bind, in the order found */
+    uint64_t bound_stamp, batch_stamp;  /* count bound() calls and batches: never wrap */
+    int unigram_list;                /* index of the unigram list (the last one) in lists */
+    double *term_sup; int cap_term_sup;    /* per term: its bound now */
+    double *batch_sup; int cap_batch_sup;  /* per term: its bound before the current batch */
+    int32_t *pos; int cap_pos;       /* [pattern][MAX_BATCH]: positions of the batch's words */
+    /* each holds at most V entries; pages are touched only as far as searches reach */
+    double *top;                     /* min-heap of the best ``count`` scores so far */
+    uint32_t *evaluated;
+    Scored *pending;
+    Scored *listed;                  /* the answer of the last search, best first */
+    int64_t n_listed;
+    /* totals since the searcher was made: searches, words evaluated, list entries read,
+     * substitutes listed */
+    unsigned long long n_searches, n_evaluated, n_reads, n_listed_total;
+} Searcher;
+
+/* 0, or -1 with the failure in k->reader.failure. */
+int searcher_init(Searcher *k, const Store *s, size_t records, size_t kept_budget);
+void searcher_free(Searcher *k);
+/* The best ``count`` substitutes (at most V - 1; fewer when the -p rule with ``mass``
+ * stops first, if use_mass) of position ``target`` (1 ... n - 1) of ``sentence`` (n word
+ * ids, <s> and </s> included), into k->listed[0 .. k->n_listed).  The ``excluded``
+ * words (ids < V) are no candidates: never listed, and not counted by the cap and the
+ * -p rule.  0, or -1 with k->reader.failure set. */
+int search_position(Searcher *k, const uint32_t *sentence, int n, int target, int64_t count, int use_mass,
+                    double mass, const uint32_t *excluded, int64_t n_excluded);
+
+#endif

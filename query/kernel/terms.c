@@ -1,0 +1,155 @@
+/* Building a position's terms from pattern records: see terms.h and query/terms.py. */
+#include "terms.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int grow(void **items, int *cap, int need, size_t size) {
+    if (need <= *cap)
+        return 0;
+    int cap_ = 2 * need + 8;
+    void *grown = realloc(*items, (size_t)cap_ * size);
+    if (!grown)
+        return -1;
+    *items = grown;
+    *cap = cap_;
+    return 0;
+}
+
+/* ``(alpha, beta)`` of the n-gram ids[0 .. n): 1, 0 when the model lacks it, -1 on error. */
+static int ngram(Reader *r, const uint32_t *ids, int n, double *alpha, double *beta) {
+    const Store *s = r->store;
+    if (n == 1) {
+        if (ids[0] >= s->vocab_size)
+            return 0;
+        *alpha = s->unigram_alpha[ids[0]];
+        *beta = s->unigram_beta[ids[0]];
+        return 1;
+    }
+    const Record *rec = reader_pattern(r, n - 1, ids, n - 1);
+    if (!rec)
+        return r->failure.code ? -1 : 0;
+    int32_t at = ids[n - 1] < s->vocab_size ? find_id(record_ids(rec), rec->count, ids[n - 1]) : -1;
+    if (at < 0)
+        return 0;
+    *alpha = record_alpha(rec)[at];
+    *beta = rec->has_beta ? (double)record_beta(rec)[at] : 0.0;
+    return 1;
+}
+
+/* log10 p(word | context[0 .. n)) by the ARPA back-off recursion, for fixed words. */
+static int logprob(Reader *r, uint32_t word, const uint32_t *context, int n, double *result) {
+    uint32_t ids[256];
+    double total = 0.0, alpha, beta;
+    for (int start = 0; start <= n; start++) {
+        int len = n - start;
+        memcpy(ids, context + start, (size_t)len * sizeof(uint32_t));
+        ids[len] = word;
+        int found = ngram(r, ids, len + 1, &alpha, &beta);
+        if (found < 0)
+            return -1;
+        if (found) {
+            *result = total + alpha;
+            return 0;
+        }
+        if (start < n) {
+            found = ngram(r, context + start, len, &alpha, &beta);
+            if (found < 0)
+                return -1;
+            if (found)
+                total += beta;
+        }
+    }
+    *result = total + UNKNOWN_WORD_LOGPROB;
+    return 0;
+}
+
+static StepSpec *new_step(PositionTerms *t) {
+    if (grow((void **)&t->steps, &t->cap_steps, t->n_steps + 1, sizeof(StepSpec)) < 0)
+        return NULL;
+    StepSpec *step = &t->steps[t->n_steps++];
+    memset(step, 0, sizeof(*step));
+    return step;
+}
+
+/* log10 p(x | history[0 .. n)): steps ``history[k:] _`` for k = 0 ... n - 1, then the
+ * unigram alpha of x. */
+static int predicting_term(Reader *r, const uint32_t *history, int n, PositionTerms *t, TermSpec *term) {
+    term->base_unigram = 1;
+    term->base = 0.0;
+    for (int k = 0; k < n; k++) {
+        StepSpec *step = new_step(t);
+        double alpha, beta = 0.0;
+        int found = step ? ngram(r, history + k, n - k, &alpha, &beta) : -1;
+        if (found < 0)
+            return -1;
+        step->alpha = reader_pattern(r, n - k, history + k, n - k);
+        if (!step->alpha && r->failure.code)
+            return -1;
+        step->beta_kind = BETA_CONST;
+        step->beta_const = found ? beta : 0.0;
+    }
+    return 0;
+}
+
+/* log10 p(word | left x right): steps ``left[k:] _ right word`` for k = 0 ... n_left,
+ * then the probability of word once x has dropped out of its context. */
+static int context_term(Reader *r, const uint32_t *left, int n_left, const uint32_t *right, int n_right,
+                        uint32_t word, PositionTerms *t, TermSpec *term) {
+    uint32_t ids[256];
+    term->base_unigram = 0;
+    for (int k = 0; k <= n_left; k++) {
+        int slot = n_left - k, n = slot + n_right;
+        memcpy(ids, left + k, (size_t)slot * sizeof(uint32_t));
+        memcpy(ids + slot, right, (size_t)n_right * sizeof(uint32_t));
+        ids[n] = word;
+        StepSpec *step = new_step(t);
+        if (!step)
+            return -1;
+        step->alpha = reader_pattern(r, slot, ids, n + 1);
+        if (!step->alpha && r->failure.code)
+            return -1;
+        if (n) {
+            step->beta = reader_pattern(r, slot, ids, n);
+            if (!step->beta && r->failure.code)
+                return -1;
+            step->beta_kind = step->beta ? BETA_PATTERN : BETA_CONST;
+            step->beta_const = 0.0;
+        } else {
+            step->beta_kind = BETA_UNIGRAM;
+        }
+    }
+    return logprob(r, word, right, n_right, &term->base);
+}
+
+int position_terms(Reader *r, const uint32_t *sentence, int n, int target, PositionTerms *out) {
+    int order = r->store->order;
+    int last = target + order < n ? target + order : n;
+    out->n_terms = out->n_steps = 0;
+    if (grow((void **)&out->terms, &out->cap_terms, last - target, sizeof(TermSpec)) < 0) {
+        fail(&r->failure, FS_ENOMEM, "out of memory");
+        return -1;
+    }
+    for (int j = target; j < last; j++) {
+        /* the term of s_j depends on the words left of x in its n-gram and those after */
+        int first = j - order + 1 > 0 ? j - order + 1 : 0;
+        TermSpec *term = &out->terms[out->n_terms++];
+        term->first = out->n_steps;
+        int rc = j == target ? predicting_term(r, sentence + first, target - first, out, term)
+                             : context_term(r, sentence + first, target - first, sentence + target + 1,
+                                            j - target - 1, sentence[j], out, term);
+        if (rc < 0) {
+            if (!r->failure.code)
+                fail(&r->failure, FS_ENOMEM, "out of memory");
+            return -1;
+        }
+        term->n = out->n_steps - term->first;
+    }
+    return 0;
+}
+
+void position_terms_free(PositionTerms *t) {
+    free(t->terms);
+    free(t->steps);
+    memset(t, 0, sizeof(*t));
+}

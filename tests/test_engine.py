@@ -1,0 +1,152 @@
+"""The query engine as its users and the runner drive it: caches of any size give the
+same answers, bad arguments are refused, and nothing reads an unmapped page after
+``close()`` — from one thread or many."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fastsubs import format as fmt
+from fastsubs.query import _kernel
+from fastsubs.query.engine import Engine
+from fastsubs.query.search import Limits
+from fastsubs.query.sentences import tokenize
+
+SENTENCE = b"the cat sat on the mat and the dog sat on the cat"
+
+
+def answers(engine: Engine, lines: list[bytes], counts=(1, 100, 1000)) -> list[bytes]:
+    """Every position of every line at each count, as bytes (ids then scores)."""
+    found = []
+    for line in lines:
+        ids = engine.sentence_ids(tokenize(line))
+        for count in counts:
+            found += [words.tobytes() + scores.tobytes() for words, scores in engine.search(ids, 1, len(ids),
+                                                                                          Limits(count))]
+    return found
+
+
+def test_cache_sizes_never_change_an_answer(small_index: Path) -> None:
+    """Searchers keep pattern records in a fixed number of slots (replaced least recently
+    used, never while the search uses them; a record with no slot serves that search
+    alone) and rank maps and sorted prefixes within a byte budget: with 8 slots (every
+    search spills), 64, and the default, and budgets from none to all, the answers are
+    those of the default; so on one engine whose budget shrinks under the maps it keeps."""
+    from conftest import shared
+
+    lines = shared("heldout-dev.txt").read_bytes().splitlines()[:20]
+    with Engine(small_index) as engine:
+        expected = answers(engine, lines)
+    default_slots = _kernel.set_cache_records(8)
+    default_budget = _kernel.set_cache_bytes(0)
+    try:
+        for slots in (8, 64, default_slots):
+            _kernel.set_cache_records(slots)
+            for budget in (0, 6000, 20000, 1 << 30):  # each on a fresh engine: nothing kept from before
+                _kernel.set_cache_bytes(budget)
+                with Engine(small_index) as engine:
+                    assert answers(engine, lines) == expected, f"{slots} slots, budget {budget}"
+        with Engine(small_index) as engine:
+            for budget in (1 << 30, 20000, 6000, 0):
+                _kernel.set_cache_bytes(budget)
+                assert answers(engine, lines) == expected, f"budget shrunk to {budget}"
+            lookups, misses = engine.cache_counters()
+            assert 0 < misses < lookups  # the slots served most look-ups of the later passes
+    finally:
+        _kernel.set_cache_records(default_slots)
+        _kernel.set_cache_bytes(default_budget)
+
+
+def test_bad_arguments_are_refused_in_one_line(small_index: Path) -> None:
+    with Engine(small_index) as engine:
+        ids = engine.sentence_ids(tokenize(SENTENCE))
+        with pytest.raises(ValueError, match="targets outside"):
+            engine.search(ids, 1, len(ids) + 1, Limits(5))
+        with pytest.raises(ValueError, match="targets outside"):
+            engine.search(ids, 0, 2, Limits(5))
+        with pytest.raises(ValueError, match="excluded"):
+            engine.search(ids, 1, 2, Limits(5), np.array([engine.vocab_size], dtype=fmt.ID_DTYPE))
+        with pytest.raises(ValueError, match="4-byte items"):
+            engine.search(ids.astype(np.uint16), 1, 2, Limits(5))
+        with pytest.raises(ValueError, match="outside the vocabulary"):
+            engine.word(engine.vocab_size)
+        assert engine.search(ids, 2, 2, Limits(5)) == []
+
+
+def test_nothing_reads_the_map_after_close(small_index: Path) -> None:
+    """Every call after close() raises; a value viewed in place keeps the map until it is
+    released (numpy arrays over it stay readable)."""
+    engine = Engine(small_index)
+    ids = engine.sentence_ids(tokenize(SENTENCE))
+    region = engine._model.region("arrays", fmt.UNIGRAM_ALPHA)
+    alphas = np.frombuffer(region, fmt.SCORE_DTYPE)
+    del region
+    first = engine.search(ids, 1, 2, Limits(5))
+    engine.close()
+    assert engine.closed
+    for call in (lambda: engine.search(ids, 1, 2, Limits(5)), lambda: engine.word(1),
+                 lambda: engine.fields(first[0][0], first[0][1]), lambda: engine.word_id(b"the")):
+        with pytest.raises(ValueError, match="closed"):
+            call()
+    assert len(alphas) == engine.vocab_size and np.isfinite(alphas).all()  # still mapped
+    del alphas
+    engine.close()  # twice: nothing more happens
+
+
+def test_threads_share_one_engine(small_index: Path) -> None:
+    """Four threads searching one engine at once (each search takes a searcher of its
+    own, without the GIL) list what one thread lists."""
+    from conftest import shared
+
+    lines = shared("heldout-dev.txt").read_bytes().splitlines()[:24]
+    with Engine(small_index) as engine:
+        expected = [answers(engine, [line], (100,)) for line in lines]
+        got: dict[int, list[bytes]] = {}
+        errors: list[BaseException] = []
+
+        def work(start: int) -> None:
+            try:
+                for i in range(start, len(lines), 4):
+                    got[i] = answers(engine, [lines[i]], (100,))
+            except BaseException as error:  # reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors
+        assert [got[i] for i in range(len(lines))] == expected
+
+
+def test_close_while_threads_search(small_index: Path) -> None:
+    """close() from another thread while searches run: each running search finishes, the
+    next one raises ValueError, and the map goes once the last search has ended."""
+    from conftest import shared
+
+    lines = shared("heldout-dev.txt").read_bytes().splitlines()[:200]
+    engine = Engine(small_index)
+    outcomes: list[str] = []
+    started = threading.Barrier(3)
+
+    def work() -> None:
+        started.wait()
+        try:
+            answers(engine, lines, (100,))
+            outcomes.append("finished")
+        except ValueError as error:
+            outcomes.append(str(error))
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    started.wait()
+    engine.close()
+    for thread in threads:
+        thread.join()
+    assert len(outcomes) == 2 and all(o in ("finished", "the index is closed") for o in outcomes)

@@ -16,7 +16,7 @@ SLOW_TIMEOUT ?= 3000
 # The slow suite runs in one: its kill loops and timings want the CPU to themselves.
 TEST_WORKERS ?= 2
 
-KERNEL_SOURCES := $(wildcard query/*.c query/*.h)
+KERNEL_SOURCES := $(wildcard query/kernel/*.c query/kernel/*.h query/kernel/lmdb/*.c query/kernel/lmdb/*.h)
 PACKAGE := fastsubs indexer query bench
 
 .PHONY: demo test test-slow lint

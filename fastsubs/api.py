@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fastsubs.query.engine import Engine, Ranked
 from fastsubs.query.options import word_list
@@ -32,9 +32,11 @@ from fastsubs.query.sentences import SENTENCE_MARKERS, tokenize
 Token = str | bytes
 
 
-@dataclass(frozen=True)
-class Substitute:
-    """One substitute: the word, its log10 score lp, and p/Σp over the listed substitutes."""
+class Substitute(NamedTuple):
+    """One substitute: the word, its log10 score lp, and p/Σp over the listed substitutes.
+
+    A named tuple: a corpus run makes one per substitute, and a tuple costs a fraction
+    of an object with a dict."""
 
     word: str
     logprob: float
@@ -86,10 +88,7 @@ class SubstituteIndex:
 
     def _substitutes(self, ranked: Ranked) -> list[Substitute]:
         ids, scores = ranked
-        probabilities = normalized(scores)
-        word = self._engine.word
-        return [Substitute(word(i).decode("utf-8", "surrogateescape"), lp, p)
-                for i, lp, p in zip(ids.tolist(), scores.tolist(), probabilities.tolist())]
+        return self._engine.records(ids, scores, normalized(scores), Substitute)
 
     def _excluded(self, exclude: Iterable[Token]) -> bytes:
         """``exclude`` as the search takes it; warns of words the vocabulary lacks (once)."""

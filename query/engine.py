@@ -16,6 +16,7 @@ from __future__ import annotations
 import numbers
 import os
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from fastsubs.query.index import NOT_AN_INDEX_NO_META, check_array_checksums, de
 from fastsubs.query.search import Limits, SearchStats
 
 Ranked = tuple[np.ndarray, np.ndarray]
+Record = TypeVar("Record", bound=tuple)
 
 _NO_IDS = np.zeros(0, dtype=fmt.ID_DTYPE)
 
@@ -88,19 +90,20 @@ class Engine:
 
     def word_id(self, word: bytes) -> int | None:
         """Id of ``word``, or None when it is not in the vocabulary."""
-        raw = self._model.get("vocab", word)
-        if raw is None:
-            return None
-        found = int.from_bytes(raw, "little") if len(raw) == 4 else self.vocab_size
-        # The id must spell the word back (word_bytes is checksummed): a flipped byte in
-        # an entry never maps a word to another word's id.
-        if found >= self.vocab_size or self._model.word(found) != word:
-            raise DamagedIndexError(f"{self.path}: damaged index (vocabulary entry of {word!r} is invalid)")
-        return found
+        found = int.from_bytes(self._model.ids([word], fmt.NO_WORD), "little")
+        return None if found == fmt.NO_WORD else found
 
     def word(self, word_id: int) -> bytes:
         """The word with id ``word_id``, as the model spells it (UTF-8 bytes)."""
         return self._model.word(word_id)
+
+    def records(self, word_ids: np.ndarray, scores: np.ndarray, probabilities: np.ndarray,
+                record: type[Record]) -> list[Record]:
+        """``record(word text, score, probability)`` per substitute, made in C (``record``: a
+        NamedTuple; the API makes one per substitute of a corpus)."""
+        return self._model.records(np.ascontiguousarray(word_ids, dtype=fmt.ID_DTYPE),
+                                   np.ascontiguousarray(scores, dtype=np.float64),
+                                   np.ascontiguousarray(probabilities, dtype=np.float64), record)
 
     def fields(self, word_ids: np.ndarray, values: np.ndarray) -> bytes:
         """``word value`` fields (``%.8f``) joined by tabs, written in C straight from the index."""
@@ -110,9 +113,7 @@ class Engine:
     def sentence_ids(self, tokens: list[bytes]) -> np.ndarray:
         """``<s> tokens </s>`` as ids; unknown words (markers the model lacks too) are ``<unk>``
         or, without it, a word that matches no n-gram."""
-        unknown = self._unknown
-        ids = [self.word_id(token) for token in (b"<s>", *tokens, b"</s>")]
-        return np.array([unknown if i is None else i for i in ids], dtype=fmt.ID_DTYPE)
+        return np.frombuffer(self._model.ids([b"<s>", *tokens, b"</s>"], self._unknown), fmt.ID_DTYPE)
 
     def excluded(self, words: tuple[bytes, ...]) -> np.ndarray:
         """The words of ``words`` that can be substitutes, as the search takes them: their

@@ -263,6 +263,42 @@ static int get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *
     return 0;
 }
 
+/* Answers of a run of positions, kept until the GIL is taken again: position i's are
+ * answers[starts[i] .. starts[i + 1]). */
+typedef struct {
+    Scored *answers;
+    Py_ssize_t *starts;
+    Py_ssize_t n, cap, cap_starts;
+} Answers;
+
+#define SEARCH_BATCH_BYTES ((Py_ssize_t)1 << 20)
+
+/* Appends the searcher's answer as position i of the run (no GIL needed): 0, or -2 when out of memory. */
+static int keep_answer(Answers *a, const Searcher *k, Py_ssize_t i) {
+    if (i + 2 > a->cap_starts) {
+        Py_ssize_t cap = 2 * (i + 2) + 16;
+        Py_ssize_t *starts = PyMem_RawRealloc(a->starts, (size_t)cap * sizeof(Py_ssize_t));
+        if (!starts)
+            return -2;
+        a->starts = starts;
+        a->cap_starts = cap;
+    }
+    if (a->n + k->n_listed > a->cap) {
+        Py_ssize_t cap = 2 * (a->n + (Py_ssize_t)k->n_listed) + 256;
+        Scored *answers = PyMem_RawRealloc(a->answers, (size_t)cap * sizeof(Scored));
+        if (!answers)
+            return -2;
+        a->answers = answers;
+        a->cap = cap;
+    }
+    if (i == 0)
+        a->starts[0] = 0;
+    memcpy(a->answers + a->n, k->listed, (size_t)k->n_listed * sizeof(Scored));
+    a->n += (Py_ssize_t)k->n_listed;
+    a->starts[i + 1] = a->n;
+    return 0;
+}
+
 /* search(sentence, first, last, count, mass, excluded) -> list of (ids bytes, scores bytes) */
 static PyObject *Model_search(Model *m, PyObject *args) {
     PyObject *sentence_object, *mass_object, *excluded_object;
@@ -285,43 +321,61 @@ static PyObject *Model_search(Model *m, PyObject *args) {
     }
     PyObject *results = NULL;
     Searcher *k = NULL;
+    Answers batch = {0};
     if (first < 1 || last > n || first > last || n > INT_MAX) {
         PyErr_SetString(PyExc_ValueError, "targets outside 1 ... len(sentence) - 1");
         goto out;
     }
     if (!(k = take_searcher(m)) || !(results = PyList_New(last - first)))
         goto out;
-    for (Py_ssize_t target = first; target < last; target++) {
-        int rc;
+    /* Positions are searched without the GIL in runs whose answers fit in SEARCH_BATCH_BYTES
+     * (one release per run, not per position: fewer hand-overs between threads), then made
+     * into Python objects. */
+    for (Py_ssize_t target = first; target < last;) {
+        Py_ssize_t run_first = target;
+        int rc = 0;
         Py_BEGIN_ALLOW_THREADS
-        rc = search_position(k, sentence.buf, (int)n, (int)target, count, use_mass, mass, excluded.buf,
-                             n_excluded);
+        batch.n = 0;
+        for (; target < last && rc == 0 && batch.n * (Py_ssize_t)sizeof(Scored) < SEARCH_BATCH_BYTES; target++) {
+            rc = search_position(k, sentence.buf, (int)n, (int)target, count, use_mass, mass, excluded.buf,
+                                 n_excluded);
+            if (rc == 0)
+                rc = keep_answer(&batch, k, target - run_first);
+        }
         Py_END_ALLOW_THREADS
         if (rc < 0) {
-            raise_failure(m, &k->reader.failure);
+            if (rc == -2)
+                PyErr_NoMemory();
+            else
+                raise_failure(m, &k->reader.failure);
             Py_CLEAR(results);
             goto out;
         }
-        PyObject *ids = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k->n_listed * 4);
-        PyObject *scores = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k->n_listed * 8);
-        PyObject *pair = ids && scores ? PyTuple_Pack(2, ids, scores) : NULL;
-        Py_XDECREF(ids);
-        Py_XDECREF(scores);
-        if (!pair) {
-            Py_CLEAR(results);
-            goto out;
+        for (Py_ssize_t t = run_first; t < target; t++) {
+            Py_ssize_t start = batch.starts[t - run_first], length = batch.starts[t - run_first + 1] - start;
+            PyObject *ids = PyBytes_FromStringAndSize(NULL, length * 4);
+            PyObject *scores = PyBytes_FromStringAndSize(NULL, length * 8);
+            PyObject *pair = ids && scores ? PyTuple_Pack(2, ids, scores) : NULL;
+            Py_XDECREF(ids);
+            Py_XDECREF(scores);
+            if (!pair) {
+                Py_CLEAR(results);
+                goto out;
+            }
+            uint32_t *out_ids = (uint32_t *)PyBytes_AS_STRING(ids);
+            double *out_scores = (double *)PyBytes_AS_STRING(scores);
+            for (Py_ssize_t i = 0; i < length; i++) {
+                out_ids[i] = batch.answers[start + i].word;
+                out_scores[i] = batch.answers[start + i].score;
+            }
+            PyList_SET_ITEM(results, t - first, pair);
         }
-        uint32_t *out_ids = (uint32_t *)PyBytes_AS_STRING(ids);
-        double *out_scores = (double *)PyBytes_AS_STRING(scores);
-        for (int64_t i = 0; i < k->n_listed; i++) {
-            out_ids[i] = k->listed[i].word;
-            out_scores[i] = k->listed[i].score;
-        }
-        PyList_SET_ITEM(results, target - first, pair);
     }
 out:
     if (k)
         give_back(m, k);
+    PyMem_RawFree(batch.answers);
+    PyMem_RawFree(batch.starts);
     PyBuffer_Release(&sentence);
     PyBuffer_Release(&excluded);
     return results;
@@ -367,6 +421,107 @@ static PyObject *Model_word(Model *m, PyObject *arg) {
     }
     uint64_t start = m->store.word_offsets[id];
     return PyBytes_FromStringAndSize(m->store.word_bytes + start, (Py_ssize_t)(m->store.word_offsets[id + 1] - start));
+}
+
+/* ids(tokens, unknown) -> bytes of uint32: each token's id, ``unknown`` for those the
+ * vocabulary lacks.  An entry must spell its word back (word_bytes is checksummed): a
+ * flipped byte in the vocabulary never maps a word to another word's id. */
+static PyObject *Model_ids(Model *m, PyObject *args) {
+    PyObject *tokens;
+    unsigned int unknown;
+    if (!PyArg_ParseTuple(args, "O!I:ids", &PyList_Type, &tokens, &unknown) || check_open(m, 1) < 0)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(tokens);
+    PyObject *result = PyBytes_FromStringAndSize(NULL, n * 4);
+    if (!result)
+        return NULL;
+    uint32_t *ids = (uint32_t *)PyBytes_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *token = PyList_GET_ITEM(tokens, i);
+        if (!PyBytes_Check(token)) {
+            Py_DECREF(result);
+            PyErr_SetString(PyExc_TypeError, "tokens must be bytes");
+            return NULL;
+        }
+        const char *word = PyBytes_AS_STRING(token);
+        size_t length = (size_t)PyBytes_GET_SIZE(token);
+        MDB_val value;
+        Failure failure = {0};
+        int found = length ? store_get(&m->store, m->store.vocab, word, length, &value, &failure) : 0;
+        if (found < 0) {
+            Py_DECREF(result);
+            return raise_failure(m, &failure);
+        }
+        if (!found) {
+            ids[i] = unknown;
+            continue;
+        }
+        uint32_t id = value.mv_size == 4 ? *(const ix_u32 *)value.mv_data : UINT32_MAX;
+        uint64_t start = id < m->store.vocab_size ? m->store.word_offsets[id] : 0;
+        if (id >= m->store.vocab_size || m->store.word_offsets[id + 1] - start != length ||
+            memcmp(m->store.word_bytes + start, word, length)) {
+            Py_DECREF(result);
+            PyErr_Format(DamagedIndexError, "%U: damaged index (vocabulary entry of %R is invalid)", m->path, token);
+            return NULL;
+        }
+        ids[i] = id;
+    }
+    return result;
+}
+
+/* records(ids, scores, probabilities, cls) -> list of cls: (word text, score, probability)
+ * per substitute, made as ``cls`` (a tuple subclass with no state of its own, e.g. a
+ * NamedTuple) without calling its __new__: the API makes one per substitute. */
+static PyObject *Model_records(Model *m, PyObject *args) {
+    PyObject *ids_object, *scores_object, *probabilities_object;
+    PyTypeObject *cls;
+    if (!PyArg_ParseTuple(args, "OOOO!:records", &ids_object, &scores_object, &probabilities_object, &PyType_Type,
+                          &cls) || check_open(m, 1) < 0)
+        return NULL;
+    if (!PyType_IsSubtype(cls, &PyTuple_Type) || cls->tp_basicsize != PyTuple_Type.tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "cls must be a tuple subclass without state of its own");
+        return NULL;
+    }
+    Py_buffer ids, scores, probabilities;
+    Py_ssize_t n = -1;
+    if (get_array(ids_object, &ids, 4, &n, "ids") < 0)
+        return NULL;
+    if (get_array(scores_object, &scores, 8, &n, "scores") < 0) {
+        PyBuffer_Release(&ids);
+        return NULL;
+    }
+    if (get_array(probabilities_object, &probabilities, 8, &n, "probabilities") < 0) {
+        PyBuffer_Release(&ids);
+        PyBuffer_Release(&scores);
+        return NULL;
+    }
+    const ix_u32 *id = ids.buf;
+    PyObject *result = PyList_New(n);
+    for (Py_ssize_t i = 0; result && i < n; i++) {
+        PyObject *record = NULL;
+        if (id[i] >= m->store.vocab_size) {
+            PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
+        } else if ((record = cls->tp_alloc(cls, 3))) {
+            uint64_t start = m->store.word_offsets[id[i]];
+            PyObject *items[3] = {
+                PyUnicode_DecodeUTF8(m->store.word_bytes + start,
+                                     (Py_ssize_t)(m->store.word_offsets[id[i] + 1] - start), "surrogateescape"),
+                PyFloat_FromDouble(((const double *)scores.buf)[i]),
+                PyFloat_FromDouble(((const double *)probabilities.buf)[i])};
+            for (int j = 0; j < 3; j++)
+                PyTuple_SET_ITEM(record, j, items[j]);  /* tp_alloc zeroed them: a NULL item is freed safely */
+            if (!items[0] || !items[1] || !items[2])
+                Py_CLEAR(record);
+        }
+        if (!record)
+            Py_CLEAR(result);
+        else
+            PyList_SET_ITEM(result, i, record);
+    }
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&scores);
+    PyBuffer_Release(&probabilities);
+    return result;
 }
 
 static PyObject *Model_counters(Model *m, PyObject *unused) {
@@ -492,6 +647,11 @@ static PyMethodDef Model_methods[] = {
      "fields(ids: uint32 array, values: float64 array) -> bytes\n\n"
      "``word value`` fields joined by tabs, each value as ``b\"%.8f\" % value`` would write it."},
     {"word", (PyCFunction)Model_word, METH_O, "word(id) -> bytes: the word with that id."},
+    {"ids", (PyCFunction)Model_ids, METH_VARARGS,
+     "ids(tokens: list of bytes, unknown: int) -> bytes of uint32: the tokens' word ids (``unknown`` for\n"
+     "words the vocabulary lacks)."},
+    {"records", (PyCFunction)Model_records, METH_VARARGS,
+     "records(ids, scores, probabilities, cls) -> list of cls(word text, score, probability)."},
     {"counters", (PyCFunction)Model_counters, METH_NOARGS,
      "counters() -> (searches, words evaluated, list entries read, substitutes listed, pattern look-ups,\n"
      "look-ups that missed the cache): totals over every search of this Model."},

@@ -427,9 +427,12 @@ static int read_record(Reader *r, Record *rec, int order, const uint8_t *key, si
     rec->has_beta = order < s->order;
     if (rc == MDB_NOTFOUND)
         return 0;
-    char hex[2 * 64 + 1] = "";
-    for (size_t i = 0; i < key_len && i < 64; i++)
-        snprintf(&hex[2 * i], 3, "%02x", key[i]);
+    char hex[2 * 64 + 1];  /* the key, for messages */
+    for (size_t i = 0; i < key_len && i < 64; i++) {
+        hex[2 * i] = "0123456789abcdef"[key[i] >> 4];
+        hex[2 * i + 1] = "0123456789abcdef"[key[i] & 15];
+    }
+    hex[2 * (key_len < 64 ? key_len : 64)] = 0;
     if (rc) {
         fail(&r->failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
         return -1;

@@ -15,7 +15,6 @@ No figure is asserted: this reports, the tests check correctness.
 from __future__ import annotations
 
 import argparse
-import gc
 import gzip
 import os
 import platform
@@ -110,7 +109,6 @@ def throughput(args, lines: list[bytes]) -> None:
     positions = sum(len(t) + 1 for t in tokens)
     print(f"\n== search, {args.index}: {len(lines)} lines, {positions} positions, one process ==")
     engine_pass(engine, sentences, tokens, 100)  # warm the page cache and the pattern caches
-    gc.freeze()  # as fastsubs-query does between chunks (query/runner.py)
     per_k = {}
     outputs = {}
     for count in args.ks:

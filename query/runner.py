@@ -16,7 +16,6 @@ keeps its partial file for ``--resume`` (:mod:`fastsubs.query.destinations`).
 from __future__ import annotations
 
 import dataclasses
-import gc
 import os
 import sys
 from collections import deque
@@ -142,17 +141,6 @@ def _difference(after: SearchStats, before: SearchStats) -> SearchStats:
                           for f in dataclasses.fields(SearchStats)})
 
 
-def _settle() -> None:
-    """Hide what the process holds so far from the cyclic garbage collector (gc.freeze).
-
-    The engine's caches grow to hundreds of thousands of objects (patterns, terms) that
-    form no reference cycles; every full collection walked them all again, ~10% of a
-    corpus run.  Called between chunks in the processes the CLI owns (a serial run, its
-    workers), never inside a library call: it concerns every object of the process.
-    """
-    gc.freeze()
-
-
 _worker_engine: Engine | None = None
 
 
@@ -164,9 +152,7 @@ def _worker_init(index_path: str, parent: int) -> None:
 
 def _worker_chunk(chunk: Chunk, options: QueryOptions, source: str) -> ChunkResult:
     assert _worker_engine is not None, "worker initializer did not run"
-    result = process_chunk(_worker_engine, chunk, options, source)
-    _settle()
-    return result
+    return process_chunk(_worker_engine, chunk, options, source)
 
 
 def _no_work() -> None:
@@ -182,7 +168,6 @@ def serial_results(index_path: str, chunks: Iterable[Chunk], options: QueryOptio
     try:
         for chunk in chunks:
             yield chunk, process_chunk(engine, chunk, options, source)
-            _settle()
     finally:
         engine.close()
 

@@ -1,0 +1,355 @@
+"""The kernel's plain-C parts under AddressSanitizer and UndefinedBehaviorSanitizer.
+
+tests/c/kernel_check.c drives the record store, the terms, the search and the text
+writer (query/kernel/{store,terms,search,output}.c and the vendored LMDB) with no
+Python, and is compiled here with ``-fsanitize=address,undefined
+-fno-sanitize-recover=all``: any out-of-bounds read or write, use after free, leak
+(LeakSanitizer runs at exit) or undefined behaviour ends the run with a report, which
+fails the test.  The driver's answers must equal the Engine's (the same C compiled into
+the Python module) exactly: ids, scores bit for bit, and the fields text byte for byte
+as Python's ``b"%.8f"`` writes it, on kn4-small, generated models (orders 1-6, no
+<unk>, positive back-off weights) and models with patterns of 256+ words (flat and
+two-level rank maps, sorted prefixes).  Every model is run with the module's cache
+sizes and with tiny ones (8 record slots, so searches spill records and evict slots;
+kept budgets of 0, a few KB and 1 GiB for rank maps and sorted prefixes), so the
+eviction paths run under the sanitizers too.  Damaged and truncated indexes must end the driver
+with the damage message and no report.
+
+LMDB (mdb.c, midl.c) is compiled with the same sanitizers; it triggered no report on
+these runs.  Slow suite only: compiling with the sanitizers takes ~15 s.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import lmdb
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fastsubs
+from arpa_gen import EOS, UNK, BigModelShape, arpa_models, sentences
+from conftest import REPO, shared
+from fastsubs import format as fmt
+from fastsubs.query.engine import Engine
+from fastsubs.query.index import Index
+from fastsubs.query.search import Limits
+from generated_models import write_model
+from test_damaged_index import flip_byte, value_offset
+
+pytestmark = pytest.mark.slow
+
+KERNEL = REPO / "query" / "kernel"
+SOURCES = [REPO / "tests" / "c" / "kernel_check.c"] + [KERNEL / name for name in (
+    "store.c", "terms.c", "search.c", "output.c", "lmdb/mdb.c", "lmdb/midl.c")]
+FLAGS = ["-std=c11", "-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+         "-fno-omit-frame-pointer", f"-I{KERNEL}"]
+#: Exit statuses of a sanitizer's report, told apart from the driver's own failure (1).
+SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:exitcode=86", "UBSAN_OPTIONS": "print_stacktrace=1:exitcode=87"}
+REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+#: (record slots, kept bytes): the Python module's sizes (module.c), then tiny caches.
+DEFAULT_CACHE = (1 << 17, 24 << 20)
+TINY_CACHES = [(8, 0), (8, 4096), (8, 1 << 30)]
+CACHES = [DEFAULT_CACHE, *TINY_CACHES]
+
+
+@pytest.fixture(scope="module")
+def kernel_check(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The driver, compiled with the sanitizers (one object per source, two at a time)."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc is not installed")
+    folder = tmp_path_factory.mktemp("kernel_check")
+    objects = [folder / f"{source.parent.name}-{source.stem}.o" for source in SOURCES]
+    jobs = [[gcc, *FLAGS, "-c", str(source), "-o", str(obj)] for source, obj in zip(SOURCES, objects)]
+    jobs.sort(key=lambda job: "mdb.c" not in job[-3])  # the long one first
+    for first in range(0, len(jobs), 2):
+        running = [subprocess.Popen(job, stderr=subprocess.PIPE) for job in jobs[first:first + 2]]
+        for process in running:
+            _, errors = process.communicate()
+            assert process.returncode == 0, errors.decode()
+    binary = folder / "kernel_check"
+    subprocess.run([gcc, *FLAGS, *map(str, objects), "-o", str(binary), "-lm"], check=True, capture_output=True)
+    return binary
+
+
+# --------------------------------------------------------------------------- running the driver
+
+@dataclass(frozen=True)
+class Query:
+    """A sentence's ids (<s> and </s> included), its limits and its excluded words."""
+
+    ids: np.ndarray
+    count: int
+    mass: float | None = None
+    excluded: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=fmt.ID_DTYPE))
+
+    def line(self) -> str:
+        options = ([f"-p {self.mass!r}"] if self.mass is not None else []) + [f"-x {i}" for i in self.excluded]
+        return " ".join([str(self.count), *options, *map(str, self.ids.tolist())])
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One position's substitutes and their text."""
+
+    ids: np.ndarray
+    scores: np.ndarray
+    fields: bytes
+
+
+@dataclass(frozen=True)
+class Totals:
+    """The driver's closing line: searches, pattern look-ups, look-ups that read the
+    index, and the most bytes of rank maps and sorted prefixes kept after a search."""
+
+    searches: int
+    lookups: int
+    misses: int
+    kept_peak: int
+
+
+def meta_arguments(index: Path) -> list[str]:
+    """The shape the store needs, from the index's metadata (the driver reads no msgpack)."""
+    with Index(index) as reader:
+        meta = reader.meta
+    bos = meta["bos_id"]
+    return [str(meta["order"]), str(meta["vocab_size"]), str(meta["id_bytes"]), str(-1 if bos is None else bos),
+            repr(float(meta["max_unigram_beta"]))]
+
+
+def no_sanitizer_report(result: subprocess.CompletedProcess[bytes]) -> str:
+    errors = result.stderr.decode(errors="replace")
+    assert result.returncode not in (86, 87) and not any(report in errors for report in REPORTS), errors
+    return errors
+
+
+def run_driver(binary: Path, index: Path, lines: list[str], cache: tuple[int, int],
+               shape: list[str] | None = None) -> subprocess.CompletedProcess:
+    """The driver's run over the query ``lines`` (``shape``: the metadata's, read now if None)."""
+    return subprocess.run([str(binary), str(index), *(shape or meta_arguments(index)), *map(str, cache)],
+                          input="".join(line + "\n" for line in lines).encode(), capture_output=True,
+                          env={**os.environ, **SANITIZER_ENV}, timeout=600)
+
+
+def driver_answers(binary: Path, index: Path, queries: list[Query],
+                   cache: tuple[int, int]) -> tuple[list[Answer], Totals]:
+    """Every position's answer of every query, in order, and the driver's totals."""
+    result = run_driver(binary, index, [query.line() for query in queries], cache)
+    errors = no_sanitizer_report(result)
+    assert result.returncode == 0 and not errors, errors
+    lines = result.stdout.split(b"\n")
+    assert lines[-1] == b"" and lines[-2].startswith(b"done "), lines[-2:]
+    totals = Totals(*map(int, lines[-2].split()[1:]))
+    answers = []
+    for listed, text in zip(lines[:-2:2], lines[1:-2:2]):
+        tag, target, n, *pairs = listed.split(b" ")
+        f_tag, f_target, fields = text.split(b" ", 2)
+        assert tag == b"S" and f_tag == b"F" and target == f_target and len(pairs) == 2 * int(n)
+        answers.append(Answer(np.array([int(i) for i in pairs[::2]], dtype=fmt.ID_DTYPE),
+                              np.array([float(s) for s in pairs[1::2]]), fields))
+    assert len(answers) == sum(len(query.ids) - 1 for query in queries)
+    return answers, totals
+
+
+def engine_answers(engine: Engine, queries: list[Query]) -> list[Answer]:
+    """The Engine's answers, with the fields text as Python formats it."""
+    answers = []
+    for query in queries:
+        found = engine.search(query.ids, 1, len(query.ids), Limits(query.count, query.mass), query.excluded)
+        for ids, scores in found:
+            fields = b"\t".join(b"%s %.8f" % (engine.word(int(i)), s) for i, s in zip(ids, scores))
+            answers.append(Answer(ids, scores, fields))
+    return answers
+
+
+def assert_same(ours: list[Answer], expected: list[Answer], where: str) -> None:
+    assert len(ours) == len(expected), where
+    for number, (got, want) in enumerate(zip(ours, expected)):
+        assert np.array_equal(got.ids, want.ids), f"{where}: answer {number}: ids differ"
+        assert np.array_equal(got.scores.view(np.uint64), want.scores.view(np.uint64)), \
+            f"{where}: answer {number}: scores differ"
+        assert got.fields == want.fields, f"{where}: answer {number}: fields text differs"
+
+
+def check_index(binary: Path, index: Path, queries: list[Query]) -> dict[tuple[int, int], Totals]:
+    """The driver equals the Engine under every cache size; its totals per cache."""
+    with Engine(index) as engine:
+        expected = engine_answers(engine, queries)
+    totals = {}
+    for cache in CACHES:
+        ours, totals[cache] = driver_answers(binary, index, queries, cache)
+        assert_same(ours, expected, f"{index.name}, cache {cache}")
+        assert totals[cache].kept_peak <= cache[1], "the kept budget was exceeded"
+    return totals
+
+
+def limited(ids: list[np.ndarray], vocab_size: int, whole: int) -> list[Query]:
+    """Each sentence under counts 1 and 100 and under -p 0.5; the first ``whole`` also
+    under count V (every word listed)."""
+    return [Query(sentence, count, mass) for sentence in ids
+            for count, mass in ((1, None), (100, None), (vocab_size, 0.5))] + \
+        [Query(sentence, vocab_size) for sentence in ids[:whole]]
+
+
+def assert_tiny_caches_evict(totals: dict[tuple[int, int], Totals]) -> None:
+    """8 slots read the index again for patterns the module's cache keeps."""
+    for cache in TINY_CACHES:
+        assert totals[cache].lookups == totals[DEFAULT_CACHE].lookups
+        assert totals[cache].misses > totals[DEFAULT_CACHE].misses, totals
+
+
+# --------------------------------------------------------------------------- real and generated models
+
+def test_kn4_small_under_the_sanitizers_equals_the_engine(kernel_check: Path, small_index: Path) -> None:
+    lines = shared("heldout-dev.txt").read_text().splitlines()[:30]
+    with Engine(small_index) as engine:
+        vocab_size = engine.vocab_size
+        tokens = [line.encode().split() for line in lines]
+        ids = [engine.sentence_ids(sentence) for sentence in tokens]
+        excluded = [engine.excluded(tuple(sentence[:3])) for sentence in tokens[:5]]
+    queries = limited(ids, vocab_size, whole=2)
+    queries += [Query(sentence, 100, None, words) for sentence, words in zip(ids, excluded)]
+    totals = check_index(kernel_check, small_index, queries)
+    assert_tiny_caches_evict(totals)
+    assert totals[(8, 1 << 30)].kept_peak > 0 and totals[(8, 0)].kept_peak == 0
+
+
+def no_unk_positive_backoffs(model) -> bool:
+    return UNK not in model.vocab and (model.order == 1 or any(
+        beta is not None and beta > 0 for _, beta in model.ngrams.values()))
+
+
+@st.composite
+def model_and_sentences(draw):
+    model = draw(arpa_models(max_order=6).filter(no_unk_positive_backoffs))
+    return model, draw(st.lists(sentences(model), min_size=1, max_size=3))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model_and_sentences())
+def test_generated_models_under_the_sanitizers_equal_the_engine(kernel_check: Path, case) -> None:
+    """Models of orders 1-6 without <unk> (unknown words match no n-gram), with positive
+    back-off weights."""
+    model, sentence_list = case
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "model.arpa").write_text(model.text)
+        index = Path(tmp) / "model.fsidx"
+        fastsubs.build_index(Path(tmp) / "model.arpa", index)
+        with Engine(index) as engine:
+            vocab_size = engine.vocab_size
+            ids = [engine.sentence_ids([t.encode() for t in tokens]) for tokens in sentence_list]
+        check_index(kernel_check, index, limited(ids, vocab_size, whole=len(ids)))
+
+
+def test_a_model_with_big_patterns_under_the_sanitizers_equals_the_engine(kernel_check: Path,
+                                                                           tmp_path: Path) -> None:
+    """1,500 words, order 4, no <unk>, positive back-off weights, hubs whose patterns
+    hold 200-900 words: rank maps (flat) and sorted prefixes, kept and evicted."""
+    shape = BigModelShape(seed=11, order=4, words=1500, has_unk=False, shuffled=True, distinct_alphas=8,
+                          positive_backoffs=0.7, rounding=0.5, hubs=3, sentences=30)
+    text, _, sentence_list = shape.build()
+    (tmp_path / "model.arpa").write_text(text)
+    index = tmp_path / "model.fsidx"
+    fastsubs.build_index(tmp_path / "model.arpa", index)
+    with Engine(index) as engine:
+        vocab_size = engine.vocab_size
+        ids = [engine.sentence_ids([t.encode() for t in tokens]) for tokens in sentence_list]
+    totals = check_index(kernel_check, index, limited(ids, vocab_size, whole=5))
+    assert_tiny_caches_evict(totals)
+    assert totals[(8, 1 << 30)].kept_peak > 0 and totals[(8, 0)].kept_peak == 0
+
+
+def test_two_level_rank_maps_under_the_sanitizers_equal_the_engine(kernel_check: Path, tmp_path: Path) -> None:
+    """70,000 words with contexts of 260 continuations: big patterns (256+ words) that
+    hold fewer than V / 256 words get two-level rank maps (store.c, FLAT_MAP_RATIO)."""
+    vocab_size, fan_out = 70_000, 260
+    write_model(tmp_path / "model.arpa", vocab_size, [12 * fan_out, 12 * fan_out], seed=5, hubs=12,
+                hub_fanout=fan_out)
+    index = tmp_path / "model.fsidx"
+    fastsubs.build_index(tmp_path / "model.arpa", index)
+    continuations = Counter(tuple(line.split("\t")[1].split()[:-1]) for line in
+                            (tmp_path / "model.arpa").read_text().splitlines() if line.count(" ") and "\t" in line)
+    hubs = [context for context, n in continuations.items() if n >= 256 and EOS not in context]
+    assert hubs and all(256 <= continuations[hub] < vocab_size // 256 for hub in hubs)
+    rng = random.Random(5)
+    words = sorted({word for context in continuations for word in context} - {"<s>"})
+    sentence_list = [([] if hub[0] == "<s>" else [rng.choice(words)]) + [w for w in hub if w != "<s>"] +
+                     rng.sample(words, 2) for hub in rng.sample(hubs, 8)]
+    with Engine(index) as engine:
+        ids = [engine.sentence_ids([t.encode() for t in tokens]) for tokens in sentence_list]
+    totals = check_index(kernel_check, index, limited(ids, vocab_size, whole=1))
+    assert_tiny_caches_evict(totals)
+    assert totals[(8, 1 << 30)].kept_peak > 0
+
+
+# --------------------------------------------------------------------------- damaged indexes
+
+@dataclass(frozen=True)
+class Copy:
+    """A copy of kn4-small to damage: its shape (read before any damage), the key of the
+    pattern ``<s> _`` (the first position of any sentence reads it) and a query that reads it."""
+
+    path: Path
+    shape: list[str]
+    key: bytes
+    lines: list[str]
+
+    def damage_message(self, binary: Path, cache: tuple[int, int] = DEFAULT_CACHE) -> str:
+        """The driver's one line on the damaged copy (exit 1, no sanitizer report)."""
+        result = run_driver(binary, self.path, self.lines, cache, self.shape)
+        errors = no_sanitizer_report(result)
+        assert result.returncode == 1 and errors.count("\n") == 1 and errors.startswith("kernel_check: "), errors
+        return errors
+
+
+@pytest.fixture()
+def copy(small_index: Path, tmp_path: Path) -> Copy:
+    path = tmp_path / "copy.fsidx"
+    shutil.copytree(small_index, path)
+    with Engine(path) as engine:
+        key = fmt.pattern_key(1, (engine.bos_id,), engine.meta["id_bytes"])
+        line = shared("heldout-dev.txt").read_text().splitlines()[0]
+        lines = [Query(engine.sentence_ids(line.encode().split()), 10).line()]
+    return Copy(path, meta_arguments(path), key, lines)
+
+
+@pytest.mark.parametrize("cache", [DEFAULT_CACHE, (8, 0)])
+def test_a_flipped_byte_in_a_pattern_record_ends_the_driver_with_the_damage(kernel_check: Path, copy: Copy,
+                                                                             cache: tuple[int, int]) -> None:
+    at, value = value_offset(copy.path, fmt.patterns_db_name(2), copy.key)
+    flip_byte(copy.path, at + len(value) // 2)
+    message = copy.damage_message(kernel_check, cache)
+    assert f"damaged index: pattern {copy.key.hex()} fails its checksum" in message
+
+
+def test_ids_outside_the_vocabulary_under_a_valid_checksum_end_the_driver_with_the_damage(kernel_check: Path,
+                                                                                          copy: Copy) -> None:
+    env = lmdb.open(str(copy.path), max_dbs=16, map_size=2 * (copy.path / "data.mdb").stat().st_size)
+    with env.begin(write=True, db=env.open_db(fmt.patterns_db_name(2))) as txn:
+        words = np.frombuffer(txn.get(copy.key), fmt.ID_DTYPE).copy()
+        ids_end = 2 + fmt.pattern_count(len(words), True)  # header word, max_beta, ids
+        words[ids_end - 1] = int(copy.shape[1]) + 5  # the largest id: still sorted
+        words[0] = fmt.record_checksum(copy.key, words[1:])
+        txn.put(copy.key, words.tobytes())
+    env.close()
+    message = copy.damage_message(kernel_check)
+    assert f"damaged index: pattern {copy.key.hex()}: word id outside the vocabulary" in message
+
+
+@pytest.mark.parametrize("keep", [0, 4096, 0.5])
+def test_a_truncated_index_ends_the_driver_with_the_damage(kernel_check: Path, copy: Copy, keep: float) -> None:
+    data = copy.path / "data.mdb"
+    os.truncate(data, int(data.stat().st_size * keep) if isinstance(keep, float) else keep)
+    message = copy.damage_message(kernel_check)
+    assert "truncated" in message or "cannot be read as LMDB" in message, message

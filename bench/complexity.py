@@ -20,8 +20,10 @@ from typing import Any
 
 import typer
 
-from fastsubs.cli_support import run_reporting_errors, version_option
+from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
 from fastsubs.errors import FastsubsError
+
+single_threaded_blas()  # before anything imports numpy
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Measurements of fastsubs' search.", no_args_is_help=True)

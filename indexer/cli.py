@@ -13,7 +13,9 @@ from typing import Optional
 
 import typer
 
-from fastsubs.cli_support import run_reporting_errors, version_option
+from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
+
+single_threaded_blas()  # before anything imports numpy
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Compile ARPA language models into fastsubs indexes.", no_args_is_help=True)

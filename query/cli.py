@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from fastsubs.cli_support import run_reporting_errors, version_option
+from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
+
+single_threaded_blas()  # before anything imports numpy
 
 if TYPE_CHECKING:
     from fastsubs.query.options import QueryOptions

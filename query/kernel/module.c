@@ -33,7 +33,8 @@ typedef struct {
     Searcher **idle; int n_idle, cap_idle;
     Searcher **all; int n_all, cap_all;
     MDB_dbi meta;
-    unsigned long long done_searches, done_evaluated, done_reads, done_listed;
+    PyObject **texts;             /* per word id: its str, once made (Model_records) */
+    uint32_t n_texts;
 } Model;
 
 /* ---------------------------------------------------------------- errors */
@@ -469,6 +470,24 @@ static PyObject *Model_ids(Model *m, PyObject *args) {
     return result;
 }
 
+/* The word ``id`` as a str (a new reference), decoded once and kept: the API names the
+ * same frequent words again and again (V pointers, and the words met). */
+static PyObject *word_text(Model *m, uint32_t id) {
+    if (!m->texts) {
+        if (!(m->texts = PyMem_Calloc(m->store.vocab_size, sizeof(PyObject *))))
+            return PyErr_NoMemory();
+        m->n_texts = m->store.vocab_size;
+    }
+    if (!m->texts[id]) {
+        uint64_t start = m->store.word_offsets[id];
+        m->texts[id] = PyUnicode_DecodeUTF8(m->store.word_bytes + start,
+                                            (Py_ssize_t)(m->store.word_offsets[id + 1] - start), "surrogateescape");
+        if (!m->texts[id])
+            return NULL;
+    }
+    return Py_NewRef(m->texts[id]);
+}
+
 /* records(ids, scores, probabilities, cls) -> list of cls: (word text, score, probability)
  * per substitute, made as ``cls`` (a tuple subclass with no state of its own, e.g. a
  * NamedTuple) without calling its __new__: the API makes one per substitute. */
@@ -502,10 +521,8 @@ static PyObject *Model_records(Model *m, PyObject *args) {
         if (id[i] >= m->store.vocab_size) {
             PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
         } else if ((record = cls->tp_alloc(cls, 3))) {
-            uint64_t start = m->store.word_offsets[id[i]];
             PyObject *items[3] = {
-                PyUnicode_DecodeUTF8(m->store.word_bytes + start,
-                                     (Py_ssize_t)(m->store.word_offsets[id[i] + 1] - start), "surrogateescape"),
+                word_text(m, id[i]),
                 PyFloat_FromDouble(((const double *)scores.buf)[i]),
                 PyFloat_FromDouble(((const double *)probabilities.buf)[i])};
             for (int j = 0; j < 3; j++)
@@ -552,6 +569,9 @@ static PyObject *Model_closed(Model *m, void *unused) {
 }
 
 static void Model_dealloc(Model *m) {
+    for (uint32_t i = 0; i < m->n_texts; i++)
+        Py_XDECREF(m->texts[i]);
+    PyMem_Free(m->texts);
     m->closed = 1;
     m->active = m->exports = 0;
     release_if_done(m);

@@ -3,8 +3,9 @@
 ``bench.py`` measures the search warm (the same 300 lines again and again); a corpus is
 read once, by many workers, for hours.  This measures what such runs meet:
 
-1. the peak private (anonymous) memory of one ``fastsubs-query`` over the corpus, and its
-   positions/s (a first pass: every line is new to the process);
+1. the peak private (anonymous) memory of each process of a ``fastsubs-query`` over the
+   corpus, with one worker and with two, and its positions/s (a first pass: every line is
+   new to the process);
 2. a first pass over the first ``--pass-lines`` lines against a second pass over the same
    lines in the same process (the ratio is what a process loses to text it has not seen);
 3. ``--workers 2`` against one worker over ``--worker-lines`` lines, with each worker's
@@ -110,10 +111,12 @@ def main() -> None:
         if not args.skip_memory:
             lines = corpus_lines(args.corpus, args.memory_lines)
             text = write_lines(directory, "memory.txt", lines)
-            seconds, peak, _ = run_sampling(query_command(args.index, text, args.n, 1), private_anon_kib, 0.2)
-            print(f"whole corpus, one process: {len(lines):,} lines, {positions_of(lines):,} positions in "
-                  f"{seconds:.1f} s = {positions_of(lines) / seconds:,.0f} positions/s (first pass); "
-                  f"peak private (anonymous) memory {peak / 1024:,.0f} MiB")
+            for workers in (1, 2):
+                seconds, _, each = run_sampling(query_command(args.index, text, args.n, workers), private_anon_kib,
+                                                0.2)
+                print(f"whole corpus, --workers {workers}: {len(lines):,} lines, {positions_of(lines):,} positions "
+                      f"in {seconds:.1f} s = {positions_of(lines) / seconds:,.0f} positions/s (first pass); "
+                      f"peak private (anonymous) memory per process {', '.join(f'{k / 1024:,.0f}' for k in each)} MiB")
 
         passes = write_lines(directory, "passes.txt", corpus_lines(args.corpus, args.pass_lines))
         runs = [in_process(args.index, passes, "passes", args.n) for _ in range(args.repeats)]

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastsubs
-from arpa_gen import arpa_models, sentences
+from arpa_gen import arpa_models, arpa_text, sentences
 from exhaustive import ArpaModel
 
 LIMITS = [(1, None), (3, None), (10, None), (100, None), (None, 0.5), (5, 0.9), (None, 0.99)]
@@ -120,6 +120,18 @@ def test_positive_backoff_weights_of_patterns_are_bounded_correctly(tmp_path: Pa
     with fastsubs.open_index(tmp_path / "model.fsidx") as index:
         assert index.position(["a", "c", "c"], 1, n=1)[0].word == "b"
 
+
+
+def test_unknown_words_back_off_through_their_known_context() -> None:
+    """A model without <unk>: in "<s> a b zz </s>" (zz unknown), p(zz | x b) = beta(x b)
+    + beta(b) - 100 for every x at the first position.  beta(b) is the same for all x, so
+    only the scores, not the order, show whether it was added: the oracle's must be met
+    exactly (so also one unknown word after another, and one right after x)."""
+    text = arpa_text([["-99\t<s>\t0", "-1\t</s>", "-1\ta\t-0.25", "-1.5\tb\t0.5", "-2\tc\t0"],
+                      ["-0.5\t<s> a\t0", "-0.5\ta b\t0.25", "-0.75\tc b\t0"],
+                      ["-0.25\t<s> a b"]])
+    assert ArpaModel.from_text(text).logprob("zz", ["a", "b"]) == 0.25 + 0.5 - 100  # the case is the one meant
+    check_model(text, [["a", "b", "zz"], ["c", "b", "zz", "yy"], ["b", "zz"]])
 
 def test_kn4_small_sentences_equal_exhaustive(small_index: Path) -> None:
     """A real model: the first sentences of the held-out text, every position, against the oracle."""

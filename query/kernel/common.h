@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 /* Arrays read in place from the index: an LMDB value starts wherever its key ends in the
  * page, so these may be unaligned; the types say so, and the compiler emits loads that
@@ -37,6 +38,22 @@ static inline uint32_t popcount64(uint64_t x) {
 /* Id standing for an out-of-vocabulary context word in a model without <unk>
  * (fastsubs.format.NO_WORD): it matches no n-gram. */
 #define NO_WORD 0xFFFFFFFFu
+
+/* Makes room for ``need`` items of ``size`` bytes in ``*items`` (capacity ``*cap``): 0, or
+ * -1 when out of memory (what it held stays). */
+static inline int grow(void **items, int *cap, int need, size_t size) {
+    if (need <= *cap)
+        return 0;
+    int cap_ = 2 * need + 8;
+    void *grown = realloc(*items, (size_t)cap_ * size);
+    if (!grown)
+        return -1;
+    *items = grown;
+    *cap = cap_;
+    return 0;
+}
+
+#define GROW(items, cap, need) grow((void **)&(items), &(cap), (need), sizeof(*(items)))
 
 /* Why a call failed, for the caller to report: a fixed buffer, so reporting never allocates. */
 typedef struct {

@@ -201,11 +201,12 @@ static int named_dbi(Model *m, const char *name, MDB_dbi *dbi) {
     return -1;
 }
 
-/* get(db, key) -> bytes | None: a copy of the value (it outlives the index). */
-static PyObject *Model_get(Model *m, PyObject *args) {
+/* The value of ``key`` in the database a get()/region() call names, made into an object by
+ * ``make``; None when there is no such key. */
+static PyObject *look_up(Model *m, PyObject *args, const char *format, PyObject *(*make)(Model *, MDB_val)) {
     const char *name;
     Py_buffer key;
-    if (!PyArg_ParseTuple(args, "sy*:get", &name, &key))
+    if (!PyArg_ParseTuple(args, format, &name, &key))
         return NULL;
     MDB_dbi dbi;
     MDB_val value;
@@ -215,13 +216,21 @@ static PyObject *Model_get(Model *m, PyObject *args) {
         int found = key.len ? store_get(&m->store, dbi, key.buf, (size_t)key.len, &value, &failure) : 0;
         if (found < 0)
             raise_failure(m, &failure);
-        else if (!found)
-            result = Py_NewRef(Py_None);
         else
-            result = PyBytes_FromStringAndSize(value.mv_data, (Py_ssize_t)value.mv_size);
+            result = found ? make(m, value) : Py_NewRef(Py_None);
     }
     PyBuffer_Release(&key);
     return result;
+}
+
+static PyObject *copy_value(Model *m, MDB_val value) {
+    (void)m;
+    return PyBytes_FromStringAndSize(value.mv_data, (Py_ssize_t)value.mv_size);
+}
+
+/* get(db, key) -> bytes | None: a copy of the value (it outlives the index). */
+static PyObject *Model_get(Model *m, PyObject *args) {
+    return look_up(m, args, "sy*:get", copy_value);
 }
 
 static PyObject *Model_prepare(Model *m, PyObject *args, PyObject *kwds) {
@@ -616,35 +625,20 @@ static PyTypeObject RegionType = {
     .tp_as_buffer = &Region_as_buffer,
 };
 
+static PyObject *view_value(Model *m, MDB_val value) {
+    Region *r = PyObject_New(Region, &RegionType);
+    if (r) {
+        r->model = (Model *)Py_NewRef(m);
+        r->data = value.mv_data;
+        r->len = (Py_ssize_t)value.mv_size;
+        m->exports++;
+    }
+    return (PyObject *)r;
+}
+
 /* region(db, key) -> Region | None */
 static PyObject *Model_region(Model *m, PyObject *args) {
-    const char *name;
-    Py_buffer key;
-    if (!PyArg_ParseTuple(args, "sy*:region", &name, &key))
-        return NULL;
-    MDB_dbi dbi;
-    MDB_val value;
-    Failure failure = {0};
-    PyObject *result = NULL;
-    if (check_open(m, 0) == 0 && named_dbi(m, name, &dbi) == 0) {
-        int found = store_get(&m->store, dbi, key.buf, (size_t)key.len, &value, &failure);
-        if (found < 0) {
-            raise_failure(m, &failure);
-        } else if (!found) {
-            result = Py_NewRef(Py_None);
-        } else {
-            Region *r = PyObject_New(Region, &RegionType);
-            if (r) {
-                r->model = (Model *)Py_NewRef(m);
-                r->data = value.mv_data;
-                r->len = (Py_ssize_t)value.mv_size;
-                m->exports++;
-                result = (PyObject *)r;
-            }
-        }
-    }
-    PyBuffer_Release(&key);
-    return result;
+    return look_up(m, args, "sy*:region", view_value);
 }
 
 static PyMethodDef Model_methods[] = {

@@ -133,20 +133,6 @@ typedef struct List {   /* one sorted list */
     float own_alphas[LIST_AHEAD];
 } List;
 
-/* Makes room for ``need`` items of ``size`` bytes in ``*items`` (capacity ``*cap``). */
-static int grow(void **items, int *cap, int need, size_t size) {
-    if (need <= *cap)
-        return 0;
-    int cap_ = 2 * need + 8;
-    void *grown = realloc(*items, (size_t)cap_ * size);
-    if (!grown)
-        return -1;
-    *items = grown;
-    *cap = cap_;
-    return 0;
-}
-
-#define GROW(items, cap, need) grow((void **)&(items), &(cap), (need), sizeof(*(items)))
 
 /* Is the pattern of ``count`` words big (see RANK_MIN_COUNT)? */
 static int is_big(uint32_t count, uint32_t vocab_size) {

@@ -4,17 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int grow(void **items, int *cap, int need, size_t size) {
-    if (need <= *cap)
-        return 0;
-    int cap_ = 2 * need + 8;
-    void *grown = realloc(*items, (size_t)cap_ * size);
-    if (!grown)
-        return -1;
-    *items = grown;
-    *cap = cap_;
-    return 0;
-}
 
 /* ``(alpha, beta)`` of the n-gram ids[0 .. n): 1, 0 when the model lacks it, -1 on error. */
 static int ngram(Reader *r, const uint32_t *ids, int n, double *alpha, double *beta) {
@@ -65,7 +54,7 @@ static int logprob(Reader *r, uint32_t word, const uint32_t *context, int n, dou
 }
 
 static StepSpec *new_step(PositionTerms *t) {
-    if (grow((void **)&t->steps, &t->cap_steps, t->n_steps + 1, sizeof(StepSpec)) < 0)
+    if (GROW(t->steps, t->cap_steps, t->n_steps + 1) < 0)
         return NULL;
     StepSpec *step = &t->steps[t->n_steps++];
     memset(step, 0, sizeof(*step));
@@ -126,7 +115,7 @@ int position_terms(Reader *r, const uint32_t *sentence, int n, int target, Posit
     int order = r->store->order;
     int last = target + order < n ? target + order : n;
     out->n_terms = out->n_steps = 0;
-    if (grow((void **)&out->terms, &out->cap_terms, last - target, sizeof(TermSpec)) < 0) {
+    if (GROW(out->terms, out->cap_terms, last - target) < 0) {
         fail(&r->failure, FS_ENOMEM, "out of memory");
         return -1;
     }

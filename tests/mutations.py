@@ -68,7 +68,7 @@ MUTATIONS = [
              "slot_rec->used = r->search;", "(void)slot_rec;"),
     Mutation("kept-freed-in-use", STORE,
              "making room frees the rank maps and prefixes of patterns the current search uses",
-             "r->oldest->owner->used != r->search", "r->oldest"),
+             "->owner->used != r->search", "->owner"),
     Mutation("flat-map-32-bit-shift", STORE,
              "a flat rank map built with a 32-bit shift: words 32-63 of a Block set the wrong bits",
              "k->map[ids[i] >> 6].bits |= 1ull << (ids[i] & 63);", "k->map[ids[i] >> 6].bits |= 1u << (ids[i] & 63);"),

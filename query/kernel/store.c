@@ -244,11 +244,15 @@ static void touch(Reader *r, Kept *k) {
     if (!r->oldest) r->oldest = k;
 }
 
-/* Frees what patterns unused by the current search keep until ``more`` bytes fit; 0 if
- * they cannot. */
+/* Frees what patterns unused by the current search keep, least recently used first,
+ * until ``more`` bytes fit; 0 if they cannot. */
 static int make_room(Reader *r, size_t more) {
-    while (r->kept_bytes + more > r->kept_budget && r->oldest && r->oldest->owner->used != r->search)
-        free_kept(r, r->oldest);
+    for (Kept *k = r->oldest; k && r->kept_bytes + more > r->kept_budget;) {
+        Kept *newer = k->newer;
+        if (k->owner->used != r->search)
+            free_kept(r, k);
+        k = newer;
+    }
     return r->kept_bytes + more <= r->kept_budget;
 }
 

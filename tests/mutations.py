@@ -30,6 +30,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -214,17 +215,22 @@ def environment(site: Path) -> dict[str, str]:
 def run_suite(copy: Path, site: Path, pytest_args: list[str], timeout: float) -> tuple[str, list[str], float]:
     """(outcome, failed test ids, seconds) of the copy's default suite against ``site``."""
     start = time.monotonic()
+    # In a session of its own: on a timeout the whole group goes (pytest-xdist's workers
+    # and the programs the tests started, e.g. a search that loops forever), not pytest alone.
+    suite = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider",
+                              "--hypothesis-profile", "no-shrink", *pytest_args], cwd=copy, env=environment(site),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider",
-                                 "--hypothesis-profile", "no-shrink", *pytest_args],
-                                cwd=copy, env=environment(site), capture_output=True, text=True, timeout=timeout)
+        stdout, _ = suite.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(suite.pid, signal.SIGKILL)
+        suite.communicate()
         return "timed out", [], time.monotonic() - start
     seconds = time.monotonic() - start
-    failed = sorted({m.group(1) for m in re.finditer(r"^(?:FAILED|ERROR) (\S+)", result.stdout, re.MULTILINE)})
-    summary = (result.stdout.strip().splitlines() or ["(no output)"])[-1]
-    if result.returncode < 0:
-        summary = f"crashed (signal {-result.returncode}); {summary}"
+    failed = sorted({m.group(1) for m in re.finditer(r"^(?:FAILED|ERROR) (\S+)", stdout, re.MULTILINE)})
+    summary = (stdout.strip().splitlines() or ["(no output)"])[-1]
+    if suite.returncode < 0:
+        summary = f"crashed (signal {-suite.returncode}); {summary}"
     return summary, failed, seconds
 
 

@@ -145,7 +145,7 @@ static int Model_init(Model *m, PyObject *args, PyObject *kwds) {
     rc = store_open(&m->store, PyBytes_AS_STRING(encoded), &failure);
     if (rc == 0 && store_dbi(&m->store, "meta", &m->meta, &failure) < 0) {
         store_close(&m->store);
-        rc = -1;
+        rc = -3;  /* no metadata database (or LMDB refused to open it) */
     } else if (rc == 0 && (store_dbi(&m->store, "vocab", &m->store.vocab, &failure) < 0 ||
                            store_dbi(&m->store, "arrays", &m->store.arrays, &failure) < 0)) {
         store_close(&m->store);
@@ -154,7 +154,7 @@ static int Model_init(Model *m, PyObject *args, PyObject *kwds) {
     Py_END_ALLOW_THREADS
     Py_DECREF(encoded);
     if (rc < 0) {
-        if (rc == -1 && failure.code == FS_EDAMAGED)  /* no metadata database: not an index */
+        if (rc == -3 && failure.code == FS_EDAMAGED)  /* no metadata database: not an index */
             PyErr_Format(PyExc_LookupError, "%s", failure.message);
         else
             raise_failure(m, &failure);

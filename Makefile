@@ -3,8 +3,8 @@
 #   make test       add the test, dask, plot and lint extras to .venv, run the default test suite
 #   make test-slow  the slow tests (big model, kill loops, long fuzzing), within SLOW_TIMEOUT seconds
 #   make lint       ruff and mypy on the package (rules in pyproject.toml)
-# The C kernel is compiled in place (query/_kernel*.so) and recompiled whenever query/*.c
-# changes, so the tests always run the kernel as it is in the tree.
+# The C kernel is compiled in place (query/_kernel*.so) and recompiled whenever a source
+# under query/kernel/ changes, so the tests always run the kernel as it is in the tree.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

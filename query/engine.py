@@ -53,7 +53,7 @@ class Engine:
             self.vocab_size: int = self.meta["vocab_size"]
             self.bos_id: int | None = self.meta["bos_id"]
             self.unk_id: int | None = self.meta["unk_id"]
-            check_array_checksums(self.path, self.meta, lambda key: self._model.get("arrays", key))
+            check_array_checksums(self.path, self.meta, lambda key: self._model.region("arrays", key))
             self._model.prepare(self.order, self.vocab_size, self.meta["id_bytes"], self.bos_id,
                                 self.meta["max_unigram_beta"])
         except BaseException:

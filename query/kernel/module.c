@@ -429,8 +429,9 @@ static PyObject *Model_word(Model *m, PyObject *arg) {
         PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
         return NULL;
     }
-    uint64_t start = m->store.word_offsets[id];
-    return PyBytes_FromStringAndSize(m->store.word_bytes + start, (Py_ssize_t)(m->store.word_offsets[id + 1] - start));
+    size_t length;
+    const char *word = store_word(&m->store, (uint32_t)id, &length);
+    return PyBytes_FromStringAndSize(word, (Py_ssize_t)length);
 }
 
 /* ids(tokens, unknown) -> bytes of uint32: each token's id, ``unknown`` for those the
@@ -467,9 +468,9 @@ static PyObject *Model_ids(Model *m, PyObject *args) {
             continue;
         }
         uint32_t id = value.mv_size == 4 ? *(const ix_u32 *)value.mv_data : UINT32_MAX;
-        uint64_t start = id < m->store.vocab_size ? m->store.word_offsets[id] : 0;
-        if (id >= m->store.vocab_size || m->store.word_offsets[id + 1] - start != length ||
-            memcmp(m->store.word_bytes + start, word, length)) {
+        size_t spelled = 0;
+        const char *spelling = id < m->store.vocab_size ? store_word(&m->store, id, &spelled) : NULL;
+        if (!spelling || spelled != length || memcmp(spelling, word, length)) {
             Py_DECREF(result);
             PyErr_Format(DamagedIndexError, "%U: damaged index (vocabulary entry of %R is invalid)", m->path, token);
             return NULL;
@@ -488,9 +489,9 @@ static PyObject *word_text(Model *m, uint32_t id) {
         m->n_texts = m->store.vocab_size;
     }
     if (!m->texts[id]) {
-        uint64_t start = m->store.word_offsets[id];
-        m->texts[id] = PyUnicode_DecodeUTF8(m->store.word_bytes + start,
-                                            (Py_ssize_t)(m->store.word_offsets[id + 1] - start), "surrogateescape");
+        size_t length;
+        const char *word = store_word(&m->store, id, &length);
+        m->texts[id] = PyUnicode_DecodeUTF8(word, (Py_ssize_t)length, "surrogateescape");
         if (!m->texts[id])
             return NULL;
     }

@@ -55,7 +55,9 @@ int64_t fields_size(const Store *s, const ix_u32 *ids, const double *scores, int
     for (int64_t i = 0; i < n; i++) {
         if (ids[i] >= s->vocab_size)
             return -1;
-        size += (int64_t)(s->word_offsets[ids[i] + 1] - s->word_offsets[ids[i]]) + 2 +
+        size_t length;
+        store_word(s, ids[i], &length);
+        size += (int64_t)length + 2 +
                 (fabs(scores[i]) < 1e4 ? SHORT_SCORE : LONG_SCORE);
     }
     return size;
@@ -65,14 +67,14 @@ char *write_fields(const Store *s, const ix_u32 *ids, const double *scores, int6
     for (int64_t i = 0; i < n; i++) {
         if (i)
             *out++ = '\t';
-        uint64_t first = s->word_offsets[ids[i]];
-        size_t length = (size_t)(s->word_offsets[ids[i] + 1] - first);
+        size_t length;
+        const char *word = store_word(s, ids[i], &length);
         /* most words are short: copy a fixed 16 bytes (the room after the word is at
          * least that), the bytes past the word are overwritten next */
-        if (length <= 16 && first + 16 <= s->word_bytes_len)
-            memcpy(out, s->word_bytes + first, 16);
+        if (length <= 16 && (size_t)(word - s->word_bytes) + 16 <= s->word_bytes_len)
+            memcpy(out, word, 16);
         else
-            memcpy(out, s->word_bytes + first, length);
+            memcpy(out, word, length);
         out += length;
         *out++ = ' ';
         out = append_score(out, scores[i]);

@@ -110,6 +110,13 @@ typedef struct Store {
     double unigram_beta_sup;
 } Store;
 
+/* The spelling of word ``id`` (< vocab_size) in place, and its length in bytes. */
+static inline const char *store_word(const Store *s, uint32_t id, size_t *length) {
+    uint64_t start = s->word_offsets[id];
+    *length = (size_t)(s->word_offsets[id + 1] - start);
+    return s->word_bytes + start;
+}
+
 int store_open(Store *s, const char *path, Failure *failure);
 /* Reads the arrays once the metadata (decoded by the caller) gave the shape. */
 int store_prepare(Store *s, int order, uint32_t vocab_size, int id_bytes, int64_t bos, double max_unigram_beta,

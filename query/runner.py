@@ -1,12 +1,9 @@
-"""Running a whole input through one engine or through N worker processes, in input order.
+"""Running a whole input through one engine or through N processes, in input order.
 
-Workers are started with ``fork`` before any index is opened in the parent, and each
-opens the index itself in its initializer, so no LMDB environment crosses a fork and
-all workers share one copy of the index in the page cache.  A worker that dies makes
-the run fail with an error (``BrokenProcessPool``), never a shorter output.  Workers
-ignore Ctrl-C and die with the parent; a run that stops early (a signal, a bad record,
-damaged input) drops the chunks not yet started and lets the workers finish the ones
-they hold (killing a worker while it sends a result can hang the pool's reader).
+With ``--workers N`` this process and N - 1 forked ones search
+(:mod:`fastsubs.query.workers`); a worker that dies makes the run fail with an error,
+never a shorter output, and a run that stops early (a signal, a bad record, damaged
+input) stops the workers.
 
 Whatever stops a run, everything before the line that stopped it is written: a bad
 ``-t`` record or unreadable input ends output exactly before that line, and ``-o``
@@ -24,10 +21,10 @@ from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-from fastsubs.cli_support import become_worker, signals_held
-from fastsubs.errors import FastsubsError, QueryInputError, ResumeError
+from fastsubs.cli_support import signals_held
+from fastsubs.errors import QueryInputError, ResumeError
 from fastsubs.query.destinations import PartialOutput, StreamOutput, destination
 from fastsubs.query.engine import Engine
 from fastsubs.query.options import QueryOptions, missing_word_warning
@@ -37,10 +34,16 @@ from fastsubs.query.records import render_record
 from fastsubs.query.search import SearchStats
 from fastsubs.textio import DECOMPRESSION_ERRORS, open_binary, read_failure
 
+if TYPE_CHECKING:
+    from fastsubs.query.workers import WorkerProcesses
+
 #: Input lines handed to a worker at a time.
 CHUNK_LINES = 32
-#: Chunks in flight per worker: enough to keep workers busy, few enough to bound memory.
-CHUNKS_AHEAD = 4
+#: Chunks a forked worker holds: the one it searches and the next.  The run's own process
+#: tops its workers up between the lines it searches itself, so one more would only
+#: lengthen the end of a run, where this process waits for what the workers still hold
+#: (kn4-64k, 3,000 lines, --workers 2: 4 were no faster, 1 left the worker idle).
+CHUNKS_AHEAD = 2
 
 Chunk = list[tuple[int, bytes]]
 
@@ -117,13 +120,15 @@ def numbered_chunks(stream: BinaryIO, source: str = "<input>") -> Iterator[Chunk
         raise lines.failure
 
 
-def process_chunk(engine: Engine, chunk: Chunk, options: QueryOptions, source: str) -> ChunkResult:
+def process_chunk(engine: Engine, chunk: Chunk, options: QueryOptions, source: str,
+                  after_each_line: Callable[[], None] = lambda: None) -> ChunkResult:
     """Render every record of ``chunk``; bad -t records are skipped only when asked."""
     before = engine.stats
     outputs: list[bytes] = []
     warnings = []
     error = None
     for number, line in chunk:
+        after_each_line()
         try:
             outputs.append(render_record(engine, line, options, source, number))
         except QueryInputError as bad:
@@ -139,24 +144,6 @@ def _difference(after: SearchStats, before: SearchStats) -> SearchStats:
     """The work counted between two snapshots of a searcher's statistics."""
     return SearchStats(**{f.name: getattr(after, f.name) - getattr(before, f.name)
                           for f in dataclasses.fields(SearchStats)})
-
-
-_worker_engine: Engine | None = None
-
-
-def _worker_init(index_path: str, parent: int) -> None:
-    global _worker_engine
-    become_worker(parent)
-    _worker_engine = Engine(index_path)
-
-
-def _worker_chunk(chunk: Chunk, options: QueryOptions, source: str) -> ChunkResult:
-    assert _worker_engine is not None, "worker initializer did not run"
-    return process_chunk(_worker_engine, chunk, options, source)
-
-
-def _no_work() -> None:
-    """A task that does nothing: submitting the first task is what forks the workers."""
 
 
 Results = Iterator[tuple[Chunk, ChunkResult]]
@@ -176,37 +163,79 @@ def parallel_results(index_path: str, chunks: Iterable[Chunk], options: QueryOpt
                      workers: int) -> Results:
     """Every chunk with its result from ``workers`` processes, in input order, memory bounded.
 
-    Closing this generator early (the run stops for any reason) cancels the chunks
-    not yet started; the workers finish the few they hold, then exit.
+    This process is one of them: it forks ``workers - 1``, keeps each holding
+    CHUNKS_AHEAD chunks, and searches a chunk itself whenever the next result to write is
+    not ready (topping the workers up between its lines), so ``--workers 2`` is two
+    processes busy on two cores, not two and a parent that mostly waits; with many
+    workers it mostly writes.  Closing this generator early (the run stops for any
+    reason) stops the workers.
     """
-    # Imported here: a one-process run (the common case) should not pay for them at start-up.
-    import multiprocessing
-    from concurrent.futures import Future, ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
+    # Imported here: a one-process run (the common case) should not pay for multiprocessing.
+    from fastsubs.query.workers import worker_processes
 
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init,
-                             initargs=(index_path, os.getpid())) as pool:
-        with signals_held():  # a worker must not see Ctrl-C before it ignores it
-            pool.submit(_no_work)
-        pending: deque[tuple[Chunk, Future]] = deque()
-        done = False
+    def work(engine: Engine, chunk: Chunk) -> ChunkResult:
+        return process_chunk(engine, chunk, options, source)
+
+    with worker_processes(workers - 1, index_path, work, os.getpid()) as pool:
+        engine = Engine(index_path)  # opened after the fork: no LMDB environment crosses it
         try:
-            for chunk in chunks:
-                pending.append((chunk, pool.submit(_worker_chunk, chunk, options, source)))
-                if len(pending) >= CHUNKS_AHEAD * workers:
-                    first, future = pending.popleft()
-                    yield first, future.result()
-            while pending:
-                first, future = pending.popleft()
-                yield first, future.result()
-            done = True
-        except BrokenProcessPool:
-            raise FastsubsError("a worker process died (killed, or out of memory?); "
-                                "the output is incomplete") from None
+            run = InOrder(pool, chunks, CHUNKS_AHEAD * workers * 2)
+            while True:
+                run.feed()
+                yield from run.ready()
+                if run.finished:
+                    return
+                taken = run.take()
+                if taken is not None:  # the next result is not ready: search meanwhile
+                    number, chunk = taken
+                    pool.answered[number] = process_chunk(engine, chunk, options, source, run.feed)
+                else:
+                    pool.collect(block=True)
         finally:
-            if not done:
-                pool.shutdown(wait=True, cancel_futures=True)
+            engine.close()
+
+
+class InOrder:
+    """The chunks of a parallel run in flight, from reading to writing: handed to the
+    workers or searched here, and given back in input order once answered."""
+
+    def __init__(self, pool: WorkerProcesses, chunks: Iterable[Chunk], most: int) -> None:
+        self.pool = pool
+        self.chunks = enumerate(chunks)
+        self.most = most  # chunks in flight at most: what bounds the memory of a run
+        self.pending: deque[tuple[int, Chunk]] = deque()
+        self.exhausted = False
+
+    @property
+    def finished(self) -> bool:
+        return self.exhausted and not self.pending
+
+    def take(self) -> tuple[int, Chunk] | None:
+        """The next chunk of the input, now in flight; None at the end or when enough are."""
+        if self.exhausted or len(self.pending) >= self.most:
+            return None
+        taken = next(self.chunks, None)
+        if taken is None:
+            self.exhausted = True
+            return None
+        self.pending.append(taken)
+        return taken
+
+    def feed(self) -> None:
+        """Takes in the results sent so far and tops every worker up to CHUNKS_AHEAD chunks."""
+        self.pool.collect(block=False)
+        while len((worker := self.pool.least_busy()).held) < CHUNKS_AHEAD:
+            taken = self.take()
+            if taken is None:
+                return
+            self.pool.send(worker, *taken)
+
+    def ready(self) -> Results:
+        """The answered chunks at the head of the input, removed from what is in flight."""
+        answered = self.pool.answered
+        while self.pending and self.pending[0][0] in answered:
+            number, chunk = self.pending.popleft()
+            yield chunk, answered.pop(number)  # type: ignore[misc]
 
 
 def execute(index: Path, *, options: QueryOptions, input_path: Path | None, output_path: Path | None,

@@ -101,19 +101,36 @@ def children(pid: int) -> list[int]:
         return [int(child) for child in stream.read().split()]
 
 
-def test_a_dead_worker_fails_the_run_loudly(small_index: Path, tmp_path: Path) -> None:
+def killed_worker_run(index: Path, tmp_path: Path, args: list[str], delay: float) -> None:
+    """Kill the one forked worker of a ``--workers 2`` run ``delay`` seconds after it started;
+    the run must end at once with one line saying so (exit 1), and leave no OUT."""
     corpus = tmp_path / "corpus.txt"
-    corpus.write_bytes(shared("heldout-dev.txt").read_bytes() * 2)
-    run = subprocess.Popen([str(BIN / "fastsubs-query"), str(small_index), "--workers", "2", "-i", str(corpus),
-                            "-o", str(tmp_path / "out.txt")], stderr=subprocess.PIPE)
+    corpus.write_bytes(shared("heldout-dev.txt").read_bytes() * 4)
+    out = tmp_path / "out.txt"
+    run = subprocess.Popen([str(BIN / "fastsubs-query"), str(index), "--workers", "2", "-i", str(corpus),
+                            "-o", str(out), *args], stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     workers: list[int] = []
-    while len(workers) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
+    while not workers and time.monotonic() < deadline:  # --workers 2: this run and one forked
+        time.sleep(0.01)
         workers = children(run.pid)
     assert workers, "no worker process started"
-    time.sleep(1.0)
+    time.sleep(delay)
+    assert run.poll() is None, "the run ended before the kill: it tests nothing"
     os.kill(workers[-1], signal.SIGKILL)
-    _, stderr = run.communicate(timeout=300)
-    assert run.returncode == 1
+    _, stderr = run.communicate(timeout=60)  # a run waiting forever on a dead worker fails here
+    assert run.returncode == 1, stderr
     assert b"worker process died" in stderr and stderr.count(b"\n") == 1
+    assert not out.exists()
+
+
+def test_a_dead_worker_fails_the_run_loudly(small_index: Path, tmp_path: Path) -> None:
+    killed_worker_run(small_index, tmp_path, [], 1.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.05 * i for i in range(1, 21)])
+def test_a_worker_killed_at_any_moment_fails_the_run_loudly(small_index: Path, tmp_path: Path,
+                                                            delay: float) -> None:
+    """Killed anywhere, in the middle of sending a long result too (-n 1000: ~40 KB a line)."""
+    killed_worker_run(small_index, tmp_path, ["-n", "1000"], delay)

@@ -27,8 +27,8 @@ def index_copy(tiny_index: Path, tmp_path: Path) -> Path:
     return copy
 
 
-def query_error(index: Path) -> str:
-    result = run_cli("fastsubs-query", index, check=False, input=b"the cat\n")
+def query_error(index: Path, *args: str) -> str:
+    result = run_cli("fastsubs-query", index, *args, check=False, input=b"the cat\n")
     assert result.returncode == 1 and result.stdout == b""
     message = result.stderr.decode()
     assert message.count("\n") == 1 and "Traceback" not in message
@@ -201,8 +201,9 @@ def test_a_flipped_byte_in_any_record_the_queries_read_is_named(tiny_index: Path
             flip_byte(copy, at + where)
             with pytest.raises(fastsubs.DamagedIndexError, match=f"damaged index: pattern {key.hex()}"):
                 answers(copy)
-            if number == 0:  # the command line says it in one line
+            if number == 0:  # the command line says it in one line, from a forked worker too
                 assert "fails its checksum" in query_error(copy)
+                assert "fails its checksum" in query_error(copy, "--workers", "2")
             shutil.rmtree(copy)
 
 

@@ -99,7 +99,8 @@ def interrupted_run(index: Path, input_data: bytes, out: Path, args: list[str], 
     ``delay`` seconds after it started, and check how it stopped: its exit status, one
     line on stderr, no file at OUT, the partial output kept, no worker left.  Returns stderr."""
     command = [str(BIN / QUERY), str(index), "-o", str(out), *args] + (["--resume"] if resume else [])
-    workers = int(args[args.index("--workers") + 1]) if "--workers" in args else 0
+    # --workers N forks N - 1 processes (the run's own process is the Nth)
+    forked = int(args[args.index("--workers") + 1]) - 1 if "--workers" in args else 0
     state = Path(f"{out}{STATE_SUFFIX}")
     earlier = _inode(state)
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=group)
@@ -118,7 +119,7 @@ def interrupted_run(index: Path, input_data: bytes, out: Path, args: list[str], 
         deadline = time.monotonic() + 120
         # Started: its handlers are in place once it records its (new) state; its workers run;
         # it has written some output, if it was given input.
-        while (_inode(state) in (None, earlier) or len(children(process.pid)) < workers
+        while (_inode(state) in (None, earlier) or len(children(process.pid)) < forked
                or (input_data and not written(out))):
             assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
             assert time.monotonic() < deadline, "the run never started"

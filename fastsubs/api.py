@@ -23,9 +23,8 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
-from fastsubs.query.engine import Engine, Ranked
+from fastsubs.query.engine import Engine
 from fastsubs.query.options import word_list
-from fastsubs.query.output import normalized
 from fastsubs.query.search import Limits
 from fastsubs.query.sentences import SENTENCE_MARKERS, tokenize
 
@@ -86,10 +85,6 @@ class SubstituteIndex:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _substitutes(self, ranked: Ranked) -> list[Substitute]:
-        ids, scores = ranked
-        return self._engine.records(ids, scores, normalized(scores), Substitute)
-
     def _excluded(self, exclude: Iterable[Token]) -> bytes:
         """``exclude`` as the search takes it; warns of words the vocabulary lacks (once)."""
         words = word_list(exclude)
@@ -109,7 +104,7 @@ class SubstituteIndex:
         """
         words = [_encode(t) for t in tokens]
         limits = Limits.from_options(n, p)
-        return self._substitutes(self._engine.position(words, position, limits, self._excluded(exclude)))
+        return self._engine.position(words, position, limits, self._excluded(exclude), Substitute)  # type: ignore[no-any-return]
 
     def sentence(self, tokens: Sequence[Token] | str, *, n: int | None = None,
                  p: float | None = None, exclude: Iterable[Token] = ()) -> list[list[Substitute]]:
@@ -124,8 +119,8 @@ class SubstituteIndex:
             words = tokenize(_encode(tokens))
         else:
             words = [w for w in (_encode(t) for t in tokens) if w not in SENTENCE_MARKERS]
-        ranked = self._engine.sentence(words, Limits.from_options(n, p), excluded=self._excluded(exclude))
-        return [self._substitutes(r) for r in ranked]
+        return self._engine.sentence(words, Limits.from_options(n, p), excluded=self._excluded(exclude),
+                                     record=Substitute)
 
     def sentences(self, sentences: Iterable[Sequence[Token] | str], *, n: int | None = None,
                   p: float | None = None, exclude: Iterable[Token] = ()) -> Iterator[list[list[Substitute]]]:

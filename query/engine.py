@@ -16,7 +16,7 @@ from __future__ import annotations
 import numbers
 import os
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -97,14 +97,6 @@ class Engine:
         """The word with id ``word_id``, as the model spells it (UTF-8 bytes)."""
         return self._model.word(word_id)
 
-    def records(self, word_ids: np.ndarray, scores: np.ndarray, probabilities: np.ndarray,
-                record: type[Record]) -> list[Record]:
-        """``record(word text, score, probability)`` per substitute, made in C (``record``: a
-        NamedTuple; the API makes one per substitute of a corpus)."""
-        return self._model.records(np.ascontiguousarray(word_ids, dtype=fmt.ID_DTYPE),
-                                   np.ascontiguousarray(scores, dtype=np.float64),
-                                   np.ascontiguousarray(probabilities, dtype=np.float64), record)
-
     def fields(self, word_ids: np.ndarray, values: np.ndarray) -> bytes:
         """``word value`` fields (``%.8f``) joined by tabs, written in C straight from the index."""
         return self._model.fields(np.ascontiguousarray(word_ids, dtype=fmt.ID_DTYPE),
@@ -134,29 +126,34 @@ class Engine:
     # ------------------------------------------------------------------ searches
 
     def search(self, ids: np.ndarray, first: int, last: int, limits: Limits,
-               excluded: np.ndarray = _NO_IDS) -> list[Ranked]:
+               excluded: np.ndarray = _NO_IDS, record: type[Record] | None = None) -> list[Any]:
         """Ranked substitutes of positions ``first`` … ``last - 1`` of ``ids`` (with <s>, </s>).
 
         At most V - 1 substitutes (one word is ``<s>``), as the original, even for a
         model without ``<s>``.  ``excluded`` (from :meth:`excluded`) are no candidates:
         the list is the exact top of the other words, and V counts only those for the -p
-        rule and the cap.
+        rule and the cap.  Each position's answer is a :data:`Ranked` pair of arrays, or
+        with ``record`` (a NamedTuple class) a list of ``record(word text, score, p/Σp)``,
+        made in C (the API makes one per substitute of a corpus).
         """
-        found = self._model.search(ids, first, last, limits.count, limits.mass, excluded)
+        found = self._model.search(ids, first, last, limits.count, limits.mass, excluded, record)
+        if record is not None:
+            return found  # type: ignore[no-any-return]
         return [(np.frombuffer(words, fmt.ID_DTYPE), np.frombuffer(scores)) for words, scores in found]
 
     def sentence(self, tokens: list[bytes], limits: Limits, eos: bool = True,
-                 excluded: np.ndarray = _NO_IDS) -> list[Ranked]:
-        """Ranked substitutes for every position w1 … wn and (with ``eos``) the closing ``</s>``;
-        never the words of ``excluded`` (from :meth:`excluded`)."""
+                 excluded: np.ndarray = _NO_IDS, record: type[Record] | None = None) -> list[Any]:
+        """Substitutes (as :meth:`search` gives them) for every position w1 … wn and (with
+        ``eos``) the closing ``</s>``; never the words of ``excluded`` (from :meth:`excluded`)."""
         ids = self.sentence_ids(tokens)
-        return self.search(ids, 1, len(ids) if eos else len(ids) - 1, limits, excluded)
+        return self.search(ids, 1, len(ids) if eos else len(ids) - 1, limits, excluded, record)
 
     def position(self, tokens: list[bytes], position: int, limits: Limits,
-                 excluded: np.ndarray = _NO_IDS) -> Ranked:
-        """Ranked substitutes for ``tokens[position]`` (``position == len(tokens)`` is ``</s>``)."""
+                 excluded: np.ndarray = _NO_IDS, record: type[Record] | None = None) -> Any:
+        """Substitutes (as :meth:`search` gives them) for ``tokens[position]``
+        (``position == len(tokens)`` is ``</s>``)."""
         if isinstance(position, bool) or not isinstance(position, numbers.Integral) \
                 or not 0 <= position <= len(tokens):
             raise ArgumentError(f"position {position!r} is not a whole number within 0 … {len(tokens)}")
         ids = self.sentence_ids(tokens)
-        return self.search(ids, int(position) + 1, int(position) + 2, limits, excluded)[0]
+        return self.search(ids, int(position) + 1, int(position) + 2, limits, excluded, record)[0]

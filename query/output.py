@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from fastsubs.jsonl import text_fields
+from fastsubs.query._kernel import normalized as kernel_normalized
 
 
 class Vocabulary(Protocol):
@@ -39,11 +40,9 @@ NORMALIZED_FLOOR = 1e-8
 
 
 def normalized(scores: np.ndarray) -> np.ndarray:
-    """p / Σp over the listed substitutes, p = 10^lp (the original's ``-z``)."""
-    if not len(scores):
-        return scores
-    p = np.power(10.0, scores - scores[0])
-    return p / p.sum()
+    """p / Σp over the listed substitutes (best first), p = 10^lp (the original's ``-z``):
+    computed by the kernel, which gives the API's ``Substitute.probability`` the same way."""
+    return np.frombuffer(kernel_normalized(np.ascontiguousarray(scores, dtype=np.float64)))
 
 
 def format_substitutes(vocabulary: Vocabulary, ids: np.ndarray, scores: np.ndarray, normalize: bool) -> bytes:

@@ -74,7 +74,30 @@ def test_bad_arguments_are_refused_in_one_line(small_index: Path) -> None:
             engine.search(ids.astype(np.uint16), 1, 2, Limits(5))
         with pytest.raises(ValueError, match="outside the vocabulary"):
             engine.word(engine.vocab_size)
+        with pytest.raises(TypeError, match="tuple subclass"):
+            engine.search(ids, 1, 2, Limits(5), record=dict)  # type: ignore[type-var]
         assert engine.search(ids, 2, 2, Limits(5)) == []
+
+
+def test_records_hold_what_the_arrays_hold(small_index: Path) -> None:
+    """The API's records, made in C, name the words and scores of the arrays, with p/Σp as
+    the -z output computes it: proportional to 10^lp (to rounding), summing to 1."""
+    from fastsubs.api import Substitute
+    from fastsubs.query.output import normalized
+
+    with Engine(small_index) as engine:
+        ids = engine.sentence_ids(tokenize(SENTENCE))
+        for limits in (Limits(1), Limits(50), Limits.from_options(None, 0.9)):
+            ranked = engine.search(ids, 1, len(ids), limits)
+            records = engine.search(ids, 1, len(ids), limits, record=Substitute)
+            assert len(records) == len(ranked)
+            for (words, scores), subs in zip(ranked, records):
+                assert all(type(s) is Substitute for s in subs)
+                assert [s.word for s in subs] == [engine.word(i).decode() for i in words.tolist()]
+                assert [s.logprob for s in subs] == scores.tolist()
+                assert [s.probability for s in subs] == normalized(scores).tolist()
+                odds = np.power(10.0, scores - scores[0])
+                np.testing.assert_allclose([s.probability for s in subs], odds / odds.sum(), rtol=1e-12)
 
 
 def test_nothing_reads_the_map_after_close(small_index: Path) -> None:

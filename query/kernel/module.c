@@ -310,12 +310,94 @@ static int keep_answer(Answers *a, const Searcher *k, Py_ssize_t i) {
 }
 
 /* search(sentence, first, last, count, mass, excluded) -> list of (ids bytes, scores bytes) */
+/* The word ``id`` as a str (a new reference), decoded once and kept: the API names the
+ * same frequent words again and again (V pointers, and the words met). */
+static PyObject *word_text(Model *m, uint32_t id) {
+    if (!m->texts) {
+        if (!(m->texts = PyMem_Calloc(m->store.vocab_size, sizeof(PyObject *))))
+            return PyErr_NoMemory();
+        m->n_texts = m->store.vocab_size;
+    }
+    if (!m->texts[id]) {
+        size_t length;
+        const char *word = store_word(&m->store, id, &length);
+        m->texts[id] = PyUnicode_DecodeUTF8(word, (Py_ssize_t)length, "surrogateescape");
+        if (!m->texts[id])
+            return NULL;
+    }
+    return Py_NewRef(m->texts[id]);
+}
+
+/* Whether ``object`` can make the API's records: a tuple subclass with no state of its own
+ * (a NamedTuple), so answer_records can fill one without calling its __new__. */
+static int is_record_type(PyObject *object) {
+    PyTypeObject *cls = (PyTypeObject *)object;
+    if (!PyType_Check(object) || !PyType_IsSubtype(cls, &PyTuple_Type) ||
+        cls->tp_basicsize != PyTuple_Type.tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "record must be a tuple subclass without state of its own");
+        return 0;
+    }
+    return 1;
+}
+
+/* One position's answer as (ids, scores): bytes of uint32 and of float64, best first. */
+static PyObject *answer_arrays(const Scored *answers, Py_ssize_t length) {
+    PyObject *ids = PyBytes_FromStringAndSize(NULL, length * 4);
+    PyObject *scores = PyBytes_FromStringAndSize(NULL, length * 8);
+    PyObject *pair = ids && scores ? PyTuple_Pack(2, ids, scores) : NULL;
+    Py_XDECREF(ids);
+    Py_XDECREF(scores);
+    if (!pair)
+        return NULL;
+    uint32_t *out_ids = (uint32_t *)PyBytes_AS_STRING(ids);
+    double *out_scores = (double *)PyBytes_AS_STRING(scores);
+    for (Py_ssize_t i = 0; i < length; i++) {
+        out_ids[i] = answers[i].word;
+        out_scores[i] = answers[i].score;
+    }
+    return pair;
+}
+
+/* One position's answer as a list of ``cls``(word text, score, p / Σp), best first: the
+ * API's substitutes, made here in one go (no __new__ call, no array per position), the
+ * largest part of an API search that holds the GIL. */
+static PyObject *answer_records(Model *m, const Scored *answers, Py_ssize_t length, PyTypeObject *cls) {
+    double *values = PyMem_Malloc((size_t)(2 * length + 1) * sizeof(double));
+    if (!values)
+        return PyErr_NoMemory();
+    double *scores = values, *probabilities = values + length;
+    for (Py_ssize_t i = 0; i < length; i++)
+        scores[i] = answers[i].score;
+    normalize(scores, length, probabilities);
+    PyObject *result = PyList_New(length);
+    for (Py_ssize_t i = 0; result && i < length; i++) {
+        PyObject *record = cls->tp_alloc(cls, 3);
+        if (record) {
+            PyObject *items[3] = {word_text(m, answers[i].word), PyFloat_FromDouble(scores[i]),
+                                  PyFloat_FromDouble(probabilities[i])};
+            for (int j = 0; j < 3; j++)
+                PyTuple_SET_ITEM(record, j, items[j]);  /* tp_alloc zeroed them: a NULL item is freed safely */
+            if (!items[0] || !items[1] || !items[2])
+                Py_CLEAR(record);
+        }
+        if (!record)
+            Py_CLEAR(result);
+        else
+            PyList_SET_ITEM(result, i, record);
+    }
+    PyMem_Free(values);
+    return result;
+}
+
 static PyObject *Model_search(Model *m, PyObject *args) {
-    PyObject *sentence_object, *mass_object, *excluded_object;
+    PyObject *sentence_object, *mass_object, *excluded_object, *record_object = Py_None;
     Py_ssize_t first, last;
     long long count;
-    if (!PyArg_ParseTuple(args, "OnnLOO:search", &sentence_object, &first, &last, &count, &mass_object,
-                          &excluded_object))
+    if (!PyArg_ParseTuple(args, "OnnLOO|O:search", &sentence_object, &first, &last, &count, &mass_object,
+                          &excluded_object, &record_object))
+        return NULL;
+    PyTypeObject *record = record_object == Py_None ? NULL : (PyTypeObject *)record_object;
+    if (record && !is_record_type(record_object))
         return NULL;
     int use_mass = mass_object != Py_None;
     double mass = use_mass ? PyFloat_AsDouble(mass_object) : 0.0;
@@ -363,22 +445,13 @@ static PyObject *Model_search(Model *m, PyObject *args) {
         }
         for (Py_ssize_t t = run_first; t < target; t++) {
             Py_ssize_t start = batch.starts[t - run_first], length = batch.starts[t - run_first + 1] - start;
-            PyObject *ids = PyBytes_FromStringAndSize(NULL, length * 4);
-            PyObject *scores = PyBytes_FromStringAndSize(NULL, length * 8);
-            PyObject *pair = ids && scores ? PyTuple_Pack(2, ids, scores) : NULL;
-            Py_XDECREF(ids);
-            Py_XDECREF(scores);
-            if (!pair) {
+            PyObject *answer = record ? answer_records(m, &batch.answers[start], length, record)
+                                      : answer_arrays(&batch.answers[start], length);
+            if (!answer) {
                 Py_CLEAR(results);
                 goto out;
             }
-            uint32_t *out_ids = (uint32_t *)PyBytes_AS_STRING(ids);
-            double *out_scores = (double *)PyBytes_AS_STRING(scores);
-            for (Py_ssize_t i = 0; i < length; i++) {
-                out_ids[i] = batch.answers[start + i].word;
-                out_scores[i] = batch.answers[start + i].score;
-            }
-            PyList_SET_ITEM(results, t - first, pair);
+            PyList_SET_ITEM(results, t - first, answer);
         }
     }
 out:
@@ -480,76 +553,6 @@ static PyObject *Model_ids(Model *m, PyObject *args) {
     return result;
 }
 
-/* The word ``id`` as a str (a new reference), decoded once and kept: the API names the
- * same frequent words again and again (V pointers, and the words met). */
-static PyObject *word_text(Model *m, uint32_t id) {
-    if (!m->texts) {
-        if (!(m->texts = PyMem_Calloc(m->store.vocab_size, sizeof(PyObject *))))
-            return PyErr_NoMemory();
-        m->n_texts = m->store.vocab_size;
-    }
-    if (!m->texts[id]) {
-        size_t length;
-        const char *word = store_word(&m->store, id, &length);
-        m->texts[id] = PyUnicode_DecodeUTF8(word, (Py_ssize_t)length, "surrogateescape");
-        if (!m->texts[id])
-            return NULL;
-    }
-    return Py_NewRef(m->texts[id]);
-}
-
-/* records(ids, scores, probabilities, cls) -> list of cls: (word text, score, probability)
- * per substitute, made as ``cls`` (a tuple subclass with no state of its own, e.g. a
- * NamedTuple) without calling its __new__: the API makes one per substitute. */
-static PyObject *Model_records(Model *m, PyObject *args) {
-    PyObject *ids_object, *scores_object, *probabilities_object;
-    PyTypeObject *cls;
-    if (!PyArg_ParseTuple(args, "OOOO!:records", &ids_object, &scores_object, &probabilities_object, &PyType_Type,
-                          &cls) || check_open(m, 1) < 0)
-        return NULL;
-    if (!PyType_IsSubtype(cls, &PyTuple_Type) || cls->tp_basicsize != PyTuple_Type.tp_basicsize) {
-        PyErr_SetString(PyExc_TypeError, "cls must be a tuple subclass without state of its own");
-        return NULL;
-    }
-    Py_buffer ids, scores, probabilities;
-    Py_ssize_t n = -1;
-    if (get_array(ids_object, &ids, 4, &n, "ids") < 0)
-        return NULL;
-    if (get_array(scores_object, &scores, 8, &n, "scores") < 0) {
-        PyBuffer_Release(&ids);
-        return NULL;
-    }
-    if (get_array(probabilities_object, &probabilities, 8, &n, "probabilities") < 0) {
-        PyBuffer_Release(&ids);
-        PyBuffer_Release(&scores);
-        return NULL;
-    }
-    const ix_u32 *id = ids.buf;
-    PyObject *result = PyList_New(n);
-    for (Py_ssize_t i = 0; result && i < n; i++) {
-        PyObject *record = NULL;
-        if (id[i] >= m->store.vocab_size) {
-            PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
-        } else if ((record = cls->tp_alloc(cls, 3))) {
-            PyObject *items[3] = {
-                word_text(m, id[i]),
-                PyFloat_FromDouble(((const double *)scores.buf)[i]),
-                PyFloat_FromDouble(((const double *)probabilities.buf)[i])};
-            for (int j = 0; j < 3; j++)
-                PyTuple_SET_ITEM(record, j, items[j]);  /* tp_alloc zeroed them: a NULL item is freed safely */
-            if (!items[0] || !items[1] || !items[2])
-                Py_CLEAR(record);
-        }
-        if (!record)
-            Py_CLEAR(result);
-        else
-            PyList_SET_ITEM(result, i, record);
-    }
-    PyBuffer_Release(&ids);
-    PyBuffer_Release(&scores);
-    PyBuffer_Release(&probabilities);
-    return result;
-}
 
 static PyObject *Model_counters(Model *m, PyObject *unused) {
     (void)unused;
@@ -652,10 +655,11 @@ static PyMethodDef Model_methods[] = {
     {"prepare", (PyCFunction)Model_prepare, METH_VARARGS | METH_KEYWORDS,
      "prepare(order, vocab_size, id_bytes, bos_id, max_unigram_beta): read the arrays, given the metadata."},
     {"search", (PyCFunction)Model_search, METH_VARARGS,
-     "search(sentence, first, last, count, mass, excluded) -> [(ids, scores), ...]\n\n"
+     "search(sentence, first, last, count, mass, excluded, record=None) -> [(ids, scores), ...]\n\n"
      "The best ``count`` substitutes (at most V - 1; fewer when the -p rule with ``mass``, or None,\n"
      "stops first) of positions first ... last - 1 of ``sentence`` (a uint32 buffer of word ids, <s>\n"
-     "and </s> included): ids as bytes of uint32 and scores as bytes of float64, best first.\n"
+     "and </s> included): ids as bytes of uint32 and scores as bytes of float64, best first; with\n"
+     "``record`` (a NamedTuple class), a list of record(word text, score, p / sum p) instead.\n"
      "``excluded`` (a uint32 buffer) are no candidates.  Runs without the GIL; any number of\n"
      "threads may search one Model at once."},
     {"fields", (PyCFunction)Model_fields, METH_VARARGS,
@@ -665,8 +669,6 @@ static PyMethodDef Model_methods[] = {
     {"ids", (PyCFunction)Model_ids, METH_VARARGS,
      "ids(tokens: list of bytes, unknown: int) -> bytes of uint32: the tokens' word ids (``unknown`` for\n"
      "words the vocabulary lacks)."},
-    {"records", (PyCFunction)Model_records, METH_VARARGS,
-     "records(ids, scores, probabilities, cls) -> list of cls(word text, score, probability)."},
     {"counters", (PyCFunction)Model_counters, METH_NOARGS,
      "counters() -> (searches, words evaluated, list entries read, substitutes listed, pattern look-ups,\n"
      "look-ups that missed the cache): totals over every search of this Model."},
@@ -730,7 +732,23 @@ static PyObject *set_cache_records(PyObject *module, PyObject *arg) {
     return set_budget(&record_slots, arg, RECORD_WAYS);
 }
 
+/* normalized(scores: float64 buffer, best first) -> bytes of float64: p / Σp (output.h). */
+static PyObject *normalized(PyObject *module, PyObject *arg) {
+    (void)module;
+    Py_buffer scores;
+    Py_ssize_t n = -1;
+    if (get_array(arg, &scores, 8, &n, "scores") < 0)
+        return NULL;
+    PyObject *result = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (result)
+        normalize(scores.buf, n, (double *)PyBytes_AS_STRING(result));
+    PyBuffer_Release(&scores);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"normalized", normalized, METH_O,
+     "normalized(scores: float64 buffer, best first) -> bytes of float64: p / sum p, p = 10^score."},
     {"set_cache_bytes", set_cache_bytes, METH_O,
      "set_cache_bytes(n: int) -> int (the previous budget)\n\n"
      "Bytes of rank maps and sorted prefixes each searcher keeps for big patterns, from its next\n"

@@ -81,3 +81,13 @@ char *write_fields(const Store *s, const ix_u32 *ids, const double *scores, int6
     }
     return out;
 }
+
+void normalize(const double *scores, int64_t n, double *out) {
+    double total = 0.0;
+    for (int64_t i = 0; i < n; i++) {  /* relative to the best: no underflow of the sum */
+        out[i] = pow(10.0, scores[i] - scores[0]);
+        total += out[i];
+    }
+    for (int64_t i = 0; i < n; i++)
+        out[i] /= total;
+}

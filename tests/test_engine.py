@@ -5,6 +5,7 @@ same answers, bad arguments are refused, and nothing reads an unmapped page afte
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -129,22 +130,58 @@ def test_threads_share_one_engine(small_index: Path) -> None:
     with Engine(small_index) as engine:
         expected = [answers(engine, [line], (100,)) for line in lines]
         got: dict[int, list[bytes]] = {}
-        errors: list[BaseException] = []
 
         def work(start: int) -> None:
-            try:
-                for i in range(start, len(lines), 4):
-                    got[i] = answers(engine, [lines[i]], (100,))
-            except BaseException as error:  # reported below
-                errors.append(error)
+            for i in range(start, len(lines), 4):
+                got[i] = answers(engine, [lines[i]], (100,))
 
-        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert not errors
+        in_four_threads(work)
         assert [got[i] for i in range(len(lines))] == expected
+
+
+def in_four_threads(work: Callable[[int], None]) -> None:
+    """Runs work(0) … work(3) in four threads at once; raises the first error of any."""
+    errors: list[BaseException] = []
+
+    def reporting(start: int) -> None:
+        try:
+            work(start)
+        except BaseException as error:  # raised below, in the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=reporting, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def test_threads_share_rank_maps_under_any_budget(small_index: Path) -> None:
+    """The rank maps of big patterns are built once per open index and shared by the
+    searchers of every thread while any keeps them: four threads whose budgets keep a
+    few maps (so they drop and take maps others still hold), with 8 slots (so one search
+    may hold the same pattern twice), list what one thread lists."""
+    from conftest import shared
+
+    lines = shared("heldout-dev.txt").read_bytes().splitlines()[:16]
+    with Engine(small_index) as engine:
+        expected = [answers(engine, [line], (100,)) for line in lines]
+    default_slots = _kernel.set_cache_records(8)
+    default_budget = _kernel.set_cache_bytes(0)
+    try:
+        for budget in (6000, 20000, 1 << 30):
+            _kernel.set_cache_bytes(budget)
+            with Engine(small_index) as engine:
+                def work(start: int, engine: Engine = engine, budget: int = budget) -> None:
+                    for i in [*range(start, len(lines), 4), *range(len(lines))]:  # a quarter, then all
+                        assert answers(engine, [lines[i]], (100,)) == expected[i], f"line {i}, budget {budget}"
+
+                in_four_threads(work)
+    finally:
+        _kernel.set_cache_records(default_slots)
+        _kernel.set_cache_bytes(default_budget)
 
 
 def test_close_while_threads_search(small_index: Path) -> None:

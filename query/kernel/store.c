@@ -1,6 +1,7 @@
 /* The record store: see store.h. */
 #include "store.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +144,104 @@ static const void *array(Store *s, const char *name, size_t size, size_t *items,
     return value.mv_data;
 }
 
+/* ---------------------------------------------------------------- rank maps shared by readers */
+
+/* Sets of MAP_WAYS slots of a MapTable: room for the maps of 16,384 patterns (kn4-64k's
+ * held-out text uses ~1,600 big patterns per 300 lines; each reader's budget keeps far
+ * fewer than this).  A map that finds no slot serves its reader alone. */
+#define MAP_SETS 2048
+#define MAP_WAYS 8
+
+struct SharedMap {
+    const ix_u32 *value;        /* the record of the pattern it maps */
+    Block *map;
+    Super *supers;              /* its directory (same allocation), or NULL: flat */
+    size_t bytes;
+    int refs;                   /* the readers keeping it */
+};
+
+struct MapTable {
+    pthread_mutex_t lock;
+    SharedMap *slots[MAP_SETS * MAP_WAYS];
+};
+
+static MapTable *map_table_new(void) {
+    MapTable *t = calloc(1, sizeof(MapTable));
+    if (t && pthread_mutex_init(&t->lock, NULL)) {
+        free(t);
+        t = NULL;
+    }
+    return t;
+}
+
+static void map_table_free(MapTable *t) {  /* every reader has released its maps */
+    if (t) {
+        pthread_mutex_destroy(&t->lock);
+        free(t);
+    }
+}
+
+static SharedMap **map_set(MapTable *t, const ix_u32 *value) {
+    uint64_t h = (uint64_t)(uintptr_t)value * 0x9E3779B97F4A7C15ull;
+    return &t->slots[(h >> 40) % MAP_SETS * MAP_WAYS];
+}
+
+/* The map of the pattern at ``value`` if a reader keeps one (now kept by the caller too). */
+static SharedMap *map_take(MapTable *t, const ix_u32 *value) {
+    SharedMap *found = NULL;
+    pthread_mutex_lock(&t->lock);
+    SharedMap **set = map_set(t, value);
+    for (int w = 0; w < MAP_WAYS && !found; w++)
+        if (set[w] && set[w]->value == value)
+            found = set[w];
+    if (found)
+        found->refs++;
+    pthread_mutex_unlock(&t->lock);
+    return found;
+}
+
+/* Offers a map just built (refs 1) to the other readers; returns the one to keep: ``built``,
+ * or the same pattern's map another reader published meanwhile (``built`` is then freed). */
+static SharedMap *map_publish(MapTable *t, SharedMap *built) {
+    SharedMap *kept = built, **free_way = NULL;
+    pthread_mutex_lock(&t->lock);
+    SharedMap **set = map_set(t, built->value);
+    for (int w = 0; w < MAP_WAYS; w++) {
+        if (set[w] && set[w]->value == built->value) {
+            kept = set[w];
+            kept->refs++;
+            break;
+        }
+        if (!set[w] && !free_way)
+            free_way = &set[w];
+    }
+    if (kept == built && free_way)
+        *free_way = built;
+    pthread_mutex_unlock(&t->lock);
+    if (kept != built) {
+        free(built->supers ? (void *)built->supers : (void *)built->map);
+        free(built);
+    }
+    return kept;
+}
+
+/* A reader no longer keeps ``m``: freed with its last reader. */
+static void map_release(MapTable *t, SharedMap *m) {
+    pthread_mutex_lock(&t->lock);
+    int last = --m->refs == 0;
+    if (last) {
+        SharedMap **set = map_set(t, m->value);
+        for (int w = 0; w < MAP_WAYS; w++)
+            if (set[w] == m)
+                set[w] = NULL;
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (last) {
+        free(m->supers ? (void *)m->supers : (void *)m->map);
+        free(m);
+    }
+}
+
 int store_prepare(Store *s, int order, uint32_t vocab_size, int id_bytes, int64_t bos, double max_unigram_beta,
                   Failure *failure) {
     if (order < 1 || order > 255 || vocab_size < 1 || vocab_size >= UINT32_MAX || id_bytes < 2 || id_bytes > 4 ||
@@ -191,7 +290,8 @@ int store_prepare(Store *s, int order, uint32_t vocab_size, int id_bytes, int64_
     }
     s->unigram = malloc(v * sizeof(UnigramScores));
     s->sorted_alpha = malloc(v * sizeof(float));
-    if (!s->unigram || !s->sorted_alpha) {
+    s->maps = map_table_new();
+    if (!s->unigram || !s->sorted_alpha || !s->maps) {
         fail(failure, FS_ENOMEM, "out of memory");
         return -1;
     }
@@ -211,13 +311,15 @@ void store_close(Store *s) {
     free(s->patterns);
     free(s->unigram);
     free(s->sorted_alpha);
+    map_table_free(s->maps);
     memset(s, 0, sizeof(*s));
 }
 
 /* ---------------------------------------------------------------- kept: rank maps, sorted prefixes */
 
+/* What k counts against its reader's budget: a shared map counts for each reader keeping it. */
 static size_t kept_size(const Kept *k) {
-    return (k->map ? k->map_bytes : 0) + (size_t)k->sorted_cap * (sizeof(uint32_t) + sizeof(float));
+    return (k->map ? k->map->bytes : 0) + (size_t)k->sorted_cap * (sizeof(uint32_t) + sizeof(float));
 }
 
 static void free_kept(Reader *r, Kept *k) {
@@ -225,7 +327,8 @@ static void free_kept(Reader *r, Kept *k) {
     if (k->older) k->older->newer = k->newer; else r->oldest = k->newer;
     r->kept_bytes -= kept_size(k);
     k->owner->kept = NULL;
-    free(k->supers ? (void *)k->supers : (void *)k->map);
+    if (k->map)
+        map_release(r->store->maps, k->map);
     free(k->sorted_ids);
     free(k->sorted_alpha);
     free(k);
@@ -273,45 +376,66 @@ static Kept *kept_of(Reader *r, Record *rec) {
     return rec->kept;
 }
 
-TARGET_CLONES static int build_flat_map(Reader *r, Kept *k, const ix_u32 *ids, uint32_t count) {
-    size_t n = ((size_t)r->store->vocab_size + 63) / 64;
-    if (!make_room(r, n * sizeof(Block)) || !(k->map = calloc(n, sizeof(Block))))
-        return 0;
-    for (uint32_t i = 0; i < count; i++)
-        k->map[ids[i] >> 6].bits |= 1ull << (ids[i] & 63);
-    uint32_t rank = 0;
-    for (size_t b = 0; b < n; b++) {
-        k->map[b].rank = rank;
-        rank += popcount64(k->map[b].bits);
-    }
-    k->map_bytes = n * sizeof(Block);
-    return 1;
-}
-
-/* The two-level map (see FLAT_MAP_RATIO): its Blocks are those holding words of the
- * pattern, after an empty one (map[0]) that the look-up of a word in no Block reads. */
-static int build_two_level_map(Reader *r, Kept *k, const ix_u32 *ids, uint32_t count) {
-    size_t n_supers = ((size_t)r->store->vocab_size + SUPER_WORDS - 1) / SUPER_WORDS, n_blocks = 1;
+/* Bytes of the rank map of a pattern with ``count`` words ``ids`` (ascending): flat, a Block
+ * per 64 words of the vocabulary, or two levels (see FLAT_MAP_RATIO), a Super per
+ * SUPER_WORDS words and the Blocks that hold words of the pattern, after an empty one
+ * (map[0]) that the look-up of a word in no Block reads. */
+static size_t map_bytes(const Store *s, const ix_u32 *ids, uint32_t count) {
+    if (count >= s->vocab_size / FLAT_MAP_RATIO)
+        return ((size_t)s->vocab_size + 63) / 64 * sizeof(Block);
+    size_t n_supers = ((size_t)s->vocab_size + SUPER_WORDS - 1) / SUPER_WORDS, n_blocks = 1;
     for (uint32_t i = 0; i < count; i++)  /* ids ascend: count the Blocks they fall in */
         n_blocks += i == 0 || ids[i] >> 6 != ids[i - 1] >> 6;
-    size_t bytes = n_supers * sizeof(Super) + n_blocks * sizeof(Block);
-    if (!make_room(r, bytes) || !(k->supers = calloc(bytes, 1)))
-        return 0;
-    k->map = (Block *)(k->supers + n_supers);
+    return n_supers * sizeof(Super) + n_blocks * sizeof(Block);
+}
+
+TARGET_CLONES static void fill_flat_map(Block *map, size_t n, const ix_u32 *ids, uint32_t count) {
+    for (uint32_t i = 0; i < count; i++)
+        map[ids[i] >> 6].bits |= 1ull << (ids[i] & 63);
+    uint32_t rank = 0;
+    for (size_t b = 0; b < n; b++) {
+        map[b].rank = rank;
+        rank += popcount64(map[b].bits);
+    }
+}
+
+static void fill_two_level_map(Super *supers, Block *map, const ix_u32 *ids, uint32_t count) {
     size_t b = 0;
     for (uint32_t i = 0; i < count; i++) {
         uint32_t word = ids[i];
         if (i == 0 || word >> 6 != ids[i - 1] >> 6) {
-            Super *super = &k->supers[word / SUPER_WORDS];
-            k->map[++b].rank = i;
+            Super *super = &supers[word / SUPER_WORDS];
+            map[++b].rank = i;
             if (!super->present)
                 super->first = (uint32_t)b;
             super->present |= 1ull << (word >> 6 & 63);
         }
-        k->map[b].bits |= 1ull << (word & 63);
+        map[b].bits |= 1ull << (word & 63);
     }
-    k->map_bytes = bytes;
-    return 1;
+}
+
+/* A new map (refs 1) of rec's pattern, ``bytes`` (map_bytes) long; NULL when out of memory. */
+static SharedMap *build_map(const Store *s, const Record *rec, size_t bytes) {
+    SharedMap *m = calloc(1, sizeof(SharedMap));
+    void *memory = m ? calloc(bytes, 1) : NULL;
+    if (!memory) {
+        free(m);
+        return NULL;
+    }
+    const ix_u32 *ids = record_ids(rec);
+    m->value = rec->value;
+    m->bytes = bytes;
+    m->refs = 1;
+    if (rec->count >= s->vocab_size / FLAT_MAP_RATIO) {
+        m->map = memory;
+        fill_flat_map(m->map, bytes / sizeof(Block), ids, rec->count);
+    } else {
+        size_t n_supers = ((size_t)s->vocab_size + SUPER_WORDS - 1) / SUPER_WORDS;
+        m->supers = memory;
+        m->map = (Block *)(m->supers + n_supers);
+        fill_two_level_map(m->supers, m->map, ids, rec->count);
+    }
+    return m;
 }
 
 const Block *record_rank_map(Reader *r, Record *rec, const Super **supers) {
@@ -319,14 +443,24 @@ const Block *record_rank_map(Reader *r, Record *rec, const Super **supers) {
     if (!k)
         return NULL;
     if (!k->map) {
-        int flat = rec->count >= r->store->vocab_size / FLAT_MAP_RATIO;
-        if (!(flat ? build_flat_map(r, k, record_ids(rec), rec->count)
-                   : build_two_level_map(r, k, record_ids(rec), rec->count)))
+        MapTable *maps = r->store->maps;
+        SharedMap *m = map_take(maps, rec->value);
+        size_t bytes = m ? m->bytes : map_bytes(r->store, record_ids(rec), rec->count);
+        if (!make_room(r, bytes)) {
+            if (m)
+                map_release(maps, m);
             return NULL;
-        r->kept_bytes += k->map_bytes;
+        }
+        if (!m) {
+            if (!(m = build_map(r->store, rec, bytes)))
+                return NULL;
+            m = map_publish(maps, m);
+        }
+        k->map = m;
+        r->kept_bytes += bytes;
     }
-    *supers = k->supers;
-    return k->map;
+    *supers = k->map->supers;
+    return k->map->map;
 }
 
 Kept *record_sorted_prefix(Reader *r, Record *rec, uint32_t need) {

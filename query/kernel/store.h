@@ -38,6 +38,12 @@ typedef struct {
 #define SUPER_WORDS 4096
 
 typedef struct Kept Kept;
+/* A big pattern's rank map, built once by the first reader that needs it and shared by the
+ * readers of every thread of the store while any of them keeps it (it never changes):
+ * a second thread does not build again the maps the first has built. */
+typedef struct SharedMap SharedMap;
+/* The store's SharedMaps, found by their pattern's record (see store.c). */
+typedef struct MapTable MapTable;
 
 /* One pattern as the cache holds it.  ``value`` points at its record in the map:
  * header word, [max_beta], ids[count], alpha[count], [beta[count]], [by_score[count]]
@@ -56,9 +62,7 @@ typedef struct Record {
 /* What a big pattern keeps between searches (see search.c, RANK_MIN_COUNT). */
 struct Kept {
     Record *owner;
-    Block *map;                 /* rank map, or NULL until built */
-    Super *supers;              /* its directory (same allocation), or NULL: flat */
-    size_t map_bytes;
+    SharedMap *map;             /* rank map, or NULL until built or taken from another reader */
     uint32_t *sorted_ids;       /* the first sorted_len entries of the sorted list */
     float *sorted_alpha;        /* (room for sorted_cap) */
     uint32_t sorted_len, sorted_cap;
@@ -108,6 +112,7 @@ typedef struct Store {
     UnigramScores *unigram;
     float *sorted_alpha;
     double unigram_beta_sup;
+    MapTable *maps;             /* the rank maps the readers keep (made by store_prepare) */
 } Store;
 
 /* The spelling of word ``id`` (< vocab_size) in place, and its length in bytes. */

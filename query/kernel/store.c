@@ -186,14 +186,24 @@ static SharedMap **map_set(MapTable *t, const ix_u32 *value) {
     return &t->slots[(h >> 40) % MAP_SETS * MAP_WAYS];
 }
 
+static void map_free(SharedMap *m) {
+    free(m->supers ? (void *)m->supers : (void *)m->map);
+    free(m);
+}
+
+/* The map in the table of the pattern at ``value``, or NULL (the caller holds the lock). */
+static SharedMap *map_find(MapTable *t, const ix_u32 *value) {
+    SharedMap **set = map_set(t, value);
+    for (int w = 0; w < MAP_WAYS; w++)
+        if (set[w] && set[w]->value == value)
+            return set[w];
+    return NULL;
+}
+
 /* The map of the pattern at ``value`` if a reader keeps one (now kept by the caller too). */
 static SharedMap *map_take(MapTable *t, const ix_u32 *value) {
-    SharedMap *found = NULL;
     pthread_mutex_lock(&t->lock);
-    SharedMap **set = map_set(t, value);
-    for (int w = 0; w < MAP_WAYS && !found; w++)
-        if (set[w] && set[w]->value == value)
-            found = set[w];
+    SharedMap *found = map_find(t, value);
     if (found)
         found->refs++;
     pthread_mutex_unlock(&t->lock);
@@ -203,25 +213,23 @@ static SharedMap *map_take(MapTable *t, const ix_u32 *value) {
 /* Offers a map just built (refs 1) to the other readers; returns the one to keep: ``built``,
  * or the same pattern's map another reader published meanwhile (``built`` is then freed). */
 static SharedMap *map_publish(MapTable *t, SharedMap *built) {
-    SharedMap *kept = built, **free_way = NULL;
     pthread_mutex_lock(&t->lock);
-    SharedMap **set = map_set(t, built->value);
-    for (int w = 0; w < MAP_WAYS; w++) {
-        if (set[w] && set[w]->value == built->value) {
-            kept = set[w];
-            kept->refs++;
-            break;
+    SharedMap *kept = map_find(t, built->value);
+    if (kept) {
+        kept->refs++;
+    } else {
+        kept = built;
+        SharedMap **set = map_set(t, built->value);
+        for (int w = 0; w < MAP_WAYS; w++) {
+            if (!set[w]) {
+                set[w] = built;
+                break;
+            }
         }
-        if (!set[w] && !free_way)
-            free_way = &set[w];
     }
-    if (kept == built && free_way)
-        *free_way = built;
     pthread_mutex_unlock(&t->lock);
-    if (kept != built) {
-        free(built->supers ? (void *)built->supers : (void *)built->map);
-        free(built);
-    }
+    if (kept != built)
+        map_free(built);
     return kept;
 }
 
@@ -236,10 +244,8 @@ static void map_release(MapTable *t, SharedMap *m) {
                 set[w] = NULL;
     }
     pthread_mutex_unlock(&t->lock);
-    if (last) {
-        free(m->supers ? (void *)m->supers : (void *)m->map);
-        free(m);
-    }
+    if (last)
+        map_free(m);
 }
 
 int store_prepare(Store *s, int order, uint32_t vocab_size, int id_bytes, int64_t bos, double max_unigram_beta,
@@ -380,13 +386,17 @@ static Kept *kept_of(Reader *r, Record *rec) {
  * per 64 words of the vocabulary, or two levels (see FLAT_MAP_RATIO), a Super per
  * SUPER_WORDS words and the Blocks that hold words of the pattern, after an empty one
  * (map[0]) that the look-up of a word in no Block reads. */
+static int flat_map(const Store *s, uint32_t count) { return count >= s->vocab_size / FLAT_MAP_RATIO; }
+
+static size_t n_supers(const Store *s) { return ((size_t)s->vocab_size + SUPER_WORDS - 1) / SUPER_WORDS; }
+
 static size_t map_bytes(const Store *s, const ix_u32 *ids, uint32_t count) {
-    if (count >= s->vocab_size / FLAT_MAP_RATIO)
+    if (flat_map(s, count))
         return ((size_t)s->vocab_size + 63) / 64 * sizeof(Block);
-    size_t n_supers = ((size_t)s->vocab_size + SUPER_WORDS - 1) / SUPER_WORDS, n_blocks = 1;
+    size_t n_blocks = 1;
     for (uint32_t i = 0; i < count; i++)  /* ids ascend: count the Blocks they fall in */
         n_blocks += i == 0 || ids[i] >> 6 != ids[i - 1] >> 6;
-    return n_supers * sizeof(Super) + n_blocks * sizeof(Block);
+    return n_supers(s) * sizeof(Super) + n_blocks * sizeof(Block);
 }
 
 TARGET_CLONES static void fill_flat_map(Block *map, size_t n, const ix_u32 *ids, uint32_t count) {
@@ -426,13 +436,12 @@ static SharedMap *build_map(const Store *s, const Record *rec, size_t bytes) {
     m->value = rec->value;
     m->bytes = bytes;
     m->refs = 1;
-    if (rec->count >= s->vocab_size / FLAT_MAP_RATIO) {
+    if (flat_map(s, rec->count)) {
         m->map = memory;
         fill_flat_map(m->map, bytes / sizeof(Block), ids, rec->count);
     } else {
-        size_t n_supers = ((size_t)s->vocab_size + SUPER_WORDS - 1) / SUPER_WORDS;
         m->supers = memory;
-        m->map = (Block *)(m->supers + n_supers);
+        m->map = (Block *)(m->supers + n_supers(s));
         fill_two_level_map(m->supers, m->map, ids, rec->count);
     }
     return m;

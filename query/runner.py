@@ -44,6 +44,10 @@ CHUNK_LINES = 32
 #: lengthen the end of a run, where this process waits for what the workers still hold
 #: (kn4-64k, 3,000 lines, --workers 2: 4 were no faster, 1 left the worker idle).
 CHUNKS_AHEAD = 2
+#: Lines per chunk at the end of a parallel run's input (see :meth:`InputLines.chunks`).
+#: kn4-64k, 3,000 lines, --workers 2: this process waited 36-82 ms at the end for the
+#: worker's last whole chunks, 1-10 ms in most runs with the tail in chunks of 4 lines.
+TAIL_CHUNK_LINES = 4
 
 Chunk = list[tuple[int, bytes]]
 
@@ -96,19 +100,36 @@ class InputLines:
         """The next ``count`` lines (fewer at the end), for checking a resumed run's input."""
         return (line for _, line in islice(self, count))
 
-    def chunks(self) -> Iterator[Chunk]:
-        """The rest of the lines, CHUNK_LINES at a time."""
+    def chunks(self, tail_lines: int = 0) -> Iterator[Chunk]:
+        """The rest of the lines, CHUNK_LINES at a time, and the last ``tail_lines`` lines
+        TAIL_CHUNK_LINES at a time.
+
+        The input is read ``tail_lines`` lines ahead of the chunks given out, so the end is
+        seen coming.  A parallel run asks for a tail as long as what its workers hold: at
+        the end every process then has small chunks left to take, and they finish together
+        instead of one searching whole chunks while the others wait.
+        """
         numbered = iter(self)
+        ahead: deque[tuple[int, bytes]] = deque()
+        ended = False
         while True:
-            chunk: Chunk = []
-            try:
-                chunk.extend(islice(numbered, CHUNK_LINES))
-            except QueryInputError as error:
-                self.failure = error
-            if chunk:
-                yield chunk
-            if self.failure is not None or len(chunk) < CHUNK_LINES:
+            while not ended and len(ahead) < CHUNK_LINES + tail_lines:
+                try:
+                    ahead.append(next(numbered))
+                except StopIteration:
+                    ended = True
+                except QueryInputError as error:
+                    self.failure = error
+                    ended = True
+            if not ahead:
                 return
+            if not ended:
+                size = CHUNK_LINES
+            elif len(ahead) > tail_lines:
+                size = min(CHUNK_LINES, len(ahead) - tail_lines)
+            else:
+                size = TAIL_CHUNK_LINES
+            yield [ahead.popleft() for _ in range(min(size, len(ahead)))]
 
 
 def numbered_chunks(stream: BinaryIO, source: str = "<input>") -> Iterator[Chunk]:
@@ -195,6 +216,12 @@ def parallel_results(index_path: str, chunks: Iterable[Chunk], options: QueryOpt
             engine.close()
 
 
+def tail_lines(workers: int) -> int:
+    """Lines a parallel run of ``workers`` processes gives out in TAIL_CHUNK_LINES chunks at
+    the end: as many as its forked workers hold in whole chunks."""
+    return (workers - 1) * CHUNKS_AHEAD * CHUNK_LINES
+
+
 class InOrder:
     """The chunks of a parallel run in flight, from reading to writing: handed to the
     workers or searched here, and given back in input order once answered."""
@@ -265,7 +292,8 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
                 out.start(resume, lines.first)
             progress = Progress(_remaining(input_size(stream), stream)) if Progress.wanted() else None
             if workers > 1:
-                results = parallel_results(index_path, lines.chunks(), options, source, workers)
+                results = parallel_results(index_path, lines.chunks(tail_lines=tail_lines(workers)), options, source,
+                                           workers)
             else:
                 results = serial_results(index_path, lines.chunks(), options, source)
             for chunk, result in stack.enter_context(closing(results)):

@@ -184,6 +184,31 @@ def test_threads_share_rank_maps_under_any_budget(small_index: Path) -> None:
         _kernel.set_cache_bytes(default_budget)
 
 
+def test_a_new_threads_searcher_starts_with_the_records_met_before(small_index: Path) -> None:
+    """A searcher made for a thread while the others are busy starts from a copy of the
+    first searcher's record slots: searching text that one thread has searched already, in
+    four threads at once, reads (almost) nothing from the index again, and lists what one
+    thread lists."""
+    from conftest import shared
+
+    lines = shared("heldout-dev.txt").read_bytes().splitlines()[:40]
+    with Engine(small_index) as engine:
+        expected = answers(engine, lines, (100,))
+        _, first_pass_misses = engine.cache_counters()
+        started = threading.Barrier(4)
+
+        def work(start: int) -> None:
+            started.wait()
+            order = [*range(start, len(lines)), *range(start)]  # each thread from another line
+            got = [answers(engine, [lines[i]], (100,)) for i in order]
+            assert [answer for i in range(len(lines)) for answer in got[order.index(i)]] == expected
+
+        in_four_threads(work)
+        _, misses = engine.cache_counters()
+        assert engine._model.searchers > 1  # the threads did search at the same time
+        assert misses - first_pass_misses < first_pass_misses / 20
+
+
 def test_close_while_threads_search(small_index: Path) -> None:
     """close() from another thread while searches run: each running search finishes, the
     next one raises ValueError, and the map goes once the last search has ended."""

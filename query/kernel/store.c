@@ -1,7 +1,6 @@
 /* The record store: see store.h. */
 #include "store.h"
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -518,13 +517,40 @@ int reader_init(Reader *r, const Store *s, size_t records, size_t kept_budget) {
         fail(&r->failure, FS_ENOMEM, "out of memory");
         return -1;
     }
+    if (pthread_mutex_init(&r->slots_lock, NULL)) {
+        free(r->slots);
+        r->slots = NULL;
+        fail(&r->failure, FS_ENOMEM, "cannot make a lock");
+        return -1;
+    }
     int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &r->txn);
     if (rc) {
+        pthread_mutex_destroy(&r->slots_lock);
         free(r->slots);
         r->slots = NULL;
         return lmdb_failed(&r->failure, rc, "cannot begin a read transaction");
     }
     return 0;
+}
+
+void reader_seed(Reader *r, Reader *from) {
+    if (r->store != from->store || r->n_sets != from->n_sets)
+        return;  /* sized apart (set_cache_records between them): the sets differ */
+    pthread_mutex_lock(&from->slots_lock);
+    for (size_t i = 0; i < r->n_sets * RECORD_WAYS; i++) {
+        const Record *have = &from->slots[i];
+        Record *copy = &r->slots[i];
+        if (!have->hash)
+            continue;
+        copy->hash = have->hash;
+        copy->value = have->value;
+        copy->count = have->count;
+        copy->beta_sup = have->beta_sup;
+        copy->key_len = have->key_len;
+        copy->has_beta = have->has_beta;
+        memcpy(copy->key, have->key, have->key_len);
+    }
+    pthread_mutex_unlock(&from->slots_lock);
 }
 
 void reader_end_search(Reader *r) {
@@ -542,6 +568,8 @@ void reader_free(Reader *r) {
         free_kept(r, r->oldest);
     if (r->txn)
         mdb_txn_abort(r->txn);
+    if (r->slots)
+        pthread_mutex_destroy(&r->slots_lock);
     free(r->slots);
     free(r->spilled);
     memset(r, 0, sizeof(*r));
@@ -648,11 +676,8 @@ Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
                 rec = slot_rec;
             }
         }
-        if (rec) {
-            if (rec->kept)
-                free_kept(r, rec->kept);
-            rec->hash = 0;
-        }
+        if (rec && rec->kept)
+            free_kept(r, rec->kept);
     }
     r->misses++;
     if (!rec) {  /* no slot: the record serves this search only */
@@ -677,11 +702,17 @@ Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
         rec->used = r->search;
         return rec->value ? rec : NULL;
     }
-    if (read_record(r, rec, order, key, key_len) < 0)
-        return NULL;  /* the slot stays empty */
-    rec->hash = hash;
+    pthread_mutex_lock(&r->slots_lock);
+    rec->hash = 0;
+    int rc = read_record(r, rec, order, key, key_len);
+    if (rc == 0) {  /* else the slot stays empty */
+        rec->hash = hash;
+        rec->key_len = (uint8_t)key_len;
+        memcpy(rec->key, key, key_len);
+    }
+    pthread_mutex_unlock(&r->slots_lock);
+    if (rc < 0)
+        return NULL;
     rec->used = r->search;
-    rec->key_len = (uint8_t)key_len;
-    memcpy(rec->key, key, key_len);
     return rec->value ? rec : NULL;
 }

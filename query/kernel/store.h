@@ -12,6 +12,8 @@
 #ifndef FASTSUBS_STORE_H
 #define FASTSUBS_STORE_H
 
+#include <pthread.h>
+
 #include "common.h"
 #include "lmdb/lmdb.h"
 
@@ -145,12 +147,22 @@ typedef struct Reader {
     uint64_t search;            /* counts searches: the current one */
     unsigned long long lookups, misses;
     Failure failure;
+    /* Held while the reader fills or empties a slot, and while reader_seed copies the slots:
+     * another thread's new reader may copy them while this one searches (the fields that
+     * only the reader itself reads, ``used`` and ``kept``, are written without it). */
+    pthread_mutex_t slots_lock;
 } Reader;
 
 /* A reader with ``records`` cache slots (rounded up to a power of 2, at least
  * RECORD_WAYS) and ``kept_budget`` bytes for rank maps and sorted prefixes. */
 int reader_init(Reader *r, const Store *s, size_t records, size_t kept_budget);
 void reader_free(Reader *r);
+/* Starts ``r`` (just made, no search yet) with the records ``from`` has met, as ``from``'s
+ * slots hold them now (``from`` may be searching in another thread): a reader made for a
+ * new thread then does not look up and check again, one by one, what another thread of the
+ * same store has read already (records never change, and all readers of a store read one
+ * map).  Rank maps are shared through the store anyway; sorted prefixes stay per reader. */
+void reader_seed(Reader *r, Reader *from);
 void reader_begin_search(Reader *r);
 void reader_end_search(Reader *r);
 /* The pattern of order n + 1 whose fixed words are ids[0 .. n) with the slot before

@@ -5,8 +5,10 @@
  *   kernel_check INDEX ORDER VOCAB_SIZE ID_BYTES BOS_ID MAX_UNIGRAM_BETA RECORD_SLOTS KEPT_BYTES
  *
  * The shape (ORDER ... MAX_UNIGRAM_BETA) is the index's metadata, which is msgpack: the
- * caller decodes it (BOS_ID -1: no <s>).  RECORD_SLOTS and KEPT_BYTES size the one
- * Searcher that serves every line, as the Python glue sizes one per thread.
+ * caller decodes it (BOS_ID -1: no <s>).  RECORD_SLOTS and KEPT_BYTES size each of the
+ * two Searchers, as the Python glue sizes one per thread: the first serves the odd lines,
+ * the second, made at line 2 from a copy of the first's records (reader_seed, as a new
+ * thread's is), the even ones.
  *
  * Each line of standard input is a query:
  *
@@ -23,8 +25,8 @@
  *
  *   done SEARCHES LOOKUPS MISSES KEPT_PEAK
  *
- * (the reader's pattern look-ups, the look-ups that read the index, and the most bytes of
- * rank maps and sorted prefixes kept after any search).  On a failure (the store refuses
+ * (the readers' pattern look-ups and look-ups that read the index, summed, and the most
+ * bytes of rank maps and sorted prefixes a reader kept after any search).  On a failure (the store refuses
  * the index, a search meets a damaged record, a line is malformed) it writes
  * "kernel_check: MESSAGE" to standard error, frees what it made and exits with 1. */
 #define _POSIX_C_SOURCE 200809L  /* getline */
@@ -156,6 +158,27 @@ static int write_answer(const Store *store, const Searcher *k, int target, char 
     return rc;
 }
 
+/* Adds a Searcher to searchers[*n], seeded from the first when there is one: 0, or -1
+ * with *failure set. */
+static int make_searcher(const Store *store, Searcher **searchers, int *n, size_t slots, size_t kept,
+                         Failure *failure) {
+    Searcher *k = malloc(sizeof(Searcher));
+    if (!k) {
+        snprintf(failure->message, sizeof(failure->message), "out of memory");
+        return -1;
+    }
+    if (searcher_init(k, store, slots, kept) < 0) {
+        *failure = k->reader.failure;
+        searcher_free(k);
+        free(k);
+        return -1;
+    }
+    if (*n)
+        reader_seed(&k->reader, &searchers[0]->reader);
+    searchers[(*n)++] = k;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 9)
         return failed("usage: kernel_check INDEX ORDER VOCAB_SIZE ID_BYTES BOS_ID MAX_UNIGRAM_BETA RECORD_SLOTS "
@@ -177,15 +200,9 @@ int main(int argc, char **argv) {
         store_close(&store);
         return failed(failure.message);
     }
-    Searcher *searcher = malloc(sizeof(Searcher));
-    if (!searcher) {
-        store_close(&store);
-        return failed("out of memory");
-    }
-    if (searcher_init(searcher, &store, (size_t)slots, (size_t)kept) < 0) {
-        failure = searcher->reader.failure;
-        searcher_free(searcher);
-        free(searcher);
+    Searcher *searchers[2] = {NULL, NULL};
+    int n_searchers = 0;
+    if (make_searcher(&store, searchers, &n_searchers, (size_t)slots, (size_t)kept, &failure) < 0) {
         store_close(&store);
         return failed(failure.message);
     }
@@ -196,6 +213,13 @@ int main(int argc, char **argv) {
     size_t kept_peak = 0;
     int rc = 0;
     for (long line_number = 1; rc == 0 && getline(&line, &line_cap, stdin) >= 0; line_number++) {
+        if (line_number == 2 &&
+            make_searcher(&store, searchers, &n_searchers, (size_t)slots, (size_t)kept, &failure) < 0) {
+            snprintf(message, sizeof(message), "%s", failure.message);
+            rc = 1;
+            break;
+        }
+        Searcher *searcher = searchers[(line_number - 1) % n_searchers];
         if (parse_query(line, &query) < 0) {
             snprintf(message, sizeof(message),
                      "line %ld: expected COUNT [-p MASS] [-x ID]... and two or more word ids", line_number);
@@ -214,14 +238,21 @@ int main(int argc, char **argv) {
                 kept_peak = searcher->reader.kept_bytes;
         }
     }
+    unsigned long long searches = 0, lookups = 0, misses = 0;
+    for (int i = 0; i < n_searchers; i++) {
+        searches += searchers[i]->n_searches;
+        lookups += searchers[i]->reader.lookups;
+        misses += searchers[i]->reader.misses;
+    }
     if (rc == 0)
-        printf("done %llu %llu %llu %zu\n", searcher->n_searches, searcher->reader.lookups, searcher->reader.misses,
-               kept_peak);
+        printf("done %llu %llu %llu %zu\n", searches, lookups, misses, kept_peak);
     free(line);
     free(query.ids);
     free(query.excluded);
-    searcher_free(searcher);
-    free(searcher);
+    for (int i = 0; i < n_searchers; i++) {
+        searcher_free(searchers[i]);
+        free(searchers[i]);
+    }
     store_close(&store);
     if (fflush(stdout) != 0 && rc == 0)
         return failed("cannot write the answers");

@@ -280,11 +280,14 @@ static int get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *
 }
 
 /* Answers of a run of positions, kept until the GIL is taken again: position i's are
- * answers[starts[i] .. starts[i + 1]). */
+ * answers[starts[i] .. starts[i + 1]), and with ``normalized`` their scores and p / Σp
+ * side by side in scores/probabilities (made without the GIL too: the records need them). */
 typedef struct {
     Scored *answers;
+    double *scores, *probabilities;
     Py_ssize_t *starts;
     Py_ssize_t n, cap, cap_starts;
+    int normalized;
 } Answers;
 
 #define SEARCH_BATCH_BYTES ((Py_ssize_t)1 << 20)
@@ -305,11 +308,25 @@ static int keep_answer(Answers *a, const Searcher *k, Py_ssize_t i) {
         if (!answers)
             return -2;
         a->answers = answers;
+        if (a->normalized) {
+            double *scores = PyMem_RawRealloc(a->scores, (size_t)cap * sizeof(double));
+            if (scores)
+                a->scores = scores;
+            double *probabilities = scores ? PyMem_RawRealloc(a->probabilities, (size_t)cap * sizeof(double)) : NULL;
+            if (!probabilities)
+                return -2;
+            a->probabilities = probabilities;
+        }
         a->cap = cap;
     }
     if (i == 0)
         a->starts[0] = 0;
     memcpy(a->answers + a->n, k->listed, (size_t)k->n_listed * sizeof(Scored));
+    if (a->normalized) {
+        for (int64_t j = 0; j < k->n_listed; j++)
+            a->scores[a->n + j] = k->listed[j].score;
+        normalize(a->scores + a->n, (int64_t)k->n_listed, a->probabilities + a->n);
+    }
     a->n += (Py_ssize_t)k->n_listed;
     a->starts[i + 1] = a->n;
     return 0;
@@ -367,17 +384,11 @@ static PyObject *answer_arrays(const Scored *answers, Py_ssize_t length) {
 /* One position's answer as a list of ``cls``(word text, score, p / Σp), best first: the
  * API's substitutes, made here in one go (no __new__ call, no array per position), the
  * largest part of an API search that holds the GIL. */
-static PyObject *answer_records(Model *m, const Scored *answers, Py_ssize_t length, PyTypeObject *cls) {
-    double *values = PyMem_Malloc((size_t)(2 * length + 1) * sizeof(double));
-    if (!values)
-        return PyErr_NoMemory();
-    double *scores = values, *probabilities = values + length;
-    for (Py_ssize_t i = 0; i < length; i++)
-        scores[i] = answers[i].score;
-    normalize(scores, length, probabilities);
+static PyObject *answer_records(Model *m, const Scored *answers, const double *probabilities, Py_ssize_t length,
+                                PyTypeObject *cls) {
     PyObject *result = PyList_New(length);
     for (Py_ssize_t i = 0; result && i < length; i++) {
-        PyObject *items[3] = {word_text(m, answers[i].word), PyFloat_FromDouble(scores[i]),
+        PyObject *items[3] = {word_text(m, answers[i].word), PyFloat_FromDouble(answers[i].score),
                               PyFloat_FromDouble(probabilities[i])};
         /* Never tracked by the garbage collector: it holds a str and two floats, which
          * cannot make a cycle (the collector untracks such tuples itself, once it has
@@ -395,7 +406,6 @@ static PyObject *answer_records(Model *m, const Scored *answers, Py_ssize_t leng
             PyTuple_SET_ITEM(record, j, items[j]);
         PyList_SET_ITEM(result, i, record);
     }
-    PyMem_Free(values);
     return result;
 }
 
@@ -424,6 +434,7 @@ static PyObject *Model_search(Model *m, PyObject *args) {
     PyObject *results = NULL;
     Searcher *k = NULL;
     Answers batch = {0};
+    batch.normalized = record != NULL;
     if (first < 1 || last > n || first > last || n > INT_MAX) {
         PyErr_SetString(PyExc_ValueError, "targets outside 1 ... len(sentence) - 1");
         goto out;
@@ -455,7 +466,8 @@ static PyObject *Model_search(Model *m, PyObject *args) {
         }
         for (Py_ssize_t t = run_first; t < target; t++) {
             Py_ssize_t start = batch.starts[t - run_first], length = batch.starts[t - run_first + 1] - start;
-            PyObject *answer = record ? answer_records(m, &batch.answers[start], length, record)
+            PyObject *answer = record ? answer_records(m, &batch.answers[start], &batch.probabilities[start], length,
+                                                       record)
                                       : answer_arrays(&batch.answers[start], length);
             if (!answer) {
                 Py_CLEAR(results);
@@ -468,6 +480,8 @@ out:
     if (k)
         give_back(m, k);
     PyMem_RawFree(batch.answers);
+    PyMem_RawFree(batch.scores);
+    PyMem_RawFree(batch.probabilities);
     PyMem_RawFree(batch.starts);
     PyBuffer_Release(&sentence);
     PyBuffer_Release(&excluded);
@@ -519,47 +533,56 @@ static PyObject *Model_word(Model *m, PyObject *arg) {
 
 /* ids(tokens, unknown) -> bytes of uint32: each token's id, ``unknown`` for those the
  * vocabulary lacks.  An entry must spell its word back (word_bytes is checksummed): a
- * flipped byte in the vocabulary never maps a word to another word's id. */
+ * flipped byte in the vocabulary never maps a word to another word's id.  The look-ups run
+ * without the GIL, through a searcher's transaction (one B-tree descent per token: for
+ * threads, what the API does around a search should hold the GIL as little as it can). */
 static PyObject *Model_ids(Model *m, PyObject *args) {
     PyObject *tokens;
     unsigned int unknown;
-    if (!PyArg_ParseTuple(args, "O!I:ids", &PyList_Type, &tokens, &unknown) || check_open(m, 1) < 0)
+    if (!PyArg_ParseTuple(args, "O!I:ids", &PyList_Type, &tokens, &unknown))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(tokens);
-    PyObject *result = PyBytes_FromStringAndSize(NULL, n * 4);
-    if (!result)
+    /* a tuple of the tokens: another thread may change the list while the GIL is released */
+    PyObject *held = PyList_AsTuple(tokens);
+    if (!held)
         return NULL;
-    uint32_t *ids = (uint32_t *)PyBytes_AS_STRING(result);
+    Py_ssize_t n = PyTuple_GET_SIZE(held);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *token = PyList_GET_ITEM(tokens, i);
-        if (!PyBytes_Check(token)) {
-            Py_DECREF(result);
+        if (!PyBytes_Check(PyTuple_GET_ITEM(held, i))) {
+            Py_DECREF(held);
             PyErr_SetString(PyExc_TypeError, "tokens must be bytes");
             return NULL;
         }
-        const char *word = PyBytes_AS_STRING(token);
-        size_t length = (size_t)PyBytes_GET_SIZE(token);
-        MDB_val value;
-        Failure failure = {0};
-        int found = length ? store_get(&m->store, m->store.vocab, word, length, &value, &failure) : 0;
-        if (found < 0) {
-            Py_DECREF(result);
-            return raise_failure(m, &failure);
-        }
-        if (!found) {
-            ids[i] = unknown;
-            continue;
-        }
-        uint32_t id = value.mv_size == 4 ? *(const ix_u32 *)value.mv_data : UINT32_MAX;
-        size_t spelled = 0;
-        const char *spelling = id < m->store.vocab_size ? store_word(&m->store, id, &spelled) : NULL;
-        if (!spelling || spelled != length || memcmp(spelling, word, length)) {
-            Py_DECREF(result);
-            PyErr_Format(DamagedIndexError, "%U: damaged index (vocabulary entry of %R is invalid)", m->path, token);
-            return NULL;
-        }
-        ids[i] = id;
     }
+    PyObject *result = PyBytes_FromStringAndSize(NULL, n * 4);
+    Searcher *k = result ? take_searcher(m) : NULL;
+    if (!k) {
+        Py_XDECREF(result);
+        Py_DECREF(held);
+        return NULL;
+    }
+    uint32_t *ids = (uint32_t *)PyBytes_AS_STRING(result);
+    Py_ssize_t i = 0;
+    int found = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < n; i++) {
+        PyObject *token = PyTuple_GET_ITEM(held, i);
+        found = reader_word_id(&k->reader, PyBytes_AS_STRING(token), (size_t)PyBytes_GET_SIZE(token), &ids[i]);
+        if (found < 0)
+            break;
+        if (!found)
+            ids[i] = unknown;
+    }
+    Py_END_ALLOW_THREADS
+    if (found < 0) {
+        if (k->reader.failure.code == FS_EDAMAGED)
+            PyErr_Format(DamagedIndexError, "%U: damaged index (vocabulary entry of %R is invalid)", m->path,
+                         PyTuple_GET_ITEM(held, i));
+        else
+            raise_failure(m, &k->reader.failure);
+        Py_CLEAR(result);
+    }
+    give_back(m, k);
+    Py_DECREF(held);
     return result;
 }
 

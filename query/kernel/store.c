@@ -642,6 +642,24 @@ static int read_record(Reader *r, Record *rec, int order, const uint8_t *key, si
     return 0;
 }
 
+int reader_word_id(Reader *r, const char *word, size_t length, uint32_t *id) {
+    const Store *s = r->store;
+    MDB_val key = {length, (void *)word}, value;
+    int rc = length ? mdb_get(r->txn, s->vocab, &key, &value) : MDB_NOTFOUND;
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc)
+        return lmdb_failed(&r->failure, rc, "damaged index");
+    *id = value.mv_size == 4 ? *(const ix_u32 *)value.mv_data : UINT32_MAX;
+    size_t spelled = 0;
+    const char *spelling = *id < s->vocab_size ? store_word(s, *id, &spelled) : NULL;
+    if (!spelling || spelled != length || memcmp(spelling, word, length)) {
+        fail(&r->failure, FS_EDAMAGED, "damaged index (a vocabulary entry is invalid)");
+        return -1;
+    }
+    return 1;
+}
+
 Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
     const Store *s = r->store;
     int order = n + 1;

@@ -165,6 +165,11 @@ void reader_free(Reader *r);
 void reader_seed(Reader *r, Reader *from);
 void reader_begin_search(Reader *r);
 void reader_end_search(Reader *r);
+/* The id of the word spelled ``word`` (``length`` bytes), looked up through the reader's own
+ * transaction (so any number of threads look words up at once): 1 found, 0 not in the
+ * vocabulary, -1 on a damaged index (r->failure set; FS_EDAMAGED: the entry names a word
+ * spelled otherwise). */
+int reader_word_id(Reader *r, const char *word, size_t length, uint32_t *id);
 /* The pattern of order n + 1 whose fixed words are ids[0 .. n) with the slot before
  * ids[slot]; NULL when the model has none, or on a damaged record (r->failure.code set). */
 Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n);

@@ -82,6 +82,11 @@ UNKNOWN_WORD_LOGPROB = -100.0
 NO_WORD = 0xFFFFFFFF
 
 
+def has_magic(meta: object) -> bool:
+    """Whether a decoded metadata value is a fastsubs index's (of any format version)."""
+    return isinstance(meta, dict) and meta.get("magic") == MAGIC
+
+
 def patterns_db_name(order: int) -> bytes:
     """Name of the LMDB database holding the patterns of n-grams of ``order``."""
     return b"patterns%d" % order

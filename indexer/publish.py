@@ -103,7 +103,7 @@ def _is_fastsubs_environment(directory: Path) -> bool:
             names = set(txn.cursor().iternext(values=False))
             if fmt.META_DB in names:
                 meta = msgpack.unpackb(txn.get(fmt.META_KEY, db=env.open_db(fmt.META_DB, txn=txn, create=False)))
-                return isinstance(meta, dict) and meta.get("magic") == fmt.MAGIC
+                return fmt.has_magic(meta)
             return {fmt.VOCAB_DB, fmt.ARRAYS_DB} <= names  # a build that never wrote its metadata
     except Exception:  # unreadable: we cannot tell it is ours, so it is not
         return False

@@ -116,7 +116,7 @@ def decode_meta(path: Path, raw: bytes | None) -> dict:
         meta = msgpack.unpackb(bytes(raw))
     except Exception:
         raise DamagedIndexError(f"{path}: damaged index (metadata cannot be decoded)") from None
-    if not isinstance(meta, dict) or meta.get("magic") != fmt.MAGIC:
+    if not fmt.has_magic(meta):
         raise NotAnIndexError(f"{path}: not a fastsubs index (wrong magic)")
     version = meta.get("format_version")
     if version != fmt.FORMAT_VERSION:

@@ -104,8 +104,8 @@ class InputLines:
         """The rest of the lines, CHUNK_LINES at a time, and the last ``tail_lines`` lines
         TAIL_CHUNK_LINES at a time.
 
-        The input is read ``tail_lines`` lines ahead of the chunks given out, so the end is
-        seen coming.  A parallel run asks for a tail as long as what its workers hold: at
+        The input is read up to CHUNK_LINES + ``tail_lines`` lines ahead of the chunks given
+        out, so the end is seen coming.  A parallel run asks for a tail as long as what its workers hold: at
         the end every process then has small chunks left to take, and they finish together
         instead of one searching whole chunks while the others wait.
         """

@@ -219,7 +219,7 @@ static PyObject *look_up(Model *m, PyObject *args, const char *format, PyObject 
     Failure failure = {0};
     PyObject *result = NULL;
     if (check_open(m, 0) == 0 && named_dbi(m, name, &dbi) == 0) {
-        int found = key.len ? store_get(&m->store, dbi, key.buf, (size_t)key.len, &value, &failure) : 0;
+        int found = store_get(&m->store, dbi, key.buf, (size_t)key.len, &value, &failure);
         if (found < 0)
             raise_failure(m, &failure);
         else

@@ -121,12 +121,17 @@ int store_dbi(Store *s, const char *name, MDB_dbi *dbi, Failure *failure) {
     return rc ? lmdb_failed(failure, rc, name) : 0;
 }
 
-int store_get(Store *s, MDB_dbi dbi, const void *key, size_t key_len, MDB_val *value, Failure *failure) {
+/* store_get through ``txn`` (the store's, or a reader's). */
+static int txn_get(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t key_len, MDB_val *value, Failure *failure) {
     MDB_val k = {key_len, (void *)key};
-    int rc = mdb_get(s->txn, dbi, &k, value);
+    int rc = key_len ? mdb_get(txn, dbi, &k, value) : MDB_NOTFOUND;  /* LMDB refuses empty keys */
     if (rc == MDB_NOTFOUND)
         return 0;
     return rc ? lmdb_failed(failure, rc, "damaged index") : 1;
+}
+
+int store_get(Store *s, MDB_dbi dbi, const void *key, size_t key_len, MDB_val *value, Failure *failure) {
+    return txn_get(s->txn, dbi, key, key_len, value, failure);
 }
 
 /* The array ``name`` of ``items`` items of ``size`` bytes (items 0: any length, put in *items). */
@@ -644,12 +649,10 @@ static int read_record(Reader *r, Record *rec, int order, const uint8_t *key, si
 
 int reader_word_id(Reader *r, const char *word, size_t length, uint32_t *id) {
     const Store *s = r->store;
-    MDB_val key = {length, (void *)word}, value;
-    int rc = length ? mdb_get(r->txn, s->vocab, &key, &value) : MDB_NOTFOUND;
-    if (rc == MDB_NOTFOUND)
-        return 0;
-    if (rc)
-        return lmdb_failed(&r->failure, rc, "damaged index");
+    MDB_val value;
+    int found = txn_get(r->txn, s->vocab, word, length, &value, &r->failure);
+    if (found <= 0)
+        return found;
     *id = value.mv_size == 4 ? *(const ix_u32 *)value.mv_data : UINT32_MAX;
     size_t spelled = 0;
     const char *spelling = *id < s->vocab_size ? store_word(s, *id, &spelled) : NULL;

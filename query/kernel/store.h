@@ -132,7 +132,7 @@ void store_close(Store *s);
 /* Opens the named database: 0, or -1 with the failure set. */
 int store_dbi(Store *s, const char *name, MDB_dbi *dbi, Failure *failure);
 /* The value of ``key`` in ``dbi`` (read through the store's own transaction): 1 found,
- * 0 not, -1 on error. */
+ * 0 not (an empty key is in no database), -1 on error. */
 int store_get(Store *s, MDB_dbi dbi, const void *key, size_t key_len, MDB_val *value, Failure *failure);
 
 typedef struct Reader {

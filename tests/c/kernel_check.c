@@ -26,9 +26,9 @@
  *   done SEARCHES LOOKUPS MISSES KEPT_PEAK
  *
  * (the readers' pattern look-ups and look-ups that read the index, summed, and the most
- * bytes of rank maps and sorted prefixes a reader kept after any search).  On a failure (the store refuses
- * the index, a search meets a damaged record, a line is malformed) it writes
- * "kernel_check: MESSAGE" to standard error, frees what it made and exits with 1. */
+ * bytes of rank maps and sorted prefixes a reader kept after any search).  On a failure
+ * (the store refuses the index, a search meets a damaged record, a line is malformed) it
+ * writes "kernel_check: MESSAGE" to standard error, frees what it made and exits with 1. */
 #define _POSIX_C_SOURCE 200809L  /* getline */
 
 #include <errno.h>

@@ -244,6 +244,7 @@ class InOrder:
         taken = next(self.chunks, None)
         if taken is None:
             self.exhausted = True
+            self.pool.finish_sending()
             return None
         self.pending.append(taken)
         return taken

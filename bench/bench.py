@@ -30,9 +30,8 @@ import numpy as np
 
 from fastsubs.bench.exhaustive_baseline import ExhaustiveScorer
 from fastsubs.bench.processes import BIN, build_figures, run_with_pss, startup_figures
-from fastsubs.query.engine import Engine
+from fastsubs.query.engine import Engine, Fields
 from fastsubs.query.index import Index
-from fastsubs.query.output import format_substitutes
 from fastsubs.query.search import Limits
 from fastsubs.query.sentences import tokenize
 
@@ -51,8 +50,8 @@ def engine_pass(engine: Engine, sentences: list[np.ndarray], tokens: list[list[b
     limits = Limits(count)
     out = []
     for words, ids in zip(tokens, sentences):
-        for word, (found, scores) in zip(words + [b"</s>"], engine.search(ids, 1, len(ids), limits)):
-            out.append(word + b"\t" + format_substitutes(engine, found, scores, False))
+        for word, fields in zip(words + [b"</s>"], engine.search(ids, 1, len(ids), limits, fields=Fields.SCORES)):
+            out.append(word + b"\t" + fields)
     return out
 
 
@@ -64,7 +63,7 @@ def baseline_pass(scorer: ExhaustiveScorer, engine: Engine, sentences: list[np.n
         sentence = tuple(ids.tolist())
         for target, word in enumerate(words + [b"</s>"], start=1):
             found, scores = scorer.search(sentence, target, count)
-            out.append(word + b"\t" + format_substitutes(engine, found, scores, False))
+            out.append(word + b"\t" + engine.fields(found, scores))
     return out
 
 

@@ -26,8 +26,10 @@ Named databases
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 MAGIC = "fastsubs-index"
 #: 2: the header word of a pattern value is its checksum (1 held count and flags).
@@ -58,12 +60,14 @@ META_KEYS = (
     "has_unk", "unk_id", "bos_id", "eos_id", "max_unigram_beta", "source", "build",
 )
 
-ID_DTYPE = np.dtype("<u4")
-SCORE_DTYPE = np.dtype("<f4")
-OFFSET_DTYPE = np.dtype("<u8")
+#: Element types, as numpy dtype strings.  This module imports numpy only in the functions
+#: that compute with it: the query engine's plain text path needs none (start-up).
+ID_DTYPE = "<u4"
+SCORE_DTYPE = "<f4"
+OFFSET_DTYPE = "<u8"
 
 #: Header word of a pattern value: :func:`record_checksum` of its key and the rest of the value.
-HEADER_DTYPE = np.dtype("<u4")
+HEADER_DTYPE = "<u4"
 
 _MASK32 = 0xFFFFFFFF
 #: Odd multipliers: a weighted sum mod 2^32 with odd weights changes whenever any one
@@ -113,6 +117,8 @@ def pattern_key(slot: int, ids: tuple[int, ...] | list[int], id_bytes: int) -> b
 
 def checksum_weights(length: int, key: bool = False) -> np.ndarray:
     """The (odd, uint64) weights of :func:`record_checksum` for ``length`` words or key bytes."""
+    import numpy as np
+
     step = KEY_WEIGHT if key else VALUE_WEIGHT
     return ((2 * np.arange(length, dtype=np.uint64) + 1) * np.uint64(step)) & np.uint64(_MASK32)
 
@@ -124,6 +130,8 @@ def record_checksum(key: bytes, body: np.ndarray) -> int:
     definition; the builder computes it for all records at once (:func:`batch_checksums`)
     and the query in C (``fastsubs.query._kernel.checksum``), both tested against it.
     """
+    import numpy as np
+
     key_bytes = np.frombuffer(key, dtype=np.uint8).astype(np.uint64)
     total = (body.astype(np.uint64) * checksum_weights(len(body))).sum(dtype=np.uint64)
     total += (key_bytes * checksum_weights(len(key_bytes), key=True)).sum(dtype=np.uint64)
@@ -141,6 +149,8 @@ def batch_checksums(words: np.ndarray, offsets: np.ndarray, keys: np.ndarray) ->
     but not summed), record g spanning ``words[offsets[g]:offsets[g + 1]]``; ``keys``
     is a uint8 matrix with one key per row (all keys of one database are equally long).
     """
+    import numpy as np
+
     key_sums = (keys.astype(np.uint64) * checksum_weights(keys.shape[1], key=True)).sum(axis=1, dtype=np.uint64)
     result = np.empty(len(offsets) - 1, dtype=np.uint32)
     for first in range(0, len(result), CHECKSUM_BATCH):
@@ -165,7 +175,7 @@ def pattern_count(value_words: int, has_beta: bool) -> int | None:
     return count if rest == 0 and count > 1 else None
 
 
-def pattern_value_layout(count: int, has_beta: bool) -> list[tuple[str, np.dtype, int]]:
+def pattern_value_layout(count: int, has_beta: bool) -> list[tuple[str, str, int]]:
     """Fields of a pattern value, in order, as ``(name, dtype, length)``.
 
     ``header`` is the record's checksum.  Whether there are back-off weights follows
@@ -177,7 +187,7 @@ def pattern_value_layout(count: int, has_beta: bool) -> list[tuple[str, np.dtype
     positions into those arrays by alpha descending (ties by id): the sorted list
     the search reads.  Every field is 4 bytes wide, so offsets are ``4 * words``.
     """
-    fields: list[tuple[str, np.dtype, int]] = [("header", HEADER_DTYPE, 1)]
+    fields: list[tuple[str, str, int]] = [("header", HEADER_DTYPE, 1)]
     if has_beta:
         fields.append(("max_beta", SCORE_DTYPE, 1))
     fields += [("ids", ID_DTYPE, count), ("alpha", SCORE_DTYPE, count)]

@@ -13,23 +13,33 @@ map must not cross a ``fork``).
 
 from __future__ import annotations
 
+import enum
 import numbers
 import os
+import struct
 from pathlib import Path
-from typing import Any, TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastsubs import format as fmt
 from fastsubs.errors import ArgumentError, DamagedIndexError, NotAnIndexError
 from fastsubs.query._kernel import Model
-from fastsubs.query.index import NOT_AN_INDEX_NO_META, check_array_checksums, decode_meta, open_published
+from fastsubs.query.opening import NOT_AN_INDEX_NO_META, check_array_checksums, decode_meta, open_published
 from fastsubs.query.search import Limits, SearchStats
 
-Ranked = tuple[np.ndarray, np.ndarray]
+if TYPE_CHECKING:
+    import numpy as np
+
+    Ranked = tuple[np.ndarray, np.ndarray]
+
 Record = TypeVar("Record", bound=tuple)
 
-_NO_IDS = np.zeros(0, dtype=fmt.ID_DTYPE)
+
+class Fields(enum.IntEnum):
+    """A search's answers as the text output's fields, written by the kernel: the
+    command line's plain text needs no array per position, and no numpy (its start-up)."""
+
+    SCORES = 1         #: ``word score`` fields
+    PROBABILITIES = 2  #: ``word p/Σp`` fields, down to the first p/Σp below 1e-8 (-z)
 
 
 def _open_model(path: str) -> Model:
@@ -60,7 +70,7 @@ class Engine:
             self._model.close()
             raise
         self._unknown = self.unk_id if self.unk_id is not None else fmt.NO_WORD
-        self._excluded: dict[tuple[bytes, ...], np.ndarray] = {}
+        self._excluded: dict[tuple[bytes, ...], bytes] = {}
 
     @property
     def closed(self) -> bool:
@@ -99,24 +109,33 @@ class Engine:
 
     def fields(self, word_ids: np.ndarray, values: np.ndarray) -> bytes:
         """``word value`` fields (``%.8f``) joined by tabs, written in C straight from the index."""
+        import numpy as np
+
         return self._model.fields(np.ascontiguousarray(word_ids, dtype=fmt.ID_DTYPE),
                                   np.ascontiguousarray(values, dtype=np.float64))
 
-    def sentence_ids(self, tokens: list[bytes]) -> np.ndarray:
-        """``<s> tokens </s>`` as ids; unknown words (markers the model lacks too) are ``<unk>``
-        or, without it, a word that matches no n-gram."""
-        return np.frombuffer(self._model.ids([b"<s>", *tokens, b"</s>"], self._unknown), fmt.ID_DTYPE)
+    def _ids(self, tokens: list[bytes]) -> bytes:
+        """``<s> tokens </s>`` as ids (bytes of uint32, as the search takes them); unknown
+        words (markers the model lacks too) are ``<unk>`` or, without it, a word that
+        matches no n-gram."""
+        return self._model.ids([b"<s>", *tokens, b"</s>"], self._unknown)  # type: ignore[no-any-return]
 
-    def excluded(self, words: tuple[bytes, ...]) -> np.ndarray:
+    def sentence_ids(self, tokens: list[bytes]) -> np.ndarray:
+        """``<s> tokens </s>`` as an array of ids (see :meth:`_ids`)."""
+        import numpy as np
+
+        return np.frombuffer(self._ids(tokens), fmt.ID_DTYPE)
+
+    def excluded(self, words: tuple[bytes, ...]) -> bytes:
         """The words of ``words`` that can be substitutes, as the search takes them: their
-        ids, ascending (words the vocabulary lacks, and ``<s>``, which is never a
-        candidate, are left out)."""
+        ids, ascending, as bytes of uint32 (words the vocabulary lacks, and ``<s>``, which
+        is never a candidate, are left out)."""
         if not words:
-            return _NO_IDS
+            return b""
         packed = self._excluded.get(words)
         if packed is None:
-            ids = {i for i in map(self.word_id, words) if i is not None and i != self.bos_id}
-            packed = self._excluded[words] = np.array(sorted(ids), dtype=fmt.ID_DTYPE)
+            ids = sorted({i for i in map(self.word_id, words) if i is not None and i != self.bos_id})
+            packed = self._excluded[words] = struct.pack(f"<{len(ids)}I", *ids)
         return packed
 
     def unknown(self, words: tuple[bytes, ...]) -> list[bytes]:
@@ -125,35 +144,39 @@ class Engine:
 
     # ------------------------------------------------------------------ searches
 
-    def search(self, ids: np.ndarray, first: int, last: int, limits: Limits,
-               excluded: np.ndarray = _NO_IDS, record: type[Record] | None = None) -> list[Any]:
-        """Ranked substitutes of positions ``first`` … ``last - 1`` of ``ids`` (with <s>, </s>).
+    def search(self, ids: bytes | np.ndarray, first: int, last: int, limits: Limits, excluded: bytes = b"",
+               record: type[Record] | None = None, fields: Fields | None = None) -> list[Any]:
+        """Ranked substitutes of positions ``first`` … ``last - 1`` of ``ids`` (uint32 word
+        ids with <s> and </s>: :meth:`sentence_ids`).
 
         At most V - 1 substitutes (one word is ``<s>``), as the original, even for a
         model without ``<s>``.  ``excluded`` (from :meth:`excluded`) are no candidates:
         the list is the exact top of the other words, and V counts only those for the -p
-        rule and the cap.  Each position's answer is a :data:`Ranked` pair of arrays, or
-        with ``record`` (a NamedTuple class) a list of ``record(word text, score, p/Σp)``,
-        made in C (the API makes one per substitute of a corpus).
+        rule and the cap.  Each position's answer is a :data:`Ranked` pair of arrays; with
+        ``record`` (a NamedTuple class) a list of ``record(word text, score, p/Σp)``,
+        made in C (the API makes one per substitute of a corpus); with ``fields``, the
+        text output's fields as bytes (see :class:`Fields`).
         """
-        found = self._model.search(ids, first, last, limits.count, limits.mass, excluded, record)
-        if record is not None:
+        found = self._model.search(ids, first, last, limits.count, limits.mass, excluded, record, fields or 0)
+        if record is not None or fields is not None:
             return found  # type: ignore[no-any-return]
+        import numpy as np
+
         return [(np.frombuffer(words, fmt.ID_DTYPE), np.frombuffer(scores)) for words, scores in found]
 
-    def sentence(self, tokens: list[bytes], limits: Limits, eos: bool = True,
-                 excluded: np.ndarray = _NO_IDS, record: type[Record] | None = None) -> list[Any]:
+    def sentence(self, tokens: list[bytes], limits: Limits, eos: bool = True, excluded: bytes = b"",
+                 record: type[Record] | None = None, fields: Fields | None = None) -> list[Any]:
         """Substitutes (as :meth:`search` gives them) for every position w1 … wn and (with
         ``eos``) the closing ``</s>``; never the words of ``excluded`` (from :meth:`excluded`)."""
-        ids = self.sentence_ids(tokens)
-        return self.search(ids, 1, len(ids) if eos else len(ids) - 1, limits, excluded, record)
+        ids = self._ids(tokens)
+        return self.search(ids, 1, len(tokens) + 2 if eos else len(tokens) + 1, limits, excluded, record, fields)
 
-    def position(self, tokens: list[bytes], position: int, limits: Limits,
-                 excluded: np.ndarray = _NO_IDS, record: type[Record] | None = None) -> Any:
+    def position(self, tokens: list[bytes], position: int, limits: Limits, excluded: bytes = b"",
+                 record: type[Record] | None = None, fields: Fields | None = None) -> Any:
         """Substitutes (as :meth:`search` gives them) for ``tokens[position]``
         (``position == len(tokens)`` is ``</s>``)."""
         if isinstance(position, bool) or not isinstance(position, numbers.Integral) \
                 or not 0 <= position <= len(tokens):
             raise ArgumentError(f"position {position!r} is not a whole number within 0 … {len(tokens)}")
-        ids = self.sentence_ids(tokens)
-        return self.search(ids, int(position) + 1, int(position) + 2, limits, excluded, record)[0]
+        ids = self._ids(tokens)
+        return self.search(ids, int(position) + 1, int(position) + 2, limits, excluded, record, fields)[0]

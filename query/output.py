@@ -3,7 +3,7 @@
 * ``text`` (the original tool's, ai-ku/fastsubs, byte for byte):
   ``word<TAB>sub1 lp1<TAB>sub2 lp2 …`` with ``%.8f`` scores, best first; with ``-z`` each
   score is replaced by p/Σp over the listed substitutes and the list stops at the first
-  below 1e-8.
+  below 1e-8.  The kernel writes the fields (:class:`fastsubs.query.engine.Fields`).
 * ``jsonl``: one JSON object per position, for tools that would rather not parse tabs:
   ``sentence`` (the input line, from 1), with ``-t`` the record's ``name`` and ``id``,
   ``position`` (the token, from 0; the token count is ``</s>``), ``word``, and
@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastsubs.jsonl import text_fields
 from fastsubs.query._kernel import normalized as kernel_normalized
+
+if TYPE_CHECKING:  # numpy is imported by the functions that use it: the text format needs none
+    import numpy as np
 
 
 class Vocabulary(Protocol):
@@ -34,26 +35,14 @@ class Vocabulary(Protocol):
 
     def word(self, word_id: int) -> bytes: ...
 
-    def fields(self, word_ids: np.ndarray, values: np.ndarray) -> bytes: ...
-
-NORMALIZED_FLOOR = 1e-8
-
 
 def normalized(scores: np.ndarray) -> np.ndarray:
     """p / Σp over the listed substitutes (best first), p = 10^lp (the original's ``-z``):
-    computed by the kernel, which gives the API's ``Substitute.probability`` the same way."""
+    computed by the kernel, which gives the API's ``Substitute.probability`` and the text
+    format's ``-z`` fields the same way."""
+    import numpy as np
+
     return np.frombuffer(kernel_normalized(np.ascontiguousarray(scores, dtype=np.float64)))
-
-
-def format_substitutes(vocabulary: Vocabulary, ids: np.ndarray, scores: np.ndarray, normalize: bool) -> bytes:
-    """The tab-separated ``sub score`` fields of one position (no target word, no newline)."""
-    values = scores
-    if normalize:
-        values = normalized(scores)
-        below = np.flatnonzero(values < NORMALIZED_FLOOR)
-        if len(below):
-            ids, values = ids[: below[0]], values[: below[0]]
-    return vocabulary.fields(ids, values)
 
 
 @dataclass(frozen=True)
@@ -104,6 +93,8 @@ def _draws(place: Place, ids: np.ndarray, scores: np.ndarray, draws: int, seed: 
     """``draws`` word ids drawn in proportion to 10^lp (none if nothing is listed)."""
     if not len(ids):
         return []
+    import numpy as np
+
     rng = np.random.default_rng([seed, place.line, place.position])
     return rng.choice(ids, size=draws, replace=True, p=normalized(scores)).tolist()  # type: ignore[no-any-return]
 

@@ -10,13 +10,12 @@ output, in order, or raises naming its line.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
+from typing import Any
 
 from fastsubs.errors import QueryInputError
-from fastsubs.query.engine import Engine
+from fastsubs.query.engine import Engine, Fields
 from fastsubs.query.options import QueryOptions
-from fastsubs.query.output import Place, format_substitutes, jsonl_record, sample_jsonl, sample_lines
+from fastsubs.query.output import Place, jsonl_record, sample_jsonl, sample_lines
 from fastsubs.query.sentences import tokenize
 
 EOS = b"</s>"
@@ -48,33 +47,38 @@ def parse_target_record(line: bytes, source: str, number: int) -> TargetRecord:
     return TargetRecord(fields[0], fields[1], tokens, position)
 
 
-def _position_output(engine: Engine, options: QueryOptions, place: Place, ids: np.ndarray, scores: np.ndarray,
-                     with_word: bool) -> bytes:
-    """The output of one position in the chosen format."""
-    vocabulary = engine
+def _text_fields(options: QueryOptions) -> Fields | None:
+    """What the kernel writes for these options: the fields of the plain text format, or
+    None for the formats made here from arrays (JSON lines, samples)."""
+    if options.format != "text" or options.sample is not None:
+        return None
+    return Fields.PROBABILITIES if options.normalize else Fields.SCORES
+
+
+def _position_output(engine: Engine, options: QueryOptions, place: Place, answer: Any) -> bytes:
+    """The output of one position in a format made from its arrays."""
+    ids, scores = answer
     if options.sample is not None:
         write_samples = sample_jsonl if options.format == "jsonl" else sample_lines
-        return write_samples(vocabulary, place, ids, scores, options.sample, options.seed)
-    if options.format == "jsonl":
-        return jsonl_record(vocabulary, place, ids, scores)
-    fields = format_substitutes(vocabulary, ids, scores, options.normalize)
-    return (place.word + b"\t" + fields if with_word else fields) + b"\n"
+        return write_samples(engine, place, ids, scores, options.sample, options.seed)
+    return jsonl_record(engine, place, ids, scores)
 
 
 def render_record(engine: Engine, line: bytes, options: QueryOptions, source: str, number: int) -> bytes:
     """The complete output of one input line."""
     excluded = engine.excluded(options.excluded_words)
+    fields = _text_fields(options)
     if options.targets:
         record = parse_target_record(line, source, number)
-        ids, scores = engine.position(record.tokens, record.position, options.limits, excluded)
+        answer = engine.position(record.tokens, record.position, options.limits, excluded, fields=fields)
+        if fields is not None:  # the record itself, then its substitutes
+            return (line if line.endswith(b"\n") else line + b"\n") + answer + b"\n"
         word = record.tokens[record.position] if record.position < len(record.tokens) else EOS
-        place = Place(number, record.position, word, record.name, record.id)
-        body = _position_output(engine, options, place, ids, scores, with_word=False)
-        if options.format == "text" and options.sample is None:
-            body = (line if line.endswith(b"\n") else line + b"\n") + body
-        return body
+        return _position_output(engine, options, Place(number, record.position, word, record.name, record.id), answer)
     tokens = tokenize(line)
-    ranked = engine.sentence(tokens, options.limits, eos=not options.no_eos, excluded=excluded)
+    answers = engine.sentence(tokens, options.limits, eos=not options.no_eos, excluded=excluded, fields=fields)
     words = tokens + [EOS]
-    return b"".join(_position_output(engine, options, Place(number, position, words[position]), ids, scores, True)
-                    for position, (ids, scores) in enumerate(ranked))
+    if fields is not None:
+        return b"".join(word + b"\t" + text + b"\n" for word, text in zip(words, answers))
+    return b"".join(_position_output(engine, options, Place(number, position, words[position]), answer)
+                    for position, answer in enumerate(answers))

@@ -159,7 +159,7 @@ MUTATIONS = [
 # - FLAT_MAP_RATIO the wrong way round (dense patterns given two-level maps, sparse ones
 #   flat maps): both maps give the same positions; only memory and time change;
 # - the C truncation check one page short ((last_pgno) x psize): the Python side checks the
-#   file's size against the same pages before any search (query/index.py), so only the
+#   file's size against the same pages before any search (query/opening.py), so only the
 #   kernel's C test (tests/test_kernel_sanitizers.py, slow suite) can tell.
 
 

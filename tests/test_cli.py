@@ -121,6 +121,34 @@ def test_workers_give_the_same_output_as_one_process(small_index: Path) -> None:
     assert one.count(b"\n") == sum(len(line.split()) + 1 for line in lines)
 
 
+#: Runs fastsubs-query as its entry point does, then says whether numpy was imported.
+_QUERY_THEN_SAY_NUMPY = """
+import sys
+from fastsubs.query.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+sys.stderr.write("numpy imported" if "numpy" in sys.modules else "no numpy")
+"""
+
+
+@pytest.mark.parametrize("args, record", [([], b"the cat sat"), (["-z"], b"the cat sat"),
+                                          (["--workers", "2"], b"the cat sat"), (["-t"], b"r1\t7\t1\tthe cat sat")])
+def test_the_text_output_runs_without_numpy(small_index: Path, args: list[str], record: bytes) -> None:
+    """Start-up: importing numpy takes ~70 ms, a third of a short run.  The kernel writes the
+    text format's fields, so the common run leaves numpy to the formats and the API that
+    use arrays (JSON lines, samples)."""
+    run = subprocess.run([str(BIN / "python"), "-c", _QUERY_THEN_SAY_NUMPY, str(small_index), "-n", "5", *args],
+                         input=record + b"\n", capture_output=True, check=True)
+    assert run.stderr == b"no numpy"
+    assert run.stdout.count(b"\n") == (2 if "-t" in args else 4)
+    assert run.stdout == run_cli("fastsubs-query", small_index, "-n", "5", *args, input=record + b"\n").stdout
+    jsonl = subprocess.run([str(BIN / "python"), "-c", _QUERY_THEN_SAY_NUMPY, str(small_index), "-n", "5",
+                            "-f", "jsonl"], input=b"the cat sat\n", capture_output=True, check=True)
+    assert jsonl.stderr == b"numpy imported" and jsonl.stdout.count(b"\n") == 4
+
+
 def test_stats_are_printed_on_stderr(tiny_index: Path) -> None:
     result = run_cli("fastsubs-query", tiny_index, "--stats", input=SENTENCES)
     assert "positions 7" in result.stderr.decode() and "candidates evaluated" in result.stderr.decode()

@@ -363,6 +363,50 @@ static int is_record_type(PyObject *object) {
     return 1;
 }
 
+/* ``word value`` fields joined by tabs (output.h) as bytes. */
+static PyObject *fields_bytes(Model *m, const uint32_t *ids, const double *values, Py_ssize_t n) {
+    int64_t size = fields_size(&m->store, ids, values, n);
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
+        return NULL;
+    }
+    PyObject *result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (result) {
+        char *start = PyBytes_AS_STRING(result);
+        char *end = write_fields(&m->store, ids, values, n, start);
+        if (_PyBytes_Resize(&result, end - start) < 0)
+            result = NULL;
+    }
+    return result;
+}
+
+/* One position's answer as the text output's fields: ``word score``, or with
+ * ``probabilities`` ``word p/Σp`` down to the first below NORMALIZED_FLOOR (-z); the
+ * command line's plain text, made here so that its run needs no array per position. */
+static PyObject *answer_fields(Model *m, const Scored *answers, const double *probabilities, Py_ssize_t length) {
+    if (probabilities) {
+        Py_ssize_t kept = 0;
+        while (kept < length && !(probabilities[kept] < NORMALIZED_FLOOR))
+            kept++;
+        length = kept;
+    }
+    uint32_t *ids = PyMem_Malloc((size_t)length * sizeof(uint32_t) + 1);
+    double *values = PyMem_Malloc((size_t)length * sizeof(double) + 1);
+    PyObject *result = NULL;
+    if (!ids || !values)
+        PyErr_NoMemory();
+    else {
+        for (Py_ssize_t i = 0; i < length; i++) {
+            ids[i] = answers[i].word;
+            values[i] = probabilities ? probabilities[i] : answers[i].score;
+        }
+        result = fields_bytes(m, ids, values, length);
+    }
+    PyMem_Free(ids);
+    PyMem_Free(values);
+    return result;
+}
+
 /* One position's answer as (ids, scores): bytes of uint32 and of float64, best first. */
 static PyObject *answer_arrays(const Scored *answers, Py_ssize_t length) {
     PyObject *ids = PyBytes_FromStringAndSize(NULL, length * 4);
@@ -409,16 +453,24 @@ static PyObject *answer_records(Model *m, const Scored *answers, const double *p
     return result;
 }
 
+/* What search() gives for each position: arrays, text fields (see answer_fields), records. */
+enum { ANSWER_ARRAYS, ANSWER_FIELDS_SCORES, ANSWER_FIELDS_PROBABILITIES };
+
 static PyObject *Model_search(Model *m, PyObject *args) {
     PyObject *sentence_object, *mass_object, *excluded_object, *record_object = Py_None;
     Py_ssize_t first, last;
     long long count;
-    if (!PyArg_ParseTuple(args, "OnnLOO|O:search", &sentence_object, &first, &last, &count, &mass_object,
-                          &excluded_object, &record_object))
+    int fields = ANSWER_ARRAYS;
+    if (!PyArg_ParseTuple(args, "OnnLOO|Oi:search", &sentence_object, &first, &last, &count, &mass_object,
+                          &excluded_object, &record_object, &fields))
         return NULL;
     PyTypeObject *record = record_object == Py_None ? NULL : (PyTypeObject *)record_object;
     if (record && !is_record_type(record_object))
         return NULL;
+    if (fields < ANSWER_ARRAYS || fields > ANSWER_FIELDS_PROBABILITIES || (record && fields)) {
+        PyErr_SetString(PyExc_ValueError, "fields: 0, 1 (scores) or 2 (p / sum p), and 0 with a record");
+        return NULL;
+    }
     int use_mass = mass_object != Py_None;
     double mass = use_mass ? PyFloat_AsDouble(mass_object) : 0.0;
     if (use_mass && PyErr_Occurred())
@@ -434,7 +486,7 @@ static PyObject *Model_search(Model *m, PyObject *args) {
     PyObject *results = NULL;
     Searcher *k = NULL;
     Answers batch = {0};
-    batch.normalized = record != NULL;
+    batch.normalized = record != NULL || fields == ANSWER_FIELDS_PROBABILITIES;
     if (first < 1 || last > n || first > last || n > INT_MAX) {
         PyErr_SetString(PyExc_ValueError, "targets outside 1 ... len(sentence) - 1");
         goto out;
@@ -466,9 +518,14 @@ static PyObject *Model_search(Model *m, PyObject *args) {
         }
         for (Py_ssize_t t = run_first; t < target; t++) {
             Py_ssize_t start = batch.starts[t - run_first], length = batch.starts[t - run_first + 1] - start;
-            PyObject *answer = record ? answer_records(m, &batch.answers[start], &batch.probabilities[start], length,
-                                                       record)
-                                      : answer_arrays(&batch.answers[start], length);
+            PyObject *answer;
+            if (record)
+                answer = answer_records(m, &batch.answers[start], &batch.probabilities[start], length, record);
+            else if (fields)
+                answer = answer_fields(m, &batch.answers[start],
+                                       batch.normalized ? &batch.probabilities[start] : NULL, length);
+            else
+                answer = answer_arrays(&batch.answers[start], length);
             if (!answer) {
                 Py_CLEAR(results);
                 goto out;
@@ -501,15 +558,7 @@ static PyObject *Model_fields(Model *m, PyObject *args) {
         PyBuffer_Release(&ids);
         return NULL;
     }
-    int64_t size = fields_size(&m->store, ids.buf, values.buf, n);
-    if (size < 0)
-        PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
-    else if ((result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size))) {
-        char *start = PyBytes_AS_STRING(result);
-        char *end = write_fields(&m->store, ids.buf, values.buf, n, start);
-        if (_PyBytes_Resize(&result, end - start) < 0)
-            result = NULL;
-    }
+    result = fields_bytes(m, ids.buf, values.buf, n);
     PyBuffer_Release(&ids);
     PyBuffer_Release(&values);
     return result;
@@ -688,11 +737,13 @@ static PyMethodDef Model_methods[] = {
     {"prepare", (PyCFunction)Model_prepare, METH_VARARGS | METH_KEYWORDS,
      "prepare(order, vocab_size, id_bytes, bos_id, max_unigram_beta): read the arrays, given the metadata."},
     {"search", (PyCFunction)Model_search, METH_VARARGS,
-     "search(sentence, first, last, count, mass, excluded, record=None) -> [(ids, scores), ...]\n\n"
+     "search(sentence, first, last, count, mass, excluded, record=None, fields=0) -> [(ids, scores), ...]\n\n"
      "The best ``count`` substitutes (at most V - 1; fewer when the -p rule with ``mass``, or None,\n"
      "stops first) of positions first ... last - 1 of ``sentence`` (a uint32 buffer of word ids, <s>\n"
      "and </s> included): ids as bytes of uint32 and scores as bytes of float64, best first; with\n"
-     "``record`` (a NamedTuple class), a list of record(word text, score, p / sum p) instead.\n"
+     "``record`` (a NamedTuple class), a list of record(word text, score, p / sum p) instead; with\n"
+     "``fields`` 1 or 2, the text output's fields as bytes (as fields() writes them), of the scores\n"
+     "or of p / sum p down to the first below 1e-8 (-z).\n"
      "``excluded`` (a uint32 buffer) are no candidates.  Runs without the GIL; any number of\n"
      "threads may search one Model at once."},
     {"fields", (PyCFunction)Model_fields, METH_VARARGS,

@@ -36,10 +36,11 @@ def median_seconds(command: list[str], stdin_text: bytes, repeats: int) -> float
 
 
 def startup_figures(index: Path, line: bytes, repeats: int) -> tuple[float, float]:
-    """Median seconds to the first output line of fastsubs-query, and of ``import numpy, lmdb``."""
+    """Median seconds to the first output line of fastsubs-query, and of a bare Python (what
+    the interpreter takes before any of fastsubs)."""
     query = [str(BIN / "fastsubs-query"), str(index), "-n", "100"]
-    imports = [sys.executable, "-c", "import numpy, lmdb; print('ready', flush=True)"]
-    return median_seconds(query, line, repeats), median_seconds(imports, b"", repeats)
+    bare = [sys.executable, "-c", "print('ready', flush=True)"]
+    return median_seconds(query, line, repeats), median_seconds(bare, b"", repeats)
 
 
 def _tree(pid: int) -> list[int]:

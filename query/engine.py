@@ -29,8 +29,6 @@ from fastsubs.query.search import Limits, SearchStats
 if TYPE_CHECKING:
     import numpy as np
 
-    Ranked = tuple[np.ndarray, np.ndarray]
-
 Record = TypeVar("Record", bound=tuple)
 
 
@@ -152,7 +150,7 @@ class Engine:
         At most V - 1 substitutes (one word is ``<s>``), as the original, even for a
         model without ``<s>``.  ``excluded`` (from :meth:`excluded`) are no candidates:
         the list is the exact top of the other words, and V counts only those for the -p
-        rule and the cap.  Each position's answer is a :data:`Ranked` pair of arrays; with
+        rule and the cap.  Each position's answer is a pair of arrays (ids, float64 scores); with
         ``record`` (a NamedTuple class) a list of ``record(word text, score, p/Σp)``,
         made in C (the API makes one per substitute of a corpus); with ``fields``, the
         text output's fields as bytes (see :class:`Fields`).

@@ -2,7 +2,7 @@
 
 Input is handled as bytes end to end, so every word is echoed exactly as it was
 written (invalid UTF-8 included) and no decoding cost is paid per token.  Tokens become
-word ids in :meth:`fastsubs.query.engine.Engine.sentence_ids`.
+word ids in the engine (:meth:`fastsubs.query.engine.Engine.sentence_ids` gives them as an array).
 """
 
 from __future__ import annotations

@@ -2,13 +2,15 @@
 sends their results back, over pipes of its own.
 
 Each worker has its own pair of pipes, and no other process keeps their ends open, so a
-worker that dies (killed, out of memory), even in the middle of sending a result, is an
-end of file its parent sees at once: the run fails with one line instead of waiting
-forever.  Once the input is all handed out the parent closes the task pipes, so each
-worker ends as soon as it has answered what it holds, while the parent finishes its own
-chunks, instead of at the end of the run.  (``concurrent.futures.ProcessPoolExecutor``, used before, has all
-workers share one result queue: a worker killed while sending leaves half a message there
-and the pool's reader blocks on the rest.)
+worker that dies (killed, out of memory) while it holds chunks, even in the middle of
+sending a result, is an end of file its parent sees at once: the run fails with one line
+instead of waiting forever.  (``concurrent.futures.ProcessPoolExecutor``, used before,
+has all workers share one result queue: a worker killed while sending leaves half a
+message there and the pool's reader blocks on the rest.)  Once the input is all handed
+out the parent closes the task pipes, so each worker ends as soon as it has answered what
+it holds, while the parent finishes its own chunks, instead of at the end of the run; a
+worker that dies between its last answer and its normal end fails the run too, when the
+workers are joined.
 
 Workers are forked before the parent opens any index, and each opens the index itself,
 so no LMDB environment crosses a fork and all of them share one copy of the index in the
@@ -148,7 +150,9 @@ class WorkerProcesses:
 @contextmanager
 def worker_processes(count: int, index_path: str, work: Work, parent: int) -> Iterator[WorkerProcesses]:
     """Forks ``count`` workers for a run; on leaving, lets them go (they finish once their
-    task pipe closes) or, when the run ends early, stops them at once and waits for them."""
+    task pipe closes) or, when the run ends early, stops them at once and waits for them.
+    A run that ends well still fails if a worker did not end well (killed after its last
+    answer)."""
     context = multiprocessing.get_context("fork")
     pipes = [(multiprocessing.Pipe(duplex=False), multiprocessing.Pipe(duplex=False)) for _ in range(count)]
     every = [end for pair in pipes for pipe in pair for end in pipe]
@@ -177,6 +181,8 @@ def worker_processes(count: int, index_path: str, work: Work, parent: int) -> It
         for worker in workers:
             worker.process.join()
             worker.results.close()
+    if any(worker.process.exitcode for worker in workers):
+        raise FastsubsError(DIED)
 
 
 def _widen(pipe: Connection) -> None:

@@ -217,7 +217,7 @@ def test_kn4_small_under_the_sanitizers_equals_the_engine(kernel_check: Path, sm
         vocab_size = engine.vocab_size
         tokens = [line.encode().split() for line in lines]
         ids = [engine.sentence_ids(sentence) for sentence in tokens]
-        excluded = [engine.excluded(tuple(sentence[:3])) for sentence in tokens[:5]]
+        excluded = [np.frombuffer(engine.excluded(tuple(sentence[:3])), fmt.ID_DTYPE) for sentence in tokens[:5]]
     queries = limited(ids, vocab_size, whole=2)
     queries += [Query(sentence, 100, None, words) for sentence, words in zip(ids, excluded)]
     totals = check_index(kernel_check, small_index, queries)

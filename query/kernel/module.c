@@ -332,7 +332,6 @@ static int keep_answer(Answers *a, const Searcher *k, Py_ssize_t i) {
     return 0;
 }
 
-/* search(sentence, first, last, count, mass, excluded) -> list of (ids bytes, scores bytes) */
 /* The word ``id`` as a str (a new reference), decoded once and kept: the API names the
  * same frequent words again and again (V pointers, and the words met). */
 static PyObject *word_text(Model *m, uint32_t id) {

@@ -144,6 +144,10 @@ def test_the_text_output_runs_without_numpy(small_index: Path, args: list[str], 
     assert run.stderr == b"no numpy"
     assert run.stdout.count(b"\n") == (2 if "-t" in args else 4)
     assert run.stdout == run_cli("fastsubs-query", small_index, "-n", "5", *args, input=record + b"\n").stdout
+
+
+def test_json_lines_do_import_numpy(small_index: Path) -> None:
+    """The check above can tell: a format made from arrays imports numpy."""
     jsonl = subprocess.run([str(BIN / "python"), "-c", _QUERY_THEN_SAY_NUMPY, str(small_index), "-n", "5",
                             "-f", "jsonl"], input=b"the cat sat\n", capture_output=True, check=True)
     assert jsonl.stderr == b"numpy imported" and jsonl.stdout.count(b"\n") == 4

@@ -235,3 +235,38 @@ def test_close_while_threads_search(small_index: Path) -> None:
     for thread in threads:
         thread.join()
     assert len(outcomes) == 2 and all(o in ("finished", "the index is closed") for o in outcomes)
+
+
+NO_BOS_MODEL = """\\data\\
+ngram 1=4
+ngram 2=2
+
+\\1-grams:
+-0.5\t</s>
+-0.6\ta\t-0.1
+-0.7\tb\t-0.2
+-0.9\tc
+
+\\2-grams:
+-0.3\ta b
+-0.4\tb </s>
+
+\\end\\
+"""
+
+
+def test_a_model_without_s_lists_at_most_v_minus_1_words(tmp_path: Path) -> None:
+    """The original lists at most V - 1 substitutes (one word is <s>), and so does a model
+    that has no <s>, with V counting only the words not excluded: asking for more than the
+    vocabulary drops its worst word.  (With <s>, a cap one higher would still list V - 1,
+    <s> being no candidate: only such a model can tell; the hypothesis test of exclusions
+    meets one only now and then.)"""
+    import fastsubs
+
+    (tmp_path / "no-bos.arpa").write_text(NO_BOS_MODEL)
+    fastsubs.build_index(tmp_path / "no-bos.arpa", tmp_path / "no-bos.fsidx")
+    with fastsubs.open_index(tmp_path / "no-bos.fsidx") as index:
+        assert index.vocab_size == 4
+        for position in range(3):
+            assert len(index.position(["a", "b"], position, n=10)) == 3
+            assert len(index.position(["a", "b"], position, n=10, exclude=["c"])) == 2

@@ -9,7 +9,11 @@ read once, by many workers, for hours.  This measures what such runs meet:
 2. a first pass over the first ``--pass-lines`` lines against a second pass over the same
    lines in the same process (the ratio is what a process loses to text it has not seen);
 3. ``--workers 2`` against one worker over ``--worker-lines`` lines, with each worker's
-   private memory;
+   private memory, beside two independent processes searching the two halves of those
+   lines at once (alternate chunks, about as the workers share them): what the machine
+   gives any split of the work into two processes (on a shared virtual machine a process
+   runs slower while another one is busy; on this project's, a loop that only spins on
+   the other core slowed a search by 0-27%);
 4. two threads against one on one open index (the API).
 
 Usage::
@@ -28,9 +32,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from fastsubs.bench.processes import BIN, private_anon_kib, run_sampling
+from fastsubs.query.runner import CHUNK_LINES
 
 #: Run in a fresh process: the passes and threads of one measurement, as JSON on stdout.
 IN_PROCESS = r"""
@@ -85,6 +91,21 @@ def in_process(index: Path, text: Path, mode: str, n: int) -> dict[str, float]:
     return json.loads(result.stdout)
 
 
+def alternate_chunks(lines: list[str]) -> tuple[list[str], list[str]]:
+    """The even and the odd CHUNK_LINES-line chunks of ``lines``."""
+    chunks = [lines[i:i + CHUNK_LINES] for i in range(0, len(lines), CHUNK_LINES)]
+    return [line for chunk in chunks[0::2] for line in chunk], [line for chunk in chunks[1::2] for line in chunk]
+
+
+def concurrent_seconds(commands: list[list[str]]) -> float:
+    """Wall seconds for ``commands`` run at once, each in its own process."""
+    start = time.perf_counter()
+    processes = [subprocess.Popen(command, stdout=subprocess.DEVNULL) for command in commands]
+    if any(process.wait() for process in processes):
+        raise RuntimeError(f"{commands[0][0]} failed")
+    return time.perf_counter() - start
+
+
 def query_command(index: Path, text: Path, n: int, workers: int) -> list[str]:
     return [str(BIN / "fastsubs-query"), str(index), "-n", str(n), "-i", str(text), "-o", "/dev/null",
             "--workers", str(workers)]
@@ -126,15 +147,19 @@ def main() -> None:
 
         lines = corpus_lines(args.corpus, args.worker_lines)
         text = write_lines(directory, "workers.txt", lines)
-        ratios, privates = [], []
+        halves = [query_command(args.index, write_lines(directory, f"half{i}.txt", half), args.n, 1)
+                  for i, half in enumerate(alternate_chunks(lines))]
+        ratios, privates, apart = [], [], []
         for _ in range(args.repeats):
             one, _, _ = run_sampling(query_command(args.index, text, args.n, 1), private_anon_kib, 0.2)
             two, _, each = run_sampling(query_command(args.index, text, args.n, 2), private_anon_kib, 0.2)
             ratios.append(one / two)
             privates.append(sum(each[:2]) / 1024)  # the two workers (the parent holds little)
+            apart.append(one / concurrent_seconds(halves))
         print(f"--workers 2 / 1 over {len(lines):,} lines ({positions_of(lines):,} positions): "
               f"{median_range(ratios)}x; the two biggest processes' peak private memory together "
-              f"{median_range(privates)} MiB")
+              f"{median_range(privates)} MiB; two independent processes on the two halves at once / 1, "
+              f"in the same rounds: {median_range(apart)}x")
 
         runs = [in_process(args.index, passes, "threads", args.n) for _ in range(args.repeats)]
         print(f"2 threads / 1 on one open index (warm, {args.pass_lines:,} lines): "

@@ -2,7 +2,7 @@
 #   make demo       set up .venv (fastsubs alone), build the bundled demo model's index, print substitutes
 #   make test       add the test, dask, plot and lint extras to .venv, run the default test suite
 #   make test-slow  the slow tests (big model, kill loops, long fuzzing), within SLOW_TIMEOUT seconds
-#   make lint       ruff and mypy on the package (rules in pyproject.toml)
+#   make lint       ruff on the package and the tests, mypy on the package (rules in pyproject.toml)
 # The C kernel is compiled in place (query/_kernel*.so) and recompiled whenever a source
 # under query/kernel/ changes, so the tests always run the kernel as it is in the tree.
 PYTHON ?= python3
@@ -52,5 +52,5 @@ test-slow: $(BIN)/.installed $(BIN)/.kernel-built
 	timeout $(SLOW_TIMEOUT) $(BIN)/python -m pytest -m slow
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check $(PACKAGE)
+	$(BIN)/ruff check $(PACKAGE) tests
 	$(BIN)/mypy $(PACKAGE)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+
 from exhaustive import BOS, EOS, ArpaModel
 
 #: (n-gram order, position of the hole, the other words in order)

@@ -13,15 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+import fastsubs
 from conftest import run_cli, shared
 from exhaustive import ArpaModel
 from exhaustive_vectorized import VectorizedOracle
-from generated_models import model_sentences, write_model
-
-import fastsubs
 from fastsubs.errors import BuildCheckError
 from fastsubs.indexer import arpa, build, runs
 from fastsubs.indexer.publish import TEMP_PREFIX
+from generated_models import model_sentences, write_model
 
 TOLERANCE = 1e-6
 def assert_equals_exhaustive(index_path: Path, model_path: Path, sentences: list[list[str]],

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from fastsubs import format as fmt
 from fastsubs.query._kernel import KEY_WEIGHT, VALUE_WEIGHT, checksum
 
+
 def words32(min_size: int = 0) -> st.SearchStrategy[np.ndarray]:
     return st.lists(st.integers(0, 2**32 - 1), min_size=min_size, max_size=300).map(
         lambda w: np.array(w, dtype=np.uint32))

@@ -87,7 +87,8 @@ def test_malformed_target_record_names_its_line(tiny_index: Path) -> None:
     records = b"r1\t1\t0\tthe cat\nbroken record\nr3\t3\t9\tthe cat\n"
     result = run_cli("fastsubs-query", tiny_index, "-t", check=False, input=records)
     assert result.returncode == 1
-    assert result.stderr.decode().startswith("fastsubs-query: error: <stdin>:2: expected 'name<TAB>id<TAB>index<TAB>text'")
+    assert result.stderr.decode().startswith(
+        "fastsubs-query: error: <stdin>:2: expected 'name<TAB>id<TAB>index<TAB>text'")
     skipped = run_cli("fastsubs-query", tiny_index, "-t", "--skip-bad-records", check=False, input=records)
     assert skipped.returncode == 0
     assert lines_of(skipped.stdout)[0] == b"r1\t1\t0\tthe cat" and len(lines_of(skipped.stdout)) == 2

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import lmdb
 import pytest
-from conftest import BIN, TEST_DATA, run_cli, shared
-from generated_models import write_model
 
 import fastsubs
+from conftest import BIN, TEST_DATA, run_cli, shared
 from fastsubs.errors import IndexExistsError, TargetNotAnIndexError
 from fastsubs.indexer.publish import TEMP_PREFIX
+from generated_models import write_model
 
 TINY = TEST_DATA / "tiny.arpa"
 

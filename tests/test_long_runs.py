@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, TEST_DATA, run_cli, shared
 
 import fastsubs
+from conftest import BIN, TEST_DATA, run_cli, shared
 from fastsubs.query.destinations import PARTIAL_SUFFIX, STATE_SUFFIX, TAIL_SUFFIX
 
 QUERY = "fastsubs-query"

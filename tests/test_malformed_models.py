@@ -217,8 +217,8 @@ BAD = [
         ".arpa.bz2"),
     Bad(".xz without its footer", chop(lzma.compress, 12), "expected more compressed data", LAST_LINE + 1,
         ".arpa.xz"),
-    Bad(".gz that is not gzip", lambda text: text, "expected .gz compressed data, found data that is damaged or in another format", 1,
-        ".arpa.gz"),
+    Bad(".gz that is not gzip", lambda text: text,
+        "expected .gz compressed data, found data that is damaged or in another format", 1, ".arpa.gz"),
 ]
 
 

@@ -677,6 +677,8 @@ static int run_search(Searcher *k, int64_t count, int use_mass, double mass, con
             candidates--;
         }
     }
+    /* The original lists at most V - 1 substitutes (one word is <s>), even for a model
+     * without <s>; here V counts the words not excluded. */
     if (count > candidates - 1)
         count = candidates - 1;
     int64_t n_evaluated = 0, n_pending = 0, n_listed = 0, reads = 0;
@@ -763,10 +765,6 @@ int search_position(Searcher *k, const uint32_t *sentence, int n, int target, in
     /* As the original, the -p rule applies only for P < 1: with P = 1 it would stop once
      * S / (S + p (V - L)) rounds to 1, far down the list but before its end. */
     use_mass = use_mass && mass < 1.0;
-    /* The original lists at most V - 1 substitutes (one word is <s>), even for a model
-     * without <s>. */
-    if (count > (int64_t)vocab_size - 1)
-        count = (int64_t)vocab_size - 1;
     reader_begin_search(&k->reader);
     int rc = position_terms(&k->reader, sentence, n, target, &k->position);
     if (rc == 0)

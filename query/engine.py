@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastsubs import format as fmt
 from fastsubs.errors import ArgumentError, DamagedIndexError, NotAnIndexError
-from fastsubs.query._kernel import Model
+from fastsubs.query._kernel import Model, thread_counters
 from fastsubs.query.opening import NOT_AN_INDEX_NO_META, check_array_checksums, decode_meta, open_published
 from fastsubs.query.search import Limits, SearchStats
 
@@ -88,6 +88,13 @@ class Engine:
     def stats(self) -> SearchStats:
         """Totals over every search so far (the kernel counts; this is a snapshot)."""
         return SearchStats(*self._model.counters()[:4])
+
+    @staticmethod
+    def thread_stats() -> SearchStats:
+        """Totals over the searches the calling thread has made, on any open index.  Unlike
+        :attr:`stats`, the difference of two of these taken by one thread counts that
+        thread's work alone, whatever other threads search meanwhile."""
+        return SearchStats(*thread_counters())
 
     def cache_counters(self) -> tuple[int, int]:
         """(pattern look-ups, look-ups that read the index) over every search so far."""

@@ -143,8 +143,9 @@ def numbered_chunks(stream: BinaryIO, source: str = "<input>") -> Iterator[Chunk
 
 def process_chunk(engine: Engine, chunk: Chunk, options: QueryOptions, source: str,
                   after_each_line: Callable[[], None] = lambda: None) -> ChunkResult:
-    """Render every record of ``chunk``; bad -t records are skipped only when asked."""
-    before = engine.stats
+    """Render every record of ``chunk``; bad -t records are skipped only when asked.  Its
+    stats count this thread's searches alone: other threads may search the same index."""
+    before = engine.thread_stats()
     outputs: list[bytes] = []
     warnings = []
     error = None
@@ -158,7 +159,7 @@ def process_chunk(engine: Engine, chunk: Chunk, options: QueryOptions, source: s
                 break
             outputs.append(b"")
             warnings.append(f"fastsubs-query: warning: skipped {bad}")
-    return ChunkResult(outputs, warnings, _difference(engine.stats, before), error)
+    return ChunkResult(outputs, warnings, _difference(engine.thread_stats(), before), error)
 
 
 def _difference(after: SearchStats, before: SearchStats) -> SearchStats:

@@ -4,6 +4,7 @@ same answers, bad arguments are refused, and nothing reads an unmapped page afte
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from fastsubs import format as fmt
 from fastsubs.query import _kernel
 from fastsubs.query.engine import Engine
-from fastsubs.query.search import Limits
+from fastsubs.query.search import Limits, SearchStats
 from fastsubs.query.sentences import tokenize
 
 SENTENCE = b"the cat sat on the mat and the dog sat on the cat"
@@ -137,6 +138,37 @@ def test_threads_share_one_engine(small_index: Path) -> None:
 
         in_four_threads(work)
         assert [got[i] for i in range(len(lines))] == expected
+
+
+def test_each_thread_counts_its_own_searches(small_index: Path) -> None:
+    """Engine.thread_stats() differences count the calling thread's searches alone, what
+    one thread searching the same lines alone counts, while three others search too
+    (Engine.stats counts them all)."""
+    from conftest import shared
+
+    lines = shared("heldout-dev.txt").read_bytes().splitlines()[:80]
+    limits = Limits(50)
+    with Engine(small_index) as engine:
+        alone = []
+        for start in range(4):
+            before = engine.stats
+            for line in lines[start::4]:
+                engine.sentence(line.split(), limits)
+            alone.append(difference(engine.stats, before))
+        together: dict[int, tuple[int, ...]] = {}
+
+        def work(start: int) -> None:
+            before = Engine.thread_stats()
+            for line in lines[start::4]:
+                engine.sentence(line.split(), limits)
+            together[start] = difference(Engine.thread_stats(), before)
+
+        in_four_threads(work)
+        assert [together[start] for start in range(4)] == alone
+
+
+def difference(after: SearchStats, before: SearchStats) -> tuple[int, ...]:
+    return tuple(a - b for a, b in zip(dataclasses.astuple(after), dataclasses.astuple(before)))
 
 
 def in_four_threads(work: Callable[[int], None]) -> None:

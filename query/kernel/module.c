@@ -130,6 +130,28 @@ static void give_back(Model *m, Searcher *k) {
     release_if_done(m);
 }
 
+/* The work of the searches the calling thread has made, on any Model: (searches, words
+ * evaluated, list entries read, substitutes listed).  Model.counters() sums every
+ * Searcher of a Model, and a Searcher serves whichever thread is free, so a difference of
+ * those over one thread's stretch of work would count what other threads searched
+ * meanwhile; a difference of these counts that thread's work alone. */
+static _Thread_local unsigned long long thread_work[4];
+
+static void work_of(const Searcher *k, unsigned long long work[4]) {
+    work[0] = k->n_searches;
+    work[1] = k->n_evaluated;
+    work[2] = k->n_reads;
+    work[3] = k->n_listed_total;
+}
+
+/* Adds what ``k`` did since ``before`` (work_of) to this thread's work. */
+static void add_thread_work(const Searcher *k, const unsigned long long before[4]) {
+    unsigned long long after[4];
+    work_of(k, after);
+    for (int i = 0; i < 4; i++)
+        thread_work[i] += after[i] - before[i];
+}
+
 /* ---------------------------------------------------------------- Model */
 
 static int Model_init(Model *m, PyObject *args, PyObject *kwds) {
@@ -484,13 +506,17 @@ static PyObject *Model_search(Model *m, PyObject *args) {
     }
     PyObject *results = NULL;
     Searcher *k = NULL;
+    unsigned long long before[4];  /* k's work when taken (see add_thread_work) */
     Answers batch = {0};
     batch.normalized = record != NULL || fields == ANSWER_FIELDS_PROBABILITIES;
     if (first < 1 || last > n || first > last || n > INT_MAX) {
         PyErr_SetString(PyExc_ValueError, "targets outside 1 ... len(sentence) - 1");
         goto out;
     }
-    if (!(k = take_searcher(m)) || !(results = PyList_New(last - first)))
+    if (!(k = take_searcher(m)))
+        goto out;
+    work_of(k, before);
+    if (!(results = PyList_New(last - first)))
         goto out;
     /* Positions are searched without the GIL in runs whose answers fit in SEARCH_BATCH_BYTES
      * (one release per run, not per position: fewer hand-overs between threads), then made
@@ -533,8 +559,10 @@ static PyObject *Model_search(Model *m, PyObject *args) {
         }
     }
 out:
-    if (k)
+    if (k) {
+        add_thread_work(k, before);
         give_back(m, k);
+    }
     PyMem_RawFree(batch.answers);
     PyMem_RawFree(batch.scores);
     PyMem_RawFree(batch.probabilities);
@@ -634,6 +662,12 @@ static PyObject *Model_ids(Model *m, PyObject *args) {
     return result;
 }
 
+
+static PyObject *thread_counters(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    return Py_BuildValue("(KKKK)", thread_work[0], thread_work[1], thread_work[2], thread_work[3]);
+}
 
 static PyObject *Model_counters(Model *m, PyObject *unused) {
     (void)unused;
@@ -849,6 +883,10 @@ static PyMethodDef module_methods[] = {
      "Any number gives the same answers."},
     {"checksum", checksum, METH_VARARGS,
      "checksum(key: bytes-like, body: bytes-like of uint32) -> int: fastsubs.format.record_checksum."},
+    {"thread_counters", thread_counters, METH_NOARGS,
+     "thread_counters() -> (searches, words evaluated, list entries read, substitutes listed): totals over\n"
+     "the searches the calling thread has made, on any Model (a difference over a stretch of one thread's\n"
+     "work counts that work alone, whatever other threads search meanwhile)."},
     {NULL, NULL, 0, NULL},
 };
 

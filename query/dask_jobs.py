@@ -34,23 +34,23 @@ from fastsubs.query.search import SearchStats
 from fastsubs.textio import open_binary
 
 _engines: dict[str, Engine] = {}
-# One search at a time per process: an Engine keeps scratch space (Dask may run
-# several threads per worker; give workers one thread each for full speed).
-_engine_lock = threading.Lock()
+# One Engine per index per worker process, shared by its threads: they search it at once
+# (each with a searcher of its own, without the GIL) and share its caches.
+_engines_lock = threading.Lock()
 
 
 def _engine(index_path: str) -> Engine:
-    engine = _engines.get(index_path)
-    if engine is None:
-        engine = _engines[index_path] = Engine(index_path)
-    return engine
+    with _engines_lock:
+        engine = _engines.get(index_path)
+        if engine is None:
+            engine = _engines[index_path] = Engine(index_path)
+        return engine
 
 
 def _render_partition(lines: Iterable[str], index_path: str, options: QueryOptions) -> list[str]:
     """The output lines (no newline) of a partition's input lines, numbered from 1."""
     encoded = [(number, line.encode("utf-8", "surrogateescape")) for number, line in enumerate(lines, start=1)]
-    with _engine_lock:
-        result = process_chunk(_engine(index_path), encoded, options, "<bag>")
+    result = process_chunk(_engine(index_path), encoded, options, "<bag>")
     for warning in result.warnings:
         warnings.warn(warning, stacklevel=1)
     return result.text.decode("utf-8", "surrogateescape").split("\n")[:-1]
@@ -97,7 +97,7 @@ def to_textfiles(bag: Any, path: str, **kwargs: Any) -> Any:
 def _process_file(job: tuple[str, str], index_path: str, options: QueryOptions) -> SearchStats:
     source, target = job
     totals = SearchStats()
-    with _engine_lock, open_binary(source) as stream, open_binary(target, "wb") as out:
+    with open_binary(source) as stream, open_binary(target, "wb") as out:
         engine = _engine(index_path)
         for chunk in numbered_chunks(stream, source):
             result = process_chunk(engine, chunk, options, source)

@@ -84,6 +84,34 @@ def test_bag_files_are_byte_identical_to_the_cli(cluster, corpus: Path, small_in
             assert Path(path).read_bytes() == serial, (name, source.name)
 
 
+def stats_of(stderr: bytes) -> tuple[int, int, int]:
+    """Positions, candidates evaluated and substitutes listed, from the line of --stats."""
+    found = re.search(rb"positions (\d+)  candidates evaluated (\d+) .* substitutes listed (\d+)", stderr)
+    assert found, stderr
+    return int(found[1]), int(found[2]), int(found[3])
+
+
+def test_threads_of_a_worker_search_at_once_and_count_their_own_work(small_index: Path, tmp_path: Path) -> None:
+    """One worker process with four threads runs four files at once on one open index:
+    each output is the serial run's, and --stats adds up the serial runs' work (each
+    thread counts its own searches, not what the others search meanwhile)."""
+    lines = shared("heldout-dev.txt").read_bytes().split(b"\n")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for part in range(4):
+        (corpus / f"part{part}.txt").write_bytes(b"\n".join(lines[part * 150:(part + 1) * 150]) + b"\n")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=4, processes=True,
+                                  dashboard_address=":0") as threaded:
+        result = run_cli("fastsubs-query", small_index, "-n", "10", "--stats", "--dask", threaded.scheduler_address,
+                         "-i", f"{corpus}/*.txt", "-o", tmp_path / "out")
+    expected = [0, 0, 0]
+    for source in sorted(corpus.iterdir()):
+        serial = run_cli("fastsubs-query", small_index, "-n", "10", "--stats", "-i", source)
+        assert (tmp_path / "out" / source.name).read_bytes() == serial.stdout, source.name
+        expected = [total + part for total, part in zip(expected, stats_of(serial.stderr))]
+    assert list(stats_of(result.stderr)) == expected
+
+
 def python_block_after(heading: str) -> str:
     """The first ```python block of the README after ``heading``."""
     readme = (REPO / "README.md").read_text()

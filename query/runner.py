@@ -12,7 +12,6 @@ keeps its partial file for ``--resume`` (:mod:`fastsubs.query.destinations`).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from collections import deque
@@ -159,13 +158,7 @@ def process_chunk(engine: Engine, chunk: Chunk, options: QueryOptions, source: s
                 break
             outputs.append(b"")
             warnings.append(f"fastsubs-query: warning: skipped {bad}")
-    return ChunkResult(outputs, warnings, _difference(engine.thread_stats(), before), error)
-
-
-def _difference(after: SearchStats, before: SearchStats) -> SearchStats:
-    """The work counted between two snapshots of a searcher's statistics."""
-    return SearchStats(**{f.name: getattr(after, f.name) - getattr(before, f.name)
-                          for f in dataclasses.fields(SearchStats)})
+    return ChunkResult(outputs, warnings, engine.thread_stats().since(before), error)
 
 
 Results = Iterator[tuple[Chunk, ChunkResult]]

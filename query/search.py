@@ -35,6 +35,11 @@ class SearchStats:
         self.list_reads += other.list_reads
         self.listed += other.listed
 
+    def since(self, before: SearchStats) -> SearchStats:
+        """The work counted between ``before`` and these totals (two snapshots)."""
+        return SearchStats(self.positions - before.positions, self.evaluated - before.evaluated,
+                           self.list_reads - before.list_reads, self.listed - before.listed)
+
 
 #: Substitutes listed when neither -n nor -p is given.
 DEFAULT_COUNT = 100

@@ -4,7 +4,6 @@ same answers, bad arguments are refused, and nothing reads an unmapped page afte
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -154,21 +153,17 @@ def test_each_thread_counts_its_own_searches(small_index: Path) -> None:
             before = engine.stats
             for line in lines[start::4]:
                 engine.sentence(line.split(), limits)
-            alone.append(difference(engine.stats, before))
-        together: dict[int, tuple[int, ...]] = {}
+            alone.append(engine.stats.since(before))
+        together: dict[int, SearchStats] = {}
 
         def work(start: int) -> None:
             before = Engine.thread_stats()
             for line in lines[start::4]:
                 engine.sentence(line.split(), limits)
-            together[start] = difference(Engine.thread_stats(), before)
+            together[start] = Engine.thread_stats().since(before)
 
         in_four_threads(work)
         assert [together[start] for start in range(4)] == alone
-
-
-def difference(after: SearchStats, before: SearchStats) -> tuple[int, ...]:
-    return tuple(a - b for a, b in zip(dataclasses.astuple(after), dataclasses.astuple(before)))
 
 
 def in_four_threads(work: Callable[[int], None]) -> None:

@@ -3,8 +3,8 @@
 #   make test       add the test, dask, plot and lint extras to .venv, run the default test suite
 #   make test-slow  the slow tests (big model, kill loops, long fuzzing), within SLOW_TIMEOUT seconds
 #   make lint       ruff on the package and the tests, mypy on the package (rules in pyproject.toml)
-# The C kernel is compiled in place (query/_kernel*.so) and recompiled whenever a source
-# under query/kernel/ changes, so the tests always run the kernel as it is in the tree.
+# The C core is compiled in place (fastsubs/_kernel*.so) and recompiled whenever a source
+# under kernel/ changes, so the tests always run the core as it is in the tree.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -16,7 +16,7 @@ SLOW_TIMEOUT ?= 3000
 # The slow suite runs in one: its kill loops and timings want the CPU to themselves.
 TEST_WORKERS ?= 2
 
-KERNEL_SOURCES := $(wildcard query/kernel/*.c query/kernel/*.h query/kernel/lmdb/*.c query/kernel/lmdb/*.h)
+KERNEL_SOURCES := $(wildcard kernel/*.c kernel/*.h kernel/lmdb/*.c kernel/lmdb/*.h)
 PACKAGE := fastsubs indexer query bench
 
 .PHONY: demo test test-slow lint
@@ -36,7 +36,7 @@ $(BIN)/.installed: $(BIN)/.base
 	$(BIN)/pip install --quiet -e '.[test,dask,plot,lint]'
 	touch $@
 
-# The editable install compiles the kernel once; this recompiles it after an edit.
+# The editable install compiles the core once; this recompiles it after an edit.
 $(BIN)/.kernel-built: $(KERNEL_SOURCES) $(BIN)/.base
 	$(BIN)/python setup.py --quiet build_ext --inplace
 	touch $@

@@ -1,18 +1,21 @@
-"""The compiled query engine; everything else is configured in pyproject.toml.
+"""The compiled core; everything else is configured in pyproject.toml.
 
-query/kernel/ holds the kernel's parts in plain C (store, terms, search, output) and the
-Python glue (module.c); query/kernel/lmdb/ is LMDB 0.9 (OpenLDAP Public License, see its
-LICENSE), built in so that the kernel reads the index in place through LMDB's C API.
+kernel/ holds the C core: the index format and its checks (format.h, store.c), the
+reader's cache (cache.c), the search (terms.c, search.c), the open index and its searchers
+(index.c), the text writer (output.c) and the Python glue (module.c); kernel/lmdb/ is
+LMDB 0.9 (OpenLDAP Public License, see its LICENSE), built in so that the core reads the
+index in place through LMDB's C API.
 """
 
 from setuptools import Extension, setup
 
-KERNEL = "query/kernel/"
+KERNEL = "kernel/"
+SOURCES = ["module.c", "index.c", "store.c", "cache.c", "terms.c", "search.c", "output.c", "lmdb/mdb.c",
+           "lmdb/midl.c"]
 
 setup(ext_modules=[Extension(
-    "fastsubs.query._kernel",
-    sources=[KERNEL + name for name in ("module.c", "store.c", "terms.c", "search.c", "output.c",
-                                        "lmdb/mdb.c", "lmdb/midl.c")],
+    "fastsubs._kernel",
+    sources=[KERNEL + name for name in SOURCES],
     include_dirs=[KERNEL],
     extra_compile_args=["-fvisibility=hidden", "-Wno-unused-but-set-variable"],
 )])

@@ -50,25 +50,20 @@ class EffortPoint:
 
 def measure_effort(index: Path, text: Path, ks: list[int], lines: int) -> EffortCurve:
     """Run the search over the first ``lines`` lines of ``text`` for every K."""
-    from fastsubs.query.engine import Engine
-    from fastsubs.query.search import Limits
-    from fastsubs.query.sentences import tokenize
+    from fastsubs.index import SubstituteIndex
+    from fastsubs.tokens import tokenize
 
     with open(text, "rb") as stream:
         sentences = [tokenize(line) for line in islice(stream, lines)]
-    engine = Engine(index)
-    try:
+    with SubstituteIndex(index) as opened:
         points = []
         for k in ks:
-            before = engine.stats.evaluated, engine.stats.positions
+            before = opened.stats
             for tokens in sentences:
-                engine.sentence(tokens, Limits(k))
-            evaluated = engine.stats.evaluated - before[0]
-            positions = engine.stats.positions - before[1]
-            points.append(EffortPoint(k, evaluated / max(positions, 1)))
-        return EffortCurve(index.name, engine.vocab_size, points)
-    finally:
-        engine.close()
+                opened.sentence(tokens, n=k)
+            done = opened.stats.since(before)
+            points.append(EffortPoint(k, done.evaluated / max(done.positions, 1)))
+        return EffortCurve(index.name, opened.vocab_size, points)
 
 
 def fitted_slope(points: list[EffortPoint]) -> float:

@@ -1,6 +1,6 @@
 """fastsubs: the exact K most likely lexical substitutes of every word, from an n-gram model.
 
-Public API (see :mod:`fastsubs.api`)::
+Public API (see :mod:`fastsubs.index`)::
 
     fastsubs.build_index(model_path, index_path=None, force=False)
     with fastsubs.open_index(index_path) as index:
@@ -30,15 +30,15 @@ __all__ = [
 _LOCATIONS = {
     "build_index": "fastsubs.indexer.build",
     "BuildSummary": "fastsubs.indexer.build",
-    "open_index": "fastsubs.api",
-    "SubstituteIndex": "fastsubs.api",
-    "Substitute": "fastsubs.api",
+    "open_index": "fastsubs.index",
+    "SubstituteIndex": "fastsubs.index",
+    "Substitute": "fastsubs.index",
     "QueryOptions": "fastsubs.query.options",
     "field_bytes": "fastsubs.jsonl",
 }
 
 if TYPE_CHECKING:
-    from fastsubs.api import Substitute, SubstituteIndex, open_index
+    from fastsubs.index import Substitute, SubstituteIndex, open_index
     from fastsubs.indexer.build import BuildSummary, build_index
     from fastsubs.jsonl import field_bytes
     from fastsubs.query.options import QueryOptions

@@ -1,26 +1,39 @@
-"""The on-disk index format: the one contract between the indexer and the query engine.
+"""The on-disk index format (version 3): the one contract between the indexer and the query engine.
 
-An index is one LMDB environment (a directory).  Byte layouts are defined here and
-both sides import the names below; the one place that writes a layout out by hand is
-the builder's vectorized writer (``indexer/patterns.py`` fills the fields of all
-records at once), which is checked against :func:`pattern_value_layout` by every test
-that reads an index it built.
+The C core reads it (``kernel/format.h`` holds the same constants; a test compares
+the two) and the indexer writes it with the helpers below.  An index is one LMDB
+environment (a directory):
 
-Named databases
----------------
-``meta``      key ``b"meta"``: msgpack map (see :data:`META_KEYS`), written last, so an
-              environment without it is recognised as incomplete.
-``vocab``     word (UTF-8 bytes) -> word id, ``uint32`` little-endian.  Ids are the
-              order of the unigram section, so per-word arrays are dense.
-``arrays``    whole-vocabulary arrays, little-endian, viewed with ``numpy.frombuffer``:
-              ``unigram_alpha``/``unigram_beta`` (float32[V]), ``unigram_order``
-              (uint32[V], ids by alpha descending), ``word_offsets`` (uint64[V+1]) and
-              ``word_bytes`` (all words concatenated) for id -> word.
-``patterns{m}`` one database per n-gram order m >= 2.  A *pattern* ``A _ B`` is an
-              n-gram of order m with one open slot; its key is
-              ``slot position (1 byte) + ids of A then B (big-endian, id_bytes each)``.
-              Its value describes every word x for which ``A x B`` is in the model:
-              see :func:`pattern_value_layout`.
+``meta``
+    ``header``: a fixed binary header (offsets ``H_*``) that the core reads and checks at
+    every open, ending with its own checksum: magic, version, order N, vocabulary size V,
+    id width, the ids of ``<s>``/``</s>``/``<unk>`` (:data:`NO_WORD` when absent), the
+    length and checksum of the msgpack map and of every array, n-grams per order and
+    records per pattern database.  ``meta``: a msgpack map for people (``fastsubs-index
+    info``: source file, build details; :data:`META_KEYS`), checksummed by the header.
+    Both are written last, so an environment without a header is an interrupted build
+    (or an index of format 1 or 2, whose msgpack map carries :data:`MAGIC`).
+``arrays``
+    whole-vocabulary arrays by name (:data:`ARRAY_NAMES`), little-endian: the unigrams'
+    alpha and beta (float32[V]), ids by alpha descending (uint32[V]), the words'
+    spellings (``word_offsets`` uint64[V+1] into ``word_bytes``) and ids by spelling
+    (uint32[V]: a word's id is found by binary search).  Ids are the order of the model's
+    unigram section.
+``patterns{m}``, m = 2 … N
+    the patterns ``A _ B`` of the m-grams (every ``A x B`` of the model with the slot at
+    one position), in key order.  A key is the slot position (1 byte) and the ids of the
+    fixed words, big-endian, ``id_bytes`` each.  Small patterns are packed into BLOCK
+    records (keyed by their last pattern's key, keys front-coded with a restart every
+    :data:`BLOCK_RESTART` patterns), big ones are PATTERN records of their own, and an
+    END record closes each database.  Every record carries the key of the record before
+    it, so a look-up that lands elsewhere than its key belongs (a damaged B-tree) is
+    damage, never "no such pattern".  A pattern's data: ids (strictly increasing),
+    positions by score (alpha descending, ties by id; none for one word), alpha, and
+    beta below the highest order.
+
+Integers are little-endian except in keys; nothing is aligned.  Every record, array,
+the metadata and the header carry a checksum (:func:`record_checksum`), so a flipped byte
+is an error when it is read, never a different answer.
 """
 
 from __future__ import annotations
@@ -31,63 +44,90 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
+#: The msgpack map's ``magic``; every format version has written it.
 MAGIC = "fastsubs-index"
-#: 2: the header word of a pattern value is its checksum (1 held count and flags).
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+#: The first bytes of the header (every version keeps them, and the version, length and
+#: closing checksum that follow, so damage is told apart from a newer format).
+HEADER_MAGIC = b"fastsubs index\0\0"
 
 META_DB = b"meta"
+HEADER_KEY = b"header"
 META_KEY = b"meta"
-VOCAB_DB = b"vocab"
 ARRAYS_DB = b"arrays"
 
-UNIGRAM_ALPHA = b"unigram_alpha"
-UNIGRAM_BETA = b"unigram_beta"
-UNIGRAM_ORDER = b"unigram_order"
-WORD_OFFSETS = b"word_offsets"
-WORD_BYTES = b"word_bytes"
+#: Byte offsets of the header's fields (uint32 unless said; see kernel/format.h).
+H_MAGIC = 0
+H_VERSION = 16
+H_BYTES = 20
+H_ORDER = 24
+H_VOCAB_SIZE = 28
+H_ID_BYTES = 32
+H_BOS_ID = 36
+H_EOS_ID = 40
+H_UNK_ID = 44
+H_META_BYTES = 48  # uint64
+H_META_CHECKSUM = 56
+H_ARRAYS = 60  # per array: uint64 length in bytes, uint32 checksum
+H_ARRAY_ENTRY = 12
 
-#: Metadata key of the whole-vocabulary arrays' CRC-32s (``zlib.crc32`` of each value of
-#: the ``arrays`` database, by key).  Pattern records carry their own checksum; these
-#: arrays are read whole at every open, so a reader checks them there (~1 ms for 64K
-#: words).  Optional: indexes built before it lack it (no format change).
-ARRAY_CHECKSUMS = "array_crc32"
-#: The values of the ``arrays`` database, each covered by :data:`ARRAY_CHECKSUMS`.
-ARRAY_KEYS = (UNIGRAM_ALPHA, UNIGRAM_BETA, UNIGRAM_ORDER, WORD_OFFSETS, WORD_BYTES)
+#: The arrays, in the header's order, with their element types (numpy dtype strings).
+ARRAY_NAMES = (b"unigram_alpha", b"unigram_beta", b"unigram_order", b"word_offsets", b"word_bytes",
+               b"spelling_order")
+ARRAY_DTYPES = ("<f4", "<f4", "<u4", "<u8", "u1", "<u4")
+H_COUNTS = H_ARRAYS + len(ARRAY_NAMES) * H_ARRAY_ENTRY
 
-#: Keys every metadata map carries.
+#: Keys the msgpack map carries (for people; the search reads the header).
 META_KEYS = (
     "magic", "format_version", "order", "counts", "vocab_size", "id_bytes",
     "has_unk", "unk_id", "bos_id", "eos_id", "max_unigram_beta", "source", "build",
 )
 
 #: Element types, as numpy dtype strings.  This module imports numpy only in the functions
-#: that compute with it: the query engine's plain text path needs none (start-up).
+#: that compute with it.
 ID_DTYPE = "<u4"
 SCORE_DTYPE = "<f4"
 OFFSET_DTYPE = "<u8"
 
-#: Header word of a pattern value: :func:`record_checksum` of its key and the rest of the value.
-HEADER_DTYPE = "<u4"
+MAX_ORDER = 64
 
-_MASK32 = 0xFFFFFFFF
-#: Odd multipliers: a weighted sum mod 2^32 with odd weights changes whenever any one
-#: word (or key byte) changes, whatever the change, so a flipped byte never goes unseen.
-#: The i-th value word (after the header) is weighted by (2i + 1) * VALUE_WEIGHT mod 2^32,
-#: the j-th key byte by (2j + 1) * KEY_WEIGHT mod 2^32 (the query's C kernel computes the
-#: same sum from these two constants, tested against :func:`record_checksum`).
+#: Record layout (offsets of the part every record starts with) and kinds.
+R_CHECKSUM = 0
+R_KIND = 4
+R_FLAGS = 5
+R_PREVIOUS = 6
+HAS_PREVIOUS = 1
+BLOCK = 1
+PATTERN = 2
+END = 3
+BLOCK_RESTART = 16
+BLOCK_MAX_COUNT = 255
+END_KEY_BYTE = 0xFF
+
+#: Odd weights of :func:`record_checksum`.
 VALUE_WEIGHT = 0x9E3779B1
 KEY_WEIGHT = 0x85EBCA6B
+_MASK32 = 0xFFFFFFFF
 
 #: The log10 probability KenLM gives a word missing from a model without ``<unk>``.
 UNKNOWN_WORD_LOGPROB = -100.0
-
-#: Id standing for an out-of-vocabulary context word in a model without ``<unk>``:
-#: it matches no n-gram.
+#: A word the model lacks (header ids), and an out-of-vocabulary context word in a model
+#: without ``<unk>``: it matches no n-gram.
 NO_WORD = 0xFFFFFFFF
 
 
+def header_bytes(order: int) -> int:
+    """Length of the header of a model of ``order``: fields, counts, records, checksum."""
+    return H_COUNTS + 8 * order + 8 * (order - 1) + 4
+
+
+def position_bytes(count: int) -> int:
+    """Bytes of each ``by_score`` position of a pattern of ``count`` words."""
+    return 1 if count <= 256 else 2 if count <= 65536 else 4
+
+
 def has_magic(meta: object) -> bool:
-    """Whether a decoded metadata value is a fastsubs index's (of any format version)."""
+    """Whether a decoded msgpack metadata value is a fastsubs index's (of any format version)."""
     return isinstance(meta, dict) and meta.get("magic") == MAGIC
 
 
@@ -97,21 +137,25 @@ def patterns_db_name(order: int) -> bytes:
 
 
 def id_bytes_for(vocab_size: int) -> int:
-    """Bytes per word id inside pattern keys: the fewest that hold every id."""
+    """Bytes per word id in keys and records: the fewest that hold every id."""
     for width in (2, 3, 4):
         if vocab_size <= 1 << (8 * width):
             return width
     raise ValueError(f"vocabulary of {vocab_size} words does not fit 32-bit ids")
 
 
-_KEY_STRUCTS = {2: "H", 4: "I"}
+def key_length(order: int, id_bytes: int) -> int:
+    """Bytes of a pattern key of n-grams of ``order``: the slot and ``order - 1`` ids."""
+    return 1 + id_bytes * (order - 1)
+
+
+def end_key(order: int, id_bytes: int) -> bytes:
+    """The key of a database's END record: after every pattern key."""
+    return bytes([END_KEY_BYTE]) * (key_length(order, id_bytes) + 1)
 
 
 def pattern_key(slot: int, ids: tuple[int, ...] | list[int], id_bytes: int) -> bytes:
     """Key of the pattern whose fixed words are ``ids`` with the slot before ``ids[slot]``."""
-    code = _KEY_STRUCTS.get(id_bytes)
-    if code is not None:  # the common widths: one struct.pack call (this is on the query's hot path)
-        return struct.pack(f">B{len(ids)}{code}", slot, *ids)
     return bytes((slot,)) + b"".join(i.to_bytes(id_bytes, "big") for i in ids)
 
 
@@ -123,17 +167,20 @@ def checksum_weights(length: int, key: bool = False) -> np.ndarray:
     return ((2 * np.arange(length, dtype=np.uint64) + 1) * np.uint64(step)) & np.uint64(_MASK32)
 
 
-def record_checksum(key: bytes, body: np.ndarray) -> int:
-    """Checksum of a pattern record: key bytes and the value's words after the header.
+def record_checksum(key: bytes, body: bytes) -> int:
+    """The checksum of every part of an index: ``key`` bytes and ``body``'s 4-byte words.
 
-    ``sum(body[i] * w_i) + sum(key[j] * u_j) mod 2^32`` with odd weights.  This is the
-    definition; the builder computes it for all records at once (:func:`batch_checksums`)
-    and the query in C (``fastsubs.query._kernel.checksum``), both tested against it.
+    ``sum(word[i] * w_i) + sum(key[j] * u_j) mod 2^32`` with odd weights, ``body``
+    zero-padded to whole little-endian words.  This is the definition; the builder
+    computes it for many records at once (:func:`batch_checksums`) and the C core as
+    ``fs_checksum``, both tested against it.
     """
     import numpy as np
 
-    key_bytes = np.frombuffer(key, dtype=np.uint8).astype(np.uint64)
-    total = (body.astype(np.uint64) * checksum_weights(len(body))).sum(dtype=np.uint64)
+    padded = bytes(body) + bytes(-len(body) % 4)
+    words = np.frombuffer(padded, dtype="<u4").astype(np.uint64)
+    key_bytes = np.frombuffer(bytes(key), dtype=np.uint8).astype(np.uint64)
+    total = (words * checksum_weights(len(words))).sum(dtype=np.uint64)
     total += (key_bytes * checksum_weights(len(key_bytes), key=True)).sum(dtype=np.uint64)
     return int(total) & _MASK32
 
@@ -145,9 +192,10 @@ CHECKSUM_BATCH = 1 << 18
 def batch_checksums(words: np.ndarray, offsets: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """:func:`record_checksum` of many records at once (uint32 per record).
 
-    ``words`` holds the records' values back to back (uint32, header words included
-    but not summed), record g spanning ``words[offsets[g]:offsets[g + 1]]``; ``keys``
-    is a uint8 matrix with one key per row (all keys of one database are equally long).
+    ``words`` holds the records' values back to back as uint32 words, record g spanning
+    ``words[offsets[g]:offsets[g + 1]]`` with its checksum word first (not summed) and at
+    least one word after it;
+    ``keys`` is a uint8 matrix with one key per row (keys of one call are equally long).
     """
     import numpy as np
 
@@ -166,42 +214,18 @@ def batch_checksums(words: np.ndarray, offsets: np.ndarray, keys: np.ndarray) ->
     return result
 
 
-def pattern_count(value_words: int, has_beta: bool) -> int | None:
-    """The number of words in a pattern whose value is ``value_words`` words long (None: no such length)."""
-    hb = 1 if has_beta else 0
-    if value_words == 3 + 2 * hb:
-        return 1
-    count, rest = divmod(value_words - 1 - hb, 3 + hb)
-    return count if rest == 0 and count > 1 else None
-
-
-def pattern_value_layout(count: int, has_beta: bool) -> list[tuple[str, str, int]]:
-    """Fields of a pattern value, in order, as ``(name, dtype, length)``.
-
-    ``header`` is the record's checksum.  Whether there are back-off weights follows
-    from the order (patterns of the highest order have none) and the count from the
-    value's length (:func:`pattern_count`).  ``max_beta`` (only with
-    betas) is the largest back-off weight of ``A x B`` over x: what the search's
-    bound needs.  ``ids``/``alpha``/``beta`` are sorted by word id, for exact
-    look-ups with ``searchsorted``.  ``by_score`` (only when count > 1) lists
-    positions into those arrays by alpha descending (ties by id): the sorted list
-    the search reads.  Every field is 4 bytes wide, so offsets are ``4 * words``.
-    """
-    fields: list[tuple[str, str, int]] = [("header", HEADER_DTYPE, 1)]
-    if has_beta:
-        fields.append(("max_beta", SCORE_DTYPE, 1))
-    fields += [("ids", ID_DTYPE, count), ("alpha", SCORE_DTYPE, count)]
-    if has_beta:
-        fields.append(("beta", SCORE_DTYPE, count))
-    if count > 1:
-        fields.append(("by_score", ID_DTYPE, count))
-    return fields
-
-
-def pattern_value_words(count, has_beta: bool):
-    """Length of pattern values in 4-byte words: :func:`pattern_value_layout` summed.
-
-    Works on one count or on a numpy array of counts (the builder sizes all records at once).
-    """
-    hb = 1 if has_beta else 0
-    return 1 + hb * (1 + count) + 2 * count + count * (count > 1)
+def pack_header(*, order: int, vocab_size: int, id_bytes: int, bos_id: int, eos_id: int, unk_id: int,
+                meta: tuple[int, int], arrays: list[tuple[int, int]], counts: list[int],
+                records: list[int]) -> bytes:
+    """The header's bytes: ``meta`` and each of ``arrays`` (in :data:`ARRAY_NAMES` order) as
+    (length in bytes, checksum), n-grams per order 1 … N, records per order 2 … N."""
+    size = header_bytes(order)
+    fields = bytearray(size - 4)
+    fields[H_MAGIC:H_MAGIC + len(HEADER_MAGIC)] = HEADER_MAGIC
+    struct.pack_into("<8I", fields, H_VERSION, FORMAT_VERSION, size, order, vocab_size, id_bytes,
+                     bos_id, eos_id, unk_id)
+    struct.pack_into("<QI", fields, H_META_BYTES, *meta)
+    for number, (length, checksum) in enumerate(arrays):
+        struct.pack_into("<QI", fields, H_ARRAYS + number * H_ARRAY_ENTRY, length, checksum)
+    struct.pack_into(f"<{order}Q{order - 1}Q", fields, H_COUNTS, *counts, *records)
+    return bytes(fields) + struct.pack("<I", record_checksum(b"", bytes(fields)))

@@ -13,7 +13,6 @@ import hashlib
 import os
 import sys
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from fastsubs import format as fmt
 from fastsubs.errors import FastsubsError, IndexExistsError, ModelFormatError
 from fastsubs.indexer.arpa import ArpaReader, NgramTable
 from fastsubs.indexer.completeness import check_count, check_opens, check_unigram_arrays
-from fastsubs.indexer.patterns import check_no_duplicates, iter_records, pattern_records
+from fastsubs.indexer.patterns import RecordWriter, check_no_duplicates
 from fastsubs.indexer.publish import check_replaceable, make_temp_dir, publish, remove_stale_temp_dirs, remove_tree
 from fastsubs.indexer.runs import SortedRuns, merged_blocks
 
@@ -184,60 +183,70 @@ def _disk_full(directory: Path) -> bool:
 def _write_environment(directory: Path, model: _SortedModel, model_path: Path, progress: Progress) -> None:
     vocab_size = len(model.words)
     id_bytes = fmt.id_bytes_for(vocab_size)
-    env = lmdb.open(str(directory), map_size=BUILD_MAP_SIZE, max_dbs=model.order + 3,
+    env = lmdb.open(str(directory), map_size=BUILD_MAP_SIZE, max_dbs=model.order + 2,
                     sync=False, metasync=False, writemap=False)
     try:
         with env.begin(write=True) as txn:
-            array_checksums = _write_vocabulary(env, txn, model)
+            arrays = _write_arrays(env, txn, model)
+        records = []
         for runs in model.runs:
             db = env.open_db(fmt.patterns_db_name(runs.order))
-            has_beta = runs.order < model.order
+            writer = RecordWriter(runs.order, model.order, id_bytes)
             for slot in range(runs.order):
-                written = ngrams = 0
+                ngrams = 0
                 # One transaction per merged block: LMDB's dirty pages stay bounded too.
                 for rows in merged_blocks(runs.files[slot], runs.order):
                     ngrams += len(rows)
                     if slot == runs.order - 1:  # the slot last: rows in n-gram order
                         check_no_duplicates(rows, runs.order, str(model_path), model.words)
-                    keys, key_length, values, offsets = pattern_records(rows, slot, has_beta, id_bytes)
                     with env.begin(write=True, db=db) as txn, txn.cursor() as cursor:
-                        cursor.putmulti(iter_records(keys, key_length, values, offsets), append=True)
-                    written += len(offsets) - 1
+                        cursor.putmulti(writer.records(rows, slot).items(), append=True)
                 check_count(f"{runs.order}-grams with the slot at {slot + 1}", ngrams, model.counts[runs.order - 1])
-                progress(f"wrote {written:,} patterns of {runs.order}-grams with the slot at {slot + 1}")
-        meta = {**_metadata(model, model_path, vocab_size, id_bytes), fmt.ARRAY_CHECKSUMS: array_checksums}
+                progress(f"wrote the {runs.order}-grams with the slot at {slot + 1}")
+            end_key, end_value = writer.end()
+            with env.begin(write=True, db=db) as txn:
+                txn.put(end_key, end_value, append=True)
+            records.append(writer.written)
+        meta = msgpack.packb(_metadata(model, model_path, vocab_size, id_bytes))
+        index_of = {w: i for i, w in enumerate(model.words)}
+        header = fmt.pack_header(
+            order=model.order, vocab_size=vocab_size, id_bytes=id_bytes,
+            bos_id=index_of.get(b"<s>", fmt.NO_WORD), eos_id=index_of.get(b"</s>", fmt.NO_WORD),
+            unk_id=index_of.get(b"<unk>", fmt.NO_WORD), meta=(len(meta), fmt.record_checksum(b"", meta)),
+            arrays=arrays, counts=model.counts, records=records)
         with env.begin(write=True, db=env.open_db(fmt.META_DB)) as txn:
-            txn.put(fmt.META_KEY, msgpack.packb(meta))
+            txn.put(fmt.META_KEY, meta)
+            txn.put(fmt.HEADER_KEY, header)
         env.sync(True)
     finally:
         env.close()
 
 
-def _write_vocabulary(env: lmdb.Environment, txn: lmdb.Transaction, model: _SortedModel) -> dict[str, int]:
-    """Write the vocabulary and the whole-vocabulary arrays; returns the arrays' CRC-32s for the metadata."""
-    vocab_db = env.open_db(fmt.VOCAB_DB, txn=txn)
-    ordered = sorted(range(len(model.words)), key=model.words.__getitem__)
-    with txn.cursor(db=vocab_db) as cursor:
-        cursor.putmulti(((model.words[i], i.to_bytes(4, "little")) for i in ordered), append=True)
+def _write_arrays(env: lmdb.Environment, txn: lmdb.Transaction, model: _SortedModel) -> list[tuple[int, int]]:
+    """Write the whole-vocabulary arrays; returns each one's (length, checksum) for the header."""
     unigrams = model.unigrams
     alpha = unigrams.alpha.astype(fmt.SCORE_DTYPE)
     arrays = {
-        fmt.UNIGRAM_ALPHA: alpha,
-        fmt.UNIGRAM_BETA: unigrams.beta.astype(fmt.SCORE_DTYPE),
-        fmt.UNIGRAM_ORDER: np.lexsort((np.arange(len(alpha)), -alpha)).astype(fmt.ID_DTYPE),
-        fmt.WORD_OFFSETS: np.concatenate(([0], np.cumsum([len(w) for w in model.words]))).astype(fmt.OFFSET_DTYPE),
+        b"unigram_alpha": alpha,
+        b"unigram_beta": unigrams.beta.astype(fmt.SCORE_DTYPE),
+        b"unigram_order": np.lexsort((np.arange(len(alpha)), -alpha)).astype(fmt.ID_DTYPE),
+        b"word_offsets": np.concatenate(([0], np.cumsum([len(w) for w in model.words]))).astype(fmt.OFFSET_DTYPE),
+        b"word_bytes": np.frombuffer(b"".join(model.words), np.uint8),
+        b"spelling_order": np.array(sorted(range(len(model.words)), key=model.words.__getitem__), dtype=fmt.ID_DTYPE),
     }
     check_count("words", len(model.words), model.counts[0])
     check_unigram_arrays(arrays, len(model.words))
-    values = {key: array.tobytes() for key, array in arrays.items()}
-    values[fmt.WORD_BYTES] = b"".join(model.words)
     arrays_db = env.open_db(fmt.ARRAYS_DB, txn=txn)
-    for key, value in values.items():
-        txn.put(key, value, db=arrays_db)
-    return {key.decode(): zlib.crc32(value) for key, value in values.items()}
+    sums = []
+    for name, dtype in zip(fmt.ARRAY_NAMES, fmt.ARRAY_DTYPES):
+        value = arrays[name].astype(dtype).tobytes()
+        txn.put(name, value, db=arrays_db)
+        sums.append((len(value), fmt.record_checksum(b"", value)))
+    return sums
 
 
 def _metadata(model: _SortedModel, model_path: Path, vocab_size: int, id_bytes: int) -> dict[str, object]:
+    """The msgpack map: for people (fastsubs-index info, a run's provenance); the search reads the header."""
     index_of = {w: i for i, w in enumerate(model.words)}
     unk = index_of.get(b"<unk>")
     stat = model_path.stat()

@@ -72,17 +72,17 @@ Example:
   fastsubs-index info model.fsidx
 """)
 def info(index: Path = typer.Argument(..., help="Index directory.")) -> None:
-    from fastsubs.query.index import Index
+    from fastsubs.index import SubstituteIndex
 
     def show() -> None:
-        with Index(index) as opened:
+        with SubstituteIndex(index) as opened:
             print(json.dumps(opened.meta, indent=2, sort_keys=True))
 
     run_reporting_errors("fastsubs-index", show)
 
 
-@app.command(help="""Check an index completely: every record's checksum, a sample of records field by
-field, and (given the model) sampled n-grams against the ARPA file.  Exit status 1 if anything is wrong.
+@app.command(help="""Check an index completely: every record's checksum and every pattern field by field,
+and (given the model) sampled n-grams against the ARPA file.  Exit status 1 if anything is wrong.
 
 \b
 Examples:
@@ -102,7 +102,7 @@ def verify(
     report = run_reporting_errors("fastsubs-index", lambda: verify_index(index, model, samples, progress))
     for problem in report.problems:
         print(f"fastsubs-index: {index}: {problem}", file=sys.stderr)
-    summary = (f"{report.records:,} pattern records checksummed, {report.deep_checked:,} checked field by field"
+    summary = (f"{report.records:,} records holding {report.patterns:,} patterns checked"
                + (f", {report.sampled_ngrams:,} n-grams compared with {model}" if model else ""))
     if report.problems:
         print(f"fastsubs-index: {index}: DAMAGED ({len(report.problems)} problem(s) shown); {summary}", file=sys.stderr)

@@ -1,18 +1,32 @@
-"""Turning one order's n-gram table into pattern records (key bytes, value bytes).
+"""Turning one order's sorted n-grams into pattern records (the layout of :mod:`fastsubs.format`).
 
 For n-grams of order m and a slot position s, every n-gram ``A x B`` (x at position s)
-belongs to the pattern ``A _ B``.  The records of a block of sorted n-grams are built
-with whole-array numpy operations, and handed to LMDB through C-level iterators.
+belongs to the pattern ``A _ B``.  Patterns come in key order; small ones are packed
+into BLOCK records that fill half an LMDB page each (two per page, no overflow pages),
+big ones get PATTERN records of their own, and :meth:`RecordWriter.end` closes the
+database.  Everything is built with whole-array numpy operations over a block of rows
+at a time, and handed to LMDB through C-level iterators.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
 from fastsubs import format as fmt
 from fastsubs.errors import ModelFormatError
+
+#: The largest value LMDB keeps inside a 4 KiB leaf page (its ``me_nodemax``, 2038, less
+#: a node's 8 bytes of header); a record longer than that goes to pages of its own.
+#: A block's value and its key fit this, so two blocks fill a page.
+INLINE_BYTES = 2030
+#: A pattern whose entry (key, count and data) is longer than this gets a PATTERN record
+#: of its own: blocks then end within a few bytes of INLINE_BYTES.
+ENTRY_MAX = 480
+#: Bytes of a record before what its kind adds: checksum, kind, flags (the previous key follows).
+_COMMON = fmt.R_PREVIOUS
 
 
 def check_no_duplicates(rows: np.ndarray, order: int, path: str, words: list[bytes]) -> None:
@@ -46,70 +60,241 @@ def _descending_key(scores: np.ndarray) -> np.ndarray:
     return (~ascending).astype(np.uint64)
 
 
-def pattern_records(
-    rows: np.ndarray, slot: int, has_beta: bool, id_bytes: int,
-) -> tuple[bytes, int, bytes, np.ndarray]:
-    """The patterns of ``rows`` with the slot at ``slot``, in key order.
+def _put(buffer: np.ndarray, at: np.ndarray, values: np.ndarray, width: int) -> None:
+    """Write ``values`` (unsigned integers) little-endian, ``width`` bytes each, at byte offsets ``at``."""
+    values = values.astype(np.uint64)
+    for lane in range(width):
+        buffer[at + lane] = (values >> np.uint64(8 * lane)) & np.uint64(0xFF)
 
-    ``rows`` (see :func:`fastsubs.indexer.runs.row_dtype`) are sorted by key and hold
-    whole patterns.  Returns ``(keys, key_length, values, value_offsets)``: the keys concatenated
-    (each ``key_length`` bytes) and the values concatenated, record ``g``'s value
-    being ``values[value_offsets[g]:value_offsets[g + 1]]``.
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For runs of ``lengths`` items starting at ``starts``: the run of each item and its place in the run."""
+    run = np.repeat(np.arange(len(lengths)), lengths)
+    before = np.cumsum(lengths) - lengths
+    return run, np.arange(int(lengths.sum())) - before[run]
+
+
+@dataclass
+class Records:
+    """Records in key order: keys concatenated (``key_length`` bytes each) and values
+    concatenated, record g's value being ``values[offsets[g]:offsets[g + 1]]``."""
+
+    keys: bytes
+    key_length: int
+    values: bytes
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` pairs built from ``map``/``zip`` over slices, so no Python code
+        runs per record while LMDB's ``putmulti`` consumes them."""
+        bounds = self.offsets.tolist()
+        key_bounds = range(0, len(self.keys) + 1, self.key_length)
+        return zip(map(self.keys.__getitem__, map(slice, key_bounds, key_bounds[1:])),
+                   map(self.values.__getitem__, map(slice, bounds, bounds[1:])))
+
+
+class RecordWriter:
+    """The records of one ``patterns{m}`` database, made a block of sorted rows at a time.
+
+    It remembers the last pattern key written, which the next record names as its
+    previous one, and how many records it made (the header counts them).
     """
-    other = rows["ids"][:, :-1]
-    slot_ids = rows["ids"][:, -1]
-    alpha = rows["alpha"]
-    beta = rows["beta"]
 
-    starts = _group_starts(other)
-    n_rows = len(slot_ids)
-    counts = np.diff(np.append(starts, n_rows))
-    groups = len(starts)
-    group_of_row = np.repeat(np.arange(groups), counts)
-    rank = np.arange(n_rows) - starts[group_of_row]
+    def __init__(self, order: int, model_order: int, id_bytes: int) -> None:
+        self.order = order
+        self.has_beta = order < model_order
+        self.id_bytes = id_bytes
+        self.key_length = fmt.key_length(order, id_bytes)
+        self.last_key: bytes | None = None
+        self.written = 0
 
-    # Value layout (see fastsubs.format.pattern_value_layout), in 4-byte words.
-    hb = 1 if has_beta else 0
-    sizes = fmt.pattern_value_words(counts, has_beta)
-    offsets = np.concatenate(([0], np.cumsum(sizes)))
-    words = np.zeros(int(offsets[-1]), dtype=np.uint32)
-    base = offsets[:-1]
-    if has_beta:
-        max_beta = np.maximum.reduceat(beta, starts)
-        words[base + 1] = max_beta.view(np.uint32)
-    ids_at = base + 1 + hb
-    row_ids_at = ids_at[group_of_row] + rank
-    words[row_ids_at] = slot_ids
-    row_counts = counts[group_of_row]
-    words[row_ids_at + row_counts] = alpha.view(np.uint32)
-    if has_beta:
-        words[row_ids_at + 2 * row_counts] = beta.view(np.uint32)
-    # by_score: positions within the group, alpha descending, ties by id.
-    multi = row_counts > 1
-    # One stable sort of (group, alpha descending) packed in a uint64: rows of a group are in rank order.
-    by_score = np.argsort((group_of_row.astype(np.uint64) << np.uint64(32)) | _descending_key(alpha), kind="stable")
-    by_score_multi = by_score[multi[by_score]]
-    grp = group_of_row[by_score_multi]
-    score_rank = np.arange(len(by_score_multi)) - np.searchsorted(grp, grp)
-    by_score_at = ids_at[grp] + (2 + hb) * counts[grp] + score_rank
-    words[by_score_at] = rank[by_score_multi].astype(np.uint32)
+    def records(self, rows: np.ndarray, slot: int) -> Records:
+        """The records of ``rows`` (see :func:`fastsubs.indexer.runs.row_dtype`), sorted by
+        key and holding whole patterns, with the slot at ``slot``."""
+        patterns = _Patterns(rows, slot, self)
+        records = patterns.encode(self.last_key)
+        self.last_key = bytes(patterns.keys[-1])
+        self.written += len(records)
+        return records
 
-    key_length = 1 + id_bytes * other.shape[1]
-    keys = np.empty((groups, key_length), dtype=np.uint8)
-    keys[:, 0] = slot
-    fixed = other[starts].astype(">u4").view(np.uint8).reshape(groups, -1, 4)
-    keys[:, 1:] = fixed[:, :, 4 - id_bytes:].reshape(groups, -1)
-    words[offsets[:-1]] = fmt.batch_checksums(words, offsets, keys)
-    return keys.tobytes(), key_length, words.astype("<u4").tobytes(), offsets * 4
+    def end(self) -> tuple[bytes, bytes]:
+        """The END record closing the database."""
+        value = np.zeros(_padded(_COMMON + self.key_length), dtype=np.uint8)
+        _common(value, np.zeros(1, np.int64), fmt.END, self.last_key, np.zeros((0, self.key_length), np.uint8),
+                self.key_length)
+        key = fmt.end_key(self.order, self.id_bytes)
+        words = value.view("<u4")
+        value[:4] = np.frombuffer(np.uint32(fmt.record_checksum(key, words[1:].tobytes())).tobytes(), np.uint8)
+        self.written += 1
+        return key, value.tobytes()
 
 
-def iter_records(keys: bytes, key_length: int, values: bytes, offsets: np.ndarray) -> Iterator[tuple[bytes, bytes]]:
-    """``(key, value)`` pairs from the concatenated form :func:`pattern_records` returns.
+def _padded(size):
+    """``size`` rounded up to whole 4-byte words (a number or an array)."""
+    return (size + 3) // 4 * 4
 
-    Built from ``map``/``zip`` over slices, so no Python code runs per record while
-    LMDB's ``putmulti`` consumes it (a generator cost about a microsecond a record).
-    """
-    bounds = offsets.tolist()
-    key_bounds = range(0, len(keys) + 1, key_length)
-    return zip(map(keys.__getitem__, map(slice, key_bounds, key_bounds[1:])),
-               map(values.__getitem__, map(slice, bounds, bounds[1:])))
+
+def _common(buffer: np.ndarray, starts: np.ndarray, kinds: np.ndarray | int, before: bytes | None,
+            last_keys: np.ndarray, key_length: int) -> None:
+    """The part every record starts with, for records at ``starts``: kind, flags and the
+    previous record's last key (``before`` for the first, then ``last_keys[r - 1]``)."""
+    buffer[starts + fmt.R_KIND] = kinds
+    previous = np.empty((len(starts), key_length), dtype=np.uint8)
+    previous[0] = np.frombuffer(before, np.uint8) if before is not None else 0
+    previous[1:] = last_keys[:len(starts) - 1]
+    flags = np.full(len(starts), fmt.HAS_PREVIOUS, dtype=np.uint8)
+    if before is None:
+        flags[0] = 0
+    buffer[starts + fmt.R_FLAGS] = flags
+    columns = np.arange(key_length)
+    buffer[(starts + fmt.R_PREVIOUS)[:, None] + columns] = previous
+
+
+class _Patterns:
+    """The patterns of one block of rows, and how they are laid out in records."""
+
+    def __init__(self, rows: np.ndarray, slot: int, writer: RecordWriter) -> None:
+        self.writer = writer
+        other = rows["ids"][:, :-1]
+        self.words = rows["ids"][:, -1]
+        self.alpha = rows["alpha"]
+        self.beta = rows["beta"]
+        self.starts = _group_starts(other)
+        self.counts = np.diff(np.append(self.starts, len(self.words)))
+        groups = len(self.starts)
+        key_length = writer.key_length
+        self.keys = np.empty((groups, key_length), dtype=np.uint8)
+        self.keys[:, 0] = slot
+        fixed = other[self.starts].astype(">u4").view(np.uint8).reshape(groups, -1, 4)
+        self.keys[:, 1:] = fixed[:, :, 4 - writer.id_bytes:].reshape(groups, -1)
+        counts = self.counts
+        self.position_bytes = np.where(counts == 1, 0, np.where(counts <= 256, 1, np.where(counts <= 65536, 2, 4)))
+        self.data_bytes = counts * (writer.id_bytes + 4 + 4 * writer.has_beta + self.position_bytes)
+        # front coding: the leading key bytes each pattern shares with the one before
+        same = np.zeros((groups, key_length), dtype=bool)
+        same[1:] = self.keys[1:] == self.keys[:-1]
+        self.shared = np.cumprod(same, axis=1).sum(axis=1)
+        entry = 2 + key_length + self.data_bytes  # shared byte, key, count byte, data
+        self.alone = (counts > fmt.BLOCK_MAX_COUNT) | (entry > ENTRY_MAX)
+
+    def encode(self, before: bytes | None) -> Records:
+        first, last, kinds = self._records()
+        key_length = self.writer.key_length
+        n_records = len(first)
+        block = kinds == fmt.BLOCK
+        # where each pattern's entry starts in its record, and which entries restart the keys
+        record_of = np.repeat(np.arange(n_records), last - first)
+        restart = self.periodic.copy()
+        restart[first] = True
+        shared = np.where(restart, 0, self.shared)
+        entry_bytes = 2 + (key_length - shared) + self.data_bytes
+        restarts = np.add.reduceat(restart.astype(np.int64), first)
+        entries_before = np.cumsum(entry_bytes) - entry_bytes
+        entries_bytes = np.add.reduceat(entry_bytes, first)
+        head = _COMMON + key_length
+        sizes = np.where(block, head + 4 + 2 * restarts + entries_bytes,
+                         head + 4 + self.data_bytes[first])
+        sizes = _padded(sizes)
+        offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        buffer = np.zeros(int(offsets[-1]), dtype=np.uint8)
+        starts = offsets[:-1]
+        last_keys = self.keys[last - 1]
+        _common(buffer, starts, kinds, before, last_keys, key_length)
+        # blocks: counts of patterns and restarts, restart offsets, entries
+        body = starts + head
+        _put(buffer, body[block], (last - first)[block], 2)
+        _put(buffer, body[block] + 2, restarts[block], 2)
+        entries_start = body + 4 + 2 * restarts
+        in_block = block[record_of]
+        entry_at = entries_start[record_of] + entries_before - entries_before[first][record_of]
+        entry_offset = entry_at - entries_start[record_of]
+        restarts_so_far = np.cumsum(restart)
+        restart_rank = restarts_so_far - restarts_so_far[first][record_of]
+        chosen = in_block & restart
+        _put(buffer, body[record_of[chosen]] + 4 + 2 * restart_rank[chosen], entry_offset[chosen], 2)
+        buffer[entry_at[in_block]] = shared[in_block]
+        suffix = (key_length - shared)[in_block]
+        run, place = _ranges(entry_at[in_block], suffix)
+        keys_in_block = self.keys[in_block]
+        buffer[entry_at[in_block][run] + 1 + place] = keys_in_block[run, shared[in_block][run] + place]
+        count_at = entry_at[in_block] + 1 + suffix
+        buffer[count_at] = self.counts[in_block]
+        # patterns alone: their count
+        alone_at = body[~block]
+        _put(buffer, alone_at, self.counts[first[~block]], 4)
+        data_at = np.empty(len(self.counts), dtype=np.int64)
+        data_at[in_block] = count_at + 1
+        data_at[first[~block]] = alone_at + 4
+        self._write_data(buffer, data_at)
+        words = buffer.view("<u4")
+        checksums = fmt.batch_checksums(words, offsets // 4, last_keys)
+        words[offsets[:-1] // 4] = checksums
+        return Records(last_keys.tobytes(), key_length, buffer.tobytes(), offsets)
+
+    def _records(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The first and last + 1 pattern of each record, and its kind: each pattern that is
+        alone a PATTERN record, the others packed into blocks as full as INLINE_BYTES allows."""
+        key_length = self.writer.key_length
+        n = len(self.counts)
+        # bytes each entry takes in a block, counting its restart offset when it restarts
+        # where runs of 16 begin in its stretch of small patterns (a block's first entry
+        # restarts too: _block_end adds what that costs)
+        stretch_start = np.flatnonzero(np.concatenate(([True], self.alone[1:] | self.alone[:-1])))
+        stretch_of = np.searchsorted(stretch_start, np.arange(n), side="right") - 1
+        periodic = self.periodic = (np.arange(n) - stretch_start[stretch_of]) % fmt.BLOCK_RESTART == 0
+        shared = np.where(periodic, 0, self.shared)
+        sizes = 2 + (key_length - shared) + self.data_bytes + 2 * periodic
+        total = np.concatenate(([0], np.cumsum(sizes)))
+        room = (INLINE_BYTES - key_length) // 4 * 4 - (_COMMON + key_length + 4)
+        # where each stretch of small patterns ends: at the next pattern alone
+        alone_at = np.flatnonzero(self.alone)
+        stretch_end = np.append(alone_at, n)[np.searchsorted(alone_at, np.arange(n))].tolist()
+        first, last, kinds = [], [], []
+        alone = self.alone.tolist()
+        extra = np.where(periodic, 0, self.shared + 2).tolist()  # a block's first entry restarts
+        limit = (total[:-1] + room - np.array(extra)).tolist()
+        i = 0
+        while i < n:
+            if alone[i]:
+                end, kind = i + 1, fmt.PATTERN
+            else:
+                end = int(np.searchsorted(total, limit[i], side="right")) - 1
+                end = min(max(end, i + 1), stretch_end[i])
+                kind = fmt.BLOCK
+            first.append(i)
+            last.append(end)
+            kinds.append(kind)
+            i = end
+        return np.array(first, np.int64), np.array(last, np.int64), np.array(kinds, np.int64)
+
+    def _write_data(self, buffer: np.ndarray, data_at: np.ndarray) -> None:
+        """Every pattern's ids, positions by score, alphas and betas, starting at ``data_at``."""
+        writer = self.writer
+        counts = self.counts
+        n_rows = len(self.words)
+        group_of_row = np.repeat(np.arange(len(counts)), counts)
+        rank = np.arange(n_rows) - self.starts[group_of_row]
+        row_counts = counts[group_of_row]
+        row_data = data_at[group_of_row]
+        position_bytes = self.position_bytes[group_of_row]
+        _put(buffer, row_data + rank * writer.id_bytes, self.words, writer.id_bytes)
+        positions_at = row_data + row_counts * writer.id_bytes
+        alpha_at = positions_at + row_counts * position_bytes
+        _put(buffer, alpha_at + 4 * rank, self.alpha.astype("<f4").view("<u4"), 4)
+        if writer.has_beta:
+            _put(buffer, alpha_at + 4 * row_counts + 4 * rank, self.beta.astype("<f4").view("<u4"), 4)
+        # by_score: positions within the pattern, alpha descending, ties by id (one stable
+        # sort of (pattern, alpha descending) packed in a uint64: rows of a pattern are in id order)
+        by_score = np.argsort((group_of_row.astype(np.uint64) << np.uint64(32)) | _descending_key(self.alpha),
+                              kind="stable")
+        by_score = by_score[row_counts[by_score] > 1]
+        group = group_of_row[by_score]
+        score_rank = np.arange(len(by_score)) - np.searchsorted(group, group)
+        width = position_bytes[by_score]
+        at = positions_at[by_score] + score_rank * width
+        for size in (1, 2, 4):
+            chosen = width == size
+            _put(buffer, at[chosen], rank[by_score][chosen], size)

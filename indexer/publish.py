@@ -104,7 +104,9 @@ def _is_fastsubs_environment(directory: Path) -> bool:
             if fmt.META_DB in names:
                 meta = msgpack.unpackb(txn.get(fmt.META_KEY, db=env.open_db(fmt.META_DB, txn=txn, create=False)))
                 return fmt.has_magic(meta)
-            return {fmt.VOCAB_DB, fmt.ARRAYS_DB} <= names  # a build that never wrote its metadata
+            # a build that never wrote its metadata (format 2 wrote a "vocab" database too)
+            return fmt.ARRAYS_DB in names and all(
+                name in (fmt.ARRAYS_DB, b"vocab") or name.startswith(b"patterns") for name in names)
     except Exception:  # unreadable: we cannot tell it is ours, so it is not
         return False
     finally:

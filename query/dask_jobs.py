@@ -27,30 +27,30 @@ from pathlib import Path
 from typing import Any
 
 from fastsubs.errors import FastsubsError
-from fastsubs.query.engine import Engine
+from fastsubs.index import SubstituteIndex
+from fastsubs.limits import SearchStats
 from fastsubs.query.options import QueryOptions, missing_word_warning
 from fastsubs.query.runner import numbered_chunks, process_chunk
-from fastsubs.query.search import SearchStats
 from fastsubs.textio import open_binary
 
-_engines: dict[str, Engine] = {}
-# One Engine per index per worker process, shared by its threads: they search it at once
-# (each with a searcher of its own, without the GIL) and share its caches.
-_engines_lock = threading.Lock()
+_indexes: dict[str, SubstituteIndex] = {}
+# One open index per index path per worker process, shared by its threads: they search it
+# at once (each with a searcher of its own, without the GIL) and share its caches.
+_indexes_lock = threading.Lock()
 
 
-def _engine(index_path: str) -> Engine:
-    with _engines_lock:
-        engine = _engines.get(index_path)
-        if engine is None:
-            engine = _engines[index_path] = Engine(index_path)
-        return engine
+def _open(index_path: str) -> SubstituteIndex:
+    with _indexes_lock:
+        index = _indexes.get(index_path)
+        if index is None:
+            index = _indexes[index_path] = SubstituteIndex(index_path)
+        return index
 
 
 def _render_partition(lines: Iterable[str], index_path: str, options: QueryOptions) -> list[str]:
     """The output lines (no newline) of a partition's input lines, numbered from 1."""
     encoded = [(number, line.encode("utf-8", "surrogateescape")) for number, line in enumerate(lines, start=1)]
-    result = process_chunk(_engine(index_path), encoded, options, "<bag>")
+    result = process_chunk(_open(index_path), encoded, options, "<bag>")
     for warning in result.warnings:
         warnings.warn(warning, stacklevel=1)
     return result.text.decode("utf-8", "surrogateescape").split("\n")[:-1]
@@ -72,12 +72,9 @@ def substitutes_bag(bag: Any, index_path: str | os.PathLike[str], options: Query
     """
     path = os.path.abspath(index_path)  # workers resolve it, maybe from another directory
     if options.exclude and os.path.isdir(path):
-        engine = Engine(path)
-        try:
-            for word in engine.unknown(options.excluded_words):
+        with SubstituteIndex(path) as index:
+            for word in index.unknown(options.excluded_words):
                 warnings.warn(missing_word_warning(word), stacklevel=2)
-        finally:
-            engine.close()
     return bag.map_partitions(_render_partition, path, options)
 
 
@@ -98,9 +95,9 @@ def _process_file(job: tuple[str, str], index_path: str, options: QueryOptions) 
     source, target = job
     totals = SearchStats()
     with open_binary(source) as stream, open_binary(target, "wb") as out:
-        engine = _engine(index_path)
+        index = _open(index_path)
         for chunk in numbered_chunks(stream, source):
-            result = process_chunk(engine, chunk, options, source)
+            result = process_chunk(index, chunk, options, source)
             out.write(result.text)
             totals.add(result.stats)
     return totals

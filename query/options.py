@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from fastsubs.errors import ArgumentError, QueryInputError
-from fastsubs.query.search import Limits
+from fastsubs.limits import Limits
+from fastsubs.tokens import word_list
 
 #: The values of ``--format``.
 FORMATS = ("text", "jsonl")
@@ -63,17 +64,6 @@ class QueryOptions:
     def excluded_words(self) -> tuple[bytes, ...]:
         """``exclude`` as the bytes the index holds (once: every input line asks for it)."""
         return tuple(w.encode("utf-8", "surrogateescape") for w in self.exclude)
-
-
-def word_list(words: Iterable[str | bytes]) -> tuple[bytes, ...]:
-    """``words`` (an ``exclude=`` value) as bytes, ``str`` encoded with ``surrogateescape``;
-    ArgumentError for one bare word (a string is no list of its characters)."""
-    if isinstance(words, (str, bytes)):
-        raise ArgumentError(f"exclude must be a collection of words, not one word: {words!r}")
-    listed = tuple(words)
-    if not all(isinstance(word, (str, bytes)) for word in listed):
-        raise ArgumentError(f"exclude must hold words (str or bytes), got {listed!r}")
-    return tuple(word.encode("utf-8", "surrogateescape") if isinstance(word, str) else word for word in listed)
 
 
 def missing_word_warning(word: bytes) -> str:

@@ -3,7 +3,7 @@
 * ``text`` (the original tool's, ai-ku/fastsubs, byte for byte):
   ``word<TAB>sub1 lp1<TAB>sub2 lp2 …`` with ``%.8f`` scores, best first; with ``-z`` each
   score is replaced by p/Σp over the listed substitutes and the list stops at the first
-  below 1e-8.  The kernel writes the fields (:class:`fastsubs.query.engine.Fields`).
+  below 1e-8.  The C core writes the fields (:class:`fastsubs.index.Answer`).
 * ``jsonl``: one JSON object per position, for tools that would rather not parse tabs:
   ``sentence`` (the input line, from 1), with ``-t`` the record's ``name`` and ``id``,
   ``position`` (the token, from 0; the token count is ``</s>``), ``word``, and
@@ -23,15 +23,15 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from fastsubs._kernel import normalized as kernel_normalized
 from fastsubs.jsonl import text_fields
-from fastsubs.query._kernel import normalized as kernel_normalized
 
 if TYPE_CHECKING:  # numpy is imported by the functions that use it: the text format needs none
     import numpy as np
 
 
 class Vocabulary(Protocol):
-    """Where output finds the words of ids (an open :class:`fastsubs.query.engine.Engine`)."""
+    """Where output finds the words of ids (an open :class:`fastsubs.index.SubstituteIndex`)."""
 
     def word(self, word_id: int) -> bytes: ...
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastsubs.errors import QueryInputError
-from fastsubs.query.engine import Engine, Fields
+from fastsubs.index import Answer, SubstituteIndex
 from fastsubs.query.options import QueryOptions
 from fastsubs.query.output import Place, jsonl_record, sample_jsonl, sample_lines
-from fastsubs.query.sentences import tokenize
+from fastsubs.tokens import tokenize
 
 EOS = b"</s>"
 
@@ -47,38 +47,41 @@ def parse_target_record(line: bytes, source: str, number: int) -> TargetRecord:
     return TargetRecord(fields[0], fields[1], tokens, position)
 
 
-def _text_fields(options: QueryOptions) -> Fields | None:
-    """What the kernel writes for these options: the fields of the plain text format, or
-    None for the formats made here from arrays (JSON lines, samples)."""
+def _answer(options: QueryOptions) -> Answer:
+    """What the search gives for these options: the fields of the plain text format, written
+    by the C core, or arrays for the formats made here (JSON lines, samples)."""
     if options.format != "text" or options.sample is not None:
-        return None
-    return Fields.PROBABILITIES if options.normalize else Fields.SCORES
+        return Answer.ARRAYS
+    return Answer.PROBABILITY_FIELDS if options.normalize else Answer.FIELDS
 
 
-def _position_output(engine: Engine, options: QueryOptions, place: Place, answer: Any) -> bytes:
+def _position_output(index: SubstituteIndex, options: QueryOptions, place: Place, answer: Any) -> bytes:
     """The output of one position in a format made from its arrays."""
     ids, scores = answer
     if options.sample is not None:
         write_samples = sample_jsonl if options.format == "jsonl" else sample_lines
-        return write_samples(engine, place, ids, scores, options.sample, options.seed)
-    return jsonl_record(engine, place, ids, scores)
+        return write_samples(index, place, ids, scores, options.sample, options.seed)
+    return jsonl_record(index, place, ids, scores)
 
 
-def render_record(engine: Engine, line: bytes, options: QueryOptions, source: str, number: int) -> bytes:
+def render_record(index: SubstituteIndex, line: bytes, options: QueryOptions, source: str, number: int) -> bytes:
     """The complete output of one input line."""
-    excluded = engine.excluded(options.excluded_words)
-    fields = _text_fields(options)
+    excluded = index.excluded(options.excluded_words)
+    kind = _answer(options)
     if options.targets:
         record = parse_target_record(line, source, number)
-        answer = engine.position(record.tokens, record.position, options.limits, excluded, fields=fields)
-        if fields is not None:  # the record itself, then its substitutes
+        target = record.position + 1
+        answer = index.search(index.sentence_ids(record.tokens), target, target + 1, options.limits, excluded,
+                              kind)[0]
+        if kind != Answer.ARRAYS:  # the record itself, then its substitutes
             return (line if line.endswith(b"\n") else line + b"\n") + answer + b"\n"
         word = record.tokens[record.position] if record.position < len(record.tokens) else EOS
-        return _position_output(engine, options, Place(number, record.position, word, record.name, record.id), answer)
+        return _position_output(index, options, Place(number, record.position, word, record.name, record.id), answer)
     tokens = tokenize(line)
-    answers = engine.sentence(tokens, options.limits, eos=not options.no_eos, excluded=excluded, fields=fields)
+    last = len(tokens) + 1 if options.no_eos else len(tokens) + 2
+    answers = index.search(index.sentence_ids(tokens), 1, last, options.limits, excluded, kind)
     words = tokens + [EOS]
-    if fields is not None:
+    if kind != Answer.ARRAYS:
         return b"".join(word + b"\t" + text + b"\n" for word, text in zip(words, answers))
-    return b"".join(_position_output(engine, options, Place(number, position, words[position]), answer)
+    return b"".join(_position_output(index, options, Place(number, position, words[position]), answer)
                     for position, answer in enumerate(answers))

@@ -1,4 +1,4 @@
-"""Running a whole input through one engine or through N processes, in input order.
+"""Running a whole input through one open index or through N processes, in input order.
 
 With ``--workers N`` this process and N - 1 forked ones search
 (:mod:`fastsubs.query.workers`); a worker that dies makes the run fail with an error,
@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from fastsubs.cli_support import signals_held
 from fastsubs.errors import QueryInputError, ResumeError
+from fastsubs.index import SubstituteIndex
+from fastsubs.limits import SearchStats
 from fastsubs.query.destinations import PartialOutput, StreamOutput, destination
-from fastsubs.query.engine import Engine
 from fastsubs.query.options import QueryOptions, missing_word_warning
 from fastsubs.query.progress import Progress, input_size
 from fastsubs.query.provenance import run_record
 from fastsubs.query.records import render_record
-from fastsubs.query.search import SearchStats
 from fastsubs.textio import DECOMPRESSION_ERRORS, open_binary, read_failure
 
 if TYPE_CHECKING:
@@ -140,25 +140,25 @@ def numbered_chunks(stream: BinaryIO, source: str = "<input>") -> Iterator[Chunk
         raise lines.failure
 
 
-def process_chunk(engine: Engine, chunk: Chunk, options: QueryOptions, source: str,
+def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, source: str,
                   after_each_line: Callable[[], None] = lambda: None) -> ChunkResult:
     """Render every record of ``chunk``; bad -t records are skipped only when asked.  Its
     stats count this thread's searches alone: other threads may search the same index."""
-    before = engine.thread_stats()
+    before = index.thread_stats()
     outputs: list[bytes] = []
     warnings = []
     error = None
     for number, line in chunk:
         after_each_line()
         try:
-            outputs.append(render_record(engine, line, options, source, number))
+            outputs.append(render_record(index, line, options, source, number))
         except QueryInputError as bad:
             if not options.skip_bad_records:
                 error = bad
                 break
             outputs.append(b"")
             warnings.append(f"fastsubs-query: warning: skipped {bad}")
-    return ChunkResult(outputs, warnings, engine.thread_stats().since(before), error)
+    return ChunkResult(outputs, warnings, index.thread_stats().since(before), error)
 
 
 Results = Iterator[tuple[Chunk, ChunkResult]]
@@ -166,12 +166,12 @@ Results = Iterator[tuple[Chunk, ChunkResult]]
 
 def serial_results(index_path: str, chunks: Iterable[Chunk], options: QueryOptions, source: str) -> Results:
     """Every chunk with its result, computed in this process."""
-    engine = Engine(index_path)
+    index = SubstituteIndex(index_path)
     try:
         for chunk in chunks:
-            yield chunk, process_chunk(engine, chunk, options, source)
+            yield chunk, process_chunk(index, chunk, options, source)
     finally:
-        engine.close()
+        index.close()
 
 
 def parallel_results(index_path: str, chunks: Iterable[Chunk], options: QueryOptions, source: str,
@@ -188,11 +188,11 @@ def parallel_results(index_path: str, chunks: Iterable[Chunk], options: QueryOpt
     # Imported here: a one-process run (the common case) should not pay for multiprocessing.
     from fastsubs.query.workers import worker_processes
 
-    def work(engine: Engine, chunk: Chunk) -> ChunkResult:
-        return process_chunk(engine, chunk, options, source)
+    def work(index: SubstituteIndex, chunk: Chunk) -> ChunkResult:
+        return process_chunk(index, chunk, options, source)
 
     with worker_processes(workers - 1, index_path, work, os.getpid()) as pool:
-        engine = Engine(index_path)  # opened after the fork: no LMDB environment crosses it
+        index = SubstituteIndex(index_path)  # opened after the fork: no LMDB environment crosses it
         try:
             run = InOrder(pool, chunks, CHUNKS_AHEAD * workers * 2)
             while True:
@@ -203,11 +203,11 @@ def parallel_results(index_path: str, chunks: Iterable[Chunk], options: QueryOpt
                 taken = run.take()
                 if taken is not None:  # the next result is not ready: search meanwhile
                     number, chunk = taken
-                    pool.answered[number] = process_chunk(engine, chunk, options, source, run.feed)
+                    pool.answered[number] = process_chunk(index, chunk, options, source, run.feed)
                 else:
                     pool.collect(block=True)
         finally:
-            engine.close()
+            index.close()
 
 
 def tail_lines(workers: int) -> int:
@@ -269,11 +269,11 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
     partial output already holds; only the rest is searched (and counted by ``stats``).
     """
     index_path = str(index)
-    engine = Engine(index_path)  # fails early, in this process, on a bad index
-    record = run_record(index_path, engine.meta, options)
-    for word in engine.unknown(options.excluded_words):
-        warn(f"fastsubs-query: warning: {missing_word_warning(word)}")
-    engine.close()  # workers fork after this: no open index crosses a fork
+    with SubstituteIndex(index_path) as index:  # fails early, in this process, on a bad index
+        record = run_record(index_path, index.meta, options)
+        for word in index.unknown(options.excluded_words):
+            warn(f"fastsubs-query: warning: {missing_word_warning(word)}")
+    # workers fork after this: no open index crosses a fork
     source = str(input_path) if input_path is not None else "<stdin>"
     totals = SearchStats()
     with ExitStack() as stack:

@@ -31,10 +31,10 @@ from multiprocessing.process import BaseProcess
 
 from fastsubs.cli_support import become_worker, signals_held
 from fastsubs.errors import FastsubsError
-from fastsubs.query.engine import Engine
+from fastsubs.index import SubstituteIndex
 
 #: What a worker does with each chunk it is sent (the runner's process_chunk, its options bound).
-Work = Callable[[Engine, object], object]
+Work = Callable[[SubstituteIndex, object], object]
 #: What a worker sends back: the result of one chunk, or what stopped it.
 Message = object
 #: A result pipe holds this many bytes, so a worker hands over a chunk's output (~20 KB
@@ -65,7 +65,7 @@ def _serve(index_path: str, parent: int, work: Work, tasks: Connection, results:
         connection.close()
     become_worker(parent)
     try:
-        engine = Engine(index_path)
+        index = SubstituteIndex(index_path)
     except Exception as error:
         _send(results, error)
         return
@@ -75,7 +75,7 @@ def _serve(index_path: str, parent: int, work: Work, tasks: Connection, results:
         except (EOFError, OSError):
             return  # the run is over
         try:
-            message: Message = work(engine, chunk)
+            message: Message = work(index, chunk)
         except Exception as error:
             message = error
         if not _send(results, message):

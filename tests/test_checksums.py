@@ -1,5 +1,6 @@
-"""The three computations of a record checksum agree: the contract's (format.py), the
-builder's batched one, and the query's C one that checks every pattern it parses."""
+"""The format's two definitions agree: the C core's (kernel/format.h, as compiled into
+fastsubs._kernel) and fastsubs/format.py's; and the three computations of a checksum — the
+contract's, the builder's batched one and the C core's that checks every record it reads."""
 
 from __future__ import annotations
 
@@ -7,31 +8,49 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fastsubs import _kernel
 from fastsubs import format as fmt
-from fastsubs.query._kernel import KEY_WEIGHT, VALUE_WEIGHT, checksum
 
 
-def words32(min_size: int = 0) -> st.SearchStrategy[np.ndarray]:
-    return st.lists(st.integers(0, 2**32 - 1), min_size=min_size, max_size=300).map(
-        lambda w: np.array(w, dtype=np.uint32))
+def test_every_constant_of_the_core_is_the_contracts() -> None:
+    compiled = dict(_kernel.FORMAT)
+    derived = {
+        "HEADER_BYTES_2": fmt.header_bytes(2), "HEADER_BYTES_5": fmt.header_bytes(5),
+        "POSITION_BYTES_256": fmt.position_bytes(256), "POSITION_BYTES_257": fmt.position_bytes(257),
+        "POSITION_BYTES_65537": fmt.position_bytes(65537),
+        "PATTERNS_DB": b"patterns%d", "META_DB": fmt.META_DB,
+    }
+    for name, value in compiled.items():
+        expected = derived[name] if name in derived else getattr(fmt, name)
+        assert value == expected, name
+    assert fmt.patterns_db_name(7) == compiled["PATTERNS_DB"] % 7
 
 
 @settings(max_examples=200, deadline=None)
-@given(key=st.binary(min_size=1, max_size=1 + 4 * 5), body=words32())
-def test_the_query_checksum_is_the_contract_checksum(key: bytes, body: np.ndarray) -> None:
-    assert checksum(key, body) == fmt.record_checksum(key, body)
+@given(key=st.binary(max_size=1 + 4 * 5), body=st.binary(max_size=1200))
+def test_the_core_checksum_is_the_contract_checksum(key: bytes, body: bytes) -> None:
+    assert _kernel.checksum(key, body) == fmt.record_checksum(key, body)
 
 
-def test_the_query_weights_are_the_contract_weights() -> None:
-    assert (VALUE_WEIGHT, KEY_WEIGHT) == (fmt.VALUE_WEIGHT, fmt.KEY_WEIGHT)
+def test_a_changed_byte_always_changes_the_checksum() -> None:
+    """Odd weights: whatever one byte becomes, the sum changes (here: every value of every byte)."""
+    key, body = bytes(range(7)), bytes(range(40, 80))
+    reference = fmt.record_checksum(key, body)
+    for where in range(len(key) + len(body)):
+        for value in range(256):
+            changed = bytearray(key + body)
+            if changed[where] == value:
+                continue
+            changed[where] = value
+            assert _kernel.checksum(bytes(changed[:len(key)]), bytes(changed[len(key):])) != reference
 
 
 @settings(max_examples=50, deadline=None)
-# a record's body is never shorter than one word id and its alpha
-@given(st.lists(words32(min_size=2), min_size=1, max_size=20), st.integers(1, 9), st.randoms(use_true_random=False))
-def test_the_builder_checksums_are_the_contract_checksum(bodies: list[np.ndarray], key_length: int, rng) -> None:
+@given(st.lists(st.binary(min_size=4, max_size=400).map(lambda b: b[:len(b) // 4 * 4]), min_size=1, max_size=20),
+       st.integers(1, 9), st.randoms(use_true_random=False))
+def test_the_builder_checksums_are_the_contract_checksum(bodies: list[bytes], key_length: int, rng) -> None:
     keys = np.array([[rng.randrange(256) for _ in range(key_length)] for _ in bodies], dtype=np.uint8)
-    records = [np.concatenate(([0], body)).astype(np.uint32) for body in bodies]  # header word first
+    records = [np.frombuffer(bytes(4) + body, dtype="<u4") for body in bodies]  # checksum word first
     words = np.concatenate(records)
     offsets = np.concatenate(([0], np.cumsum([len(r) for r in records])))
     batched = fmt.batch_checksums(words, offsets, keys)

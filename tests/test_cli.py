@@ -59,7 +59,7 @@ def test_query_on_a_missing_index_is_one_clear_line(tmp_path: Path) -> None:
     result = run_cli("fastsubs-query", tmp_path / "nothing", check=False, input=b"a\n")
     assert result.returncode == 1
     assert result.stderr.decode().count("\n") == 1
-    assert "not a fastsubs index" in result.stderr.decode() and "Traceback" not in result.stderr.decode()
+    assert "nothing: does not exist" in result.stderr.decode() and "Traceback" not in result.stderr.decode()
 
 
 def lines_of(output: bytes) -> list[bytes]:

@@ -31,11 +31,9 @@ from hypothesis import strategies as st
 import fastsubs
 from arpa_gen import BigModelShape, big_models
 from exhaustive import ArpaModel
-from fastsubs.query import _kernel
-from fastsubs.query.engine import Engine
-from fastsubs.query.index import Index, Pattern
-from fastsubs.query.sentences import tokenize
-from fastsubs.query.terms import TermBuilder
+from fastsubs.bench.reference_terms import Pattern, TermBuilder
+from fastsubs.index import SubstituteIndex
+from fastsubs.tokens import tokenize
 from test_exactness import assert_exact
 
 #: The kernel's cache budgets (bytes): none, room for a few rank maps and prefixes of a
@@ -44,6 +42,8 @@ BUDGETS = {"no cache": 0, "tiny cache": 2500, "large cache": 1 << 30}
 
 #: Patterns from this many words on take the kernel's big-pattern paths (RANK_MIN_COUNT).
 BIG_PATTERN = 256
+#: The cache slots of a searcher (kernel/index.h).
+DEFAULT_SLOTS = 1 << 17
 
 Limit = tuple[int | None, float | None]
 
@@ -66,20 +66,16 @@ def check_big_model(shape: BigModelShape, drawn_k: int, limits: list[Limit] | No
             ranked = oracle.ranked(oracle.substitute_scores(tokens, position))
             for limit in limits:
                 expected[number, position, limit] = oracle.cut(ranked, *limit)
-    previous = _kernel.set_cache_bytes(0)
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "model.arpa").write_text(text)
-            fastsubs.build_index(Path(tmp) / "model.arpa", Path(tmp) / "model.fsidx")
-            for budget_name, budget in BUDGETS.items():
-                _kernel.set_cache_bytes(budget)
-                # opened afresh: what an earlier budget kept must not serve this one
-                with fastsubs.open_index(Path(tmp) / "model.fsidx") as index:
-                    for (number, position, (n, p)), listed in expected.items():
-                        assert_exact(index.position(sentences[number], position, n=n, p=p), listed,
-                                     f"{budget_name}, {sentences[number]} position {position} n={n} p={p}")
-    finally:
-        _kernel.set_cache_bytes(previous)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "model.arpa").write_text(text)
+        fastsubs.build_index(Path(tmp) / "model.arpa", Path(tmp) / "model.fsidx")
+        for budget_name, budget in BUDGETS.items():
+            # opened afresh: what an earlier budget kept must not serve this one
+            with fastsubs.open_index(Path(tmp) / "model.fsidx") as index:
+                index.set_cache(DEFAULT_SLOTS, budget)
+                for (number, position, (n, p)), listed in expected.items():
+                    assert_exact(index.position(sentences[number], position, n=n, p=p), listed,
+                                 f"{budget_name}, {sentences[number]} position {position} n={n} p={p}")
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -98,11 +94,11 @@ def test_search_equals_exhaustive_scoring_on_big_models_long_run(shape: BigModel
 def position_pattern_sizes(index_path: Path, lines: list[str]) -> list[list[int]]:
     """Per position of ``lines``, the sizes of the patterns its terms read (the reference
     term builder builds the chains the kernel builds)."""
-    with Engine(index_path) as engine, Index(index_path) as index:
+    with SubstituteIndex(index_path) as index:
         builder = TermBuilder(index)
         found = []
         for line in lines:
-            ids = tuple(engine.sentence_ids(tokenize(line.encode())).tolist())
+            ids = tuple(memoryview(index.sentence_ids(tokenize(line.encode()))).cast("I").tolist())
             found += [[len(pattern.ids) for term in builder.position_terms(ids, target) for step in term.steps
                        for pattern in (step.alpha, step.beta) if isinstance(pattern, Pattern)]
                       for target in range(1, len(ids))]
@@ -115,7 +111,7 @@ def pattern_sizes(index_path: Path, lines: list[str]) -> list[int]:
 
 def test_two_level_rank_maps_equal_exhaustive_scoring(tmp_path: Path) -> None:
     """Past 65,536 words a big pattern holding fewer than V/256 words gets a two-level
-    rank map (query/kernel/store.c, FLAT_MAP_RATIO): 70,000 words, hubs of 256-272 words."""
+    rank map (kernel/cache.c, FLAT_MAP_RATIO): 70,000 words, hubs of 256-272 words."""
     shape = BigModelShape(seed=7, order=2, words=70000, has_unk=True, shuffled=True, distinct_alphas=5,
                           positive_backoffs=0.5, rounding=0.5, hubs=3, sentences=1, big=(256, 272))
     text, vocab, sentences = shape.build()

@@ -24,10 +24,10 @@ import fastsubs
 from conftest import TEST_DATA
 from exhaustive import ArpaFormatError, ArpaModel
 from fastsubs.errors import ModelFormatError, QueryInputError
-from fastsubs.query.engine import Engine
+from fastsubs.index import SubstituteIndex
 from fastsubs.query.options import QueryOptions
 from fastsubs.query.records import render_record
-from fastsubs.query.sentences import tokenize
+from fastsubs.tokens import tokenize
 
 MODEL = (TEST_DATA / "tiny.arpa").read_bytes()
 ERROR_LINE = re.compile(r"^\S+:\d+: \S.*$")
@@ -113,7 +113,7 @@ def test_reader_accepts_or_names_the_line_long_run(content: bytes) -> None:
 def engine(tmp_path_factory: pytest.TempPathFactory):
     target = tmp_path_factory.mktemp("fuzz") / "tiny.fsidx"
     fastsubs.build_index(TEST_DATA / "tiny.arpa", target)
-    opened = Engine(target)
+    opened = SubstituteIndex(target)
     yield opened
     opened.close()
 
@@ -125,7 +125,7 @@ LINES = st.lists(st.one_of(
 ), min_size=1, max_size=5)
 
 
-def check_plain_lines(engine: Engine, lines: list[bytes]) -> None:
+def check_plain_lines(engine: SubstituteIndex, lines: list[bytes]) -> None:
     options = QueryOptions(n=3)
     for number, raw in enumerate(lines, start=1):
         line = raw.replace(b"\n", b" ") + b"\n"
@@ -136,7 +136,7 @@ def check_plain_lines(engine: Engine, lines: list[bytes]) -> None:
         assert [row.split(b"\t")[0] for row in rows[:-1]] == tokens + [b"</s>"]
 
 
-def check_target_lines(engine: Engine, lines: list[bytes]) -> None:
+def check_target_lines(engine: SubstituteIndex, lines: list[bytes]) -> None:
     options = QueryOptions(n=2, targets=True)
     for number, raw in enumerate(lines, start=1):
         line = raw.replace(b"\n", b" ") + b"\n"
@@ -150,7 +150,7 @@ def check_target_lines(engine: Engine, lines: list[bytes]) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(LINES)
-def test_every_input_line_yields_exactly_its_output(engine: Engine, lines: list[bytes]) -> None:
+def test_every_input_line_yields_exactly_its_output(engine: SubstituteIndex, lines: list[bytes]) -> None:
     check_plain_lines(engine, lines)
     check_target_lines(engine, lines)
 
@@ -158,6 +158,6 @@ def test_every_input_line_yields_exactly_its_output(engine: Engine, lines: list[
 @pytest.mark.slow
 @settings(max_examples=10000, deadline=None)
 @given(LINES)
-def test_every_input_line_yields_exactly_its_output_long_run(engine: Engine, lines: list[bytes]) -> None:
+def test_every_input_line_yields_exactly_its_output_long_run(engine: SubstituteIndex, lines: list[bytes]) -> None:
     check_plain_lines(engine, lines)
     check_target_lines(engine, lines)

@@ -1,19 +1,19 @@
-"""The kernel's plain-C parts under AddressSanitizer and UndefinedBehaviorSanitizer.
+"""The C core under AddressSanitizer and UndefinedBehaviorSanitizer.
 
-tests/c/kernel_check.c drives the record store, the terms, the search and the text
-writer (query/kernel/{store,terms,search,output}.c and the vendored LMDB) with no
-Python, and is compiled here with ``-fsanitize=address,undefined
--fno-sanitize-recover=all``: any out-of-bounds read or write, use after free, leak
-(LeakSanitizer runs at exit) or undefined behaviour ends the run with a report, which
-fails the test.  The driver's answers must equal the Engine's (the same C compiled into
-the Python module) exactly: ids, scores bit for bit, and the fields text byte for byte
-as Python's ``b"%.8f"`` writes it, on kn4-small, generated models (orders 1-6, no
-<unk>, positive back-off weights) and models with patterns of 256+ words (flat and
-two-level rank maps, sorted prefixes).  Every model is run with the module's cache
-sizes and with tiny ones (8 record slots, so searches spill records and evict slots;
-kept budgets of 0, a few KB and 1 GiB for rank maps and sorted prefixes), so the
-eviction paths run under the sanitizers too.  Damaged and truncated indexes must end the driver
-with the damage message and no report.
+tests/c/kernel_check.c drives the open index (kernel/{index,store,cache,terms,search,
+output}.c and the vendored LMDB) with no Python, from several threads at once, and is
+compiled here with ``-fsanitize=address,undefined -fno-sanitize-recover=all``: any
+out-of-bounds read or write, use after free, leak (LeakSanitizer runs at exit) or
+undefined behaviour ends the run with a report, which fails the test.  The driver's
+answers must equal the Python module's (the same C compiled into it) exactly: ids,
+scores bit for bit, and the fields text byte for byte as Python's ``b"%.8f"`` writes it,
+on kn4-small, generated models (orders 1-6, no <unk>, positive back-off weights) and
+models with patterns of 256+ words (flat and two-level rank maps, sorted prefixes).
+Every model is run with the module's cache sizes and with tiny ones (8 record slots, so
+searches spill records and evict slots; kept budgets of 0, a few KB and 1 GiB for rank
+maps and sorted prefixes), one thread and three, so the pool, the eviction paths and the
+shared rank maps run under the sanitizers too.  Damaged and truncated indexes must end
+the driver with the damage message and no report.
 
 LMDB (mdb.c, midl.c) is compiled with the same sanitizers; it triggered no report on
 these runs.  Slow suite only: compiling with the sanitizers takes ~15 s.
@@ -40,27 +40,28 @@ import fastsubs
 from arpa_gen import EOS, UNK, BigModelShape, arpa_models, sentences
 from conftest import REPO, shared
 from fastsubs import format as fmt
-from fastsubs.query.engine import Engine
-from fastsubs.query.index import Index
-from fastsubs.query.search import Limits
+from fastsubs.index import SubstituteIndex
+from fastsubs.limits import Limits
 from generated_models import write_model
-from test_damaged_index import flip_byte, value_offset
+from test_damaged_index import first_pattern, flip_byte, value_at
 
 pytestmark = pytest.mark.slow
 
-KERNEL = REPO / "query" / "kernel"
+KERNEL = REPO / "kernel"
 SOURCES = [REPO / "tests" / "c" / "kernel_check.c"] + [KERNEL / name for name in (
-    "store.c", "terms.c", "search.c", "output.c", "lmdb/mdb.c", "lmdb/midl.c")]
-FLAGS = ["-std=c11", "-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+    "index.c", "store.c", "cache.c", "terms.c", "search.c", "output.c", "lmdb/mdb.c", "lmdb/midl.c")]
+FLAGS = ["-std=c11", "-g", "-O1", "-pthread", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
          "-fno-omit-frame-pointer", f"-I{KERNEL}"]
 #: Exit statuses of a sanitizer's report, told apart from the driver's own failure (1).
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:exitcode=86", "UBSAN_OPTIONS": "print_stacktrace=1:exitcode=87"}
 REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
-#: (record slots, kept bytes): the Python module's sizes (module.c), then tiny caches.
+#: (record slots, kept bytes): the index's sizes (kernel/index.h), then tiny caches.
 DEFAULT_CACHE = (1 << 17, 24 << 20)
 TINY_CACHES = [(8, 0), (8, 4096), (8, 1 << 30)]
 CACHES = [DEFAULT_CACHE, *TINY_CACHES]
+#: Threads the driver searches with: each query line takes a searcher of the index's pool.
+THREADS = (1, 3)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +80,8 @@ def kernel_check(tmp_path_factory: pytest.TempPathFactory) -> Path:
             _, errors = process.communicate()
             assert process.returncode == 0, errors.decode()
     binary = folder / "kernel_check"
-    subprocess.run([gcc, *FLAGS, *map(str, objects), "-o", str(binary), "-lm"], check=True, capture_output=True)
+    subprocess.run([gcc, *FLAGS, *map(str, objects), "-o", str(binary), "-lm", "-lpthread"], check=True,
+                   capture_output=True)
     return binary
 
 
@@ -119,15 +121,6 @@ class Totals:
     kept_peak: int
 
 
-def meta_arguments(index: Path) -> list[str]:
-    """The shape the store needs, from the index's metadata (the driver reads no msgpack)."""
-    with Index(index) as reader:
-        meta = reader.meta
-    bos = meta["bos_id"]
-    return [str(meta["order"]), str(meta["vocab_size"]), str(meta["id_bytes"]), str(-1 if bos is None else bos),
-            repr(float(meta["max_unigram_beta"]))]
-
-
 def no_sanitizer_report(result: subprocess.CompletedProcess[bytes]) -> str:
     errors = result.stderr.decode(errors="replace")
     assert result.returncode not in (86, 87) and not any(report in errors for report in REPORTS), errors
@@ -135,17 +128,17 @@ def no_sanitizer_report(result: subprocess.CompletedProcess[bytes]) -> str:
 
 
 def run_driver(binary: Path, index: Path, lines: list[str], cache: tuple[int, int],
-               shape: list[str] | None = None) -> subprocess.CompletedProcess:
-    """The driver's run over the query ``lines`` (``shape``: the metadata's, read now if None)."""
-    return subprocess.run([str(binary), str(index), *(shape or meta_arguments(index)), *map(str, cache)],
+               threads: int = 1) -> subprocess.CompletedProcess:
+    """The driver's run over the query ``lines``."""
+    return subprocess.run([str(binary), str(index), *map(str, cache), str(threads)],
                           input="".join(line + "\n" for line in lines).encode(), capture_output=True,
                           env={**os.environ, **SANITIZER_ENV}, timeout=600)
 
 
-def driver_answers(binary: Path, index: Path, queries: list[Query],
-                   cache: tuple[int, int]) -> tuple[list[Answer], Totals]:
+def driver_answers(binary: Path, index: Path, queries: list[Query], cache: tuple[int, int],
+                   threads: int) -> tuple[list[Answer], Totals]:
     """Every position's answer of every query, in order, and the driver's totals."""
-    result = run_driver(binary, index, [query.line() for query in queries], cache)
+    result = run_driver(binary, index, [query.line() for query in queries], cache, threads)
     errors = no_sanitizer_report(result)
     assert result.returncode == 0 and not errors, errors
     lines = result.stdout.split(b"\n")
@@ -162,13 +155,14 @@ def driver_answers(binary: Path, index: Path, queries: list[Query],
     return answers, totals
 
 
-def engine_answers(engine: Engine, queries: list[Query]) -> list[Answer]:
-    """The Engine's answers, with the fields text as Python formats it."""
+def module_answers(index: SubstituteIndex, queries: list[Query]) -> list[Answer]:
+    """The Python module's answers, with the fields text as Python formats it."""
     answers = []
     for query in queries:
-        found = engine.search(query.ids, 1, len(query.ids), Limits(query.count, query.mass), query.excluded)
+        found = index.search(query.ids.tobytes(), 1, len(query.ids), Limits(query.count, query.mass),
+                             query.excluded.tobytes())
         for ids, scores in found:
-            fields = b"\t".join(b"%s %.8f" % (engine.word(int(i)), s) for i, s in zip(ids, scores))
+            fields = b"\t".join(b"%s %.8f" % (index.word(int(i)), s) for i, s in zip(ids, scores))
             answers.append(Answer(ids, scores, fields))
     return answers
 
@@ -183,14 +177,17 @@ def assert_same(ours: list[Answer], expected: list[Answer], where: str) -> None:
 
 
 def check_index(binary: Path, index: Path, queries: list[Query]) -> dict[tuple[int, int], Totals]:
-    """The driver equals the Engine under every cache size; its totals per cache."""
-    with Engine(index) as engine:
-        expected = engine_answers(engine, queries)
+    """The driver equals the module under every cache size, in one thread and in three; its
+    one-thread totals per cache."""
+    with SubstituteIndex(index) as opened:
+        expected = module_answers(opened, queries)
     totals = {}
     for cache in CACHES:
-        ours, totals[cache] = driver_answers(binary, index, queries, cache)
-        assert_same(ours, expected, f"{index.name}, cache {cache}")
-        assert totals[cache].kept_peak <= cache[1], "the kept budget was exceeded"
+        for threads in THREADS:
+            ours, counted = driver_answers(binary, index, queries, cache, threads)
+            assert_same(ours, expected, f"{index.name}, cache {cache}, {threads} threads")
+            assert counted.kept_peak <= cache[1], "the kept budget was exceeded"
+            totals.setdefault(cache, counted)
     return totals
 
 
@@ -211,13 +208,13 @@ def assert_tiny_caches_evict(totals: dict[tuple[int, int], Totals]) -> None:
 
 # --------------------------------------------------------------------------- real and generated models
 
-def test_kn4_small_under_the_sanitizers_equals_the_engine(kernel_check: Path, small_index: Path) -> None:
+def test_kn4_small_under_the_sanitizers_equals_the_module(kernel_check: Path, small_index: Path) -> None:
     lines = shared("heldout-dev.txt").read_text().splitlines()[:30]
-    with Engine(small_index) as engine:
-        vocab_size = engine.vocab_size
+    with SubstituteIndex(small_index) as index:
+        vocab_size = index.vocab_size
         tokens = [line.encode().split() for line in lines]
-        ids = [engine.sentence_ids(sentence) for sentence in tokens]
-        excluded = [np.frombuffer(engine.excluded(tuple(sentence[:3])), fmt.ID_DTYPE) for sentence in tokens[:5]]
+        ids = [sentence_ids(index, sentence) for sentence in tokens]
+        excluded = [np.frombuffer(index.excluded(tuple(sentence[:3])), fmt.ID_DTYPE) for sentence in tokens[:5]]
     queries = limited(ids, vocab_size, whole=2)
     queries += [Query(sentence, 100, None, words) for sentence, words in zip(ids, excluded)]
     totals = check_index(kernel_check, small_index, queries)
@@ -238,7 +235,7 @@ def model_and_sentences(draw):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model_and_sentences())
-def test_generated_models_under_the_sanitizers_equal_the_engine(kernel_check: Path, case) -> None:
+def test_generated_models_under_the_sanitizers_equal_the_module(kernel_check: Path, case) -> None:
     """Models of orders 1-6 without <unk> (unknown words match no n-gram), with positive
     back-off weights."""
     model, sentence_list = case
@@ -246,13 +243,13 @@ def test_generated_models_under_the_sanitizers_equal_the_engine(kernel_check: Pa
         (Path(tmp) / "model.arpa").write_text(model.text)
         index = Path(tmp) / "model.fsidx"
         fastsubs.build_index(Path(tmp) / "model.arpa", index)
-        with Engine(index) as engine:
-            vocab_size = engine.vocab_size
-            ids = [engine.sentence_ids([t.encode() for t in tokens]) for tokens in sentence_list]
+        with SubstituteIndex(index) as opened:
+            vocab_size = opened.vocab_size
+            ids = [sentence_ids(opened, [t.encode() for t in tokens]) for tokens in sentence_list]
         check_index(kernel_check, index, limited(ids, vocab_size, whole=len(ids)))
 
 
-def test_a_model_with_big_patterns_under_the_sanitizers_equals_the_engine(kernel_check: Path,
+def test_a_model_with_big_patterns_under_the_sanitizers_equals_the_module(kernel_check: Path,
                                                                            tmp_path: Path) -> None:
     """1,500 words, order 4, no <unk>, positive back-off weights, hubs whose patterns
     hold 200-900 words: rank maps (flat) and sorted prefixes, kept and evicted."""
@@ -262,15 +259,15 @@ def test_a_model_with_big_patterns_under_the_sanitizers_equals_the_engine(kernel
     (tmp_path / "model.arpa").write_text(text)
     index = tmp_path / "model.fsidx"
     fastsubs.build_index(tmp_path / "model.arpa", index)
-    with Engine(index) as engine:
-        vocab_size = engine.vocab_size
-        ids = [engine.sentence_ids([t.encode() for t in tokens]) for tokens in sentence_list]
+    with SubstituteIndex(index) as opened:
+        vocab_size = opened.vocab_size
+        ids = [sentence_ids(opened, [t.encode() for t in tokens]) for tokens in sentence_list]
     totals = check_index(kernel_check, index, limited(ids, vocab_size, whole=5))
     assert_tiny_caches_evict(totals)
     assert totals[(8, 1 << 30)].kept_peak > 0 and totals[(8, 0)].kept_peak == 0
 
 
-def test_two_level_rank_maps_under_the_sanitizers_equal_the_engine(kernel_check: Path, tmp_path: Path) -> None:
+def test_two_level_rank_maps_under_the_sanitizers_equal_the_module(kernel_check: Path, tmp_path: Path) -> None:
     """70,000 words with contexts of 260 continuations: big patterns (256+ words) that
     hold fewer than V / 256 words get two-level rank maps (store.c, FLAT_MAP_RATIO)."""
     vocab_size, fan_out = 70_000, 260
@@ -286,8 +283,8 @@ def test_two_level_rank_maps_under_the_sanitizers_equal_the_engine(kernel_check:
     words = sorted({word for context in continuations for word in context} - {"<s>"})
     sentence_list = [([] if hub[0] == "<s>" else [rng.choice(words)]) + [w for w in hub if w != "<s>"] +
                      rng.sample(words, 2) for hub in rng.sample(hubs, 8)]
-    with Engine(index) as engine:
-        ids = [engine.sentence_ids([t.encode() for t in tokens]) for tokens in sentence_list]
+    with SubstituteIndex(index) as opened:
+        ids = [sentence_ids(opened, [t.encode() for t in tokens]) for tokens in sentence_list]
     totals = check_index(kernel_check, index, limited(ids, vocab_size, whole=1))
     assert_tiny_caches_evict(totals)
     assert totals[(8, 1 << 30)].kept_peak > 0
@@ -297,17 +294,17 @@ def test_two_level_rank_maps_under_the_sanitizers_equal_the_engine(kernel_check:
 
 @dataclass(frozen=True)
 class Copy:
-    """A copy of kn4-small to damage: its shape (read before any damage), the key of the
-    pattern ``<s> _`` (the first position of any sentence reads it) and a query that reads it."""
+    """A copy of kn4-small to damage, the key of the pattern ``<s> _`` (the first position of
+    any sentence reads it; a pattern record of its own: it holds thousands of words) and a
+    query that reads it."""
 
     path: Path
-    shape: list[str]
     key: bytes
     lines: list[str]
 
     def damage_message(self, binary: Path, cache: tuple[int, int] = DEFAULT_CACHE) -> str:
         """The driver's one line on the damaged copy (exit 1, no sanitizer report)."""
-        result = run_driver(binary, self.path, self.lines, cache, self.shape)
+        result = run_driver(binary, self.path, self.lines, cache)
         errors = no_sanitizer_report(result)
         assert result.returncode == 1 and errors.count("\n") == 1 and errors.startswith("kernel_check: "), errors
         return errors
@@ -317,34 +314,38 @@ class Copy:
 def copy(small_index: Path, tmp_path: Path) -> Copy:
     path = tmp_path / "copy.fsidx"
     shutil.copytree(small_index, path)
-    with Engine(path) as engine:
-        key = fmt.pattern_key(1, (engine.bos_id,), engine.meta["id_bytes"])
+    with SubstituteIndex(path) as index:
+        key = fmt.pattern_key(1, (index.bos_id,), index.id_bytes)
         line = shared("heldout-dev.txt").read_text().splitlines()[0]
-        lines = [Query(engine.sentence_ids(line.encode().split()), 10).line()]
-    return Copy(path, meta_arguments(path), key, lines)
+        lines = [Query(sentence_ids(index, line.encode().split()), 10).line()]
+    return Copy(path, key, lines)
 
 
 @pytest.mark.parametrize("cache", [DEFAULT_CACHE, (8, 0)])
 def test_a_flipped_byte_in_a_pattern_record_ends_the_driver_with_the_damage(kernel_check: Path, copy: Copy,
                                                                              cache: tuple[int, int]) -> None:
-    at, value = value_offset(copy.path, fmt.patterns_db_name(2), copy.key)
+    at, value = value_at(copy.path, fmt.patterns_db_name(2), copy.key)
+    assert value[fmt.R_KIND] == fmt.PATTERN
     flip_byte(copy.path, at + len(value) // 2)
     message = copy.damage_message(kernel_check, cache)
-    assert f"damaged index: pattern {copy.key.hex()} fails its checksum" in message
+    assert f"damaged index: the record of patterns2 at key {copy.key.hex()} fails its checksum" in message
 
 
 def test_ids_outside_the_vocabulary_under_a_valid_checksum_end_the_driver_with_the_damage(kernel_check: Path,
                                                                                           copy: Copy) -> None:
+    with SubstituteIndex(copy.path) as index:
+        vocab_size, id_bytes = index.vocab_size, index.id_bytes
     env = lmdb.open(str(copy.path), max_dbs=16, map_size=2 * (copy.path / "data.mdb").stat().st_size)
     with env.begin(write=True, db=env.open_db(fmt.patterns_db_name(2))) as txn:
-        words = np.frombuffer(txn.get(copy.key), fmt.ID_DTYPE).copy()
-        ids_end = 2 + fmt.pattern_count(len(words), True)  # header word, max_beta, ids
-        words[ids_end - 1] = int(copy.shape[1]) + 5  # the largest id: still sorted
-        words[0] = fmt.record_checksum(copy.key, words[1:])
-        txn.put(copy.key, words.tobytes())
+        value = bytearray(txn.get(copy.key))
+        _, data, count = first_pattern(copy.key, bytes(value))
+        last = data + (count - 1) * id_bytes  # the largest id: still increasing
+        value[last:last + id_bytes] = (vocab_size + 5).to_bytes(id_bytes, "little")
+        value[:4] = fmt.record_checksum(copy.key, bytes(value[4:])).to_bytes(4, "little")
+        txn.put(copy.key, bytes(value))
     env.close()
     message = copy.damage_message(kernel_check)
-    assert f"damaged index: pattern {copy.key.hex()}: word id outside the vocabulary" in message
+    assert f"damaged index: pattern {copy.key.hex()}: word ids not increasing inside the vocabulary" in message
 
 
 @pytest.mark.parametrize("keep", [0, 4096, 0.5])
@@ -353,3 +354,7 @@ def test_a_truncated_index_ends_the_driver_with_the_damage(kernel_check: Path, c
     os.truncate(data, int(data.stat().st_size * keep) if isinstance(keep, float) else keep)
     message = copy.damage_message(kernel_check)
     assert "truncated" in message or "cannot be read as LMDB" in message, message
+
+
+def sentence_ids(index: SubstituteIndex, tokens: list[bytes]) -> np.ndarray:
+    return np.frombuffer(index.sentence_ids(tokens), fmt.ID_DTYPE)

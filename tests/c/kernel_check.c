@@ -1,45 +1,46 @@
-/* kernel_check: the query kernel's plain-C parts driven without Python, so that they can
- * be built and run under AddressSanitizer/UndefinedBehaviorSanitizer
- * (tests/test_kernel_sanitizers.py compiles and runs it).
+/* kernel_check: the C core driven without Python, so that it can be built and run under
+ * AddressSanitizer/UndefinedBehaviorSanitizer (tests/test_kernel_sanitizers.py compiles
+ * and runs it).
  *
- *   kernel_check INDEX ORDER VOCAB_SIZE ID_BYTES BOS_ID MAX_UNIGRAM_BETA RECORD_SLOTS KEPT_BYTES
+ *   kernel_check INDEX RECORD_SLOTS KEPT_BYTES THREADS
  *
- * The shape (ORDER ... MAX_UNIGRAM_BETA) is the index's metadata, which is msgpack: the
- * caller decodes it (BOS_ID -1: no <s>).  RECORD_SLOTS and KEPT_BYTES size each of the
- * two Searchers, as the Python glue sizes one per thread: the first serves the odd lines,
- * the second, made at line 2 from a copy of the first's records (reader_seed, as a new
- * thread's is), the even ones.
- *
+ * opens INDEX as the Python module does (index_open: the header, arrays and metadata
+ * checked), sizes each Searcher's cache (RECORD_SLOTS, KEPT_BYTES) and searches the
+ * queries of standard input from THREADS threads at once, each query line taking a
+ * Searcher from the index for its positions and giving it back (so the index's pool,
+ * its seeded new Searchers and the shared rank maps run under the sanitizers too).
  * Each line of standard input is a query:
  *
  *   COUNT [-p MASS] [-x ID]... ID ID ...
  *
  * the limits (count, and the -p rule's mass), the excluded words (-x, ids below V, as
- * Engine.excluded gives them) and the ids of a whole sentence, <s> and </s> included
- * (as Engine.sentence_ids gives them).  For every position 1 ... n - 1 it writes two lines:
+ * SubstituteIndex.excluded gives them) and the ids of a whole sentence, <s> and </s>
+ * included (as SubstituteIndex.sentence_ids gives them).  For every position 1 ... n - 1,
+ * in input order whatever the threads, it writes two lines:
  *
  *   S TARGET N ID SCORE ID SCORE ...      (scores as "%.17g": they read back exactly)
  *   F TARGET FIELDS                       (write_fields' text, as it wrote it)
  *
- * and after the last query one line
+ * and after the last query, once the index is closed, one line
  *
  *   done SEARCHES LOOKUPS MISSES KEPT_PEAK
  *
- * (the readers' pattern look-ups and look-ups that read the index, summed, and the most
- * bytes of rank maps and sorted prefixes a reader kept after any search).  On a failure
- * (the store refuses the index, a search meets a damaged record, a line is malformed) it
- * writes "kernel_check: MESSAGE" to standard error, frees what it made and exits with 1. */
+ * (the Searchers' pattern look-ups and look-ups that read the index, summed, and the most
+ * bytes of rank maps and sorted prefixes a Searcher kept after any query).  On a failure
+ * (the index is refused, a search meets a damaged record, a line is malformed) it writes
+ * "kernel_check: MESSAGE" to standard error, frees what it made and exits with 1. */
 #define _POSIX_C_SOURCE 200809L  /* getline */
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "index.h"
 #include "output.h"
-#include "search.h"
-#include "store.h"
 
 static int failed(const char *message) {
     fprintf(stderr, "kernel_check: %s\n", message);
@@ -78,32 +79,32 @@ static int append_id(uint32_t **items, int *n, int *cap, uint32_t value) {
     return 0;
 }
 
-/* A query's limits, its excluded words and its sentence. */
+/* One query line: its limits, its excluded words, its sentence, and what it answered. */
 typedef struct {
-    int64_t count;
-    int use_mass;
-    double mass;
+    SearchLimits limits;
     uint32_t *ids, *excluded;
     int n, n_excluded, cap_ids, cap_excluded;
+    char *out;                  /* the S and F lines of its positions */
+    size_t out_len, out_cap;
+    char error[sizeof(((Failure *)0)->message) + 64];
 } Query;
 
-/* One query line (COUNT [-p MASS] [-x ID]... ID ID ...) into q: 0, or -1 (malformed). */
+/* The query line into q: 0, or -1 (malformed). */
 static int parse_query(char *line, Query *q) {
     static const char *blanks = " \t\r\n";
     long long number;
-    char *token = strtok(line, blanks);
-    q->n = q->n_excluded = q->use_mass = 0;
+    char *saved, *token = strtok_r(line, blanks, &saved);
     if (!token || parse_integer(token, 0, INT64_MAX, &number) < 0)
         return -1;
-    q->count = number;
-    while ((token = strtok(NULL, blanks))) {
+    q->limits.count = number;
+    while ((token = strtok_r(NULL, blanks, &saved))) {
         int option = q->n == 0 && (!strcmp(token, "-p") || !strcmp(token, "-x"));
         if (option && token[1] == 'p') {
-            if (!(token = strtok(NULL, blanks)) || parse_real(token, &q->mass) < 0)
+            if (!(token = strtok_r(NULL, blanks, &saved)) || parse_real(token, &q->limits.mass) < 0)
                 return -1;
-            q->use_mass = 1;
+            q->limits.use_mass = 1;
         } else if (option) {
-            if (!(token = strtok(NULL, blanks)) || parse_integer(token, 0, UINT32_MAX, &number) < 0 ||
+            if (!(token = strtok_r(NULL, blanks, &saved)) || parse_integer(token, 0, UINT32_MAX, &number) < 0 ||
                 append_id(&q->excluded, &q->n_excluded, &q->cap_excluded, (uint32_t)number) < 0)
                 return -1;
         } else if (parse_integer(token, 0, UINT32_MAX, &number) < 0 ||
@@ -111,149 +112,184 @@ static int parse_query(char *line, Query *q) {
             return -1;
         }
     }
+    q->limits.excluded = q->excluded;
+    q->limits.n_excluded = q->n_excluded;
     return q->n >= 2 ? 0 : -1;
 }
 
-/* Writes the answer of position ``target`` (its S and F lines): 0, or -1 with ``message`` set. */
-static int write_answer(const Store *store, const Searcher *k, int target, char *message, size_t room) {
-    int64_t n = k->n_listed;
-    uint32_t *ids = malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
-    double *scores = malloc((size_t)(n ? n : 1) * sizeof(double));
-    if (!ids || !scores) {
-        free(ids);
-        free(scores);
-        snprintf(message, room, "out of memory");
-        return -1;
+/* printf onto the query's output: 0, or -1 when out of memory. */
+static int out(Query *q, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static int out(Query *q, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    int need = vsnprintf(NULL, 0, format, args);
+    va_end(args);
+    if (q->out_len + (size_t)need + 1 > q->out_cap) {
+        size_t cap = 2 * (q->out_len + (size_t)need + 1);
+        char *grown = realloc(q->out, cap);
+        if (!grown)
+            return -1;
+        q->out = grown;
+        q->out_cap = cap;
     }
-    printf("S %d %" PRId64, target, n);
-    for (int64_t i = 0; i < n; i++) {
-        ids[i] = k->listed[i].word;
-        scores[i] = k->listed[i].score;
-        printf(" %" PRIu32 " %.17g", ids[i], scores[i]);
-    }
-    putchar('\n');
-    int64_t size = fields_size(store, ids, scores, n);
-    char *text = size < 0 ? NULL : malloc((size_t)size);  /* exactly what it asks: ASan sees past it */
-    int rc = 0;
-    if (size < 0) {
-        snprintf(message, room, "a listed word id is outside the vocabulary");
-        rc = -1;
-    } else if (!text) {
-        snprintf(message, room, "out of memory");
-        rc = -1;
-    } else {
-        char *end = write_fields(store, ids, scores, n, text);
-        if (end < text || end - text > size) {
-            snprintf(message, room, "write_fields wrote %td bytes, fields_size allowed %" PRId64, end - text, size);
-            rc = -1;
-        } else {
-            printf("F %d ", target);
-            fwrite(text, 1, (size_t)(end - text), stdout);
-            putchar('\n');
-        }
-    }
-    free(text);
-    free(ids);
-    free(scores);
-    return rc;
-}
-
-/* Adds a Searcher to searchers[*n], seeded from the first when there is one: 0, or -1
- * with *failure set. */
-static int make_searcher(const Store *store, Searcher **searchers, int *n, size_t slots, size_t kept,
-                         Failure *failure) {
-    Searcher *k = malloc(sizeof(Searcher));
-    if (!k) {
-        snprintf(failure->message, sizeof(failure->message), "out of memory");
-        return -1;
-    }
-    if (searcher_init(k, store, slots, kept) < 0) {
-        *failure = k->reader.failure;
-        searcher_free(k);
-        free(k);
-        return -1;
-    }
-    if (*n)
-        reader_seed(&k->reader, &searchers[0]->reader);
-    searchers[(*n)++] = k;
+    va_start(args, format);
+    vsnprintf(q->out + q->out_len, (size_t)need + 1, format, args);
+    va_end(args);
+    q->out_len += (size_t)need;
     return 0;
 }
 
+/* Writes the S and F lines of each position of the answers: 0, or -1 with q->error set. */
+static int write_answers(const Store *store, const Answers *a, int first, Query *q) {
+    for (int64_t p = 0; p < a->n_positions; p++) {
+        const Scored *answers = a->answers + a->starts[p];
+        int64_t n = a->starts[p + 1] - a->starts[p];
+        int rc = out(q, "S %d %" PRId64, first + (int)p, n);
+        for (int64_t i = 0; rc == 0 && i < n; i++)
+            rc = out(q, " %" PRIu32 " %.17g", answers[i].word, answers[i].score);
+        int64_t size = fields_size(store, answers, NULL, n);
+        char *text = size < 0 ? NULL : malloc((size_t)size);  /* exactly what it asks: ASan sees past it */
+        if (size < 0) {
+            snprintf(q->error, sizeof(q->error), "a listed word id is outside the vocabulary");
+            return -1;
+        }
+        if (rc < 0 || !text) {
+            free(text);
+            snprintf(q->error, sizeof(q->error), "out of memory");
+            return -1;
+        }
+        char *end = write_fields(store, answers, NULL, n, text);
+        if (end < text || end - text > size) {
+            snprintf(q->error, sizeof(q->error), "write_fields wrote %td bytes, fields_size allowed %" PRId64,
+                     end - text, size);
+            free(text);
+            return -1;
+        }
+        rc = out(q, "\nF %d %.*s\n", first + (int)p, (int)(end - text), text);
+        free(text);
+        if (rc < 0) {
+            snprintf(q->error, sizeof(q->error), "out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+typedef struct {
+    FsIndex *index;
+    Query *queries;
+    int n_queries, first, step;
+    size_t kept_peak;
+} Work;
+
+/* A thread's queries (first, first + step, ...): each takes a Searcher and gives it back. */
+static void *search_queries(void *argument) {
+    Work *w = argument;
+    Answers answers = {0};
+    for (int i = w->first; i < w->n_queries; i += w->step) {
+        Query *q = &w->queries[i];
+        Failure failure = {0};
+        Searcher *k = index_take(w->index, &failure);
+        if (!k) {
+            snprintf(q->error, sizeof(q->error), "%s", failure.message);
+            break;
+        }
+        /* in runs of at most 64 substitutes: search_run's batches end mid-sentence */
+        for (int target = 1; target < q->n && !q->error[0];) {
+            int first = target;
+            answers.n = answers.n_positions = 0;
+            if (search_run(k, q->ids, q->n, &target, q->n, &q->limits, &answers, 64) < 0)
+                snprintf(q->error, sizeof(q->error), "%s", k->reader.failure.message);
+            else
+                write_answers(&w->index->store, &answers, first, q);
+        }
+        if (k->reader.kept_bytes > w->kept_peak)
+            w->kept_peak = k->reader.kept_bytes;
+        index_give_back(w->index, k);
+        if (q->error[0])
+            break;
+    }
+    answers_free(&answers);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 9)
-        return failed("usage: kernel_check INDEX ORDER VOCAB_SIZE ID_BYTES BOS_ID MAX_UNIGRAM_BETA RECORD_SLOTS "
-                      "KEPT_BYTES");
-    long long order, vocab_size, id_bytes, bos, slots, kept;
-    double max_unigram_beta;
-    if (parse_integer(argv[2], 1, 255, &order) < 0 || parse_integer(argv[3], 1, UINT32_MAX - 1, &vocab_size) < 0 ||
-        parse_integer(argv[4], 2, 4, &id_bytes) < 0 || parse_integer(argv[5], -1, UINT32_MAX, &bos) < 0 ||
-        parse_real(argv[6], &max_unigram_beta) < 0 || parse_integer(argv[7], 1, 1LL << 30, &slots) < 0 ||
-        parse_integer(argv[8], 0, INT64_MAX, &kept) < 0)
+    if (argc != 5)
+        return failed("usage: kernel_check INDEX RECORD_SLOTS KEPT_BYTES THREADS");
+    long long slots, kept, threads;
+    if (parse_integer(argv[2], 1, 1LL << 30, &slots) < 0 || parse_integer(argv[3], 0, INT64_MAX, &kept) < 0 ||
+        parse_integer(argv[4], 1, 64, &threads) < 0)
         return failed("an argument is not a number in its range");
 
-    Store store;
+    FsIndex index;
     Failure failure = {0};
-    if (store_open(&store, argv[1], &failure) < 0)
+    if (index_open(&index, argv[1], &failure) < 0)
         return failed(failure.message);
-    if (store_dbi(&store, "vocab", &store.vocab, &failure) < 0 || store_dbi(&store, "arrays", &store.arrays, &failure) < 0 ||
-        store_prepare(&store, (int)order, (uint32_t)vocab_size, (int)id_bytes, bos, max_unigram_beta, &failure) < 0) {
-        store_close(&store);
-        return failed(failure.message);
-    }
-    Searcher *searchers[2] = {NULL, NULL};
-    int n_searchers = 0;
-    if (make_searcher(&store, searchers, &n_searchers, (size_t)slots, (size_t)kept, &failure) < 0) {
-        store_close(&store);
-        return failed(failure.message);
-    }
+    index_set_cache(&index, (size_t)slots, (size_t)kept);
 
-    char *line = NULL, message[sizeof(failure.message) + 64] = "";
+    Query *queries = NULL;
+    int n_queries = 0, cap_queries = 0, rc = 0;
+    char *line = NULL, message[sizeof(((Query *)0)->error)] = "";
     size_t line_cap = 0;
-    Query query = {0};
-    size_t kept_peak = 0;
-    int rc = 0;
-    for (long line_number = 1; rc == 0 && getline(&line, &line_cap, stdin) >= 0; line_number++) {
-        if (line_number == 2 &&
-            make_searcher(&store, searchers, &n_searchers, (size_t)slots, (size_t)kept, &failure) < 0) {
-            snprintf(message, sizeof(message), "%s", failure.message);
-            rc = 1;
-            break;
-        }
-        Searcher *searcher = searchers[(line_number - 1) % n_searchers];
-        if (parse_query(line, &query) < 0) {
-            snprintf(message, sizeof(message),
-                     "line %ld: expected COUNT [-p MASS] [-x ID]... and two or more word ids", line_number);
-            rc = 1;
-            break;
-        }
-        for (int target = 1; rc == 0 && target < query.n; target++) {
-            if (search_position(searcher, query.ids, query.n, target, query.count, query.use_mass, query.mass,
-                                query.excluded, query.n_excluded) < 0) {
-                snprintf(message, sizeof(message), "%s", searcher->reader.failure.message);
+    for (long number = 1; rc == 0 && getline(&line, &line_cap, stdin) >= 0; number++) {
+        if (n_queries == cap_queries) {
+            cap_queries = 2 * cap_queries + 16;
+            Query *grown = realloc(queries, (size_t)cap_queries * sizeof(Query));
+            if (!grown) {
+                snprintf(message, sizeof(message), "out of memory");
                 rc = 1;
-            } else if (write_answer(&store, searcher, target, message, sizeof(message)) < 0) {
-                rc = 1;
+                break;
             }
-            if (searcher->reader.kept_bytes > kept_peak)
-                kept_peak = searcher->reader.kept_bytes;
+            queries = grown;
+        }
+        Query *q = &queries[n_queries++];
+        memset(q, 0, sizeof(*q));
+        if (parse_query(line, q) < 0) {
+            snprintf(message, sizeof(message),
+                     "line %ld: expected COUNT [-p MASS] [-x ID]... and two or more word ids", number);
+            rc = 1;
         }
     }
-    unsigned long long searches = 0, lookups = 0, misses = 0;
-    for (int i = 0; i < n_searchers; i++) {
-        searches += searchers[i]->n_searches;
-        lookups += searchers[i]->reader.lookups;
-        misses += searchers[i]->reader.misses;
+    free(line);
+    Work work[64];
+    pthread_t running[64];
+    size_t kept_peak = 0;
+    int started = 0;
+    for (; rc == 0 && started < threads; started++) {
+        work[started] = (Work){&index, queries, n_queries, started, (int)threads, 0};
+        if (pthread_create(&running[started], NULL, search_queries, &work[started])) {
+            snprintf(message, sizeof(message), "cannot start a thread");
+            rc = 1;
+        }
+    }
+    for (int t = 0; t < started; t++) {
+        pthread_join(running[t], NULL);
+        if (work[t].kept_peak > kept_peak)
+            kept_peak = work[t].kept_peak;
+    }
+    for (int i = 0; i < n_queries; i++) {
+        if (rc == 0 && queries[i].error[0]) {
+            snprintf(message, sizeof(message), "%s", queries[i].error);
+            rc = 1;
+        }
+        if (rc == 0)
+            fwrite(queries[i].out, 1, queries[i].out_len, stdout);
+        free(queries[i].ids);
+        free(queries[i].excluded);
+        free(queries[i].out);
+    }
+    free(queries);
+    unsigned long long totals[6];
+    index_counters(&index, totals);
+    index_close(&index);
+    Failure after = {0};
+    if (rc == 0 && (index_take(&index, &after) || after.code != FS_ECLOSED)) {
+        snprintf(message, sizeof(message), "a closed index gave a Searcher");
+        rc = 1;
     }
     if (rc == 0)
-        printf("done %llu %llu %llu %zu\n", searches, lookups, misses, kept_peak);
-    free(line);
-    free(query.ids);
-    free(query.excluded);
-    for (int i = 0; i < n_searchers; i++) {
-        searcher_free(searchers[i]);
-        free(searchers[i]);
-    }
-    store_close(&store);
+        printf("done %llu %llu %llu %zu\n", totals[0], totals[4], totals[5], kept_peak);
+    index_free(&index);
     if (fflush(stdout) != 0 && rc == 0)
         return failed("cannot write the answers");
     return rc ? failed(message) : 0;

@@ -3,17 +3,19 @@
 #ifndef FASTSUBS_OUTPUT_H
 #define FASTSUBS_OUTPUT_H
 
-#include "store.h"
+#include "search.h"
 
-/* Bytes write_fields needs at most for these fields; -1 if an id is outside the vocabulary. */
-int64_t fields_size(const Store *s, const ix_u32 *ids, const double *scores, int64_t n);
+/* Bytes write_fields needs at most for the fields of ``answers`` with ``values`` (NULL: their
+ * scores); -1 if a word is outside the vocabulary. */
+int64_t fields_size(const Store *s, const Scored *answers, const double *values, int64_t n);
 /* Writes the fields at ``out`` (room: fields_size); returns the end of what it wrote. */
-char *write_fields(const Store *s, const ix_u32 *ids, const double *scores, int64_t n, char *out);
+char *write_fields(const Store *s, const Scored *answers, const double *values, int64_t n, char *out);
 /* -z lists substitutes down to the first whose p / Σp is below this (the original's rule). */
 #define NORMALIZED_FLOOR 1e-8
 /* p / Σp of each of ``n`` substitutes scored ``scores`` (best first), p = 10^score: the
  * original's -z, and the API's probability.  One function for every output, so text,
  * JSON lines, samples and the API agree to the last bit. */
 void normalize(const double *scores, int64_t n, double *out);
+void normalize_scored(const Scored *answers, int64_t n, double *out);
 
 #endif

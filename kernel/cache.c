@@ -1,15 +1,10 @@
-/* The record store: see store.h. */
-#include "store.h"
+/* The reader's cache: see cache.h. */
+#include "cache.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-/* fastsubs.format.VALUE_WEIGHT and KEY_WEIGHT (the module exports them; a test compares). */
-#define VALUE_WEIGHT 0x9E3779B1u
-#define KEY_WEIGHT 0x85EBCA6Bu
 /* A pattern holding at least V / FLAT_MAP_RATIO words gets a flat rank map, a Block per
  * 64 vocabulary words (2 bits per word: at most 64 bytes per word it holds; V = 64K:
  * 16 KiB, every big pattern of kn4-64k); a sparser one a two-level map: a Super per
@@ -19,133 +14,14 @@
  * cache): kn4-338k-pruned, K=100, 0.94-1.05x the time of flat maps for all. */
 #define FLAT_MAP_RATIO 256
 
-void fail(Failure *failure, int code, const char *format, ...) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(failure->message, sizeof(failure->message), format, args);
-    va_end(args);
-    failure->code = code;
-}
-
-static int lmdb_failed(Failure *failure, int rc, const char *what) {
-    fail(failure, FS_ELMDB, "%s (%s)", what, mdb_strerror(rc));
-    return -1;
-}
-
-/* ---------------------------------------------------------------- records */
-
-uint32_t record_checksum(const uint8_t *key, size_t key_len, const ix_u32 *body, size_t n_words) {
-    uint32_t total = 0, weight = VALUE_WEIGHT, step = 2u * VALUE_WEIGHT;
-    for (size_t i = 0; i < n_words; i++, weight += step)  /* (2i + 1) * w mod 2^32 */
-        total += body[i] * weight;
-    weight = KEY_WEIGHT;
-    step = 2u * KEY_WEIGHT;
-    for (size_t j = 0; j < key_len; j++, weight += step)
-        total += key[j] * weight;
-    return total;
-}
-
-uint32_t pattern_count(size_t words, int has_beta) {
-    size_t hb = has_beta ? 1 : 0;
-    if (words == 3 + 2 * hb)
-        return 1;
-    if (words < 1 + hb || (words - 1 - hb) % (3 + hb))
-        return 0;
-    size_t count = (words - 1 - hb) / (3 + hb);
-    return count > 1 && count <= UINT32_MAX ? (uint32_t)count : 0;
-}
-
-static const ix_u32 first_position[1] = {0};
-
-const ix_u32 *record_by_score(const Record *r) {
-    if (r->count == 1)
-        return first_position;
-    return (const ix_u32 *)(r->has_beta ? record_beta(r) + r->count : record_alpha(r) + r->count);
-}
-
-/* ---------------------------------------------------------------- the store */
-
-/* Is the file shorter than its pages?  Reading a page past its end would fault (SIGBUS),
- * so this is checked before any page beyond the two meta pages is read. */
-static int truncated(MDB_env *env, Failure *failure) {
-    MDB_envinfo info;
-    MDB_stat stat_;
-    mdb_filehandle_t fd;
-    struct stat file;
-    if (mdb_env_info(env, &info) || mdb_env_stat(env, &stat_) || mdb_env_get_fd(env, &fd) || fstat(fd, &file)) {
-        fail(failure, FS_EDAMAGED, "damaged index: data.mdb cannot be measured");
-        return 1;
-    }
-    unsigned long long needed = ((unsigned long long)info.me_last_pgno + 1) * stat_.ms_psize;
-    if ((unsigned long long)file.st_size < needed) {
-        fail(failure, FS_EDAMAGED, "damaged index: data.mdb is truncated (%lld bytes, its pages need %llu)",
-             (long long)file.st_size, needed);
-        return 1;
-    }
-    return 0;
-}
-
-int store_open(Store *s, const char *path, Failure *failure) {
-    memset(s, 0, sizeof(*s));
-    s->bos = -1;
-    int rc = mdb_env_create(&s->env);
-    if (rc)
-        return lmdb_failed(failure, rc, "cannot create an LMDB environment");
-    mdb_env_set_maxdbs(s->env, 64);
-    /* Read-only, no lock file (nothing writes a published index), read transactions
-     * not tied to threads (each Reader has one, used by one thread at a time).  The OS
-     * reads ahead around the pages a search touches first: on a cold cache 600 held-out
-     * lines on kn4-64k took 6.8 s with read-ahead against 10.2 s without. */
-    rc = mdb_env_open(s->env, path, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0444);
-    if (!rc && truncated(s->env, failure)) {
-        mdb_env_close(s->env);
-        s->env = NULL;
-        return -1;
-    }
-    if (!rc)
-        rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &s->txn);
-    if (rc) {
-        mdb_env_close(s->env);
-        s->env = NULL;
-        return lmdb_failed(failure, rc, "data.mdb cannot be read as LMDB (truncated or overwritten?)");
-    }
-    return 0;
-}
-
-int store_dbi(Store *s, const char *name, MDB_dbi *dbi, Failure *failure) {
-    int rc = mdb_dbi_open(s->txn, name, 0, dbi);
-    if (rc == MDB_NOTFOUND) {
-        fail(failure, FS_EDAMAGED, "database %s is missing", name);
-        return -1;
-    }
-    return rc ? lmdb_failed(failure, rc, name) : 0;
-}
-
-/* store_get through ``txn`` (the store's, or a reader's). */
-static int txn_get(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t key_len, MDB_val *value, Failure *failure) {
-    MDB_val k = {key_len, (void *)key};
-    int rc = key_len ? mdb_get(txn, dbi, &k, value) : MDB_NOTFOUND;  /* LMDB refuses empty keys */
-    if (rc == MDB_NOTFOUND)
-        return 0;
-    return rc ? lmdb_failed(failure, rc, "damaged index") : 1;
-}
-
-int store_get(Store *s, MDB_dbi dbi, const void *key, size_t key_len, MDB_val *value, Failure *failure) {
-    return txn_get(s->txn, dbi, key, key_len, value, failure);
-}
-
-/* The array ``name`` of ``items`` items of ``size`` bytes (items 0: any length, put in *items). */
-static const void *array(Store *s, const char *name, size_t size, size_t *items, Failure *failure) {
-    MDB_val value;
-    int found = store_get(s, s->arrays, name, strlen(name), &value, failure);
-    if (found < 0)
-        return NULL;
-    if (!found || (*items ? value.mv_size != size * *items : value.mv_size % size)) {
-        fail(failure, FS_EDAMAGED, "array %s is missing or truncated", name);
-        return NULL;
-    }
-    *items = value.mv_size / size;
-    return value.mv_data;
+void record_pattern(const Store *s, const Record *rec, PatternData *out) {
+    out->count = rec->count;
+    out->ids = rec->data;
+    out->position_bytes = rec->count > 1 ? FS_POSITION_BYTES(rec->count) : 0;
+    out->positions = rec->count > 1 ? rec->data + (size_t)rec->count * s->id_bytes : NULL;
+    out->alpha = (const ix_f32 *)(rec->data + (size_t)rec->count * (s->id_bytes + out->position_bytes));
+    out->beta = rec->has_beta ? out->alpha + rec->count : NULL;
+    out->beta_sup = rec->beta_sup;
 }
 
 /* ---------------------------------------------------------------- rank maps shared by readers */
@@ -157,7 +33,7 @@ static const void *array(Store *s, const char *name, size_t size, size_t *items,
 #define MAP_WAYS 8
 
 struct SharedMap {
-    const ix_u32 *value;        /* the record of the pattern it maps */
+    const uint8_t *value;       /* the data of the pattern it maps */
     Block *map;
     Super *supers;              /* its directory (same allocation), or NULL: flat */
     size_t bytes;
@@ -169,7 +45,7 @@ struct MapTable {
     SharedMap *slots[MAP_SETS * MAP_WAYS];
 };
 
-static MapTable *map_table_new(void) {
+MapTable *map_table_new(void) {
     MapTable *t = calloc(1, sizeof(MapTable));
     if (t && pthread_mutex_init(&t->lock, NULL)) {
         free(t);
@@ -178,14 +54,14 @@ static MapTable *map_table_new(void) {
     return t;
 }
 
-static void map_table_free(MapTable *t) {  /* every reader has released its maps */
+void map_table_free(MapTable *t) {
     if (t) {
         pthread_mutex_destroy(&t->lock);
         free(t);
     }
 }
 
-static SharedMap **map_set(MapTable *t, const ix_u32 *value) {
+static SharedMap **map_set(MapTable *t, const uint8_t *value) {
     uint64_t h = (uint64_t)(uintptr_t)value * 0x9E3779B97F4A7C15ull;
     return &t->slots[(h >> 40) % MAP_SETS * MAP_WAYS];
 }
@@ -196,7 +72,7 @@ static void map_free(SharedMap *m) {
 }
 
 /* The map in the table of the pattern at ``value``, or NULL (the caller holds the lock). */
-static SharedMap *map_find(MapTable *t, const ix_u32 *value) {
+static SharedMap *map_find(MapTable *t, const uint8_t *value) {
     SharedMap **set = map_set(t, value);
     for (int w = 0; w < MAP_WAYS; w++)
         if (set[w] && set[w]->value == value)
@@ -205,7 +81,7 @@ static SharedMap *map_find(MapTable *t, const ix_u32 *value) {
 }
 
 /* The map of the pattern at ``value`` if a reader keeps one (now kept by the caller too). */
-static SharedMap *map_take(MapTable *t, const ix_u32 *value) {
+static SharedMap *map_take(MapTable *t, const uint8_t *value) {
     pthread_mutex_lock(&t->lock);
     SharedMap *found = map_find(t, value);
     if (found)
@@ -252,79 +128,6 @@ static void map_release(MapTable *t, SharedMap *m) {
         map_free(m);
 }
 
-int store_prepare(Store *s, int order, uint32_t vocab_size, int id_bytes, int64_t bos, double max_unigram_beta,
-                  Failure *failure) {
-    if (order < 1 || order > 255 || vocab_size < 1 || vocab_size >= UINT32_MAX || id_bytes < 2 || id_bytes > 4 ||
-        bos >= (int64_t)vocab_size) {
-        fail(failure, FS_EDAMAGED, "metadata out of range");
-        return -1;
-    }
-    s->order = order;
-    s->vocab_size = vocab_size;
-    s->id_bytes = id_bytes;
-    s->bos = bos < 0 ? -1 : bos;
-    s->unigram_beta_sup = max_unigram_beta > 0.0 ? max_unigram_beta : 0.0;
-    if (!(s->patterns = calloc((size_t)order + 1, sizeof(MDB_dbi)))) {
-        fail(failure, FS_ENOMEM, "out of memory");
-        return -1;
-    }
-    for (int m = 2; m <= order; m++) {
-        char name[32];
-        snprintf(name, sizeof(name), "patterns%d", m);
-        if (store_dbi(s, name, &s->patterns[m], failure) < 0)
-            return -1;
-    }
-    /* Database handles opened in a transaction reach other transactions (the Readers')
-     * once it commits: commit, and read on in a new one. */
-    int rc = mdb_txn_commit(s->txn);
-    s->txn = NULL;
-    if (!rc)
-        rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &s->txn);
-    if (rc)
-        return lmdb_failed(failure, rc, "cannot begin a read transaction");
-    size_t v = vocab_size, v1 = v + 1, any = 0;
-    if (!(s->unigram_alpha = array(s, "unigram_alpha", 4, &v, failure)) ||
-        !(s->unigram_beta = array(s, "unigram_beta", 4, &v, failure)) ||
-        !(s->unigram_order = array(s, "unigram_order", 4, &v, failure)) ||
-        !(s->word_offsets = array(s, "word_offsets", 8, &v1, failure)) ||
-        !(s->word_bytes = array(s, "word_bytes", 1, &any, failure)))
-        return -1;
-    s->word_bytes_len = any;
-    /* the search and the writer index memory with these: refuse what would reach outside */
-    int ok = s->word_offsets[0] == 0 && s->word_offsets[v] <= any;
-    for (size_t i = 0; ok && i < v; i++)
-        ok = s->word_offsets[i] <= s->word_offsets[i + 1] && s->unigram_order[i] < vocab_size;
-    if (!ok) {
-        fail(failure, FS_EDAMAGED, "word_offsets or unigram_order out of range");
-        return -1;
-    }
-    s->unigram = malloc(v * sizeof(UnigramScores));
-    s->sorted_alpha = malloc(v * sizeof(float));
-    s->maps = map_table_new();
-    if (!s->unigram || !s->sorted_alpha || !s->maps) {
-        fail(failure, FS_ENOMEM, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < v; i++) {
-        s->unigram[i].alpha = s->unigram_alpha[i];
-        s->unigram[i].beta = s->unigram_beta[i];
-        s->sorted_alpha[i] = s->unigram_alpha[s->unigram_order[i]];
-    }
-    return 0;
-}
-
-void store_close(Store *s) {
-    if (s->txn)
-        mdb_txn_abort(s->txn);
-    if (s->env)
-        mdb_env_close(s->env);
-    free(s->patterns);
-    free(s->unigram);
-    free(s->sorted_alpha);
-    map_table_free(s->maps);
-    memset(s, 0, sizeof(*s));
-}
-
 /* ---------------------------------------------------------------- kept: rank maps, sorted prefixes */
 
 /* What k counts against its reader's budget: a shared map counts for each reader keeping it. */
@@ -338,7 +141,7 @@ static void free_kept(Reader *r, Kept *k) {
     r->kept_bytes -= kept_size(k);
     k->owner->kept = NULL;
     if (k->map)
-        map_release(r->store->maps, k->map);
+        map_release(r->maps, k->map);
     free(k->sorted_ids);
     free(k->sorted_alpha);
     free(k);
@@ -394,18 +197,20 @@ static int flat_map(const Store *s, uint32_t count) { return count >= s->vocab_s
 
 static size_t n_supers(const Store *s) { return ((size_t)s->vocab_size + SUPER_WORDS - 1) / SUPER_WORDS; }
 
-static size_t map_bytes(const Store *s, const ix_u32 *ids, uint32_t count) {
-    if (flat_map(s, count))
+static size_t map_bytes(const Store *s, const PatternData *p) {
+    if (flat_map(s, p->count))
         return ((size_t)s->vocab_size + 63) / 64 * sizeof(Block);
     size_t n_blocks = 1;
-    for (uint32_t i = 0; i < count; i++)  /* ids ascend: count the Blocks they fall in */
-        n_blocks += i == 0 || ids[i] >> 6 != ids[i - 1] >> 6;
+    for (uint32_t i = 0; i < p->count; i++)  /* ids ascend: count the Blocks they fall in */
+        n_blocks += i == 0 || pattern_id(s, p, i) >> 6 != pattern_id(s, p, i - 1) >> 6;
     return n_supers(s) * sizeof(Super) + n_blocks * sizeof(Block);
 }
 
-TARGET_CLONES static void fill_flat_map(Block *map, size_t n, const ix_u32 *ids, uint32_t count) {
-    for (uint32_t i = 0; i < count; i++)
-        map[ids[i] >> 6].bits |= 1ull << (ids[i] & 63);
+TARGET_CLONES static void fill_flat_map(const Store *s, Block *map, size_t n, const PatternData *p) {
+    for (uint32_t i = 0; i < p->count; i++) {
+        uint32_t id = pattern_id(s, p, i);
+        map[id >> 6].bits |= 1ull << (id & 63);
+    }
     uint32_t rank = 0;
     for (size_t b = 0; b < n; b++) {
         map[b].rank = rank;
@@ -413,11 +218,12 @@ TARGET_CLONES static void fill_flat_map(Block *map, size_t n, const ix_u32 *ids,
     }
 }
 
-static void fill_two_level_map(Super *supers, Block *map, const ix_u32 *ids, uint32_t count) {
+static void fill_two_level_map(const Store *s, Super *supers, Block *map, const PatternData *p) {
     size_t b = 0;
-    for (uint32_t i = 0; i < count; i++) {
-        uint32_t word = ids[i];
-        if (i == 0 || word >> 6 != ids[i - 1] >> 6) {
+    uint32_t previous = 0;
+    for (uint32_t i = 0; i < p->count; i++) {
+        uint32_t word = pattern_id(s, p, i);
+        if (i == 0 || word >> 6 != previous >> 6) {
             Super *super = &supers[word / SUPER_WORDS];
             map[++b].rank = i;
             if (!super->present)
@@ -425,28 +231,28 @@ static void fill_two_level_map(Super *supers, Block *map, const ix_u32 *ids, uin
             super->present |= 1ull << (word >> 6 & 63);
         }
         map[b].bits |= 1ull << (word & 63);
+        previous = word;
     }
 }
 
 /* A new map (refs 1) of rec's pattern, ``bytes`` (map_bytes) long; NULL when out of memory. */
-static SharedMap *build_map(const Store *s, const Record *rec, size_t bytes) {
+static SharedMap *build_map(const Store *s, const PatternData *p, size_t bytes) {
     SharedMap *m = calloc(1, sizeof(SharedMap));
     void *memory = m ? calloc(bytes, 1) : NULL;
     if (!memory) {
         free(m);
         return NULL;
     }
-    const ix_u32 *ids = record_ids(rec);
-    m->value = rec->value;
+    m->value = p->ids;
     m->bytes = bytes;
     m->refs = 1;
-    if (flat_map(s, rec->count)) {
+    if (flat_map(s, p->count)) {
         m->map = memory;
-        fill_flat_map(m->map, bytes / sizeof(Block), ids, rec->count);
+        fill_flat_map(s, m->map, bytes / sizeof(Block), p);
     } else {
         m->supers = memory;
         m->map = (Block *)(m->supers + n_supers(s));
-        fill_two_level_map(m->supers, m->map, ids, rec->count);
+        fill_two_level_map(s, m->supers, m->map, p);
     }
     return m;
 }
@@ -456,16 +262,18 @@ const Block *record_rank_map(Reader *r, Record *rec, const Super **supers) {
     if (!k)
         return NULL;
     if (!k->map) {
-        MapTable *maps = r->store->maps;
-        SharedMap *m = map_take(maps, rec->value);
-        size_t bytes = m ? m->bytes : map_bytes(r->store, record_ids(rec), rec->count);
+        MapTable *maps = r->maps;
+        PatternData p;
+        record_pattern(r->store, rec, &p);
+        SharedMap *m = map_take(maps, rec->data);
+        size_t bytes = m ? m->bytes : map_bytes(r->store, &p);
         if (!make_room(r, bytes)) {
             if (m)
                 map_release(maps, m);
             return NULL;
         }
         if (!m) {
-            if (!(m = build_map(r->store, rec, bytes)))
+            if (!(m = build_map(r->store, &p, bytes)))
                 return NULL;
             m = map_publish(maps, m);
         }
@@ -496,12 +304,12 @@ Kept *record_sorted_prefix(Reader *r, Record *rec, uint32_t need) {
         r->kept_bytes += more;
         k->sorted_cap = cap;
     }
-    const ix_u32 *by_score = record_by_score(rec), *ids = record_ids(rec);
-    const ix_f32 *alpha = record_alpha(rec);
+    PatternData p;
+    record_pattern(r->store, rec, &p);
     for (uint32_t i = k->sorted_len; i < need; i++) {
-        uint32_t at = by_score[i];
-        k->sorted_ids[i] = ids[at];
-        k->sorted_alpha[i] = alpha[at];
+        uint32_t at = position_at(&p, i);
+        k->sorted_ids[i] = pattern_id(r->store, &p, at);
+        k->sorted_alpha[i] = p.alpha[at];
     }
     if (need > k->sorted_len)
         k->sorted_len = need;
@@ -510,9 +318,10 @@ Kept *record_sorted_prefix(Reader *r, Record *rec, uint32_t need) {
 
 /* ---------------------------------------------------------------- readers */
 
-int reader_init(Reader *r, const Store *s, size_t records, size_t kept_budget) {
+int reader_init(Reader *r, const Store *s, MapTable *maps, size_t records, size_t kept_budget) {
     memset(r, 0, sizeof(*r));
     r->store = s;
+    r->maps = maps;
     r->kept_budget = kept_budget;
     size_t sets = 1;
     while (sets * RECORD_WAYS < records)
@@ -533,14 +342,15 @@ int reader_init(Reader *r, const Store *s, size_t records, size_t kept_budget) {
         pthread_mutex_destroy(&r->slots_lock);
         free(r->slots);
         r->slots = NULL;
-        return lmdb_failed(&r->failure, rc, "cannot begin a read transaction");
+        fail(&r->failure, FS_ELMDB, "cannot begin a read transaction (%s)", mdb_strerror(rc));
+        return -1;
     }
     return 0;
 }
 
 void reader_seed(Reader *r, Reader *from) {
     if (r->store != from->store || r->n_sets != from->n_sets)
-        return;  /* sized apart (set_cache_records between them): the sets differ */
+        return;  /* sized apart: the sets differ */
     pthread_mutex_lock(&from->slots_lock);
     for (size_t i = 0; i < r->n_sets * RECORD_WAYS; i++) {
         const Record *have = &from->slots[i];
@@ -548,7 +358,7 @@ void reader_seed(Reader *r, Reader *from) {
         if (!have->hash)
             continue;
         copy->hash = have->hash;
-        copy->value = have->value;
+        copy->data = have->data;
         copy->count = have->count;
         copy->beta_sup = have->beta_sup;
         copy->key_len = have->key_len;
@@ -571,6 +381,9 @@ void reader_free(Reader *r) {
     reader_end_search(r);
     while (r->oldest)
         free_kept(r, r->oldest);
+    for (int m = 0; m <= FS_MAX_ORDER; m++)
+        if (r->cursors[m])
+            mdb_cursor_close(r->cursors[m]);
     if (r->txn)
         mdb_txn_abort(r->txn);
     if (r->slots)
@@ -595,72 +408,30 @@ static uint64_t hash_key(const uint8_t *key, size_t n) {
     return h ? h : 1;
 }
 
-/* Reads the record of ``key`` into rec (checking it); 0, or -1 with r->failure set. */
+/* Looks ``key`` up into rec (checked by the store); 0, or -1 with r->failure set. */
 static int read_record(Reader *r, Record *rec, int order, const uint8_t *key, size_t key_len) {
     const Store *s = r->store;
-    MDB_val k = {key_len, (void *)key}, v;
-    int rc = mdb_get(r->txn, s->patterns[order], &k, &v);
-    rec->value = NULL;
+    rec->data = NULL;
     rec->kept = NULL;
     rec->count = 0;
     rec->beta_sup = 0.0f;
     rec->has_beta = order < s->order;
-    if (rc == MDB_NOTFOUND)
-        return 0;
-    char hex[2 * 64 + 1];  /* the key, for messages */
-    for (size_t i = 0; i < key_len && i < 64; i++) {
-        hex[2 * i] = "0123456789abcdef"[key[i] >> 4];
-        hex[2 * i + 1] = "0123456789abcdef"[key[i] & 15];
+    if (!r->cursors[order]) {
+        int rc = mdb_cursor_open(r->txn, s->patterns[order], &r->cursors[order]);
+        if (rc) {
+            r->cursors[order] = NULL;
+            fail(&r->failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
+            return -1;
+        }
     }
-    hex[2 * (key_len < 64 ? key_len : 64)] = 0;
-    if (rc) {
-        fail(&r->failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
-        return -1;
-    }
-    const ix_u32 *value = v.mv_data;
-    uint32_t count = v.mv_size % 4 ? 0 : pattern_count(v.mv_size / 4, rec->has_beta);
-    if (!count) {
-        fail(&r->failure, FS_EDAMAGED, "damaged index: a pattern value of %zu bytes fits no layout", v.mv_size);
-        return -1;
-    }
-    if (record_checksum(key, key_len, value + 1, v.mv_size / 4 - 1) != value[0]) {
-        fail(&r->failure, FS_EDAMAGED, "damaged index: pattern %s fails its checksum (bytes flipped?)", hex);
-        return -1;
-    }
-    rec->value = value;
-    rec->count = count;
-    if (rec->has_beta) {
-        float max_beta = ((const ix_f32 *)value)[1];
-        rec->beta_sup = max_beta > 0.0f ? max_beta : 0.0f;
-    }
-    /* the search indexes memory with these: refuse what would reach outside it */
-    const ix_u32 *ids = record_ids(rec), *by_score = record_by_score(rec);
-    int ok = 1;
-    for (uint32_t i = 0; i < count && ok; i++)
-        ok = ids[i] < s->vocab_size && by_score[i] < count;
-    if (!ok) {
-        rec->value = NULL;
-        fail(&r->failure, FS_EDAMAGED,
-             "damaged index: pattern %s: word id outside the vocabulary or position outside the pattern", hex);
-        return -1;
-    }
-    return 0;
-}
-
-int reader_word_id(Reader *r, const char *word, size_t length, uint32_t *id) {
-    const Store *s = r->store;
-    MDB_val value;
-    int found = txn_get(r->txn, s->vocab, word, length, &value, &r->failure);
+    PatternData p;
+    int found = store_find_pattern(s, r->cursors[order], order, key, key_len, &p, &r->failure);
     if (found <= 0)
         return found;
-    *id = value.mv_size == 4 ? *(const ix_u32 *)value.mv_data : UINT32_MAX;
-    size_t spelled = 0;
-    const char *spelling = *id < s->vocab_size ? store_word(s, *id, &spelled) : NULL;
-    if (!spelling || spelled != length || memcmp(spelling, word, length)) {
-        fail(&r->failure, FS_EDAMAGED, "damaged index (a vocabulary entry is invalid)");
-        return -1;
-    }
-    return 1;
+    rec->data = p.ids;
+    rec->count = p.count;
+    rec->beta_sup = p.beta_sup;
+    return 0;
 }
 
 Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
@@ -668,16 +439,10 @@ Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
     int order = n + 1;
     if (order < 2 || order > s->order)
         return NULL;
-    uint8_t key[1 + 4 * 255];
-    size_t key_len = 1 + (size_t)n * (size_t)s->id_bytes;
-    key[0] = (uint8_t)slot;
-    uint8_t *out = key + 1;
-    for (int i = 0; i < n; i++) {
-        if (ids[i] >= s->vocab_size)  /* NO_WORD: an unknown word matches no n-gram */
-            return NULL;
-        for (int b = s->id_bytes - 1; b >= 0; b--)
-            *out++ = (uint8_t)(ids[i] >> (8 * b));
-    }
+    uint8_t key[1 + 4 * FS_MAX_ORDER];
+    size_t key_len = store_pattern_key(s, slot, ids, n, key);
+    if (!key_len)  /* NO_WORD: an unknown word matches no n-gram */
+        return NULL;
     r->lookups++;
     uint64_t hash = hash_key(key, key_len);
     Record *rec = NULL;
@@ -687,7 +452,7 @@ Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
             Record *slot_rec = &set[w];
             if (slot_rec->hash == hash && slot_rec->key_len == key_len && !memcmp(slot_rec->key, key, key_len)) {
                 slot_rec->used = r->search;
-                return slot_rec->value ? slot_rec : NULL;
+                return slot_rec->data ? slot_rec : NULL;
             }
             /* the victim: an empty slot, else the least recently used one this search does not use */
             if (!slot_rec->hash) {
@@ -721,7 +486,7 @@ Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
             return NULL;
         rec->hash = hash;
         rec->used = r->search;
-        return rec->value ? rec : NULL;
+        return rec->data ? rec : NULL;
     }
     pthread_mutex_lock(&r->slots_lock);
     rec->hash = 0;
@@ -735,5 +500,5 @@ Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
     if (rc < 0)
         return NULL;
     rec->used = r->search;
-    return rec->value ? rec : NULL;
+    return rec->data ? rec : NULL;
 }

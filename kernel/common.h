@@ -7,6 +7,14 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+
+/* The index is little-endian, and so are the machines this reads it on. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "fastsubs reads its little-endian index format on little-endian machines only"
+#endif
 
 /* Arrays read in place from the index: an LMDB value starts wherever its key ends in the
  * page, so these may be unaligned; the types say so, and the compiler emits loads that
@@ -20,6 +28,35 @@ typedef uint32_t ix_u32;
 typedef uint64_t ix_u64;
 typedef float ix_f32;
 #endif
+
+/* Unsigned integers read in place, at any address. */
+static inline uint32_t load_u16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+static inline uint32_t load_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline uint64_t load_u64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* Element ``i`` of an array of unsigned integers ``width`` (1 ... 4) bytes wide: the 4
+ * bytes there, masked (``mask``: the low ``width`` bytes).  It reads up to 3 bytes past the
+ * element, so every such array of the format is followed by at least 3 more bytes of its
+ * record (a pattern's ids and positions are followed by its alphas). */
+static inline uint32_t load_narrow(const uint8_t *array, uint32_t i, unsigned width, uint32_t mask) {
+    return load_u32(array + (size_t)i * width) & mask;
+}
+
+static inline uint32_t width_mask(unsigned width) {
+    return width >= 4 ? 0xFFFFFFFFu : (1u << (8 * width)) - 1;
+}
 
 /* Bits set in x: one instruction where the code is compiled for a CPU that has it (see
  * TARGET_CLONES), a few shifts and adds otherwise. */
@@ -35,9 +72,7 @@ static inline uint32_t popcount64(uint64_t x) {
 #define TARGET_CLONES
 #endif
 
-/* Id standing for an out-of-vocabulary context word in a model without <unk>
- * (fastsubs.format.NO_WORD): it matches no n-gram. */
-#define NO_WORD 0xFFFFFFFFu
+#define NO_WORD FS_NO_WORD
 
 /* Makes room for ``need`` items of ``size`` bytes in ``*items`` (capacity ``*cap``): 0, or
  * -1 when out of memory (what it held stays). */
@@ -55,6 +90,21 @@ static inline int grow(void **items, int *cap, int need, size_t size) {
 
 #define GROW(items, cap, need) grow((void **)&(items), &(cap), (need), sizeof(*(items)))
 
+/* grow() for 64-bit counts. */
+static inline int grow64(void **items, int64_t *cap, int64_t need, size_t size) {
+    if (need <= *cap)
+        return 0;
+    int64_t cap_ = 2 * need + 8;
+    void *grown = realloc(*items, (size_t)cap_ * size);
+    if (!grown)
+        return -1;
+    *items = grown;
+    *cap = cap_;
+    return 0;
+}
+
+#define GROW64(items, cap, need) grow64((void **)&(items), &(cap), (need), sizeof(*(items)))
+
 /* Why a call failed, for the caller to report: a fixed buffer, so reporting never allocates. */
 typedef struct {
     int code;           /* 0: no error; see the FS_E* codes */
@@ -67,8 +117,15 @@ enum {
     FS_ENOMEM,          /* out of memory */
     FS_ELMDB,           /* LMDB refused (message says why) */
     FS_EARGUMENT,       /* a caller's argument is out of range */
+    FS_ENOTINDEX,       /* the path holds no fastsubs index (or an interrupted build) */
+    FS_EVERSION,        /* an index of another format version */
+    FS_ECLOSED,         /* the index was closed */
 };
 
 void fail(Failure *failure, int code, const char *format, ...) __attribute__((format(printf, 3, 4)));
+
+/* fs_record_checksum of fastsubs.format: ``key`` bytes and ``body``'s bytes as whole
+ * little-endian words (the last one zero-padded). */
+uint32_t fs_checksum(const uint8_t *key, size_t key_len, const uint8_t *body, size_t body_len);
 
 #endif

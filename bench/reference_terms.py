@@ -1,14 +1,14 @@
 """The terms of lp(x) for one target position, as back-off chains over index patterns:
-the Python reference of the kernel's ``query/kernel/terms.c``.
+the Python reference of the C core's ``kernel/terms.c``.
 
 For the sentence ``s_0 … s_{n+1}`` (``<s> w1 … wn </s>``) and a target position t,
 lp(x) is the sum over j = t … min(t+N-1, n+1) of log10 p(s_j | context) with s_t := x
 (ALGORITHM.md).  Each such term is a back-off chain: the longest n-gram present gives
 its alpha, every shorter step adds a back-off weight.  This module only *describes*
-the chains (which pattern, which constant), reading patterns through a plain
-:class:`fastsubs.query.index.Index`; the query engine builds the same chains in C.  The
-exhaustive scorers of the tests and of ``bench/`` evaluate these, so a mistake in the
-kernel's chains shows as a difference from them.
+the chains (which pattern, which constant), reading patterns as copies through
+:meth:`fastsubs.index.SubstituteIndex.pattern`; the C core builds the same chains for
+itself.  The bench's exhaustive scorer and the tests evaluate these, so a mistake in the
+core's chains shows as a difference from them.
 """
 
 from __future__ import annotations
@@ -16,8 +16,46 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeAlias
 
+import numpy as np
+
 from fastsubs import format as fmt
-from fastsubs.query.index import Index, Pattern
+from fastsubs.index import SubstituteIndex
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """The words seen in the slot of one pattern ``A _ B``: ``ids``/``alpha``/``beta``
+    sorted by word id (``beta`` None at the highest order), ``by_score`` positions into
+    them by alpha descending."""
+
+    ids: np.ndarray
+    alpha: np.ndarray
+    beta: np.ndarray | None
+    by_score: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+    def entry(self, word: int) -> tuple[float, float] | None:
+        """``(alpha, beta)`` of ``A word B``, or None when ``word`` is not in the slot."""
+        at = int(np.searchsorted(self.ids, word))
+        if at == len(self.ids) or self.ids[at] != word:
+            return None
+        return float(self.alpha[at]), 0.0 if self.beta is None else float(self.beta[at])
+
+
+def read_pattern(index: SubstituteIndex, slot: int, ids: tuple[int, ...]) -> Pattern | None:
+    """The pattern whose fixed words are ``ids`` with the slot before ``ids[slot]``."""
+    if len(ids) + 1 > index.order or fmt.NO_WORD in ids:
+        return None
+    found = index.pattern(slot, ids)
+    if found is None:
+        return None
+    words, alpha, beta, by_score = found
+    return Pattern(np.frombuffer(words, fmt.ID_DTYPE), np.frombuffer(alpha, fmt.SCORE_DTYPE),
+                   None if beta is None else np.frombuffer(beta, fmt.SCORE_DTYPE),
+                   np.frombuffer(by_score, fmt.ID_DTYPE))
 
 
 class UnigramBeta:
@@ -55,28 +93,32 @@ class Term:
 
 
 class TermBuilder:
-    """Builds the terms of positions from one open :class:`Index`, parsing each pattern once.
+    """Builds the terms of positions from one open index, reading each pattern once.
 
     Its caches grow with the text (a reference for tests and benchmarks, not for corpora).
     """
 
-    def __init__(self, index: Index) -> None:
+    def __init__(self, index: SubstituteIndex) -> None:
         self.index = index
+        alpha, beta = index.unigrams()
+        self.unigram_alpha = np.frombuffer(alpha, fmt.SCORE_DTYPE)
+        self.unigram_beta = np.frombuffer(beta, fmt.SCORE_DTYPE)
         self.patterns: dict[tuple[int, tuple[int, ...]], Pattern | None] = {}
         self._terms: dict[tuple[tuple[int, ...], tuple[int, ...]], Term] = {}
 
     def pattern(self, slot: int, ids: tuple[int, ...]) -> Pattern | None:
-        """``index.pattern(slot, ids)``, parsed once (``patterns`` holds every one met, by (slot, ids))."""
+        """The pattern ``(slot, ids)``, read once (``patterns`` holds every one met)."""
         key = (slot, ids)
         found = self.patterns.get(key, _ABSENT)
         if found is _ABSENT:
-            found = self.patterns[key] = self.index.pattern(slot, ids)
+            found = self.patterns[key] = read_pattern(self.index, slot, ids)
         return found  # type: ignore[return-value]
 
     def ngram(self, ids: tuple[int, ...]) -> tuple[float, float] | None:
-        """``(alpha, beta)`` of the n-gram ``ids`` (as ``Index.ngram``), through the pattern cache."""
+        """``(alpha, beta)`` of the n-gram ``ids``, or None when the model lacks it (through
+        the pattern cache)."""
         if len(ids) == 1:
-            return self.index.ngram(ids)
+            return self.index.ngram(ids)  # type: ignore[no-any-return]
         pattern = self.pattern(len(ids) - 1, ids[:-1])
         return None if pattern is None else pattern.entry(ids[-1])
 

@@ -1,5 +1,5 @@
 /* The terms of lp(x) at one position, as back-off chains over pattern records (the C
- * twin of query/terms.py, which stays as the reference the tests compare with).
+ * twin of bench/reference_terms.py, the reference the tests and the bench compare with).
  *
  * For the sentence s_0 ... s_{n+1} (<s> w1 ... wn </s>) and a target position t, lp(x)
  * is the sum over j = t ... min(t+N-1, n+1) of log10 p(s_j | context) with s_t := x
@@ -8,7 +8,7 @@
 #ifndef FASTSUBS_TERMS_H
 #define FASTSUBS_TERMS_H
 
-#include "store.h"
+#include "cache.h"
 
 enum { BETA_PATTERN, BETA_CONST, BETA_UNIGRAM };
 
@@ -41,8 +41,6 @@ typedef struct {
 int position_terms(Reader *r, const uint32_t *sentence, int n, int target, PositionTerms *out);
 void position_terms_free(PositionTerms *t);
 
-/* The log10 probability KenLM gives a word missing from a model without <unk>
- * (fastsubs.format.UNKNOWN_WORD_LOGPROB). */
-#define UNKNOWN_WORD_LOGPROB (-100.0)
+#define UNKNOWN_WORD_LOGPROB FS_UNKNOWN_WORD_LOGPROB
 
 #endif

@@ -18,11 +18,13 @@ static int ngram(Reader *r, const uint32_t *ids, int n, double *alpha, double *b
     const Record *rec = reader_pattern(r, n - 1, ids, n - 1);
     if (!rec)
         return r->failure.code ? -1 : 0;
-    int32_t at = ids[n - 1] < s->vocab_size ? find_id(record_ids(rec), rec->count, ids[n - 1]) : -1;
+    PatternData p;
+    record_pattern(s, rec, &p);
+    int32_t at = ids[n - 1] < s->vocab_size ? pattern_find(s, &p, ids[n - 1]) : -1;
     if (at < 0)
         return 0;
-    *alpha = record_alpha(rec)[at];
-    *beta = rec->has_beta ? (double)record_beta(rec)[at] : 0.0;
+    *alpha = p.alpha[at];
+    *beta = p.beta ? (double)p.beta[at] : 0.0;
     return 1;
 }
 

@@ -48,27 +48,27 @@ static char *append_score(char *out, double value) {
     return out + snprintf(out, LONG_SCORE + 1, "%.8f", value);
 }
 
-int64_t fields_size(const Store *s, const ix_u32 *ids, const double *scores, int64_t n) {
+int64_t fields_size(const Store *s, const Scored *answers, const double *values, int64_t n) {
     /* room per field: the word, ' ', '\t' and the score; the last field also room for
      * the 16-byte copy of write_fields and the formatter's terminating zero */
     int64_t size = 16 + 1;
     for (int64_t i = 0; i < n; i++) {
-        if (ids[i] >= s->vocab_size)
+        if (answers[i].word >= s->vocab_size)
             return -1;
         size_t length;
-        store_word(s, ids[i], &length);
-        size += (int64_t)length + 2 +
-                (fabs(scores[i]) < 1e4 ? SHORT_SCORE : LONG_SCORE);
+        store_word(s, answers[i].word, &length);
+        double value = values ? values[i] : answers[i].score;
+        size += (int64_t)length + 2 + (fabs(value) < 1e4 ? SHORT_SCORE : LONG_SCORE);
     }
     return size;
 }
 
-char *write_fields(const Store *s, const ix_u32 *ids, const double *scores, int64_t n, char *out) {
+char *write_fields(const Store *s, const Scored *answers, const double *values, int64_t n, char *out) {
     for (int64_t i = 0; i < n; i++) {
         if (i)
             *out++ = '\t';
         size_t length;
-        const char *word = store_word(s, ids[i], &length);
+        const char *word = store_word(s, answers[i].word, &length);
         /* most words are short: copy a fixed 16 bytes (the room after the word is at
          * least that), the bytes past the word are overwritten next */
         if (length <= 16 && (size_t)(word - s->word_bytes) + 16 <= s->word_bytes_len)
@@ -77,17 +77,27 @@ char *write_fields(const Store *s, const ix_u32 *ids, const double *scores, int6
             memcpy(out, word, length);
         out += length;
         *out++ = ' ';
-        out = append_score(out, scores[i]);
+        out = append_score(out, values ? values[i] : answers[i].score);
     }
     return out;
 }
 
-void normalize(const double *scores, int64_t n, double *out) {
-    double total = 0.0;
+/* p / sum p of ``n`` scores, best first, ``stride`` bytes apart from ``first``. */
+static void normalize_strided(const char *first, size_t stride, int64_t n, double *out) {
+    double total = 0.0, best = n > 0 ? *(const double *)first : 0.0;
     for (int64_t i = 0; i < n; i++) {  /* relative to the best: no underflow of the sum */
-        out[i] = pow(10.0, scores[i] - scores[0]);
+        out[i] = pow(10.0, *(const double *)(first + (size_t)i * stride) - best);
         total += out[i];
     }
     for (int64_t i = 0; i < n; i++)
         out[i] /= total;
+}
+
+void normalize(const double *scores, int64_t n, double *out) {
+    normalize_strided((const char *)scores, sizeof(double), n, out);
+}
+
+void normalize_scored(const Scored *answers, int64_t n, double *out) {
+    if (n > 0)
+        normalize_strided((const char *)&answers->score, sizeof(Scored), n, out);
 }

@@ -8,13 +8,23 @@
 #ifndef FASTSUBS_SEARCH_H
 #define FASTSUBS_SEARCH_H
 
-#include "store.h"
 #include "terms.h"
 
 typedef struct {
     double score;
     uint32_t word;
 } Scored;
+
+/* What a search is asked: the best ``count`` substitutes (at most V - 1; fewer when the
+ * -p rule with ``mass`` stops first, if use_mass), never the ``excluded`` words (ids < V),
+ * which the cap and the -p rule do not count either. */
+typedef struct {
+    int64_t count;
+    int use_mass;
+    double mass;
+    const uint32_t *excluded;
+    int64_t n_excluded;
+} SearchLimits;
 
 struct Pat;
 struct StepC;
@@ -48,17 +58,32 @@ typedef struct Searcher {
     /* totals since the searcher was made: searches, words evaluated, list entries read,
      * substitutes listed */
     unsigned long long n_searches, n_evaluated, n_reads, n_listed_total;
+    unsigned long long taken[4];     /* those four when the searcher was last taken (index.c) */
 } Searcher;
 
 /* 0, or -1 with the failure in k->reader.failure. */
-int searcher_init(Searcher *k, const Store *s, size_t records, size_t kept_budget);
+int searcher_init(Searcher *k, const Store *s, MapTable *maps, size_t records, size_t kept_budget);
 void searcher_free(Searcher *k);
-/* The best ``count`` substitutes (at most V - 1; fewer when the -p rule with ``mass``
- * stops first, if use_mass) of position ``target`` (1 ... n - 1) of ``sentence`` (n word
- * ids, <s> and </s> included), into k->listed[0 .. k->n_listed).  The ``excluded``
- * words (ids < V) are no candidates: never listed, and not counted by the cap and the
- * -p rule.  0, or -1 with k->reader.failure set. */
-int search_position(Searcher *k, const uint32_t *sentence, int n, int target, int64_t count, int use_mass,
-                    double mass, const uint32_t *excluded, int64_t n_excluded);
+/* The substitutes of position ``target`` (1 ... n - 1) of ``sentence`` (n word ids, <s>
+ * and </s> included) within ``limits``, into k->listed[0 .. k->n_listed).  0, or -1 with
+ * k->reader.failure set. */
+int search_position(Searcher *k, const uint32_t *sentence, int n, int target, const SearchLimits *limits);
+
+/* The answers of a run of positions: position i's are answers[starts[i] .. starts[i + 1]),
+ * with p / sum p beside them in ``probabilities`` when ``normalized`` (output.h). */
+typedef struct {
+    Scored *answers;
+    double *probabilities;
+    int64_t *starts;
+    int64_t n, cap, n_positions, cap_starts;
+    int normalized;
+} Answers;
+
+/* Searches positions *target ... last - 1 of ``sentence`` into ``a`` (after what it holds),
+ * advancing *target, until they are done or the answers hold ``most`` substitutes: 0, or
+ * -1 with k->reader.failure set (FS_ENOMEM when out of memory). */
+int search_run(Searcher *k, const uint32_t *sentence, int n, int *target, int last, const SearchLimits *limits,
+               Answers *a, int64_t most);
+void answers_free(Answers *a);
 
 #endif

@@ -22,6 +22,8 @@
  */
 #include "search.h"
 
+#include "output.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -60,10 +62,9 @@
 
 typedef struct Pat {
     Record *rec;             /* where it came from (pinned for the search by the reader) */
-    const ix_u32 *ids;       /* sorted by word id */
+    PatternData data;        /* ids sorted by word id, positions by score, alphas, betas */
     const ix_f32 *alpha;
     const ix_f32 *beta;      /* NULL: the pattern stores no back-off weights (they are 0) */
-    const ix_u32 *by_score;  /* positions into ids/alpha, alpha descending */
     uint32_t count;
     double beta_sup;         /* max(0, largest stored back-off weight) */
     const Block *map;        /* rank map, or NULL */
@@ -77,7 +78,7 @@ typedef struct StepC {
     int alpha;          /* Pat index whose alpha applies when x is in it, or NONE */
     int list;           /* the sorted list of that pattern (set once the lists are known) */
     int beta;           /* Pat index holding beta(A x B), or -1 - BETA_CONST / -1 - BETA_UNIGRAM */
-    double beta_const;  /* the constant, when beta == FROM_CONST_STEP */
+    double beta_const;  /* the constant, when beta == STEP_CONST */
     double beta_sup;    /* upper bound on the back-off weight over unread x */
     /* for scoring, set once the patterns are known: the alpha pattern's row of batch
      * positions (Searcher.pos) and its alphas, NULL without one; the same for the beta
@@ -117,9 +118,8 @@ typedef struct Alt {    /* one alternative of a term's bound: lists[list].sup + 
 
 typedef struct List {   /* one sorted list */
     Record *big;        /* a big pattern's record: its sorted prefix serves the reads when it can */
-    const ix_u32 *order;  /* entry -> position in ids/alpha: the pattern's by_score, or NULL: the
-                           * entry is the position (the unigram list, kept in score order) */
-    const ix_u32 *ids;    /* position -> word */
+    const ix_u32 *in_order;    /* the words in score order (the unigram list), or NULL: */
+    const PatternData *pattern;  /* those of a pattern, read through its positions by score */
     const ix_f32 *alpha;
     int64_t depth, length;
     double sup;         /* alpha of the next unread entry; -inf once exhausted */
@@ -151,13 +151,14 @@ static void gather_ahead(Searcher *k, List *list) {
     if (kept) {
         list->words = (const ix_u32 *)&kept->sorted_ids[list->depth];
         list->alphas = &kept->sorted_alpha[list->depth];
-    } else if (!list->order) {
-        list->words = &list->ids[list->depth];
+    } else if (list->in_order) {
+        list->words = &list->in_order[list->depth];
         list->alphas = &list->alpha[list->depth];
     } else {
+        const Store *s = k->reader.store;
         for (int64_t i = 0; i < n; i++) {
-            uint32_t at = list->order[list->depth + i];
-            list->own_words[i] = list->ids[at];
+            uint32_t at = position_at(list->pattern, (uint32_t)(list->depth + i));
+            list->own_words[i] = pattern_id(s, list->pattern, at);
             list->own_alphas[i] = list->alpha[at];
         }
         list->words = list->own_words;
@@ -172,11 +173,11 @@ static void gather_ahead(Searcher *k, List *list) {
 }
 
 /* A list of ``length`` (>= 1) entries, none read yet. */
-static void start_list(Searcher *k, List *list, Record *big, const ix_u32 *order, const ix_u32 *ids,
+static void start_list(Searcher *k, List *list, Record *big, const ix_u32 *in_order, const PatternData *pattern,
                        const ix_f32 *alpha, int64_t length) {
     list->big = big;
-    list->order = order;
-    list->ids = ids;
+    list->in_order = in_order;
+    list->pattern = pattern;
     list->alpha = alpha;
     list->depth = 0;
     list->length = length;
@@ -199,10 +200,9 @@ static int add_pattern(Searcher *k, Record *rec, int *n_pats) {
     memset(p, 0, sizeof(*p));
     p->rec = rec;
     p->list = NONE;
-    p->ids = record_ids(rec);
-    p->alpha = record_alpha(rec);
-    p->beta = record_beta(rec);
-    p->by_score = record_by_score(rec);
+    record_pattern(k->reader.store, rec, &p->data);
+    p->alpha = p->data.alpha;
+    p->beta = p->data.beta;
     p->count = rec->count;
     p->beta_sup = rec->beta_sup;
     p->map = is_big(rec->count, k->reader.store->vocab_size) ? record_rank_map(&k->reader, rec, &p->supers) : NULL;
@@ -270,14 +270,14 @@ static int read_terms(Searcher *k, int *n_pats) {
         if (used) {
             Pat *p = &k->pats[i];
             p->list = n;
-            start_list(k, &k->lists[n++], is_big(p->count, s->vocab_size) ? p->rec : NULL, p->by_score, p->ids,
+            start_list(k, &k->lists[n++], is_big(p->count, s->vocab_size) ? p->rec : NULL, NULL, &p->data,
                        p->alpha, p->count);
         }
     }
     for (int i = 0; i < n_steps; i++)
         k->steps[i].list = k->steps[i].alpha == NONE ? NONE : k->pats[k->steps[i].alpha].list;
     int unigram = k->unigram_list = n;
-    start_list(k, &k->lists[n++], NULL, NULL, s->unigram_order, (const ix_f32 *)s->sorted_alpha, s->vocab_size);
+    start_list(k, &k->lists[n++], NULL, s->unigram_order, NULL, (const ix_f32 *)s->sorted_alpha, s->vocab_size);
     for (int l = 0; l < n; l++)
         k->binds[l] = 0;
     /* Each term's bound alternatives (see bound()), base last. */
@@ -313,7 +313,7 @@ static void mark_members(Searcher *k, int n_pats) {
             continue;
         p->member = (uint8_t)(2u << next++);
         for (int64_t j = 0; j < p->count; j++)
-            k->flags[p->ids[j]] |= p->member;
+            k->flags[pattern_id(k->reader.store, &p->data, (uint32_t)j)] |= p->member;
     }
 }
 
@@ -328,8 +328,8 @@ static void clear_flags(Searcher *k, int n_pats, int64_t n_evaluated, const uint
     for (int i = 0; i < n_pats; i++)
         if (k->pats[i].member)
             for (int64_t j = 0; j < k->pats[i].count; j++)
-                k->flags[k->pats[i].ids[j]] = 0;
-    if (k->reader.store->bos >= 0)
+                k->flags[pattern_id(k->reader.store, &k->pats[i].data, (uint32_t)j)] = 0;
+    if (k->reader.store->bos < k->reader.store->vocab_size)
         k->flags[k->reader.store->bos] = SEEN;
 }
 
@@ -350,7 +350,7 @@ static inline int32_t locate(const Searcher *k, const Pat *p, uint32_t word) {
         uint64_t bit = 1ull << (word & 63);
         return block.bits & bit ? (int32_t)(block.rank + popcount64(block.bits & (bit - 1))) : -1;
     }
-    return find_id(p->ids, p->count, word);
+    return find_id(p->data.ids, p->count, word, k->reader.store->id_bytes, k->reader.store->id_mask);
 }
 
 /* Where a step's back-off weight comes from, for step_loop: the kinds of StepC.beta,
@@ -749,33 +749,80 @@ static int run_search(Searcher *k, int64_t count, int use_mass, double mass, con
     return 0;
 }
 
-int search_position(Searcher *k, const uint32_t *sentence, int n, int target, int64_t count, int use_mass,
-                    double mass, const uint32_t *excluded, int64_t n_excluded) {
+int search_position(Searcher *k, const uint32_t *sentence, int n, int target, const SearchLimits *limits) {
     uint32_t vocab_size = k->reader.store->vocab_size;
     k->n_listed = 0;
     if (target < 1 || target >= n) {
         fail(&k->reader.failure, FS_EARGUMENT, "target outside 1 ... len(sentence) - 1");
         return -1;
     }
-    for (int64_t i = 0; i < n_excluded; i++)
-        if (excluded[i] >= vocab_size) {
+    for (int64_t i = 0; i < limits->n_excluded; i++)
+        if (limits->excluded[i] >= vocab_size) {
             fail(&k->reader.failure, FS_EARGUMENT, "excluded: word ids below the vocabulary size");
             return -1;
         }
     /* As the original, the -p rule applies only for P < 1: with P = 1 it would stop once
      * S / (S + p (V - L)) rounds to 1, far down the list but before its end. */
-    use_mass = use_mass && mass < 1.0;
+    int use_mass = limits->use_mass && limits->mass < 1.0;
     reader_begin_search(&k->reader);
     int rc = position_terms(&k->reader, sentence, n, target, &k->position);
     if (rc == 0)
-        rc = run_search(k, count, use_mass, mass, excluded, n_excluded);
+        rc = run_search(k, limits->count, use_mass, limits->mass, limits->excluded, limits->n_excluded);
     reader_end_search(&k->reader);
     return rc;
 }
 
-int searcher_init(Searcher *k, const Store *s, size_t records, size_t kept_budget) {
+/* Appends the searcher's answer to ``a`` as its next position: 0, or -1 when out of memory. */
+static int keep_answer(Answers *a, const Searcher *k) {
+    if (GROW64(a->starts, a->cap_starts, a->n_positions + 2) < 0)
+        return -1;
+    if (a->n + k->n_listed > a->cap) {
+        int64_t cap = 2 * (a->n + k->n_listed) + 256;
+        Scored *answers = realloc(a->answers, (size_t)cap * sizeof(Scored));
+        if (!answers)
+            return -1;
+        a->answers = answers;
+        if (a->normalized) {
+            double *probabilities = realloc(a->probabilities, (size_t)cap * sizeof(double));
+            if (!probabilities)
+                return -1;
+            a->probabilities = probabilities;
+        }
+        a->cap = cap;
+    }
+    if (a->n_positions == 0)
+        a->starts[0] = 0;
+    memcpy(a->answers + a->n, k->listed, (size_t)k->n_listed * sizeof(Scored));
+    if (a->normalized)
+        normalize_scored(a->answers + a->n, k->n_listed, a->probabilities + a->n);
+    a->n += k->n_listed;
+    a->starts[++a->n_positions] = a->n;
+    return 0;
+}
+
+int search_run(Searcher *k, const uint32_t *sentence, int n, int *target, int last, const SearchLimits *limits,
+               Answers *a, int64_t most) {
+    for (; *target < last && a->n < most; ++*target) {
+        if (search_position(k, sentence, n, *target, limits) < 0)
+            return -1;
+        if (keep_answer(a, k) < 0) {
+            fail(&k->reader.failure, FS_ENOMEM, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void answers_free(Answers *a) {
+    free(a->answers);
+    free(a->probabilities);
+    free(a->starts);
+    memset(a, 0, sizeof(*a));
+}
+
+int searcher_init(Searcher *k, const Store *s, MapTable *maps, size_t records, size_t kept_budget) {
     memset(k, 0, sizeof(*k));
-    if (reader_init(&k->reader, s, records, kept_budget) < 0)
+    if (reader_init(&k->reader, s, maps, records, kept_budget) < 0)
         return -1;
     size_t v = s->vocab_size;
     k->flags = calloc(v, 1);
@@ -788,7 +835,7 @@ int searcher_init(Searcher *k, const Store *s, size_t records, size_t kept_budge
         fail(&k->reader.failure, FS_ENOMEM, "out of memory");
         return -1;
     }
-    if (s->bos >= 0)
+    if (s->bos < s->vocab_size)
         k->flags[s->bos] = SEEN;  /* never a candidate */
     return 0;
 }

@@ -1,0 +1,62 @@
+/* One open index: the Store (store.h) and the Searchers that search it, one per thread
+ * searching at the same time, with its lifecycle.  Plain C: the Python glue (module.c)
+ * only converts, and tests/c/kernel_check.c drives this with threads under the sanitizers.
+ *
+ * A search takes an idle Searcher (or makes one, starting from a copy of the first one's
+ * cache), runs, and gives it back; any number of threads may search one index at once,
+ * each on its own Searcher, with a lock only around taking and giving back.  index_close
+ * refuses new work at once; the map itself is released when the last use that holds it
+ * ends, so nothing ever reads an unmapped page. */
+#ifndef FASTSUBS_INDEX_H
+#define FASTSUBS_INDEX_H
+
+#include <pthread.h>
+
+#include "search.h"
+
+/* Cache slots of a Searcher (64 bytes each): 131,072 slots, 8 MiB.  Over the
+ * 243K-position corpus sample on kn4-64k a search meets ~40 patterns (present or not);
+ * the text's patterns fit many times over in a first pass of thousands of lines. */
+#define INDEX_RECORD_SLOTS ((size_t)1 << 17)
+/* Bytes of rank maps and sorted prefixes a Searcher keeps (cache.h, Kept). */
+#define INDEX_KEPT_BYTES ((size_t)24 << 20)
+
+typedef struct {
+    Store store;
+    MapTable *maps;             /* the rank maps the Searchers share */
+    pthread_mutex_t lock;       /* guards what follows */
+    Searcher **idle, **all;
+    int n_idle, n_all, cap;     /* both lists have room for ``cap`` */
+    int uses;                   /* searches and other reads of the map running */
+    int closed, released;
+    size_t record_slots, kept_bytes;  /* the cache of each Searcher from its next search */
+} FsIndex;
+
+/* Opens and checks the index at ``path`` (store_open): 0, or -1 with the failure set. */
+int index_open(FsIndex *ix, const char *path, Failure *failure);
+/* A Searcher for one search, the index held until it is given back: NULL with the
+ * failure set (FS_ECLOSED once closed, FS_ENOMEM, or what a new Searcher met). */
+Searcher *index_take(FsIndex *ix, Failure *failure);
+/* Gives ``k`` back and adds the work it did since it was taken to the calling thread's. */
+void index_give_back(FsIndex *ix, Searcher *k);
+/* Holds the index for a read that needs no Searcher (words, checks): 0, or -1 (FS_ECLOSED). */
+int index_hold(FsIndex *ix, Failure *failure);
+void index_release(FsIndex *ix);
+/* No new work from now on; the map goes once no use holds it. */
+void index_close(FsIndex *ix);
+/* Frees everything; the owner is done with the index (no use may be running). */
+void index_free(FsIndex *ix);
+/* Totals over every Searcher: searches, words evaluated, list entries read, substitutes
+ * listed, pattern look-ups, look-ups that read the index. */
+void index_counters(FsIndex *ix, unsigned long long totals[6]);
+/* The cache sizes of Searchers (records: made from now on; kept bytes: from their next
+ * search); any sizes give the same answers. */
+void index_set_cache(FsIndex *ix, size_t records, size_t kept_bytes);
+/* The work of the searches the calling thread has made, on any index: searches, words
+ * evaluated, list entries read, substitutes listed.  index_counters sums every Searcher, and
+ * a Searcher serves whichever thread is free, so a difference of those over one thread's
+ * stretch of work would count what other threads searched meanwhile; a difference of
+ * these counts that thread's work alone. */
+void index_thread_work(unsigned long long work[4]);
+
+#endif

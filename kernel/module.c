@@ -1,0 +1,822 @@
+/* fastsubs._kernel: the glue between Python and the C core.  It converts arguments and
+ * results and maps failures to exceptions; what an open index is and does lives in
+ * index.c (lifecycle, searchers), store.c (the format), search.c and output.c.
+ *
+ * ``Index(path)`` opens and checks an index in one call; fastsubs.index.SubstituteIndex
+ * subclasses it with the Python API.  Searches run without the GIL. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "index.h"
+#include "output.h"
+
+static PyObject *NotAnIndexError, *IndexVersionError, *DamagedIndexError;  /* fastsubs.errors */
+
+typedef struct {
+    PyObject_HEAD
+    FsIndex index;
+    int opened;
+    PyObject *path;               /* str, for messages */
+    PyObject **texts;             /* per word id: its str, once made (answer_records) */
+} Index;
+
+/* ---------------------------------------------------------------- errors and arguments */
+
+static PyObject *raise_failure(PyObject *path, const Failure *failure) {
+    switch (failure->code) {
+    case FS_ENOMEM:
+        return PyErr_NoMemory();
+    case FS_EARGUMENT:
+    case FS_ECLOSED:
+        PyErr_SetString(PyExc_ValueError, failure->message);
+        return NULL;
+    case FS_ENOTINDEX:
+        PyErr_Format(NotAnIndexError, "%U: %s", path, failure->message);
+        return NULL;
+    case FS_EVERSION:
+        PyErr_Format(IndexVersionError, "%U: %s", path, failure->message);
+        return NULL;
+    default:
+        PyErr_Format(DamagedIndexError, "%U: %s%s", path,
+                     strncmp(failure->message, "damaged index", 13) ? "damaged index: " : "", failure->message);
+        return NULL;
+    }
+}
+
+static int check_open(Index *self) {
+    if (!self->opened || self->index.closed) {
+        PyErr_SetString(PyExc_ValueError, self->opened ? "the index is closed" : "the index is not open");
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads ``a`` as ``*n`` items of ``size`` bytes (*n < 0: any number, set). */
+static int get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, const char *what) {
+    if (PyObject_GetBuffer(a, view, PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (view->len % size || (*n >= 0 && view->len != size * *n)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd-byte items", what, size);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    *n = view->len / size;
+    return 0;
+}
+
+static PyObject *id_or_none(uint32_t id) {
+    return id == FS_NO_WORD ? Py_NewRef(Py_None) : PyLong_FromUnsignedLong(id);
+}
+
+/* ---------------------------------------------------------------- opening and closing */
+
+static int Index_init(Index *self, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"path", NULL};
+    PyObject *path;
+    if (self->opened || self->path) {
+        PyErr_SetString(PyExc_RuntimeError, "the index is already open");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&", names, PyUnicode_FSDecoder, &path))
+        return -1;
+    self->path = path;
+    PyObject *encoded = PyUnicode_EncodeFSDefault(path);
+    if (!encoded)
+        return -1;
+    Failure failure = {0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = index_open(&self->index, PyBytes_AS_STRING(encoded), &failure);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(encoded);
+    if (rc < 0) {
+        raise_failure(path, &failure);
+        return -1;
+    }
+    self->opened = 1;
+    return 0;
+}
+
+static void Index_dealloc(Index *self) {
+    if (self->texts) {
+        for (uint32_t i = 0; i < self->index.store.vocab_size; i++)
+            Py_XDECREF(self->texts[i]);
+        PyMem_Free(self->texts);
+    }
+    if (self->opened)
+        index_free(&self->index);
+    Py_XDECREF(self->path);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Index_close(Index *self, PyObject *unused) {
+    (void)unused;
+    if (self->opened)
+        index_close(&self->index);
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------- words */
+
+/* word(id) -> bytes: the word with that id, as the model spells it. */
+static PyObject *Index_word(Index *self, PyObject *arg) {
+    if (check_open(self) < 0)
+        return NULL;
+    unsigned long long id = PyLong_AsUnsignedLongLong(arg);
+    if (id == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (id >= self->index.store.vocab_size) {
+        PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
+        return NULL;
+    }
+    size_t length;
+    const char *word = store_word(&self->index.store, (uint32_t)id, &length);
+    return PyBytes_FromStringAndSize(word, (Py_ssize_t)length);
+}
+
+/* ids(tokens, unknown) -> bytes of uint32: each token's id, ``unknown`` for those the
+ * vocabulary lacks; looked up without the GIL. */
+static PyObject *Index_ids(Index *self, PyObject *args) {
+    PyObject *tokens;
+    unsigned int unknown;
+    if (!PyArg_ParseTuple(args, "O!I:ids", &PyList_Type, &tokens, &unknown))
+        return NULL;
+    PyObject *held = PyList_AsTuple(tokens);  /* another thread may change the list meanwhile */
+    if (!held)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(held);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(held, i))) {
+            Py_DECREF(held);
+            PyErr_SetString(PyExc_TypeError, "tokens must be bytes");
+            return NULL;
+        }
+    }
+    Failure failure = {0};
+    PyObject *result = PyBytes_FromStringAndSize(NULL, n * 4);
+    if (!result || index_hold(&self->index, &failure) < 0) {
+        if (result)
+            raise_failure(self->path, &failure);
+        Py_XDECREF(result);
+        Py_DECREF(held);
+        return NULL;
+    }
+    uint32_t *ids = (uint32_t *)PyBytes_AS_STRING(result);
+    const Store *store = &self->index.store;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *token = PyTuple_GET_ITEM(held, i);
+        uint32_t id = store_word_id(store, PyBytes_AS_STRING(token), (size_t)PyBytes_GET_SIZE(token));
+        ids[i] = id == FS_NO_WORD ? unknown : id;
+    }
+    Py_END_ALLOW_THREADS
+    index_release(&self->index);
+    Py_DECREF(held);
+    return result;
+}
+
+/* The word ``id`` as a str (a new reference), decoded once and kept: the API names the
+ * same frequent words again and again. */
+static PyObject *word_text(Index *self, uint32_t id) {
+    if (!self->texts && !(self->texts = PyMem_Calloc(self->index.store.vocab_size, sizeof(PyObject *))))
+        return PyErr_NoMemory();
+    if (!self->texts[id]) {
+        size_t length;
+        const char *word = store_word(&self->index.store, id, &length);
+        if (!(self->texts[id] = PyUnicode_DecodeUTF8(word, (Py_ssize_t)length, "surrogateescape")))
+            return NULL;
+    }
+    return Py_NewRef(self->texts[id]);
+}
+
+/* ---------------------------------------------------------------- answers */
+
+/* ``word value`` fields joined by tabs (output.h) as bytes. */
+static PyObject *fields_bytes(Index *self, const Scored *answers, const double *values, Py_ssize_t n) {
+    int64_t size = fields_size(&self->index.store, answers, values, n);
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
+        return NULL;
+    }
+    PyObject *result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (result) {
+        char *start = PyBytes_AS_STRING(result);
+        char *end = write_fields(&self->index.store, answers, values, n, start);
+        if (_PyBytes_Resize(&result, end - start) < 0)
+            result = NULL;
+    }
+    return result;
+}
+
+/* One position's answer as (ids, scores): bytes of uint32 and of float64, best first. */
+static PyObject *answer_arrays(const Scored *answers, Py_ssize_t length) {
+    PyObject *ids = PyBytes_FromStringAndSize(NULL, length * 4);
+    PyObject *scores = PyBytes_FromStringAndSize(NULL, length * 8);
+    PyObject *pair = ids && scores ? PyTuple_Pack(2, ids, scores) : NULL;
+    Py_XDECREF(ids);
+    Py_XDECREF(scores);
+    if (!pair)
+        return NULL;
+    uint32_t *out_ids = (uint32_t *)PyBytes_AS_STRING(ids);
+    double *out_scores = (double *)PyBytes_AS_STRING(scores);
+    for (Py_ssize_t i = 0; i < length; i++) {
+        out_ids[i] = answers[i].word;
+        out_scores[i] = answers[i].score;
+    }
+    return pair;
+}
+
+/* One position's answer as a list of ``cls``(word text, score, p / sum p), best first: the
+ * API's substitutes, made by tuple's own constructor (``tuple.__new__(cls, items)``). */
+static PyObject *answer_records(Index *self, const Scored *answers, const double *probabilities,
+                                Py_ssize_t length, PyTypeObject *cls) {
+    PyObject *result = PyList_New(length);
+    for (Py_ssize_t i = 0; result && i < length; i++) {
+        PyObject *items = PyTuple_New(3), *record = NULL;
+        if (items) {
+            PyObject *word = word_text(self, answers[i].word);
+            PyTuple_SET_ITEM(items, 0, word);
+            PyTuple_SET_ITEM(items, 1, PyFloat_FromDouble(answers[i].score));
+            PyTuple_SET_ITEM(items, 2, PyFloat_FromDouble(probabilities[i]));
+            if (word && PyTuple_GET_ITEM(items, 1) && PyTuple_GET_ITEM(items, 2)) {
+                PyObject *pair = PyTuple_Pack(1, items);
+                record = pair ? PyTuple_Type.tp_new(cls, pair, NULL) : NULL;
+                Py_XDECREF(pair);
+            }
+            Py_DECREF(items);
+        }
+        if (!record) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, record);
+    }
+    return result;
+}
+
+/* What search() gives for each position. */
+enum { ANSWER_ARRAYS, ANSWER_FIELDS_SCORES, ANSWER_FIELDS_PROBABILITIES, ANSWER_RECORDS };
+
+static PyObject *answer_object(Index *self, const Answers *a, int64_t position, int kind, PyTypeObject *record) {
+    int64_t start = a->starts[position], length = a->starts[position + 1] - start;
+    const Scored *answers = a->answers + start;
+    switch (kind) {
+    case ANSWER_RECORDS:
+        return answer_records(self, answers, a->probabilities + start, length, record);
+    case ANSWER_FIELDS_SCORES:
+        return fields_bytes(self, answers, NULL, length);
+    case ANSWER_FIELDS_PROBABILITIES: {
+        int64_t kept = 0;  /* -z: down to the first p / sum p below NORMALIZED_FLOOR */
+        while (kept < length && !(a->probabilities[start + kept] < NORMALIZED_FLOOR))
+            kept++;
+        return fields_bytes(self, answers, a->probabilities + start, kept);
+    }
+    default:
+        return answer_arrays(answers, length);
+    }
+}
+
+/* Searches are made into Answers without the GIL in runs of at most this many
+ * substitutes (one release per run, not per position), then made into Python objects. */
+#define SEARCH_RUN_ANSWERS ((int64_t)1 << 16)
+
+static PyObject *Index_search(Index *self, PyObject *args) {
+    PyObject *sentence_object, *mass_object, *excluded_object, *record_object = Py_None;
+    Py_ssize_t first, last;
+    long long count;
+    int kind = ANSWER_ARRAYS;
+    if (!PyArg_ParseTuple(args, "OnnLOO|iO:search", &sentence_object, &first, &last, &count, &mass_object,
+                          &excluded_object, &kind, &record_object))
+        return NULL;
+    int has_record = record_object != Py_None;
+    PyTypeObject *record = has_record ? (PyTypeObject *)record_object : NULL;
+    if (kind < ANSWER_ARRAYS || kind > ANSWER_RECORDS || (kind == ANSWER_RECORDS) != has_record ||
+        (has_record && (!PyType_Check(record_object) || !PyType_IsSubtype(record, &PyTuple_Type)))) {
+        PyErr_SetString(PyExc_ValueError, "answer: 0 arrays, 1 fields, 2 fields of p / sum p, 3 records (with a "
+                        "tuple subclass)");
+        return NULL;
+    }
+    SearchLimits limits = {count, mass_object != Py_None, 0.0, NULL, 0};
+    if (limits.use_mass && (limits.mass = PyFloat_AsDouble(mass_object)) == -1.0 && PyErr_Occurred())
+        return NULL;
+    Py_buffer sentence, excluded;
+    Py_ssize_t n = -1, n_excluded = -1;
+    if (get_array(sentence_object, &sentence, 4, &n, "sentence") < 0)
+        return NULL;
+    if (get_array(excluded_object, &excluded, 4, &n_excluded, "excluded") < 0) {
+        PyBuffer_Release(&sentence);
+        return NULL;
+    }
+    limits.excluded = excluded.buf;
+    limits.n_excluded = n_excluded;
+    PyObject *results = NULL;
+    Searcher *k = NULL;
+    Failure failure = {0};
+    Answers batch = {0};
+    batch.normalized = kind == ANSWER_RECORDS || kind == ANSWER_FIELDS_PROBABILITIES;
+    if (first < 1 || last > n || first > last || n > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "targets outside 1 ... len(sentence) - 1");
+        goto out;
+    }
+    if (!(results = PyList_New(last - first)))
+        goto out;
+    Py_BEGIN_ALLOW_THREADS
+    k = index_take(&self->index, &failure);
+    Py_END_ALLOW_THREADS
+    if (!k) {
+        raise_failure(self->path, &failure);
+        Py_CLEAR(results);
+        goto out;
+    }
+    for (int target = (int)first; target < last;) {
+        int run_first = target, rc;
+        batch.n = batch.n_positions = 0;
+        Py_BEGIN_ALLOW_THREADS
+        rc = search_run(k, sentence.buf, (int)n, &target, (int)last, &limits, &batch, SEARCH_RUN_ANSWERS);
+        Py_END_ALLOW_THREADS
+        if (rc < 0) {
+            raise_failure(self->path, &k->reader.failure);
+            Py_CLEAR(results);
+            break;
+        }
+        for (int t = run_first; t < target; t++) {
+            PyObject *answer = answer_object(self, &batch, t - run_first, kind, record);
+            if (!answer) {
+                Py_CLEAR(results);
+                break;
+            }
+            PyList_SET_ITEM(results, t - first, answer);
+        }
+        if (!results)
+            break;
+    }
+    index_give_back(&self->index, k);
+out:
+    answers_free(&batch);
+    PyBuffer_Release(&sentence);
+    PyBuffer_Release(&excluded);
+    return results;
+}
+
+/* fields(ids, values) -> bytes: ``word value`` fields joined by tabs (output.h). */
+static PyObject *Index_fields(Index *self, PyObject *args) {
+    PyObject *ids_object, *values_object, *result = NULL;
+    if (!PyArg_ParseTuple(args, "OO:fields", &ids_object, &values_object) || check_open(self) < 0)
+        return NULL;
+    Py_buffer ids, values;
+    Py_ssize_t n = -1;
+    if (get_array(ids_object, &ids, 4, &n, "ids") < 0)
+        return NULL;
+    if (get_array(values_object, &values, 8, &n, "values") < 0) {
+        PyBuffer_Release(&ids);
+        return NULL;
+    }
+    Scored *answers = PyMem_Malloc((size_t)n * sizeof(Scored) + 1);
+    if (!answers) {
+        PyErr_NoMemory();
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++)
+            answers[i] = (Scored){((double *)values.buf)[i], ((uint32_t *)ids.buf)[i]};
+        result = fields_bytes(self, answers, NULL, n);
+        PyMem_Free(answers);
+    }
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&values);
+    return result;
+}
+
+/* ---------------------------------------------------------------- inspecting the index */
+
+static PyObject *Index_metadata(Index *self, PyObject *unused) {
+    (void)unused;
+    if (check_open(self) < 0)
+        return NULL;
+    return PyBytes_FromStringAndSize((const char *)self->index.store.meta, (Py_ssize_t)self->index.store.meta_len);
+}
+
+/* The word ids of a tuple of ints into ``ids`` (at most FS_MAX_ORDER); their number, or -1. */
+static int parse_ids(PyObject *tuple, uint32_t *ids) {
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    if (n < 1 || n > FS_MAX_ORDER) {
+        PyErr_SetString(PyExc_ValueError, "word ids: 1 ... the largest order");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long long id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(tuple, i));
+        if (id == (unsigned long long)-1 && PyErr_Occurred())
+            return -1;
+        ids[i] = id > FS_NO_WORD ? FS_NO_WORD : (uint32_t)id;
+    }
+    return (int)n;
+}
+
+/* Looks the pattern of order n + 1 (fixed words ``ids``, slot before ids[slot]) up through a
+ * read transaction of its own, for the tools (the search keeps its own): 1 found (*p, valid
+ * while the caller holds the index), 0 absent, -1 with the failure set. */
+static int find_once(Index *self, int slot, const uint32_t *ids, int n, PatternData *p, Failure *failure) {
+    const Store *s = &self->index.store;
+    uint8_t key[1 + 4 * FS_MAX_ORDER];
+    size_t key_len = n + 1 <= s->order ? store_pattern_key(s, slot, ids, n, key) : 0;
+    if (!key_len)
+        return 0;
+    MDB_txn *txn;
+    MDB_cursor *cursor;
+    int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+    if (rc) {
+        fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
+        return -1;
+    }
+    int found = -1;
+    if ((rc = mdb_cursor_open(txn, s->patterns[n + 1], &cursor)) == 0) {
+        found = store_find_pattern(s, cursor, n + 1, key, key_len, p, failure);
+        mdb_cursor_close(cursor);
+    } else {
+        fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
+    }
+    mdb_txn_abort(txn);
+    return found;
+}
+
+/* pattern(slot, ids) -> None | (ids, alpha, beta or None, positions): a copy of the
+ * pattern's fields (uint32, float32, float32, uint32 bytes), checked as a search checks it. */
+static PyObject *Index_pattern(Index *self, PyObject *args) {
+    int slot, n;
+    PyObject *fixed;
+    uint32_t ids[FS_MAX_ORDER];
+    if (!PyArg_ParseTuple(args, "iO!:pattern", &slot, &PyTuple_Type, &fixed) || check_open(self) < 0 ||
+        (n = parse_ids(fixed, ids)) < 0)
+        return NULL;
+    if (slot < 0 || slot > n) {
+        PyErr_SetString(PyExc_ValueError, "slot outside 0 ... the number of fixed words");
+        return NULL;
+    }
+    Failure failure = {0};
+    if (index_hold(&self->index, &failure) < 0)
+        return raise_failure(self->path, &failure);
+    const Store *s = &self->index.store;
+    PatternData p;
+    int found = find_once(self, slot, ids, n, &p, &failure);
+    PyObject *result = NULL;
+    if (found > 0) {
+        PyObject *out_ids = PyBytes_FromStringAndSize(NULL, 4 * (Py_ssize_t)p.count);
+        PyObject *alpha = PyBytes_FromStringAndSize((const char *)p.alpha, 4 * (Py_ssize_t)p.count);
+        PyObject *beta = p.beta ? PyBytes_FromStringAndSize((const char *)p.beta, 4 * (Py_ssize_t)p.count)
+                                : Py_NewRef(Py_None);
+        PyObject *positions = PyBytes_FromStringAndSize(NULL, 4 * (Py_ssize_t)p.count);
+        if (out_ids && alpha && beta && positions) {
+            for (uint32_t i = 0; i < p.count; i++) {
+                ((uint32_t *)PyBytes_AS_STRING(out_ids))[i] = pattern_id(s, &p, i);
+                ((uint32_t *)PyBytes_AS_STRING(positions))[i] = position_at(&p, i);
+            }
+            result = PyTuple_Pack(4, out_ids, alpha, beta, positions);
+        }
+        Py_XDECREF(out_ids);
+        Py_XDECREF(alpha);
+        Py_XDECREF(beta);
+        Py_XDECREF(positions);
+    } else if (found == 0) {
+        result = Py_NewRef(Py_None);
+    } else {
+        raise_failure(self->path, &failure);
+    }
+    index_release(&self->index);
+    return result;
+}
+
+/* ngram(ids) -> None | (alpha, beta): the scores of the n-gram ``ids`` (tuple of word ids). */
+static PyObject *Index_ngram(Index *self, PyObject *arg) {
+    uint32_t ids[FS_MAX_ORDER];
+    int n;
+    if (!PyTuple_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "ngram() takes a tuple of word ids");
+        return NULL;
+    }
+    if (check_open(self) < 0 || (n = parse_ids(arg, ids)) < 0)
+        return NULL;
+    const Store *s = &self->index.store;
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= s->vocab_size)
+            Py_RETURN_NONE;
+    if (n == 1)
+        return Py_BuildValue("(dd)", (double)s->unigram_alpha[ids[0]], (double)s->unigram_beta[ids[0]]);
+    Failure failure = {0};
+    if (index_hold(&self->index, &failure) < 0)
+        return raise_failure(self->path, &failure);
+    PatternData p;
+    int found = find_once(self, n - 1, ids, n - 1, &p, &failure);
+    int32_t at = found > 0 ? pattern_find(s, &p, ids[n - 1]) : -1;
+    PyObject *result = found < 0 ? raise_failure(self->path, &failure)
+                       : at < 0  ? Py_NewRef(Py_None)
+                                 : Py_BuildValue("(dd)", (double)p.alpha[at], p.beta ? (double)p.beta[at] : 0.0);
+    index_release(&self->index);
+    return result;
+}
+
+/* unigrams() -> (alpha, beta): copies of every word's unigram scores (float32 bytes). */
+static PyObject *Index_unigrams(Index *self, PyObject *unused) {
+    (void)unused;
+    if (check_open(self) < 0)
+        return NULL;
+    const Store *s = &self->index.store;
+    return Py_BuildValue("(y#y#)", (const char *)s->unigram_alpha, (Py_ssize_t)s->vocab_size * 4,
+                         (const char *)s->unigram_beta, (Py_ssize_t)s->vocab_size * 4);
+}
+
+/* check_patterns(order) -> (records, patterns, entries): every record of the order read and checked. */
+static PyObject *Index_check_patterns(Index *self, PyObject *arg) {
+    long order = PyLong_AsLong(arg);
+    if ((order == -1 && PyErr_Occurred()) || check_open(self) < 0)
+        return NULL;
+    const Store *s = &self->index.store;
+    if (order < 2 || order > s->order) {
+        PyErr_SetString(PyExc_ValueError, "order outside 2 ... the model's order");
+        return NULL;
+    }
+    Failure failure = {0};
+    if (index_hold(&self->index, &failure) < 0)
+        return raise_failure(self->path, &failure);
+    PatternCounts counts;
+    MDB_txn *txn;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+    if (rc)
+        fail(&failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
+    else {
+        rc = store_check_patterns(s, txn, (int)order, &counts, &failure);
+        mdb_txn_abort(txn);
+    }
+    Py_END_ALLOW_THREADS
+    index_release(&self->index);
+    if (rc)
+        return raise_failure(self->path, &failure);
+    return Py_BuildValue("(KKK)", (unsigned long long)counts.records, (unsigned long long)counts.patterns,
+                         (unsigned long long)counts.entries);
+}
+
+static PyObject *Index_check_arrays(Index *self, PyObject *unused) {
+    (void)unused;
+    Failure failure = {0};
+    if (check_open(self) < 0 || index_hold(&self->index, &failure) < 0)
+        return PyErr_Occurred() ? NULL : raise_failure(self->path, &failure);
+    int rc = store_check_arrays(&self->index.store, &failure);
+    index_release(&self->index);
+    if (rc)
+        return raise_failure(self->path, &failure);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Index_counters(Index *self, PyObject *unused) {
+    (void)unused;
+    unsigned long long t[6] = {0};
+    if (self->opened)
+        index_counters(&self->index, t);
+    return Py_BuildValue("(KKKKKK)", t[0], t[1], t[2], t[3], t[4], t[5]);
+}
+
+/* set_cache(records, kept_bytes): the cache sizes of searchers (for tests). */
+static PyObject *Index_set_cache(Index *self, PyObject *args) {
+    Py_ssize_t records, kept;
+    if (!PyArg_ParseTuple(args, "nn:set_cache", &records, &kept) || check_open(self) < 0)
+        return NULL;
+    if (records < 0 || kept < 0) {
+        PyErr_SetString(PyExc_ValueError, "cache sizes must not be negative");
+        return NULL;
+    }
+    index_set_cache(&self->index, (size_t)records, (size_t)kept);
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------- attributes */
+
+static PyObject *Index_get(Index *self, void *which) {
+    const Store *s = &self->index.store;
+    if (!self->opened) {
+        PyErr_SetString(PyExc_ValueError, "the index is not open");
+        return NULL;
+    }
+    switch ((int)(intptr_t)which) {
+    case 0: return PyLong_FromLong(s->order);
+    case 1: return PyLong_FromUnsignedLong(s->vocab_size);
+    case 2: return id_or_none(s->bos);
+    case 3: return id_or_none(s->eos);
+    case 4: return id_or_none(s->unk);
+    case 5: return PyLong_FromUnsignedLong(s->id_bytes);
+    case 6: {
+        PyObject *counts = PyTuple_New(s->order);
+        for (int m = 1; counts && m <= s->order; m++)
+            PyTuple_SET_ITEM(counts, m - 1, PyLong_FromUnsignedLongLong(s->counts[m]));
+        return counts;
+    }
+    case 7: {
+        PyObject *records = PyTuple_New(s->order - 1);
+        for (int m = 2; records && m <= s->order; m++)
+            PyTuple_SET_ITEM(records, m - 2, PyLong_FromUnsignedLongLong(s->records[m]));
+        return records;
+    }
+    case 8: return PyLong_FromLong(self->index.n_all);
+    default: return Py_NewRef(self->path);
+    }
+}
+
+static PyObject *Index_get_closed(Index *self, void *unused) {
+    (void)unused;
+    return PyBool_FromLong(!self->opened || self->index.closed);
+}
+
+#define GETTER(name, which, doc) {name, (getter)Index_get, NULL, doc, (void *)(intptr_t)(which)}
+static PyGetSetDef Index_getset[] = {
+    GETTER("order", 0, "The model's n-gram order."),
+    GETTER("vocab_size", 1, "Words in the model's vocabulary, <s> included."),
+    GETTER("bos_id", 2, "The id of <s>, or None."),
+    GETTER("eos_id", 3, "The id of </s>, or None."),
+    GETTER("unk_id", 4, "The id of <unk>, or None."),
+    GETTER("id_bytes", 5, "Bytes per word id in the index's keys and records."),
+    GETTER("counts", 6, "N-grams per order, 1 ... N."),
+    GETTER("records", 7, "Records of each pattern database, orders 2 ... N."),
+    GETTER("searchers", 8, "Searchers made so far: one per thread that searched while the others were busy."),
+    GETTER("path", 9, "The index's path, as given."),
+    {"closed", (getter)Index_get_closed, NULL, "Whether close() was called.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef Index_methods[] = {
+    {"close", (PyCFunction)Index_close, METH_NOARGS,
+     "close(): no more searches; the map is released once none runs (safe from any thread)."},
+    {"word", (PyCFunction)Index_word, METH_O, "word(id) -> bytes: the word with that id."},
+    {"ids", (PyCFunction)Index_ids, METH_VARARGS,
+     "ids(tokens: list of bytes, unknown: int) -> bytes of uint32: each token's id (``unknown`` for words\n"
+     "the vocabulary lacks)."},
+    {"search", (PyCFunction)Index_search, METH_VARARGS,
+     "search(sentence, first, last, count, mass, excluded, answer=0, record=None) -> list\n\n"
+     "The best ``count`` substitutes (at most V - 1; fewer when the -p rule with ``mass``, or None,\n"
+     "stops first) of positions first ... last - 1 of ``sentence`` (a uint32 buffer of word ids, <s>\n"
+     "and </s> included), never the ``excluded`` words (a uint32 buffer).  ``answer`` says what each\n"
+     "position gives: 0 (ids as bytes of uint32, scores as bytes of float64), 1 the text output's\n"
+     "fields, 2 those of p / sum p down to the first below 1e-8 (-z), 3 a list of ``record``(word,\n"
+     "score, p / sum p).  Runs without the GIL; any number of threads may search at once."},
+    {"fields", (PyCFunction)Index_fields, METH_VARARGS,
+     "fields(ids: uint32 array, values: float64 array) -> bytes: ``word value`` fields joined by tabs,\n"
+     "each value as ``b\"%.8f\" % value`` would write it."},
+    {"metadata", (PyCFunction)Index_metadata, METH_NOARGS,
+     "metadata() -> bytes: the index's msgpack metadata (checked against the header at open)."},
+    {"pattern", (PyCFunction)Index_pattern, METH_VARARGS,
+     "pattern(slot, fixed_ids) -> None | (ids, alpha, beta, positions): a copy of one pattern's fields."},
+    {"ngram", (PyCFunction)Index_ngram, METH_O,
+     "ngram(ids) -> None | (alpha, beta): the log10 probability and back-off weight of the n-gram ``ids``."},
+    {"unigrams", (PyCFunction)Index_unigrams, METH_NOARGS,
+     "unigrams() -> (alpha, beta): copies of every word's unigram log-probability and back-off weight\n"
+     "(bytes of float32, by word id)."},
+    {"check_patterns", (PyCFunction)Index_check_patterns, METH_O,
+     "check_patterns(order) -> (records, patterns, entries): read and check every record of the order."},
+    {"check_arrays", (PyCFunction)Index_check_arrays, METH_NOARGS,
+     "check_arrays(): check that the unigram and spelling orders sort the vocabulary."},
+    {"counters", (PyCFunction)Index_counters, METH_NOARGS,
+     "counters() -> (searches, words evaluated, list entries read, substitutes listed, pattern look-ups,\n"
+     "look-ups that read the index): totals over every search of this index."},
+    {"set_cache", (PyCFunction)Index_set_cache, METH_VARARGS,
+     "set_cache(records, kept_bytes): the cache slots of searchers made from now on, and the bytes of\n"
+     "rank maps and sorted prefixes each keeps from its next search (any sizes give the same answers)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject IndexType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fastsubs._kernel.Index",
+    .tp_basicsize = sizeof(Index),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Index(path)\n\nAn index opened read-only, memory-mapped and checked, with the searchers that read it.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Index_init,
+    .tp_dealloc = (destructor)Index_dealloc,
+    .tp_methods = Index_methods,
+    .tp_getset = Index_getset,
+};
+
+/* ---------------------------------------------------------------- module functions */
+
+static PyObject *thread_counters(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    unsigned long long work[4];
+    index_thread_work(work);
+    return Py_BuildValue("(KKKK)", work[0], work[1], work[2], work[3]);
+}
+
+static PyObject *checksum(PyObject *module, PyObject *args) {
+    (void)module;
+    Py_buffer key, body;
+    if (!PyArg_ParseTuple(args, "y*y*:checksum", &key, &body))
+        return NULL;
+    PyObject *result = PyLong_FromUnsignedLong(fs_checksum(key.buf, (size_t)key.len, body.buf, (size_t)body.len));
+    PyBuffer_Release(&key);
+    PyBuffer_Release(&body);
+    return result;
+}
+
+/* normalized(scores: float64 buffer, best first) -> bytes of float64: p / sum p (output.h). */
+static PyObject *normalized(PyObject *module, PyObject *arg) {
+    (void)module;
+    Py_buffer scores;
+    Py_ssize_t n = -1;
+    if (get_array(arg, &scores, 8, &n, "scores") < 0)
+        return NULL;
+    PyObject *result = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (result)
+        normalize(scores.buf, n, (double *)PyBytes_AS_STRING(result));
+    PyBuffer_Release(&scores);
+    return result;
+}
+
+static PyMethodDef module_methods[] = {
+    {"normalized", normalized, METH_O,
+     "normalized(scores: float64 buffer, best first) -> bytes of float64: p / sum p, p = 10^score."},
+    {"checksum", checksum, METH_VARARGS,
+     "checksum(key: bytes-like, body: bytes-like) -> int: fastsubs.format.record_checksum."},
+    {"thread_counters", thread_counters, METH_NOARGS,
+     "thread_counters() -> (searches, words evaluated, list entries read, substitutes listed): totals over\n"
+     "the searches the calling thread has made, on any index."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef kernel_module = {
+    PyModuleDef_HEAD_INIT, "fastsubs._kernel",
+    "The C core: indexes opened, checked and read in place, the exact search, output formatting.", -1,
+    module_methods, NULL, NULL, NULL, NULL,
+};
+
+/* The format's constants as the core was compiled with them (a test compares them with
+ * fastsubs/format.py). */
+static int add_number(PyObject *dict, const char *name, PyObject *value) {
+    int rc = value ? PyDict_SetItemString(dict, name, value) : -1;
+    Py_XDECREF(value);
+    return rc;
+}
+
+#define ADD_INT(name) (add_number(constants, #name, PyLong_FromLongLong((long long)FS_##name)) < 0)
+
+static PyObject *format_constants(void) {
+    static const char *arrays[] = FS_ARRAY_NAMES;
+    PyObject *constants = PyDict_New(), *names = PyTuple_New(FS_N_ARRAYS);
+    if (!constants || !names)
+        goto failed;
+    for (int a = 0; a < FS_N_ARRAYS; a++) {
+        PyObject *name = PyBytes_FromString(arrays[a]);
+        if (!name)
+            goto failed;
+        PyTuple_SET_ITEM(names, a, name);
+    }
+    if (PyDict_SetItemString(constants, "ARRAY_NAMES", names) < 0 ||
+        add_number(constants, "HEADER_MAGIC", PyBytes_FromStringAndSize(FS_HEADER_MAGIC, FS_HEADER_MAGIC_BYTES)) < 0 ||
+        add_number(constants, "MAGIC", PyUnicode_FromString(FS_META_MAGIC)) < 0 ||
+        add_number(constants, "META_DB", PyBytes_FromString(FS_META_DB)) < 0 ||
+        add_number(constants, "HEADER_KEY", PyBytes_FromString(FS_HEADER_KEY)) < 0 ||
+        add_number(constants, "META_KEY", PyBytes_FromString(FS_META_KEY)) < 0 ||
+        add_number(constants, "ARRAYS_DB", PyBytes_FromString(FS_ARRAYS_DB)) < 0 ||
+        add_number(constants, "PATTERNS_DB", PyBytes_FromString(FS_PATTERNS_DB)) < 0 ||
+        add_number(constants, "UNKNOWN_WORD_LOGPROB", PyFloat_FromDouble(FS_UNKNOWN_WORD_LOGPROB)) < 0 ||
+        add_number(constants, "HEADER_BYTES_2", PyLong_FromLong(FS_HEADER_BYTES(2))) < 0 ||
+        add_number(constants, "HEADER_BYTES_5", PyLong_FromLong(FS_HEADER_BYTES(5))) < 0 ||
+        add_number(constants, "POSITION_BYTES_256", PyLong_FromLong(FS_POSITION_BYTES(256u))) < 0 ||
+        add_number(constants, "POSITION_BYTES_257", PyLong_FromLong(FS_POSITION_BYTES(257u))) < 0 ||
+        add_number(constants, "POSITION_BYTES_65537", PyLong_FromLong(FS_POSITION_BYTES(65537u))) < 0 ||
+        ADD_INT(FORMAT_VERSION) || ADD_INT(H_MAGIC) || ADD_INT(H_VERSION) || ADD_INT(H_BYTES) || ADD_INT(H_ORDER) ||
+        ADD_INT(H_VOCAB_SIZE) || ADD_INT(H_ID_BYTES) || ADD_INT(H_BOS_ID) || ADD_INT(H_EOS_ID) || ADD_INT(H_UNK_ID) ||
+        ADD_INT(H_META_BYTES) || ADD_INT(H_META_CHECKSUM) || ADD_INT(H_ARRAYS) || ADD_INT(H_ARRAY_ENTRY) ||
+        ADD_INT(H_COUNTS) || ADD_INT(MAX_ORDER) || ADD_INT(R_CHECKSUM) || ADD_INT(R_KIND) || ADD_INT(R_FLAGS) ||
+        ADD_INT(R_PREVIOUS) || ADD_INT(HAS_PREVIOUS) || ADD_INT(BLOCK) || ADD_INT(PATTERN) || ADD_INT(END) ||
+        ADD_INT(BLOCK_RESTART) || ADD_INT(BLOCK_MAX_COUNT) || ADD_INT(END_KEY_BYTE) || ADD_INT(VALUE_WEIGHT) ||
+        ADD_INT(KEY_WEIGHT) || ADD_INT(NO_WORD))
+        goto failed;
+    Py_DECREF(names);
+    return constants;
+failed:
+    Py_XDECREF(names);
+    Py_XDECREF(constants);
+    return NULL;
+}
+
+PyMODINIT_FUNC PyInit__kernel(void) {
+    if (PyType_Ready(&IndexType) < 0)
+        return NULL;
+    PyObject *errors = PyImport_ImportModule("fastsubs.errors");
+    if (!errors)
+        return NULL;
+    NotAnIndexError = PyObject_GetAttrString(errors, "NotAnIndexError");
+    IndexVersionError = PyObject_GetAttrString(errors, "IndexVersionError");
+    DamagedIndexError = PyObject_GetAttrString(errors, "DamagedIndexError");
+    Py_DECREF(errors);
+    if (!NotAnIndexError || !IndexVersionError || !DamagedIndexError)
+        return NULL;
+    PyObject *module = PyModule_Create(&kernel_module);
+    if (!module)
+        return NULL;
+    PyObject *constants = format_constants();
+    int rc = constants ? PyModule_AddObjectRef(module, "FORMAT", constants) : -1;
+    Py_XDECREF(constants);
+    if (rc < 0 || PyModule_AddType(module, &IndexType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

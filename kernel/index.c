@@ -173,3 +173,80 @@ void index_set_cache(FsIndex *ix, size_t records, size_t kept_bytes) {
     ix->kept_bytes = kept_bytes;
     pthread_mutex_unlock(&ix->lock);
 }
+
+int index_find_pattern(FsIndex *ix, int slot, const uint32_t *ids, int n, PatternData *out, Failure *failure) {
+    const Store *s = &ix->store;
+    uint8_t key[1 + 4 * FS_MAX_ORDER];
+    size_t key_len = n >= 1 && n + 1 <= s->order ? store_pattern_key(s, slot, ids, n, key) : 0;
+    if (!key_len)
+        return 0;
+    MDB_txn *txn;
+    MDB_cursor *cursor;
+    int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+    if (rc) {
+        fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
+        return -1;
+    }
+    int found = -1;
+    if ((rc = mdb_cursor_open(txn, s->patterns[n + 1], &cursor)) == 0) {
+        found = store_find_pattern(s, cursor, n + 1, key, key_len, out, failure);
+        mdb_cursor_close(cursor);
+    } else {
+        fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
+    }
+    mdb_txn_abort(txn);
+    return found;
+}
+
+int index_ngram(FsIndex *ix, const uint32_t *ids, int n, double *alpha, double *beta, Failure *failure) {
+    const Store *s = &ix->store;
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= s->vocab_size)
+            return 0;
+    if (index_hold(ix, failure) < 0)
+        return -1;
+    int found = 1;
+    if (n == 1) {
+        *alpha = s->unigram_alpha[ids[0]];
+        *beta = s->unigram_beta[ids[0]];
+    } else {
+        PatternData p;
+        found = index_find_pattern(ix, n - 1, ids, n - 1, &p, failure);
+        int32_t at = found > 0 ? pattern_find(s, &p, ids[n - 1]) : -1;
+        if (found > 0 && at < 0)
+            found = 0;
+        if (found > 0) {
+            *alpha = p.alpha[at];
+            *beta = p.beta ? (double)p.beta[at] : 0.0;
+        }
+    }
+    index_release(ix);
+    return found;
+}
+
+int index_check_patterns(FsIndex *ix, int order, PatternCounts *counts, Failure *failure) {
+    if (order < 2 || order > ix->store.order) {
+        fail(failure, FS_EARGUMENT, "order outside 2 ... the model's order");
+        return -1;
+    }
+    if (index_hold(ix, failure) < 0)
+        return -1;
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(ix->store.env, NULL, MDB_RDONLY, &txn);
+    if (rc) {
+        fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
+    } else {
+        rc = store_check_patterns(&ix->store, txn, order, counts, failure);
+        mdb_txn_abort(txn);
+    }
+    index_release(ix);
+    return rc ? -1 : 0;
+}
+
+int index_check_arrays(FsIndex *ix, Failure *failure) {
+    if (index_hold(ix, failure) < 0)
+        return -1;
+    int rc = store_check_arrays(&ix->store, failure);
+    index_release(ix);
+    return rc;
+}

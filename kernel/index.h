@@ -52,6 +52,16 @@ void index_counters(FsIndex *ix, unsigned long long totals[6]);
 /* The cache sizes of Searchers (records: made from now on; kept bytes: from their next
  * search); any sizes give the same answers. */
 void index_set_cache(FsIndex *ix, size_t records, size_t kept_bytes);
+/* For the tools (verify, the tests, the bench), not the search, which keeps its own cursors:
+ * the pattern of order n + 1 whose fixed words are ``ids`` (slot before ids[slot]), through a
+ * read transaction of its own: 1 found (*out, valid while the caller holds the index), 0
+ * absent, -1 with the failure set. */
+int index_find_pattern(FsIndex *ix, int slot, const uint32_t *ids, int n, PatternData *out, Failure *failure);
+/* The scores of the n-gram ids[0 .. n): 1 found, 0 absent, -1 with the failure set. */
+int index_ngram(FsIndex *ix, const uint32_t *ids, int n, double *alpha, double *beta, Failure *failure);
+/* store_check_patterns and store_check_arrays, the index held meanwhile: 0, or -1. */
+int index_check_patterns(FsIndex *ix, int order, PatternCounts *counts, Failure *failure);
+int index_check_arrays(FsIndex *ix, Failure *failure);
 /* The work of the searches the calling thread has made, on any index: searches, words
  * evaluated, list entries read, substitutes listed.  index_counters sums every Searcher, and
  * a Searcher serves whichever thread is free, so a difference of those over one thread's

@@ -410,33 +410,6 @@ static int parse_ids(PyObject *tuple, uint32_t *ids) {
     return (int)n;
 }
 
-/* Looks the pattern of order n + 1 (fixed words ``ids``, slot before ids[slot]) up through a
- * read transaction of its own, for the tools (the search keeps its own): 1 found (*p, valid
- * while the caller holds the index), 0 absent, -1 with the failure set. */
-static int find_once(Index *self, int slot, const uint32_t *ids, int n, PatternData *p, Failure *failure) {
-    const Store *s = &self->index.store;
-    uint8_t key[1 + 4 * FS_MAX_ORDER];
-    size_t key_len = n + 1 <= s->order ? store_pattern_key(s, slot, ids, n, key) : 0;
-    if (!key_len)
-        return 0;
-    MDB_txn *txn;
-    MDB_cursor *cursor;
-    int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
-    if (rc) {
-        fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
-        return -1;
-    }
-    int found = -1;
-    if ((rc = mdb_cursor_open(txn, s->patterns[n + 1], &cursor)) == 0) {
-        found = store_find_pattern(s, cursor, n + 1, key, key_len, p, failure);
-        mdb_cursor_close(cursor);
-    } else {
-        fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
-    }
-    mdb_txn_abort(txn);
-    return found;
-}
-
 /* pattern(slot, ids) -> None | (ids, alpha, beta or None, positions): a copy of the
  * pattern's fields (uint32, float32, float32, uint32 bytes), checked as a search checks it. */
 static PyObject *Index_pattern(Index *self, PyObject *args) {
@@ -455,7 +428,7 @@ static PyObject *Index_pattern(Index *self, PyObject *args) {
         return raise_failure(self->path, &failure);
     const Store *s = &self->index.store;
     PatternData p;
-    int found = find_once(self, slot, ids, n, &p, &failure);
+    int found = index_find_pattern(&self->index, slot, ids, n, &p, &failure);
     PyObject *result = NULL;
     if (found > 0) {
         PyObject *out_ids = PyBytes_FromStringAndSize(NULL, 4 * (Py_ssize_t)p.count);
@@ -493,23 +466,12 @@ static PyObject *Index_ngram(Index *self, PyObject *arg) {
     }
     if (check_open(self) < 0 || (n = parse_ids(arg, ids)) < 0)
         return NULL;
-    const Store *s = &self->index.store;
-    for (int i = 0; i < n; i++)
-        if (ids[i] >= s->vocab_size)
-            Py_RETURN_NONE;
-    if (n == 1)
-        return Py_BuildValue("(dd)", (double)s->unigram_alpha[ids[0]], (double)s->unigram_beta[ids[0]]);
+    double alpha, beta;
     Failure failure = {0};
-    if (index_hold(&self->index, &failure) < 0)
+    int found = index_ngram(&self->index, ids, n, &alpha, &beta, &failure);
+    if (found < 0)
         return raise_failure(self->path, &failure);
-    PatternData p;
-    int found = find_once(self, n - 1, ids, n - 1, &p, &failure);
-    int32_t at = found > 0 ? pattern_find(s, &p, ids[n - 1]) : -1;
-    PyObject *result = found < 0 ? raise_failure(self->path, &failure)
-                       : at < 0  ? Py_NewRef(Py_None)
-                                 : Py_BuildValue("(dd)", (double)p.alpha[at], p.beta ? (double)p.beta[at] : 0.0);
-    index_release(&self->index);
-    return result;
+    return found ? Py_BuildValue("(dd)", alpha, beta) : Py_NewRef(Py_None);
 }
 
 /* unigrams() -> (alpha, beta): copies of every word's unigram scores (float32 bytes). */
@@ -527,27 +489,12 @@ static PyObject *Index_check_patterns(Index *self, PyObject *arg) {
     long order = PyLong_AsLong(arg);
     if ((order == -1 && PyErr_Occurred()) || check_open(self) < 0)
         return NULL;
-    const Store *s = &self->index.store;
-    if (order < 2 || order > s->order) {
-        PyErr_SetString(PyExc_ValueError, "order outside 2 ... the model's order");
-        return NULL;
-    }
-    Failure failure = {0};
-    if (index_hold(&self->index, &failure) < 0)
-        return raise_failure(self->path, &failure);
     PatternCounts counts;
-    MDB_txn *txn;
+    Failure failure = {0};
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
-    if (rc)
-        fail(&failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
-    else {
-        rc = store_check_patterns(s, txn, (int)order, &counts, &failure);
-        mdb_txn_abort(txn);
-    }
+    rc = index_check_patterns(&self->index, order > FS_MAX_ORDER ? 0 : (int)order, &counts, &failure);
     Py_END_ALLOW_THREADS
-    index_release(&self->index);
     if (rc)
         return raise_failure(self->path, &failure);
     return Py_BuildValue("(KKK)", (unsigned long long)counts.records, (unsigned long long)counts.patterns,
@@ -557,11 +504,9 @@ static PyObject *Index_check_patterns(Index *self, PyObject *arg) {
 static PyObject *Index_check_arrays(Index *self, PyObject *unused) {
     (void)unused;
     Failure failure = {0};
-    if (check_open(self) < 0 || index_hold(&self->index, &failure) < 0)
-        return PyErr_Occurred() ? NULL : raise_failure(self->path, &failure);
-    int rc = store_check_arrays(&self->index.store, &failure);
-    index_release(&self->index);
-    if (rc)
+    if (check_open(self) < 0)
+        return NULL;
+    if (index_check_arrays(&self->index, &failure) < 0)
         return raise_failure(self->path, &failure);
     Py_RETURN_NONE;
 }

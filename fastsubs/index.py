@@ -52,9 +52,17 @@ class Answer(enum.IntEnum):
     """What :meth:`SubstituteIndex.search` gives for each position."""
 
     ARRAYS = 0                #: (word ids, float64 scores), best first
-    FIELDS = 1                #: the text output's ``word score`` fields, as bytes
-    PROBABILITY_FIELDS = 2    #: ``word p/Σp`` fields down to the first p/Σp below 1e-8 (-z)
-    SUBSTITUTES = 3           #: a list of :class:`Substitute`
+    SUBSTITUTES = 1           #: a list of :class:`Substitute`
+
+
+class Render(enum.IntEnum):
+    """How :meth:`SubstituteIndex.render` writes each position (``kernel/render.h``)."""
+
+    LINE = 0                  #: ``word<TAB>fields``: fastsubs-query's text
+    FIELDS = 1                #: the fields alone (after a -t record)
+    JSON = 2                  #: a JSON object (``--format jsonl``)
+    SAMPLE_LINES = 3          #: ``word<TAB>sub`` per draw (``--sample``)
+    SAMPLE_JSON = 4           #: a JSON object listing the draws (``--sample --format jsonl``)
 
 
 class SubstituteIndex(Index):
@@ -141,6 +149,15 @@ class SubstituteIndex(Index):
         import numpy as np
 
         return [(np.frombuffer(words, fmt.ID_DTYPE), np.frombuffer(scores)) for words, scores in found]
+
+    def render(self, ids: bytes, first: int, last: int, limits: Limits, excluded: bytes,  # type: ignore[override]
+               kind: Render, words: list[bytes], **place: Any) -> bytes:
+        """The output fastsubs-query writes for positions ``first`` … ``last - 1`` of ``ids``,
+        ``words`` being the tokens shown for them; ``place``: ``line`` (from 1),
+        ``first_position`` (from 0), ``normalize`` (-z), ``name`` and ``id`` (-t), ``draws``
+        and ``seed`` (--sample).  Searched and written in C."""
+        return super().render(ids, first, last, limits.count, limits.mass, excluded, int(kind), words,  # type: ignore
+                              **place)
 
     # ------------------------------------------------------------------ the API
 

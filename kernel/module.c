@@ -8,7 +8,7 @@
 #include <Python.h>
 
 #include "index.h"
-#include "output.h"
+#include "render.h"
 
 static PyObject *NotAnIndexError, *IndexVersionError, *DamagedIndexError;  /* fastsubs.errors */
 
@@ -254,108 +254,235 @@ static PyObject *answer_records(Index *self, const Scored *answers, const double
     return result;
 }
 
-/* What search() gives for each position. */
-enum { ANSWER_ARRAYS, ANSWER_FIELDS_SCORES, ANSWER_FIELDS_PROBABILITIES, ANSWER_RECORDS };
+/* What search() gives for each position: arrays, or records. */
+enum { ANSWER_ARRAYS, ANSWER_RECORDS };
 
 static PyObject *answer_object(Index *self, const Answers *a, int64_t position, int kind, PyTypeObject *record) {
     int64_t start = a->starts[position], length = a->starts[position + 1] - start;
-    const Scored *answers = a->answers + start;
-    switch (kind) {
-    case ANSWER_RECORDS:
-        return answer_records(self, answers, a->probabilities + start, length, record);
-    case ANSWER_FIELDS_SCORES:
-        return fields_bytes(self, answers, NULL, length);
-    case ANSWER_FIELDS_PROBABILITIES: {
-        int64_t kept = 0;  /* -z: down to the first p / sum p below NORMALIZED_FLOOR */
-        while (kept < length && !(a->probabilities[start + kept] < NORMALIZED_FLOOR))
-            kept++;
-        return fields_bytes(self, answers, a->probabilities + start, kept);
-    }
-    default:
-        return answer_arrays(answers, length);
-    }
+    if (kind == ANSWER_RECORDS)
+        return answer_records(self, a->answers + start, a->probabilities + start, length, record);
+    return answer_arrays(a->answers + start, length);
 }
 
 /* Searches are made into Answers without the GIL in runs of at most this many
  * substitutes (one release per run, not per position), then made into Python objects. */
 #define SEARCH_RUN_ANSWERS ((int64_t)1 << 16)
 
-static PyObject *Index_search(Index *self, PyObject *args) {
-    PyObject *sentence_object, *mass_object, *excluded_object, *record_object = Py_None;
-    Py_ssize_t first, last;
-    long long count;
-    int kind = ANSWER_ARRAYS;
-    if (!PyArg_ParseTuple(args, "OnnLOO|iO:search", &sentence_object, &first, &last, &count, &mass_object,
-                          &excluded_object, &kind, &record_object))
-        return NULL;
-    int has_record = record_object != Py_None;
-    PyTypeObject *record = has_record ? (PyTypeObject *)record_object : NULL;
-    if (kind < ANSWER_ARRAYS || kind > ANSWER_RECORDS || (kind == ANSWER_RECORDS) != has_record ||
-        (has_record && (!PyType_Check(record_object) || !PyType_IsSubtype(record, &PyTuple_Type)))) {
-        PyErr_SetString(PyExc_ValueError, "answer: 0 arrays, 1 fields, 2 fields of p / sum p, 3 records (with a "
-                        "tuple subclass)");
-        return NULL;
-    }
-    SearchLimits limits = {count, mass_object != Py_None, 0.0, NULL, 0};
-    if (limits.use_mass && (limits.mass = PyFloat_AsDouble(mass_object)) == -1.0 && PyErr_Occurred())
-        return NULL;
+/* The arguments every search takes: a sentence's ids, its positions first ... last - 1, the
+ * limits and the excluded ids. */
+typedef struct {
     Py_buffer sentence, excluded;
-    Py_ssize_t n = -1, n_excluded = -1;
-    if (get_array(sentence_object, &sentence, 4, &n, "sentence") < 0)
-        return NULL;
-    if (get_array(excluded_object, &excluded, 4, &n_excluded, "excluded") < 0) {
-        PyBuffer_Release(&sentence);
-        return NULL;
+    SearchLimits limits;
+    Py_ssize_t n, first, last;
+} Query;
+
+static int query_args(Query *q, PyObject *sentence, Py_ssize_t first, Py_ssize_t last, long long count,
+                      PyObject *mass, PyObject *excluded) {
+    q->limits = (SearchLimits){count, mass != Py_None, 0.0, NULL, 0};
+    if (q->limits.use_mass && (q->limits.mass = PyFloat_AsDouble(mass)) == -1.0 && PyErr_Occurred())
+        return -1;
+    Py_ssize_t n_excluded = -1;
+    q->n = -1;
+    if (get_array(sentence, &q->sentence, 4, &q->n, "sentence") < 0)
+        return -1;
+    if (get_array(excluded, &q->excluded, 4, &n_excluded, "excluded") < 0) {
+        PyBuffer_Release(&q->sentence);
+        return -1;
     }
-    limits.excluded = excluded.buf;
-    limits.n_excluded = n_excluded;
-    PyObject *results = NULL;
-    Searcher *k = NULL;
-    Failure failure = {0};
-    Answers batch = {0};
-    batch.normalized = kind == ANSWER_RECORDS || kind == ANSWER_FIELDS_PROBABILITIES;
-    if (first < 1 || last > n || first > last || n > INT_MAX) {
+    q->limits.excluded = q->excluded.buf;
+    q->limits.n_excluded = n_excluded;
+    q->first = first;
+    q->last = last;
+    if (first < 1 || last > q->n || first > last || q->n > INT_MAX) {
         PyErr_SetString(PyExc_ValueError, "targets outside 1 ... len(sentence) - 1");
-        goto out;
+        PyBuffer_Release(&q->sentence);
+        PyBuffer_Release(&q->excluded);
+        return -1;
     }
-    if (!(results = PyList_New(last - first)))
-        goto out;
+    return 0;
+}
+
+static void query_release(Query *q) {
+    PyBuffer_Release(&q->sentence);
+    PyBuffer_Release(&q->excluded);
+}
+
+/* What to do with a run's answers (positions run_first ...): 0, or -1 (with the GIL: an
+ * exception set; without it: the failure of ``context``'s making). */
+typedef int (*RunDone)(Index *self, const Answers *run, int run_first, void *context);
+
+/* Searches the query's positions run by run into ``run``, calling ``without_gil`` (if any)
+ * while the GIL is released and ``with_gil`` (if any) once it is taken again: 0, or -1
+ * with an exception set. */
+static int search_runs(Index *self, const Query *q, Answers *run, RunDone without_gil, RunDone with_gil,
+                       void *context) {
+    Failure failure = {0};
+    Searcher *k;
     Py_BEGIN_ALLOW_THREADS
     k = index_take(&self->index, &failure);
     Py_END_ALLOW_THREADS
     if (!k) {
         raise_failure(self->path, &failure);
-        Py_CLEAR(results);
-        goto out;
+        return -1;
     }
-    for (int target = (int)first; target < last;) {
-        int run_first = target, rc;
-        batch.n = batch.n_positions = 0;
+    int rc = 0;
+    for (int target = (int)q->first; rc == 0 && target < q->last;) {
+        int run_first = target, done = 0;
+        run->n = run->n_positions = 0;
         Py_BEGIN_ALLOW_THREADS
-        rc = search_run(k, sentence.buf, (int)n, &target, (int)last, &limits, &batch, SEARCH_RUN_ANSWERS);
+        rc = search_run(k, q->sentence.buf, (int)q->n, &target, (int)q->last, &q->limits, run, SEARCH_RUN_ANSWERS);
+        if (rc == 0 && without_gil)
+            done = without_gil(self, run, run_first, context);
         Py_END_ALLOW_THREADS
-        if (rc < 0) {
+        if (rc < 0)
             raise_failure(self->path, &k->reader.failure);
-            Py_CLEAR(results);
-            break;
-        }
-        for (int t = run_first; t < target; t++) {
-            PyObject *answer = answer_object(self, &batch, t - run_first, kind, record);
-            if (!answer) {
-                Py_CLEAR(results);
-                break;
-            }
-            PyList_SET_ITEM(results, t - first, answer);
-        }
-        if (!results)
-            break;
+        else if (done < 0)
+            rc = (PyErr_NoMemory(), -1);
+        else if (with_gil)
+            rc = with_gil(self, run, run_first, context);
     }
     index_give_back(&self->index, k);
-out:
-    answers_free(&batch);
-    PyBuffer_Release(&sentence);
-    PyBuffer_Release(&excluded);
-    return results;
+    return rc;
+}
+
+/* search(): each position's answer made a Python object. */
+typedef struct {
+    PyObject *results;
+    Py_ssize_t first;
+    int kind;
+    PyTypeObject *record;
+} Objects;
+
+static int make_objects(Index *self, const Answers *run, int run_first, void *context) {
+    Objects *o = context;
+    for (int64_t p = 0; p < run->n_positions; p++) {
+        PyObject *answer = answer_object(self, run, p, o->kind, o->record);
+        if (!answer)
+            return -1;
+        PyList_SET_ITEM(o->results, run_first + p - o->first, answer);
+    }
+    return 0;
+}
+
+static PyObject *Index_search(Index *self, PyObject *args) {
+    PyObject *sentence, *mass, *excluded, *record_object = Py_None;
+    Py_ssize_t first, last;
+    long long count;
+    int kind = ANSWER_ARRAYS;
+    if (!PyArg_ParseTuple(args, "OnnLOO|iO:search", &sentence, &first, &last, &count, &mass, &excluded, &kind,
+                          &record_object))
+        return NULL;
+    int has_record = record_object != Py_None;
+    PyTypeObject *record = has_record ? (PyTypeObject *)record_object : NULL;
+    if ((kind != ANSWER_ARRAYS && kind != ANSWER_RECORDS) || (kind == ANSWER_RECORDS) != has_record ||
+        (has_record && (!PyType_Check(record_object) || !PyType_IsSubtype(record, &PyTuple_Type)))) {
+        PyErr_SetString(PyExc_ValueError, "answer: 0 arrays, or 1 records (with a tuple subclass)");
+        return NULL;
+    }
+    Query q;
+    if (query_args(&q, sentence, first, last, count, mass, excluded) < 0)
+        return NULL;
+    Answers run = {0};
+    run.normalized = kind == ANSWER_RECORDS;
+    Objects objects = {PyList_New(last - first), first, kind, record};
+    if (objects.results && search_runs(self, &q, &run, NULL, make_objects, &objects) < 0)
+        Py_CLEAR(objects.results);
+    answers_free(&run);
+    query_release(&q);
+    return objects.results;
+}
+
+/* render(): the positions' output text, with the places it names. */
+typedef struct {
+    Text text;
+    Rendering rendering;
+    PyObject *words;            /* a tuple: the word shown for each position */
+    Place place;                /* line, name and id; position and word set per position */
+    Py_ssize_t first, first_position;
+    int64_t *draws;
+    double *cumulative;
+} Rendered;
+
+static int render_run(Index *self, const Answers *run, int run_first, void *context) {
+    Rendered *r = context;
+    const Store *s = &self->index.store;
+    for (int64_t p = 0; p < run->n_positions; p++) {
+        int64_t start = run->starts[p], n = run->starts[p + 1] - start;
+        PyObject *word = PyTuple_GET_ITEM(r->words, run_first + p - r->first);
+        r->place.position = r->first_position + run_first + p - r->first;
+        r->place.word = (const uint8_t *)PyBytes_AS_STRING(word);
+        r->place.word_len = (size_t)PyBytes_GET_SIZE(word);
+        if (r->rendering.draws && n > 0) {
+            double *cumulative = realloc(r->cumulative, (size_t)n * sizeof(double));
+            if (!cumulative)
+                return -1;
+            r->cumulative = cumulative;
+        }
+        render_position(&r->text, s, &r->rendering, &r->place, run->answers + start, run->probabilities + start, n,
+                        r->draws, r->cumulative);
+    }
+    return r->text.failed ? -1 : 0;
+}
+
+static PyObject *Index_render(Index *self, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"sentence", "first", "last", "count", "mass", "excluded", "kind", "words", "line",
+                            "first_position", "normalize", "name", "id", "draws", "seed", NULL};
+    PyObject *sentence, *mass, *excluded, *words, *name = Py_None, *id = Py_None, *seed_object = NULL;
+    Py_ssize_t first, last, first_position = 0;
+    long long count, line = 0, draws = 0;
+    int kind, normalize = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OnnLOOiO!|$LnpOOLO!:render", names, &sentence, &first, &last,
+                                     &count, &mass, &excluded, &kind, &PyList_Type, &words, &line,
+                                     &first_position, &normalize, &name, &id, &draws, &PyLong_Type, &seed_object))
+        return NULL;
+    unsigned long long seed = seed_object ? PyLong_AsUnsignedLongLong(seed_object) : 0;
+    if (seed == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    int samples = kind == RENDER_SAMPLE_LINES || kind == RENDER_SAMPLE_JSON;
+    if (kind < RENDER_LINE || kind > RENDER_SAMPLE_JSON || PyList_GET_SIZE(words) != last - first ||
+        (samples && draws < 1) || (name == Py_None) != (id == Py_None) ||
+        (name != Py_None && (!PyBytes_Check(name) || !PyBytes_Check(id)))) {
+        PyErr_SetString(PyExc_ValueError, "render: a kind of render.h, a word per position, draws >= 1 for "
+                        "samples, and name and id both bytes or both None");
+        return NULL;
+    }
+    Rendered r = {{0}};
+    r.rendering = (Rendering){kind, normalize, samples ? draws : 0, seed};
+    r.place.line = line;
+    if (name != Py_None) {
+        r.place.name = (const uint8_t *)PyBytes_AS_STRING(name);
+        r.place.name_len = (size_t)PyBytes_GET_SIZE(name);
+        r.place.id = (const uint8_t *)PyBytes_AS_STRING(id);
+        r.place.id_len = (size_t)PyBytes_GET_SIZE(id);
+    }
+    r.first = first;
+    r.first_position = first_position;
+    if (!(r.words = PyList_AsTuple(words)))  /* another thread may change the list meanwhile */
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(r.words); i++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(r.words, i))) {
+            Py_DECREF(r.words);
+            PyErr_SetString(PyExc_TypeError, "words must be bytes");
+            return NULL;
+        }
+    }
+    PyObject *result = NULL;
+    Query q;
+    if (query_args(&q, sentence, first, last, count, mass, excluded) == 0) {
+        Answers run = {0};
+        run.normalized = 1;
+        if (samples && !(r.draws = malloc((size_t)draws * sizeof(int64_t))))
+            PyErr_NoMemory();
+        else if (search_runs(self, &q, &run, render_run, NULL, &r) == 0)
+            result = PyBytes_FromStringAndSize(r.text.data, (Py_ssize_t)r.text.len);
+        answers_free(&run);
+        query_release(&q);
+    }
+    text_free(&r.text);
+    free(r.draws);
+    free(r.cumulative);
+    Py_DECREF(r.words);
+    return result;
 }
 
 /* fields(ids, values) -> bytes: ``word value`` fields joined by tabs (output.h). */
@@ -597,9 +724,15 @@ static PyMethodDef Index_methods[] = {
      "The best ``count`` substitutes (at most V - 1; fewer when the -p rule with ``mass``, or None,\n"
      "stops first) of positions first ... last - 1 of ``sentence`` (a uint32 buffer of word ids, <s>\n"
      "and </s> included), never the ``excluded`` words (a uint32 buffer).  ``answer`` says what each\n"
-     "position gives: 0 (ids as bytes of uint32, scores as bytes of float64), 1 the text output's\n"
-     "fields, 2 those of p / sum p down to the first below 1e-8 (-z), 3 a list of ``record``(word,\n"
-     "score, p / sum p).  Runs without the GIL; any number of threads may search at once."},
+     "position gives: 0 (ids as bytes of uint32, scores as bytes of float64), or 1 a list of\n"
+     "``record``(word, score, p / sum p).  Runs without the GIL; any number of threads may search at once."},
+    {"render", (PyCFunction)Index_render, METH_VARARGS | METH_KEYWORDS,
+     "render(sentence, first, last, count, mass, excluded, kind, words, *, line=0, first_position=0,\n"
+     "normalize=False, name=None, id=None, draws=0, seed=0) -> bytes\n\n"
+     "The output of positions first ... last - 1 (searched as search() does) in one of fastsubs-query's\n"
+     "formats (``kind``, kernel/render.h: 0 text lines, 1 fields alone, 2 JSON lines, 3 sample lines,\n"
+     "4 samples as JSON), ``words`` (bytes) naming the token of each position, ``line`` the input line\n"
+     "(from 1), ``first_position`` the position of the first (from 0), ``name`` and ``id`` a -t record's."},
     {"fields", (PyCFunction)Index_fields, METH_VARARGS,
      "fields(ids: uint32 array, values: float64 array) -> bytes: ``word value`` fields joined by tabs,\n"
      "each value as ``b\"%.8f\" % value`` would write it."},
@@ -673,7 +806,26 @@ static PyObject *normalized(PyObject *module, PyObject *arg) {
     return result;
 }
 
+/* json_number(value) -> bytes: a finite float as the JSON lines write it (render.h). */
+static PyObject *json_number(PyObject *module, PyObject *arg) {
+    (void)module;
+    double value = PyFloat_AsDouble(arg);
+    if (value == -1.0 && PyErr_Occurred())
+        return NULL;
+    if (!isfinite(value)) {
+        PyErr_SetString(PyExc_ValueError, "json_number() takes a finite number");
+        return NULL;
+    }
+    Text t = {0};
+    text_repr(&t, value);
+    PyObject *result = t.failed ? PyErr_NoMemory() : PyBytes_FromStringAndSize(t.data, (Py_ssize_t)t.len);
+    text_free(&t);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"json_number", json_number, METH_O,
+     "json_number(value: float) -> bytes: a finite number as the JSON lines write it (as Python's repr())."},
     {"normalized", normalized, METH_O,
      "normalized(scores: float64 buffer, best first) -> bytes of float64: p / sum p, p = 10^score."},
     {"checksum", checksum, METH_VARARGS,

@@ -72,7 +72,8 @@ def query(
                                          help="Print N 'word<TAB>sub' draws per position ('name<TAB>id<TAB>word"
                                               "<TAB>sub' with -t), in proportion to 10^lp over the listed "
                                               "substitutes (wordsub-n)."),
-    seed: int = typer.Option(0, "--seed", min=0, help="Random seed for --sample (same output for any --workers)."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**64 - 1,
+                             help="Random seed for --sample (same output for any --workers)."),
     exclude: Optional[list[str]] = typer.Option(None, "--exclude", metavar="WORD",
                                                 help="Never list WORD as a substitute (repeatable): the lists hold "
                                                      "the exact top K of the other words."),

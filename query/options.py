@@ -50,8 +50,8 @@ class QueryOptions:
             raise ArgumentError(f"format must be one of {', '.join(FORMATS)}, got {self.format!r}")
         if self.sample is not None and not _whole(self.sample, 1):
             raise ArgumentError(f"sample must be a whole number of at least 1, got {self.sample!r}")
-        if not _whole(self.seed, 0):
-            raise ArgumentError(f"seed must be a whole number of at least 0, got {self.seed!r}")
+        if not _whole(self.seed, 0) or self.seed >= 2**64:
+            raise ArgumentError(f"seed must be a whole number within 0 … 2**64 - 1, got {self.seed!r}")
         words = tuple(word.decode("utf-8", "surrogateescape") for word in word_list(self.exclude))
         object.__setattr__(self, "exclude", words)
 

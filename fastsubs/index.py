@@ -31,13 +31,16 @@ import struct
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fastsubs import format as fmt
 from fastsubs._kernel import Index, thread_counters
 from fastsubs.errors import ArgumentError
 from fastsubs.limits import Limits, SearchStats
 from fastsubs.tokens import SENTENCE_MARKERS, Token, as_bytes, tokenize, word_list
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class Substitute(NamedTuple):
@@ -46,6 +49,21 @@ class Substitute(NamedTuple):
     word: str
     logprob: float
     probability: float
+
+
+class Batch(NamedTuple):
+    """The substitutes of many sentences as arrays (:meth:`SubstituteIndex.batch`).
+
+    Position i (counted over all the sentences, each its tokens then ``</s>``) lists
+    ``ids[positions[i]:positions[i + 1]]`` with their log10 scores in ``scores``, best first;
+    sentence j is positions ``sentences[j]`` … ``sentences[j + 1] - 1``.  Map ids to words
+    with :meth:`SubstituteIndex.words`.
+    """
+
+    ids: np.ndarray           #: uint32, the substitutes' word ids
+    scores: np.ndarray        #: float64, their log10 scores lp
+    positions: np.ndarray     #: int64, where each position's substitutes begin (one more at the end)
+    sentences: np.ndarray     #: int64, where each sentence's positions begin (one more at the end)
 
 
 class Answer(enum.IntEnum):
@@ -86,6 +104,7 @@ class SubstituteIndex(Index):
         super().__init__(os.fspath(path))
         self._excluded: dict[tuple[bytes, ...], bytes] = {}
         self._warned: set[tuple[bytes, ...]] = set()
+        self._words: list[str] | None = None
 
     def __enter__(self) -> SubstituteIndex:
         return self
@@ -191,6 +210,47 @@ class SubstituteIndex(Index):
             words = [w for w in map(as_bytes, tokens) if w not in SENTENCE_MARKERS]
         return self.search(self.sentence_ids(words), 1, len(words) + 2, Limits.from_options(n, p),
                            self._checked_exclusion(exclude), Answer.SUBSTITUTES)
+
+    def batch(self, sentences: Iterable[Sequence[Token] | str], *, n: int | None = None, p: float | None = None,
+              exclude: Iterable[Token] = (), eos: bool = True) -> Batch:
+        """The substitutes of every position of ``sentences`` as numpy arrays (:class:`Batch`):
+        for pipelines that want numbers, not objects.  The whole batch is searched in one
+        release of the GIL, so threads sharing one open index search at once; no Python
+        object is made per substitute.  A string is split on whitespace; ``<s>``/``</s>``
+        tokens are dropped; ``eos=False`` leaves out the ``</s>`` positions.
+
+        >>> found = index.batch(["the cat sat", "a dog"], n=10)    # doctest: +SKIP
+        >>> words = index.words()
+        >>> [words[i] for i in found.ids[found.positions[0]:found.positions[1]]]   # doctest: +SKIP
+        ['the', 'a', ...]
+        """
+        import numpy as np
+
+        limits = Limits.from_options(n, p)
+        excluded = self._checked_exclusion(exclude)
+        tokens: list[bytes] = []
+        starts = [0]
+        for sentence in sentences:
+            if isinstance(sentence, str):
+                words = tokenize(as_bytes(sentence))
+            else:
+                words = [w for w in map(as_bytes, sentence) if w not in SENTENCE_MARKERS]
+            tokens += [b"<s>", *words, b"</s>"]
+            starts.append(len(tokens))
+        unknown = self.unk_id
+        ids = self.ids(tokens, fmt.NO_WORD if unknown is None else unknown)
+        sentence_starts = np.array(starts, dtype=np.int64)
+        words, scores, offsets = self.search_batch(ids, sentence_starts.tobytes(), limits.count, limits.mass,
+                                                   excluded, eos)
+        per_sentence = np.diff(sentence_starts) - (1 if eos else 2)
+        return Batch(np.frombuffer(words, fmt.ID_DTYPE), np.frombuffer(scores), np.frombuffer(offsets, np.int64),
+                     np.concatenate(([0], np.cumsum(per_sentence))).astype(np.int64))
+
+    def words(self) -> list[str]:
+        """Every word of the vocabulary, by id (made once, then kept): maps a :class:`Batch`'s ids."""
+        if self._words is None:
+            self._words = [self.word(i).decode("utf-8", "surrogateescape") for i in range(self.vocab_size)]
+        return self._words
 
     def sentences(self, sentences: Iterable[Sequence[Token] | str], *, n: int | None = None,
                   p: float | None = None, exclude: Iterable[Token] = ()) -> Iterator[list[list[Substitute]]]:

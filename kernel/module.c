@@ -392,6 +392,89 @@ static PyObject *Index_search(Index *self, PyObject *args) {
     return objects.results;
 }
 
+/* search_batch(ids, starts, count, mass, excluded, eos) -> (word ids, scores, offsets): the
+ * substitutes of every position of every sentence (sentence s is ids[starts[s] ..
+ * starts[s + 1]), <s> and </s> included; its positions 1 ... n - 2, and n - 1 (</s>) with
+ * ``eos``), searched in one release of the GIL: uint32 and float64 bytes, position by
+ * position, best first, and int64 bytes of where each position's begin (one more at the end). */
+static PyObject *Index_search_batch(Index *self, PyObject *args) {
+    PyObject *ids_object, *starts_object, *mass, *excluded_object;
+    long long count;
+    int eos;
+    if (!PyArg_ParseTuple(args, "OOLOOp:search_batch", &ids_object, &starts_object, &count, &mass, &excluded_object,
+                          &eos))
+        return NULL;
+    Py_buffer ids, starts, excluded;
+    Py_ssize_t n_ids = -1, n_starts = -1, n_excluded = -1;
+    SearchLimits limits = {count, mass != Py_None, 0.0, NULL, 0};
+    if (limits.use_mass && (limits.mass = PyFloat_AsDouble(mass)) == -1.0 && PyErr_Occurred())
+        return NULL;
+    if (get_array(ids_object, &ids, 4, &n_ids, "ids") < 0)
+        return NULL;
+    if (get_array(starts_object, &starts, 8, &n_starts, "starts") < 0) {
+        PyBuffer_Release(&ids);
+        return NULL;
+    }
+    if (get_array(excluded_object, &excluded, 4, &n_excluded, "excluded") < 0) {
+        PyBuffer_Release(&ids);
+        PyBuffer_Release(&starts);
+        return NULL;
+    }
+    limits.excluded = excluded.buf;
+    limits.n_excluded = n_excluded;
+    const int64_t *start = starts.buf;
+    PyObject *result = NULL;
+    int ok = n_starts >= 1 && start[0] == 0 && start[n_starts - 1] == n_ids;
+    for (Py_ssize_t s = 0; ok && s + 1 < n_starts; s++)
+        ok = start[s + 1] - start[s] >= 2 && start[s + 1] - start[s] <= INT_MAX;
+    Failure failure = {0};
+    Answers all = {0};
+    Searcher *k = NULL;
+    int rc = 0;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "starts: 0, ..., len(ids), each sentence two ids or more");
+        goto out;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (!(k = index_take(&self->index, &failure)))
+        rc = -1;
+    for (Py_ssize_t s = 0; rc == 0 && s + 1 < n_starts; s++) {
+        int n = (int)(start[s + 1] - start[s]), target = 1;
+        rc = search_run(k, (const uint32_t *)ids.buf + start[s], n, &target, eos ? n : n - 1, &limits, &all,
+                        INT64_MAX);
+    }
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        raise_failure(self->path, k ? &k->reader.failure : &failure);
+    } else {
+        PyObject *words = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)all.n * 4);
+        PyObject *scores = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)all.n * 8);
+        PyObject *offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(all.n_positions + 1) * 8);
+        if (words && scores && offsets) {
+            for (int64_t i = 0; i < all.n; i++) {
+                ((uint32_t *)PyBytes_AS_STRING(words))[i] = all.answers[i].word;
+                ((double *)PyBytes_AS_STRING(scores))[i] = all.answers[i].score;
+            }
+            int64_t *out_offsets = (int64_t *)PyBytes_AS_STRING(offsets);
+            out_offsets[0] = 0;
+            if (all.n_positions)
+                memcpy(out_offsets, all.starts, (size_t)(all.n_positions + 1) * 8);
+            result = PyTuple_Pack(3, words, scores, offsets);
+        }
+        Py_XDECREF(words);
+        Py_XDECREF(scores);
+        Py_XDECREF(offsets);
+    }
+    if (k)
+        index_give_back(&self->index, k);
+out:
+    answers_free(&all);
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&excluded);
+    return result;
+}
+
 /* render(): the positions' output text, with the places it names. */
 typedef struct {
     Text text;
@@ -726,6 +809,11 @@ static PyMethodDef Index_methods[] = {
      "and </s> included), never the ``excluded`` words (a uint32 buffer).  ``answer`` says what each\n"
      "position gives: 0 (ids as bytes of uint32, scores as bytes of float64), or 1 a list of\n"
      "``record``(word, score, p / sum p).  Runs without the GIL; any number of threads may search at once."},
+    {"search_batch", (PyCFunction)Index_search_batch, METH_VARARGS,
+     "search_batch(ids, starts, count, mass, excluded, eos) -> (word ids, scores, offsets)\n\n"
+     "The substitutes of every position of many sentences (sentence s: ids[starts[s] .. starts[s + 1]),\n"
+     "uint32 ids with <s> and </s>; starts int64), searched in one release of the GIL: uint32 ids and\n"
+     "float64 scores, position by position, best first, and int64 offsets of the positions' answers."},
     {"render", (PyCFunction)Index_render, METH_VARARGS | METH_KEYWORDS,
      "render(sentence, first, last, count, mass, excluded, kind, words, *, line=0, first_position=0,\n"
      "normalize=False, name=None, id=None, draws=0, seed=0) -> bytes\n\n"

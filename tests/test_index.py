@@ -287,3 +287,43 @@ def test_a_model_without_s_lists_at_most_v_minus_1_words(tmp_path: Path) -> None
         for position in range(3):
             assert len(index.position(["a", "b"], position, n=10)) == 3
             assert len(index.position(["a", "b"], position, n=10, exclude=["c"])) == 2
+
+
+def test_batch_holds_what_sentence_lists(small_index: Path) -> None:
+    """The array interface lists, position by position, what ``sentence()`` lists: the same
+    words and scores, for any limits, exclusions, empty sentences and without ``</s>``."""
+    from conftest import shared
+
+    lines = shared("heldout-dev.txt").read_text().splitlines()[:12] + ["", "<s> </s>"]
+    with SubstituteIndex(small_index) as index:
+        words = index.words()
+        for options in ({"n": 7}, {"p": 0.8}, {"n": 30, "exclude": ["</s>", "the", ","]}):
+            for eos in (True, False):
+                found = index.batch(lines, eos=eos, **options)
+                assert found.ids.dtype == np.uint32 and found.scores.dtype == np.float64
+                assert len(found.sentences) == len(lines) + 1 and found.sentences[-1] == len(found.positions) - 1
+                for number, line in enumerate(lines):
+                    expected = index.sentence(line, **options)[:None if eos else -1]
+                    first = found.sentences[number]
+                    assert found.sentences[number + 1] - first == len(expected)
+                    for offset, subs in enumerate(expected):
+                        start, end = found.positions[first + offset:first + offset + 2]
+                        assert [words[i] for i in found.ids[start:end]] == [s.word for s in subs]
+                        assert found.scores[start:end].tolist() == [s.logprob for s in subs]
+
+
+def test_threads_share_one_index_through_batches(small_index: Path) -> None:
+    """Four threads' batches on one open index give what one thread's give."""
+    from conftest import shared
+
+    lines = shared("heldout-dev.txt").read_text().splitlines()[:40]
+    with SubstituteIndex(small_index) as index:
+        expected = [index.batch(lines[i::4], n=50) for i in range(4)]
+        got: dict[int, object] = {}
+
+        def work(start: int) -> None:
+            got[start] = index.batch(lines[start::4], n=50)
+
+        in_four_threads(work)
+        for start in range(4):
+            assert all(np.array_equal(a, b) for a, b in zip(got[start], expected[start]))

@@ -3,6 +3,10 @@
 #   make test       add the test, dask, plot and lint extras to .venv, run the default test suite
 #   make test-slow  the slow tests (big model, kill loops, long fuzzing), within SLOW_TIMEOUT seconds
 #   make lint       ruff on the package and the tests, mypy on the package (rules in pyproject.toml)
+#   make check-package   build the sdist and wheels, install them into fresh environments
+#                   outside the tree and run the tools there (needs PyPI for the dependencies)
+#   make test-pythons    the default suite on the other Pythons the project supports (3.10, 3.13),
+#                   each in a .venv-X.Y of its own
 # The C kernel is compiled in place (query/_kernel*.so) and recompiled whenever a source
 # under query/kernel/ changes, so the tests always run the kernel as it is in the tree.
 PYTHON ?= python3
@@ -15,11 +19,15 @@ SLOW_TIMEOUT ?= 3000
 # Processes the default suite runs in (pytest-xdist): the machines this runs on have 2 cores.
 # The slow suite runs in one: its kill loops and timings want the CPU to themselves.
 TEST_WORKERS ?= 2
+# The other Pythons of test-pythons (pyenv's, where this project's machines have them).
+PYENV_VERSIONS ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)/versions
+PYTHON_3_10 ?= $(PYENV_VERSIONS)/3.10.13/bin/python3
+PYTHON_3_13 ?= $(PYENV_VERSIONS)/3.13.0/bin/python3
 
 KERNEL_SOURCES := $(wildcard query/kernel/*.c query/kernel/*.h query/kernel/lmdb/*.c query/kernel/lmdb/*.h)
 PACKAGE := fastsubs indexer query bench
 
-.PHONY: demo test test-slow lint
+.PHONY: demo test test-slow lint check-package test-pythons
 
 # fastsubs and what it needs to run, nothing more (the demo).  Its modules are byte-compiled
 # here, as pip does for a regular install: an editable one leaves it to each import, which
@@ -50,6 +58,14 @@ test: $(BIN)/.installed $(BIN)/.kernel-built
 
 test-slow: $(BIN)/.installed $(BIN)/.kernel-built
 	timeout $(SLOW_TIMEOUT) $(BIN)/python -m pytest -m slow
+
+check-package: $(BIN)/.installed $(BIN)/.kernel-built
+	$(BIN)/python -m pytest -m packaging
+
+# Each Python compiles its own kernel in place (query/_kernel.cpython-3XY-*.so: they coexist).
+test-pythons:
+	$(MAKE) test VENV=.venv-3.10 PYTHON=$(PYTHON_3_10)
+	$(MAKE) test VENV=.venv-3.13 PYTHON=$(PYTHON_3_13)
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check $(PACKAGE) tests

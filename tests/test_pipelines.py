@@ -234,7 +234,7 @@ def test_missing_matplotlib_is_said_before_the_measurement(tmp_path: Path) -> No
                      tmp_path / "no.fsidx", tmp_path / "no.txt", "-o", tmp_path / "c.png")
     assert result.returncode == 1
     assert result.stderr.decode().splitlines() == [
-        "fastsubs-bench: error: plotting needs matplotlib: pip install 'fastsubs[plot]'"]
+        "fastsubs-bench: error: plotting needs matplotlib: run in the fastsubs clone: pip install '.[plot]'"]
 
 
 def test_missing_dask_is_said_before_any_work(tiny_index: Path, tmp_path: Path) -> None:
@@ -242,7 +242,8 @@ def test_missing_dask_is_said_before_any_work(tiny_index: Path, tmp_path: Path) 
                      "tcp://127.0.0.1:1", "-i", f"{tmp_path}/nothing/*.txt", "-o", tmp_path / "out")
     assert result.returncode == 1
     lines = result.stderr.decode().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("fastsubs-query: error: --dask needs Dask: pip install")
+    assert len(lines) == 1 and lines[0].startswith(
+        "fastsubs-query: error: --dask needs Dask: run in the fastsubs clone: pip install '.[dask]'")
     assert not (tmp_path / "out").exists()
 
 

@@ -352,6 +352,27 @@ def _reopened(path: str, size: int) -> BinaryIO:
     return stream
 
 
+def refuse_the_input_as_output(output_path: Path | None, input_path: Path | None, stdin: BinaryIO) -> None:
+    """OutputError when ``-o`` names the input itself (the same file, a hard link, a
+    symbolic link to it; ``-i`` or stdin redirected from it), before anything is written:
+    the finished output would be renamed onto it, and the input would be gone.
+
+    Files are compared by device and inode (``os.path.samefile``), so the names need not
+    match and a compressed input is the same file as itself; only a regular file can be
+    replaced this way (``-i /dev/stdin -o /dev/stdout`` on a terminal is fine).
+    """
+    if output_path is None:
+        return
+    try:
+        output = os.stat(output_path)
+        source = os.stat(input_path) if input_path is not None else os.fstat(stdin.fileno())
+    except (OSError, ValueError):
+        return  # no such output yet (or no input to compare): it cannot be the input
+    if stat.S_ISREG(output.st_mode) and os.path.samestat(output, source):
+        which = f"the input file {input_path}" if input_path is not None else "the file stdin reads"
+        raise OutputError(str(output_path), f"it is {which}; the output would replace it: name another file")
+
+
 def destination(output_path: Path | None, run_record: dict[str, Any], source: str,
                 warn: Callable[[str], None], stdout: BinaryIO) -> StreamOutput | PartialOutput:
     """The output of a run: stdout, OUT written atomically (with OUT.json made from

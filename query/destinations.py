@@ -39,6 +39,7 @@ from fastsubs.cli_support import signals_held
 from fastsubs.errors import OutputError, ResumeError
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
 from fastsubs.query.provenance import finished_record
+from fastsubs.query.search import DEFAULT_COUNT
 from fastsubs.textio import compressing_writer, compression, open_binary
 
 #: Appended to OUT for the file being written, and for the record of how far it got.
@@ -219,6 +220,7 @@ class PartialOutput:
         self._commit()
 
     def _check_identity(self, recorded: dict[str, Any]) -> None:
+        recorded = _with_the_count_used(recorded)
         for part, what in (("index", "index (another model)"), ("options", "options"),
                            ("fastsubs", "fastsubs version")):
             if recorded.get(part) != self.identity[part]:
@@ -342,6 +344,15 @@ class PartialOutput:
         if self.recorded_lines:
             error.add_note(f"{self.partial} keeps the output of the first {self.recorded_lines:,} input lines; "
                            "the same command with --resume continues it")
+
+
+def _with_the_count_used(identity: dict[str, Any]) -> dict[str, Any]:
+    """A recorded run identity with ``n`` the count its search used: partial outputs written
+    before the options recorded it have ``n`` null where neither -n nor -p was given (100)."""
+    options = identity.get("options")
+    if isinstance(options, dict) and options.get("n") is None and options.get("p") is None:
+        return {**identity, "options": {**options, "n": DEFAULT_COUNT}}
+    return identity
 
 
 def _reopened(path: str, size: int) -> BinaryIO:

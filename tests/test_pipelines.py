@@ -178,8 +178,8 @@ def test_output_file_has_its_provenance_beside_it(tiny_index: Path, tmp_path: Pa
     assert record["index"]["path"] == str(tiny_index.resolve())
     assert record["input"] == {"path": str(corpus.resolve()), "lines": 4, "sha256": hashlib.sha256(text).hexdigest()}
     assert record["output"] == str(out.resolve())
-    assert record["options"] == {**dataclasses.asdict(fastsubs.QueryOptions()), "p": 0.9, "no_eos": True,
-                                 "format": "jsonl", "exclude": []}
+    assert record["options"] == {**dataclasses.asdict(fastsubs.QueryOptions()), "n": None, "p": 0.9,
+                                 "no_eos": True, "format": "jsonl", "exclude": []}
     assert record["arguments"] == ["-p", "0.9", "--format", "jsonl", "--no-eos"]
     # the recorded command makes the same output
     again = subprocess.run(record["command"].replace("fastsubs-query", str(BIN / "fastsubs-query"), 1)
@@ -214,6 +214,38 @@ def test_provenance_of_a_resumed_run_is_that_of_an_uninterrupted_one(tiny_index:
     assert resumed == uninterrupted
     assert resumed["input"] == {"path": str(corpus), "lines": 200, "sha256": hashlib.sha256(b"".join(good)).hexdigest()}
     assert resumed["options"]["exclude"] == ["sat"] and resumed["options"]["targets"] is True
+
+
+def test_the_record_says_the_count_used_when_neither_n_nor_p_is_given(tiny_index: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"the cat sat\ncat the\n")
+    default, explicit = tmp_path / "default.txt", tmp_path / "explicit.txt"
+    run_cli("fastsubs-query", tiny_index, "-i", corpus, "-o", default)
+    run_cli("fastsubs-query", tiny_index, "-n", "100", "-i", corpus, "-o", explicit)
+    assert default.read_bytes() == explicit.read_bytes()
+    assert provenance_of(default)["options"] == provenance_of(explicit)["options"]
+    assert provenance_of(default)["options"]["n"] == 100 and provenance_of(default)["options"]["p"] is None
+
+
+def test_a_partial_output_that_recorded_no_count_resumes(tiny_index: Path, tmp_path: Path) -> None:
+    """Earlier versions recorded ``n`` null for the default 100: their partial outputs are of
+    the same run, and --resume continues them."""
+    good = [b"r%d\tid%d\t0\tthe cat sat\n" % (i, i) for i in range(200)]
+    corpus = tmp_path / "records.tsv"
+    corpus.write_bytes(b"".join(good[:150] + [b"a broken record\n"] + good[151:]))
+    out = tmp_path / "resumed.txt"
+    assert run_cli("fastsubs-query", tiny_index, "-t", "-i", corpus, "-o", out, check=False).returncode == 1
+    state_path = Path(f"{out}.partial.json")
+    state = json.loads(state_path.read_text())
+    assert state["run"]["options"]["n"] == 100
+    state["run"]["options"]["n"] = None
+    state_path.write_text(json.dumps(state))
+    corpus.write_bytes(b"".join(good))
+    resumed = run_cli("fastsubs-query", tiny_index, "-t", "-i", corpus, "-o", out, "--resume")
+    assert b"starting" not in resumed.stderr
+    whole = tmp_path / "whole.txt"
+    run_cli("fastsubs-query", tiny_index, "-t", "-i", corpus, "-o", whole)
+    assert out.read_bytes() == whole.read_bytes()
 
 
 # --- optional extras and the demo -------------------------------------------------------

@@ -27,7 +27,7 @@ from fastsubs.errors import QueryInputError, ResumeError
 from fastsubs.query.destinations import PartialOutput, StreamOutput, destination, refuse_the_input_as_output
 from fastsubs.query.engine import Engine
 from fastsubs.query.options import QueryOptions, missing_word_warning
-from fastsubs.query.progress import Progress, input_size
+from fastsubs.query.progress import Progress
 from fastsubs.query.provenance import run_record
 from fastsubs.query.records import render_record
 from fastsubs.query.search import SearchStats
@@ -291,7 +291,7 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
         try:
             if isinstance(out, PartialOutput):
                 out.start(resume, lines.first)
-            progress = Progress(_remaining(input_size(stream), stream)) if Progress.wanted() else None
+            progress = Progress(stream) if Progress.wanted() else None
             if workers > 1:
                 results = parallel_results(index_path, lines.chunks(tail_lines=tail_lines(workers)), options, source,
                                            workers)
@@ -330,16 +330,6 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # no affinity on this system (macOS)
         return os.cpu_count() or 1
-
-
-def _remaining(size: int | None, stream: BinaryIO) -> int | None:
-    """Bytes of the input still to read (a resumed run has read its first lines already)."""
-    if size is None:
-        return None
-    try:
-        return max(size - stream.tell(), 0)
-    except (OSError, ValueError):
-        return size
 
 
 def format_stats(stats: SearchStats) -> str:

@@ -24,6 +24,11 @@ PYENV_VERSIONS ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)/version
 PYTHON_3_10 ?= $(PYENV_VERSIONS)/3.10.13/bin/python3
 PYTHON_3_13 ?= $(PYENV_VERSIONS)/3.13.0/bin/python3
 
+# What compiling the kernel in place (setup.py below) needs in the venv itself: pyproject.toml's
+# [build-system] requires (pip's isolated builds get it from there; a venv of Python 3.12+ has
+# no setuptools at all, older ones one too old for the SPDX licence).
+BUILD_REQUIRES := 'setuptools>=77'
+
 KERNEL_SOURCES := $(wildcard query/kernel/*.c query/kernel/*.h query/kernel/lmdb/*.c query/kernel/lmdb/*.h)
 PACKAGE := fastsubs indexer query bench
 
@@ -34,7 +39,7 @@ PACKAGE := fastsubs indexer query bench
 # does not save the result where PYTHONDONTWRITEBYTECODE is set (~20 ms of every start-up).
 $(BIN)/.base: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --upgrade pip $(BUILD_REQUIRES)
 	$(BIN)/pip install --quiet -e .
 	$(BIN)/python -m compileall -q fastsubs indexer query
 	touch $@

@@ -342,8 +342,10 @@ class PartialOutput:
                 except OSError:
                     pass
         if self.recorded_lines:
-            error.add_note(f"{self.partial} keeps the output of the first {self.recorded_lines:,} input lines; "
-                           "the same command with --resume continues it")
+            # error.add_note() where Python has it (3.11+): the same list, which the error line reads
+            error.__notes__ = [*getattr(error, "__notes__", ()),
+                               f"{self.partial} keeps the output of the first {self.recorded_lines:,} input lines; "
+                               "the same command with --resume continues it"]
 
 
 def _with_the_count_used(identity: dict[str, Any]) -> dict[str, Any]:

@@ -141,9 +141,11 @@ def test_query_options_are_public_and_checked_when_made() -> None:
         "n", "p", "normalize", "targets", "skip_bad_records", "format", "no_eos", "sample", "seed", "exclude"}
 
 
-def test_readme_examples_import_no_internal_module() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert "fastsubs.query." not in readme and "from fastsubs.query" not in readme
+@pytest.mark.parametrize("document", ["README.md", "docs/api.md", "docs/dask.md", "docs/pipelines.md",
+                                      "docs/output-formats.md"])
+def test_the_users_documents_import_no_internal_module(document: str) -> None:
+    text = (REPO / document).read_text()
+    assert "fastsubs.query." not in text and "from fastsubs.query" not in text
 
 
 # --- provenance -----------------------------------------------------------------------

@@ -335,7 +335,10 @@ class PartialOutput:
         except OSError:
             pass  # a full disk, say: the last record still describes what is on disk
         finally:
-            for stream in (self._raw, self._tail):
+            # The open member first, also where the steps above failed before closing it
+            # (a full disk): a gzip writer collected unclosed would flush into the closed
+            # file (Python 3.12+ buffers its writes) and print a traceback.
+            for stream in (self._member, self._raw, self._tail):
                 try:
                     if stream is not None:
                         stream.close()

@@ -3,6 +3,10 @@
 #   make test       add the test, dask, plot and lint extras to .venv, run the default test suite
 #   make test-slow  the slow tests (big model, kill loops, long fuzzing), within SLOW_TIMEOUT seconds
 #   make lint       ruff on the package and the tests, mypy on the package (rules in pyproject.toml)
+#   make check-package   build the sdist and wheels, install them into fresh environments
+#                   outside the tree and run the tools there (needs PyPI for the dependencies)
+#   make test-pythons    the default suite on the other Pythons the project supports (3.10, 3.13),
+#                   each in a .venv-X.Y of its own
 # The C core is compiled in place (fastsubs/_kernel*.so) and recompiled whenever a source
 # under kernel/ changes, so the tests always run the core as it is in the tree.
 PYTHON ?= python3
@@ -15,18 +19,27 @@ SLOW_TIMEOUT ?= 3000
 # Processes the default suite runs in (pytest-xdist): the machines this runs on have 2 cores.
 # The slow suite runs in one: its kill loops and timings want the CPU to themselves.
 TEST_WORKERS ?= 2
+# The other Pythons of test-pythons (pyenv's, where this project's machines have them).
+PYENV_VERSIONS ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)/versions
+PYTHON_3_10 ?= $(PYENV_VERSIONS)/3.10.13/bin/python3
+PYTHON_3_13 ?= $(PYENV_VERSIONS)/3.13.0/bin/python3
+
+# What compiling the kernel in place (setup.py below) needs in the venv itself: pyproject.toml's
+# [build-system] requires (pip's isolated builds get it from there; a venv of Python 3.12+ has
+# no setuptools at all, older ones one too old for the SPDX licence).
+BUILD_REQUIRES := 'setuptools>=77'
 
 KERNEL_SOURCES := $(wildcard kernel/*.c kernel/*.h kernel/lmdb/*.c kernel/lmdb/*.h)
 PACKAGE := fastsubs indexer query bench
 
-.PHONY: demo test test-slow lint
+.PHONY: demo test test-slow lint check-package test-pythons
 
 # fastsubs and what it needs to run, nothing more (the demo).  Its modules are byte-compiled
 # here, as pip does for a regular install: an editable one leaves it to each import, which
 # does not save the result where PYTHONDONTWRITEBYTECODE is set (~20 ms of every start-up).
 $(BIN)/.base: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --upgrade pip $(BUILD_REQUIRES)
 	$(BIN)/pip install --quiet -e .
 	$(BIN)/python -m compileall -q fastsubs indexer query
 	touch $@
@@ -50,6 +63,14 @@ test: $(BIN)/.installed $(BIN)/.kernel-built
 
 test-slow: $(BIN)/.installed $(BIN)/.kernel-built
 	timeout $(SLOW_TIMEOUT) $(BIN)/python -m pytest -m slow
+
+check-package: $(BIN)/.installed $(BIN)/.kernel-built
+	$(BIN)/python -m pytest -m packaging
+
+# Each Python compiles its own core in place (fastsubs/_kernel.cpython-3XY-*.so: they coexist).
+test-pythons:
+	$(MAKE) test VENV=.venv-3.10 PYTHON=$(PYTHON_3_10)
+	$(MAKE) test VENV=.venv-3.13 PYTHON=$(PYTHON_3_13)
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check $(PACKAGE) tests

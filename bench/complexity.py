@@ -6,7 +6,7 @@ a dotted line, and reports growth as about K^0.59 at V = 64K.  This command runs
 search over a text for several K on one or more indexes (say, one model per vocabulary
 size), counts the candidates evaluated per position, fits each log-log slope by least
 squares, prints the table (a column per index) and draws the curves to a PNG
-(matplotlib: ``pip install fastsubs[plot]``).
+(matplotlib: ``pip install '.[plot]'`` in the clone).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import typer
 
 from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
-from fastsubs.errors import FastsubsError
+from fastsubs.errors import FastsubsError, missing_extra
 
 single_threaded_blas()  # before anything imports numpy
 
@@ -82,7 +82,7 @@ def pyplot() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise FastsubsError("plotting needs matplotlib: pip install 'fastsubs[plot]'") from None
+        raise missing_extra("plotting needs matplotlib", "plot") from None
     return plt
 
 

@@ -1,4 +1,4 @@
-"""fastsubs on Dask, for corpora that outgrow one machine (``pip install 'fastsubs[dask]'``).
+"""fastsubs on Dask, for corpora that outgrow one machine (``pip install '.[dask]'`` in the clone).
 
 ::
 

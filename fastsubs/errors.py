@@ -90,5 +90,13 @@ class OutputError(FastsubsError):
         super().__init__(f"{path}: cannot write the output ({reason})")
 
 
+def missing_extra(what: str, extra: str, detail: str = "") -> FastsubsError:
+    """The error for a feature whose optional dependencies (the package's ``extra``) are not
+    installed, with the command that installs them: fastsubs is installed from its clone,
+    not from a package index, so the package's name with the extra would find nothing."""
+    return FastsubsError(f"{what}: run in the fastsubs clone: pip install '.[{extra}]'"
+                         + (f" ({detail})" if detail else ""))
+
+
 class ResumeError(FastsubsError):
     """``--resume`` found a partial output it cannot continue (another input, index or options)."""

@@ -83,6 +83,7 @@ def info(index: Path = typer.Argument(..., help="Index directory.")) -> None:
 
 @app.command(help="""Check an index completely: every record's checksum and every pattern field by field,
 and (given the model) sampled n-grams against the ARPA file.  Exit status 1 if anything is wrong.
+When stderr is a terminal, a line says each part as it is done.
 
 \b
 Examples:
@@ -96,8 +97,11 @@ def verify(
 ) -> None:
     from fastsubs.indexer.verify import verify_index
 
+    show_progress = sys.stderr.isatty()  # as for build: a person watching, not a log
+
     def progress(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
+        if show_progress:
+            print(message, file=sys.stderr, flush=True)
 
     report = run_reporting_errors("fastsubs-index", lambda: verify_index(index, model, samples, progress))
     for problem in report.problems:

@@ -4,7 +4,7 @@
  * A Searcher holds everything one search needs and keeps between searches: a Reader
  * (its read transaction and record cache, store.h), the terms of the position
  * (terms.h) and scratch space.  One thread uses a Searcher at a time; an open index has
- * as many as threads search it at once (query/kernel/module.c). */
+ * as many as threads search it at once (index.h). */
 #ifndef FASTSUBS_SEARCH_H
 #define FASTSUBS_SEARCH_H
 

@@ -80,7 +80,10 @@ def query(
     exclude_from: Optional[list[Path]] = typer.Option(None, "--exclude-from", metavar="FILE",
                                                       help="Never list the words of FILE (one per line) as "
                                                            "substitutes (repeatable)."),
-    workers: int = typer.Option(1, "--workers", "-w", min=1, help="Processes that search: this one and N - 1 forked."),
+    workers: int = typer.Option(1, "--workers", "-w", min=1,
+                                help="Processes that search: this one and N - 1 forked; one per core is best. "
+                                     "More than the cores this process may use is capped to their number, with "
+                                     "a note on stderr."),
     dask: Optional[str] = typer.Option(None, "--dask", metavar="SCHEDULER",
                                        help="Run on the Dask cluster at this address: -i is a glob of input "
                                             "files, -o a directory that gets one output file per input file."),

@@ -1,6 +1,6 @@
 """Running fastsubs on a Dask cluster: corpora that outgrow one machine.
 
-Dask (``pip install fastsubs[dask]``) supplies the scheduler, the workers and the bags
+Dask (``pip install '.[dask]'`` in the clone) supplies the scheduler, the workers and the bags
 of text partitions; fastsubs only supplies the per-partition work.  Every worker
 process opens the index once, from a path it can read (a copy on each node, or one
 shared read-only filesystem), and keeps it open for all the tasks it runs.
@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from fastsubs.errors import FastsubsError
+from fastsubs.errors import FastsubsError, missing_extra
 from fastsubs.index import SubstituteIndex
 from fastsubs.limits import SearchStats
 from fastsubs.query.options import QueryOptions, missing_word_warning
@@ -109,7 +109,7 @@ def run_files(scheduler: str, index_path: str, pattern: str, output_dir: Path, o
         import dask.bag as db
         from distributed import Client
     except ImportError as error:
-        raise FastsubsError(f"--dask needs Dask: pip install 'fastsubs[dask]' ({error})") from None
+        raise missing_extra("--dask needs Dask", "dask", str(error)) from None
     sources = sorted(glob.glob(pattern))
     if not sources:
         raise FastsubsError(f"{pattern}: no input file matches")

@@ -39,6 +39,7 @@ from fastsubs.cli_support import signals_held
 from fastsubs.errors import OutputError, ResumeError
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
 from fastsubs.query.provenance import finished_record
+from fastsubs.limits import DEFAULT_COUNT
 from fastsubs.textio import compressing_writer, compression, open_binary
 
 #: Appended to OUT for the file being written, and for the record of how far it got.
@@ -219,6 +220,7 @@ class PartialOutput:
         self._commit()
 
     def _check_identity(self, recorded: dict[str, Any]) -> None:
+        recorded = _with_the_count_used(recorded)
         for part, what in (("index", "index (another model)"), ("options", "options"),
                            ("fastsubs", "fastsubs version")):
             if recorded.get(part) != self.identity[part]:
@@ -333,15 +335,29 @@ class PartialOutput:
         except OSError:
             pass  # a full disk, say: the last record still describes what is on disk
         finally:
-            for stream in (self._raw, self._tail):
+            # The open member first, also where the steps above failed before closing it
+            # (a full disk): a gzip writer collected unclosed would flush into the closed
+            # file (Python 3.12+ buffers its writes) and print a traceback.
+            for stream in (self._member, self._raw, self._tail):
                 try:
                     if stream is not None:
                         stream.close()
                 except OSError:
                     pass
         if self.recorded_lines:
-            error.add_note(f"{self.partial} keeps the output of the first {self.recorded_lines:,} input lines; "
-                           "the same command with --resume continues it")
+            # error.add_note() where Python has it (3.11+): the same list, which the error line reads
+            error.__notes__ = [*getattr(error, "__notes__", ()),
+                               f"{self.partial} keeps the output of the first {self.recorded_lines:,} input lines; "
+                               "the same command with --resume continues it"]
+
+
+def _with_the_count_used(identity: dict[str, Any]) -> dict[str, Any]:
+    """A recorded run identity with ``n`` the count its search used: partial outputs written
+    before the options recorded it have ``n`` null where neither -n nor -p was given (100)."""
+    options = identity.get("options")
+    if isinstance(options, dict) and options.get("n") is None and options.get("p") is None:
+        return {**identity, "options": {**options, "n": DEFAULT_COUNT}}
+    return identity
 
 
 def _reopened(path: str, size: int) -> BinaryIO:
@@ -350,6 +366,27 @@ def _reopened(path: str, size: int) -> BinaryIO:
     stream.truncate(size)
     stream.seek(size)
     return stream
+
+
+def refuse_the_input_as_output(output_path: Path | None, input_path: Path | None, stdin: BinaryIO) -> None:
+    """OutputError when ``-o`` names the input itself (the same file, a hard link, a
+    symbolic link to it; ``-i`` or stdin redirected from it), before anything is written:
+    the finished output would be renamed onto it, and the input would be gone.
+
+    Files are compared by device and inode (``os.path.samefile``), so the names need not
+    match and a compressed input is the same file as itself; only a regular file can be
+    replaced this way (``-i /dev/stdin -o /dev/stdout`` on a terminal is fine).
+    """
+    if output_path is None:
+        return
+    try:
+        output = os.stat(output_path)
+        source = os.stat(input_path) if input_path is not None else os.fstat(stdin.fileno())
+    except (OSError, ValueError):
+        return  # no such output yet (or no input to compare): it cannot be the input
+    if stat.S_ISREG(output.st_mode) and os.path.samestat(output, source):
+        which = f"the input file {input_path}" if input_path is not None else "the file stdin reads"
+        raise OutputError(str(output_path), f"it is {which}; the output would replace it: name another file")
 
 
 def destination(output_path: Path | None, run_record: dict[str, Any], source: str,

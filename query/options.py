@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from fastsubs.errors import ArgumentError, QueryInputError
-from fastsubs.limits import Limits
+from fastsubs.limits import DEFAULT_COUNT, Limits
 from fastsubs.tokens import word_list
 
 #: The values of ``--format``.
@@ -26,7 +26,8 @@ FORMATS = ("text", "jsonl")
 class QueryOptions:
     """The options of ``fastsubs-query``, by their long names.
 
-    ``n``/``p`` are ``-n``/``-p`` (neither: 100 substitutes), ``normalize`` is ``-z``,
+    ``n``/``p`` are ``-n``/``-p`` (neither: ``n`` becomes 100, the count the search uses,
+    so that what is recorded of a run, its ``OUT.json``, says it), ``normalize`` is ``-z``,
     ``targets`` is ``-t``; ``exclude`` lists words that are never substitutes (``--exclude``;
     ``str`` or ``bytes``, kept as ``str``, bytes that are not UTF-8 as ``surrogateescape``).
 
@@ -45,6 +46,8 @@ class QueryOptions:
     exclude: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.n is None and self.p is None:
+            object.__setattr__(self, "n", DEFAULT_COUNT)
         self.limits  # noqa: B018  (checks n and p)
         if self.format not in FORMATS:
             raise ArgumentError(f"format must be one of {', '.join(FORMATS)}, got {self.format!r}")

@@ -1,7 +1,8 @@
 """A progress line on stderr for long runs: positions done, positions/s, and an ETA.
 
-Shown only when stderr is a terminal (a log file or a pipe gets nothing); the ETA needs
-the input's size, known for regular files.
+Shown only when stderr is a terminal (a log file or a pipe gets nothing); the percent
+and the ETA need the input's size, known for regular files and estimated for compressed
+ones.
 """
 
 from __future__ import annotations
@@ -12,29 +13,51 @@ import os
 import stat
 import sys
 import time
+from collections.abc import Callable
 from typing import BinaryIO, TextIO
 
 #: Seconds between redraws.
 REDRAW_INTERVAL = 0.25
 
 
-def input_size(stream: BinaryIO) -> int | None:
-    """Bytes in the input when it is a regular file (not a pipe, not compressed)."""
-    if not isinstance(stream, (io.BufferedReader, io.FileIO)):
-        return None  # compressed: the bytes read are not the bytes on disk
+def text_size(stream: BinaryIO) -> Callable[[], float | None] | None:
+    """A function giving the bytes of text in the input, when it is a regular file: its
+    size, or for a compressed file (.gz, .bz2, .xz) an estimate, the text read so far
+    scaled by the compressed file's size over the compressed bytes read so far (the offset
+    of the file under the decompressor).  None for a pipe or a terminal."""
     try:
-        info = os.fstat(stream.fileno())
-    except (OSError, ValueError):
+        descriptor = stream.fileno()
+        info = os.fstat(descriptor)
+    except (OSError, ValueError, AttributeError):
         return None
-    return info.st_size if stat.S_ISREG(info.st_mode) else None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    if isinstance(stream, (io.BufferedReader, io.FileIO)):
+        return lambda: info.st_size
+
+    def estimate() -> float | None:
+        compressed_read = os.lseek(descriptor, 0, os.SEEK_CUR)
+        return stream.tell() * info.st_size / compressed_read if compressed_read else None
+
+    return estimate
+
+
+def _position(stream: BinaryIO) -> int:
+    """Bytes of text already read (a resumed run has skipped its first lines)."""
+    try:
+        return stream.tell()
+    except (OSError, ValueError):
+        return 0
 
 
 class Progress:
-    """Redraws ``positions, positions/s, percent, ETA`` on one terminal line."""
+    """Redraws ``positions, positions/s, percent, ETA`` on one terminal line, for the rest
+    of the input ``stream`` (from where it is now)."""
 
-    def __init__(self, total_bytes: int | None, out: TextIO | None = None) -> None:
+    def __init__(self, stream: BinaryIO, out: TextIO | None = None) -> None:
         self.out = out or sys.stderr
-        self.total_bytes = total_bytes
+        self.text_size = text_size(stream)
+        self.skipped = _position(stream) if self.text_size else 0
         self.started = time.monotonic()
         self._drawn = 0.0
         self.bytes = 0
@@ -57,8 +80,9 @@ class Progress:
     def _draw(self, now: float) -> None:
         elapsed = max(now - self.started, 1e-9)
         line = f"{self.positions:,} positions  {self.positions / elapsed:,.0f}/s"
-        if self.total_bytes:
-            done = min(self.bytes / self.total_bytes, 1.0)
+        total = self.text_size() if self.text_size else None
+        if total:
+            done = min(self.bytes / max(total - self.skipped, 1), 1.0)
             remaining = elapsed * (1 - done) / done if done > 0 else float("nan")
             line += f"  {100 * done:5.1f}%  ETA {_clock(remaining)}"
         self.out.write("\r" + line + "\x1b[K")

@@ -34,7 +34,7 @@ def command_arguments(options: QueryOptions) -> list[str]:
     arguments: list[str] = []
     for name, flag in _FLAGS.items():
         value = getattr(options, name)
-        if value == getattr(defaults, name) or (name == "seed" and options.sample is None):
+        if value is None or value == getattr(defaults, name) or (name == "seed" and options.sample is None):
             continue
         if isinstance(value, bool):
             arguments.append(flag)

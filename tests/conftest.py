@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,15 @@ def shared(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is not here (the shared data folder sits beside the repository)")
     return path
+
+
+def python_block(document: Path, after: str = "") -> str:
+    """The first ```python block of ``document`` (a README or a page of docs/) after the
+    line ``after``, as a user would paste it."""
+    text = document.read_text()
+    found = re.search(r"```python\n(.*?)```", text[text.index(after):], re.S)
+    assert found is not None, f"no python block in {document} after {after!r}"
+    return found.group(1)
 
 
 def run_cli(program: str, *args: str | os.PathLike[str], input: bytes | None = None,

@@ -1,4 +1,5 @@
-"""A build tells a person at a terminal how far it got; logs and pipes get the summary line only.
+"""A build (and a verify) tells a person at a terminal how far it got; logs and pipes get the
+summary line only.
 
 Reading a big model takes a while, so on a terminal every section of the model is
 announced as its reading starts (and every few seconds after, with the lines read so
@@ -38,3 +39,12 @@ def test_a_log_gets_only_the_summary(tmp_path: Path) -> None:
     result = run_cli("fastsubs-index", "build", MODEL, "-o", tmp_path / "tiny.fsidx")
     lines = result.stderr.decode().splitlines()
     assert len(lines) == 1 and SUMMARY.fullmatch(lines[0]), lines
+
+
+def test_verify_shows_its_progress_on_a_terminal_only(tiny_index: Path) -> None:
+    status, shown = run_on_a_terminal("fastsubs-index", "verify", tiny_index, MODEL)
+    lines = shown.decode().splitlines()
+    assert status == 0 and any(line.startswith("checked the ") for line in lines), lines
+    assert any(line.startswith("compared ") for line in lines), lines
+    logged = run_cli("fastsubs-index", "verify", tiny_index, MODEL)
+    assert logged.stderr == b"" and logged.stdout.decode().startswith(f"{tiny_index}: OK; ")

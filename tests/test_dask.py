@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import REPO, run_cli, shared
+from conftest import REPO, python_block, run_cli, shared
 
 distributed = pytest.importorskip("distributed")
 dask_bag = pytest.importorskip("dask.bag")
@@ -112,18 +112,11 @@ def test_threads_of_a_worker_search_at_once_and_count_their_own_work(small_index
     assert list(stats_of(result.stderr)) == expected
 
 
-def python_block_after(heading: str) -> str:
-    """The first ```python block of the README after ``heading``."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index(heading):]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
-
-
-def test_readme_dask_example_runs_as_written(corpus: Path, small_index: Path, tmp_path: Path) -> None:
-    """The README's block, pasted into a file and run in a directory holding corpus/ and
-    model.fsidx: one file per input file, each what the CLI writes for it."""
+def test_the_documented_dask_example_runs_as_written(corpus: Path, small_index: Path, tmp_path: Path) -> None:
+    """The block of docs/dask.md, pasted into a file and run in a directory holding corpus/
+    and model.fsidx: one file per input file, each what the CLI writes for it."""
     script = tmp_path / "pipeline.py"
-    script.write_text(python_block_after("## Beyond one machine: Dask"))
+    script.write_text(python_block(REPO / "docs" / "dask.md"))
     (tmp_path / "model.fsidx").symlink_to(small_index)
     assert corpus == tmp_path / "corpus"
     result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, timeout=300,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import random
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import BIN, run_cli, shared
+from conftest import BIN, run_cli, run_on_a_terminal, shared
+from fastsubs.query.progress import text_size
+from fastsubs.textio import open_binary
 
 TEXT = b"the cat sat\ncat the\n\nthe dog sat\n"
 
@@ -89,6 +92,36 @@ def test_progress_is_drawn_on_a_terminal_only(small_index: Path, tmp_path: Path)
     assert b"positions" in shown and b"/s" in shown and b"100.0%" in shown and b"ETA" in shown
     piped = subprocess.run(command, capture_output=True, timeout=300)
     assert piped.returncode == 0 and piped.stderr == b""
+
+
+@pytest.mark.parametrize("compression", ["gz", "bz2", "xz"])
+def test_a_compressed_input_shows_percent_and_eta_too(tiny_index: Path, tmp_path: Path, compression: str) -> None:
+    corpus = tmp_path / f"corpus.txt.{compression}"
+    with open_binary(corpus, "wb") as stream:
+        stream.write(TEXT * 200)
+    status, shown = run_on_a_terminal("fastsubs-query", tiny_index, "-n", "3", "-i", corpus)
+    last = shown.decode().split("\r")[-1]
+    assert status == 0 and "100.0%" in last and "ETA" in last, last
+
+
+@pytest.mark.parametrize("compression", ["gz", "bz2", "xz"])
+def test_the_text_of_a_compressed_input_is_estimated_from_the_bytes_read(tmp_path: Path, compression: str) -> None:
+    """The compressed bytes read so far and the text they gave, against the file's size."""
+    rng = random.Random(7)
+    words = [bytes(rng.choices(b"abcdefghij", k=rng.randint(1, 8))) for _ in range(3000)]
+    text = b"".join(b" ".join(rng.choices(words, k=15)) + b"\n" for _ in range(40_000))
+    corpus = tmp_path / f"corpus.txt.{compression}"
+    with open_binary(corpus, "wb") as stream:
+        stream.write(text)
+    with open_binary(corpus) as stream:
+        estimate = text_size(stream)
+        assert estimate is not None
+        lines = iter(stream)
+        for _ in range(30_000):
+            next(lines)
+        assert abs(estimate() / len(text) - 1) < 0.25  # type: ignore[operator]
+        assert sum(1 for _ in lines) == 10_000
+        assert estimate() == len(text)
 
 
 def test_python_api_streams_sentences_as_frozen_substitutes(tiny_index: Path) -> None:

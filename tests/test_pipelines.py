@@ -141,9 +141,11 @@ def test_query_options_are_public_and_checked_when_made() -> None:
         "n", "p", "normalize", "targets", "skip_bad_records", "format", "no_eos", "sample", "seed", "exclude"}
 
 
-def test_readme_examples_import_no_internal_module() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert "fastsubs.query." not in readme and "from fastsubs.query" not in readme
+@pytest.mark.parametrize("document", ["README.md", "docs/api.md", "docs/dask.md", "docs/pipelines.md",
+                                      "docs/output-formats.md"])
+def test_the_users_documents_import_no_internal_module(document: str) -> None:
+    text = (REPO / document).read_text()
+    assert "fastsubs.query." not in text and "from fastsubs.query" not in text
 
 
 # --- provenance -----------------------------------------------------------------------
@@ -178,8 +180,8 @@ def test_output_file_has_its_provenance_beside_it(tiny_index: Path, tmp_path: Pa
     assert record["index"]["path"] == str(tiny_index.resolve())
     assert record["input"] == {"path": str(corpus.resolve()), "lines": 4, "sha256": hashlib.sha256(text).hexdigest()}
     assert record["output"] == str(out.resolve())
-    assert record["options"] == {**dataclasses.asdict(fastsubs.QueryOptions()), "p": 0.9, "no_eos": True,
-                                 "format": "jsonl", "exclude": []}
+    assert record["options"] == {**dataclasses.asdict(fastsubs.QueryOptions()), "n": None, "p": 0.9,
+                                 "no_eos": True, "format": "jsonl", "exclude": []}
     assert record["arguments"] == ["-p", "0.9", "--format", "jsonl", "--no-eos"]
     # the recorded command makes the same output
     again = subprocess.run(record["command"].replace("fastsubs-query", str(BIN / "fastsubs-query"), 1)
@@ -216,6 +218,38 @@ def test_provenance_of_a_resumed_run_is_that_of_an_uninterrupted_one(tiny_index:
     assert resumed["options"]["exclude"] == ["sat"] and resumed["options"]["targets"] is True
 
 
+def test_the_record_says_the_count_used_when_neither_n_nor_p_is_given(tiny_index: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"the cat sat\ncat the\n")
+    default, explicit = tmp_path / "default.txt", tmp_path / "explicit.txt"
+    run_cli("fastsubs-query", tiny_index, "-i", corpus, "-o", default)
+    run_cli("fastsubs-query", tiny_index, "-n", "100", "-i", corpus, "-o", explicit)
+    assert default.read_bytes() == explicit.read_bytes()
+    assert provenance_of(default)["options"] == provenance_of(explicit)["options"]
+    assert provenance_of(default)["options"]["n"] == 100 and provenance_of(default)["options"]["p"] is None
+
+
+def test_a_partial_output_that_recorded_no_count_resumes(tiny_index: Path, tmp_path: Path) -> None:
+    """Earlier versions recorded ``n`` null for the default 100: their partial outputs are of
+    the same run, and --resume continues them."""
+    good = [b"r%d\tid%d\t0\tthe cat sat\n" % (i, i) for i in range(200)]
+    corpus = tmp_path / "records.tsv"
+    corpus.write_bytes(b"".join(good[:150] + [b"a broken record\n"] + good[151:]))
+    out = tmp_path / "resumed.txt"
+    assert run_cli("fastsubs-query", tiny_index, "-t", "-i", corpus, "-o", out, check=False).returncode == 1
+    state_path = Path(f"{out}.partial.json")
+    state = json.loads(state_path.read_text())
+    assert state["run"]["options"]["n"] == 100
+    state["run"]["options"]["n"] = None
+    state_path.write_text(json.dumps(state))
+    corpus.write_bytes(b"".join(good))
+    resumed = run_cli("fastsubs-query", tiny_index, "-t", "-i", corpus, "-o", out, "--resume")
+    assert b"starting" not in resumed.stderr
+    whole = tmp_path / "whole.txt"
+    run_cli("fastsubs-query", tiny_index, "-t", "-i", corpus, "-o", whole)
+    assert out.read_bytes() == whole.read_bytes()
+
+
 # --- optional extras and the demo -------------------------------------------------------
 
 
@@ -234,7 +268,7 @@ def test_missing_matplotlib_is_said_before_the_measurement(tmp_path: Path) -> No
                      tmp_path / "no.fsidx", tmp_path / "no.txt", "-o", tmp_path / "c.png")
     assert result.returncode == 1
     assert result.stderr.decode().splitlines() == [
-        "fastsubs-bench: error: plotting needs matplotlib: pip install 'fastsubs[plot]'"]
+        "fastsubs-bench: error: plotting needs matplotlib: run in the fastsubs clone: pip install '.[plot]'"]
 
 
 def test_missing_dask_is_said_before_any_work(tiny_index: Path, tmp_path: Path) -> None:
@@ -242,7 +276,8 @@ def test_missing_dask_is_said_before_any_work(tiny_index: Path, tmp_path: Path) 
                      "tcp://127.0.0.1:1", "-i", f"{tmp_path}/nothing/*.txt", "-o", tmp_path / "out")
     assert result.returncode == 1
     lines = result.stderr.decode().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("fastsubs-query: error: --dask needs Dask: pip install")
+    assert len(lines) == 1 and lines[0].startswith(
+        "fastsubs-query: error: --dask needs Dask: run in the fastsubs clone: pip install '.[dask]'")
     assert not (tmp_path / "out").exists()
 
 

@@ -1,0 +1,91 @@
+"""The README and docs/ as a new user reads them: what they say to run works as written,
+every option is there, and every link leads somewhere."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.metadata
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, TEST_DATA, python_block, run_cli
+
+README = REPO / "README.md"
+DOCUMENTS = [README, *sorted((REPO / "docs").glob("*.md"))]
+
+
+def section(document: Path, heading: str) -> str:
+    """The text under ``heading`` up to the next heading of its level or above."""
+    text = document.read_text()
+    start = text.index(heading + "\n")
+    level = heading.split(" ", 1)[0]
+    following = re.search(rf"^#{{1,{len(level)}}} ", text[start + len(heading):], re.M)
+    return text[start:start + len(heading) + (following.start() if following else len(text))]
+
+
+def test_the_api_example_runs_as_written_and_again(tmp_path: Path) -> None:
+    """Pasted into a file and run where model.arpa.gz and corpus.txt are: the first run
+    builds the index, the second finds it there and answers the same."""
+    (tmp_path / "model.arpa.gz").write_bytes(gzip.compress((TEST_DATA / "tiny.arpa").read_bytes()))
+    (tmp_path / "corpus.txt").write_text("the cat sat\nthe dog\n")
+    script = tmp_path / "example.py"
+    script.write_text(python_block(README, "## Python API"))
+    answers = []
+    for _ in range(2):
+        result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, timeout=120)
+        assert result.returncode == 0, result.stderr.decode()
+        answers.append(result.stdout)
+    assert answers[0] == answers[1] and answers[0].count(b"\n") == 7  # six words and </s>
+    assert (tmp_path / "model.fsidx").is_dir()
+
+
+def test_every_option_of_fastsubs_query_is_in_the_readmes_table() -> None:
+    shown = run_cli("fastsubs-query", "--help").stdout.decode()
+    options = set(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", shown[shown.index("Options:"):]))
+    table = section(README, "## Options of `fastsubs-query INDEX`")
+    missing = {option for option in options if not re.search(rf"`{re.escape(option)}[` ]", table)}
+    assert len(options) > 20 and not missing, sorted(missing)
+
+
+#: ``pip install`` and what follows: its flags, then what to install.
+INSTALL = re.compile(r"pip install ((?:-[-\w]+ )*)('[^']*'|[^\s`]+)")
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_every_install_line_works_from_a_clone(document: Path) -> None:
+    """There is no fastsubs on a package index: what is installed is the clone (``.``),
+    with extras that pyproject.toml defines."""
+    extras = set(importlib.metadata.metadata("fastsubs").get_all("Provides-Extra") or [])
+    for flags, target in INSTALL.findall(document.read_text()):
+        named = re.fullmatch(r"\.(?:\[([\w,-]+)\])?", target.strip("'"))
+        assert named is not None, f"{document.name}: pip install {flags}{target}"
+        assert set(filter(None, (named.group(1) or "").split(","))) <= extras, target
+
+
+def anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_every_link_leads_to_a_file_and_heading_that_exist(document: Path) -> None:
+    for target in re.findall(r"\]\(([^)\s]+)\)", document.read_text()):
+        if re.match(r"\w+://", target):
+            continue
+        path, _, fragment = target.partition("#")
+        linked = (document.parent / path).resolve() if path else document
+        assert linked.exists(), f"{document.name}: {target}"
+        if fragment:
+            headings = re.findall(r"^#+ (.*)$", linked.read_text(), re.M)
+            assert fragment in {anchor(h) for h in headings}, f"{document.name}: {target}"
+
+
+def test_the_readme_says_how_to_cite_and_the_licence() -> None:
+    cite = section(README, "## How to cite")
+    assert "10.1109/LSP.2012.2215587" in cite and "@article{" in cite and "@software{" in cite
+    assert "Apache License 2.0" in section(README, "## Licence and data")
+    assert (REPO / "LICENSE").read_text().split()[:3] == ["Apache", "License", "Version"]

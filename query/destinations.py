@@ -37,9 +37,9 @@ from typing import Any, BinaryIO, Iterator
 
 from fastsubs.cli_support import signals_held
 from fastsubs.errors import OutputError, ResumeError
+from fastsubs.limits import DEFAULT_COUNT
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
 from fastsubs.query.provenance import finished_record
-from fastsubs.limits import DEFAULT_COUNT
 from fastsubs.textio import compressing_writer, compression, open_binary
 
 #: Appended to OUT for the file being written, and for the record of how far it got.

@@ -15,6 +15,6 @@ read-only filesystem); each worker process opens it once.  ``fastsubs-query --da
 runs whole files the same way from the command line.
 """
 
-from fastsubs.query.dask_jobs import substitutes_bag, to_textfiles
+from fastsubs.query.dask import substitutes_bag, to_textfiles
 
 __all__ = ["substitutes_bag", "to_textfiles"]

@@ -1,6 +1,6 @@
 """``fastsubs-query``: substitutes for every word of a text, in the original tool's format.
 
-A thin layer over :mod:`fastsubs.query.runner`; no search logic lives here.
+A thin layer over :mod:`fastsubs.query.run`; no search logic lives here.
 """
 
 from __future__ import annotations
@@ -87,6 +87,10 @@ def query(
     dask: Optional[str] = typer.Option(None, "--dask", metavar="SCHEDULER",
                                        help="Run on the Dask cluster at this address: -i is a glob of input "
                                             "files, -o a directory that gets one output file per input file."),
+    compress_level: Optional[int] = typer.Option(
+        None, "--compress-level", metavar="LEVEL",
+        help="Compression level of a .gz (1-9, default 6), .bz2 (1-9, default 9) or .xz (0-9, default 6) -o: "
+             "lower is faster, higher is smaller.  The processes that search also compress."),
     resume: bool = typer.Option(False, "--resume",
                                 help="Continue the interrupted run of this same command: keep the output of the "
                                      "input lines that OUT.partial already holds and search only the rest "
@@ -96,7 +100,7 @@ def query(
 ) -> None:
     # The search stack loads only once the arguments are valid (start-up stays small).
     from fastsubs.query.options import FORMATS, QueryOptions, joined, read_word_list
-    from fastsubs.query.runner import execute
+    from fastsubs.query.run import execute
 
     if output_format not in FORMATS:
         raise typer.BadParameter(f"expected one of {', '.join(FORMATS)}", param_hint="--format")
@@ -117,13 +121,13 @@ def query(
         return
     run_reporting_errors("fastsubs-query", lambda: execute(
         index, options=options, input_path=input_path, output_path=output_path, workers=workers, stats=stats,
-        resume=resume))
+        resume=resume, compress_level=compress_level))
 
 
 def _run_on_dask(scheduler: str, index: Path, pattern: str, output_dir: Path, options: QueryOptions,
                  stats: bool) -> None:
-    from fastsubs.query.dask_jobs import run_files
-    from fastsubs.query.runner import format_stats
+    from fastsubs.query.dask import run_files
+    from fastsubs.query.run import format_stats
 
     totals = run_files(scheduler, str(index), pattern, output_dir, options)
     if stats:
@@ -135,4 +139,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,9 +1,10 @@
 """``OUT.json``: what produced an output file, for a methods section to cite.
 
 Written beside ``-o OUT`` just before OUT is published (atomically, by
-:mod:`fastsubs.query.destinations`), it records the fastsubs version, the model compiled
+:mod:`fastsubs.query.output_files`), it records the fastsubs version, the model compiled
 into the index (its file name, size and SHA-256, from the index's metadata), the options
-and the command line they make, and the input: its path, its line count and the SHA-256
+and the command line they make, the compressor of a compressed output (format, level and
+library: they decide its bytes), and the input: its path, its line count and the SHA-256
 of its (decompressed) text.  Nothing in it depends on timing, workers or a resumed run,
 so a resumed run writes the same record as an uninterrupted one.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 import fastsubs
 from fastsubs.query.options import QueryOptions
+from fastsubs.textio import DEFAULT_LEVELS, Compressor
 
 #: Appended to OUT for its record.
 SUFFIX = ".json"
@@ -46,9 +48,13 @@ def command_arguments(options: QueryOptions) -> list[str]:
     return arguments
 
 
-def run_record(index_path: str | os.PathLike[str], index_meta: dict[str, Any], options: QueryOptions) -> dict[str, Any]:
-    """What is known of a run before it reads its input."""
+def run_record(index_path: str | os.PathLike[str], index_meta: dict[str, Any], options: QueryOptions,
+               compress: Compressor | None = None) -> dict[str, Any]:
+    """What is known of a run before it reads its input (``compress``: its output's compressor)."""
     source = index_meta.get("source", {})
+    arguments = command_arguments(options)
+    if compress is not None and compress.level != DEFAULT_LEVELS[compress.kind]:
+        arguments += ["--compress-level", str(compress.level)]
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -57,7 +63,8 @@ def run_record(index_path: str | os.PathLike[str], index_meta: dict[str, Any], o
                   "order": index_meta.get("order"), "vocab_size": index_meta.get("vocab_size"),
                   "model": {"name": source.get("name"), "size": source.get("size"), "sha256": source.get("sha256")}},
         "options": dataclasses.asdict(options),
-        "arguments": command_arguments(options),
+        "compression": None if compress is None else dataclasses.asdict(compress),
+        "arguments": arguments,
     }
 
 

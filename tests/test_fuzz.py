@@ -25,8 +25,8 @@ from conftest import TEST_DATA
 from exhaustive import ArpaFormatError, ArpaModel
 from fastsubs.errors import ModelFormatError, QueryInputError
 from fastsubs.index import SubstituteIndex
+from fastsubs.query.formats import render_line
 from fastsubs.query.options import QueryOptions
-from fastsubs.query.records import render_record
 from fastsubs.tokens import tokenize
 
 MODEL = (TEST_DATA / "tiny.arpa").read_bytes()
@@ -129,7 +129,7 @@ def check_plain_lines(engine: SubstituteIndex, lines: list[bytes]) -> None:
     options = QueryOptions(n=3)
     for number, raw in enumerate(lines, start=1):
         line = raw.replace(b"\n", b" ") + b"\n"
-        out = render_record(engine, line, options, "<fuzz>", number)
+        out = render_line(engine, line, options, "<fuzz>", number)
         tokens = tokenize(line)
         rows = out.split(b"\n")
         assert rows[-1] == b"" and len(rows) - 1 == len(tokens) + 1
@@ -141,7 +141,7 @@ def check_target_lines(engine: SubstituteIndex, lines: list[bytes]) -> None:
     for number, raw in enumerate(lines, start=1):
         line = raw.replace(b"\n", b" ") + b"\n"
         try:
-            out = render_record(engine, line, options, "<fuzz>", number)
+            out = render_line(engine, line, options, "<fuzz>", number)
         except QueryInputError as error:
             assert f"<fuzz>:{number}:" in str(error) and "\n" not in str(error)
             continue

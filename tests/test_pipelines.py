@@ -229,25 +229,22 @@ def test_the_record_says_the_count_used_when_neither_n_nor_p_is_given(tiny_index
     assert provenance_of(default)["options"]["n"] == 100 and provenance_of(default)["options"]["p"] is None
 
 
-def test_a_partial_output_that_recorded_no_count_resumes(tiny_index: Path, tmp_path: Path) -> None:
-    """Earlier versions recorded ``n`` null for the default 100: their partial outputs are of
-    the same run, and --resume continues them."""
-    good = [b"r%d\tid%d\t0\tthe cat sat\n" % (i, i) for i in range(200)]
-    corpus = tmp_path / "records.tsv"
-    corpus.write_bytes(b"".join(good[:150] + [b"a broken record\n"] + good[151:]))
-    out = tmp_path / "resumed.txt"
-    assert run_cli("fastsubs-query", tiny_index, "-t", "-i", corpus, "-o", out, check=False).returncode == 1
+def test_a_partial_output_of_an_earlier_record_version_is_refused(tiny_index: Path, tmp_path: Path) -> None:
+    """A partial output whose record is of another version (version 1 kept the text of an
+    open gzip member beside the file) is not continued: one line says to start over, and
+    the files are left as they are."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"the cat sat\n" * 100)
+    out = tmp_path / "out.txt"
+    run_cli("fastsubs-query", tiny_index, "-i", corpus, "-o", out)
+    Path(f"{out}.partial").write_bytes(b"the\tthe -1.0\n")
     state_path = Path(f"{out}.partial.json")
-    state = json.loads(state_path.read_text())
-    assert state["run"]["options"]["n"] == 100
-    state["run"]["options"]["n"] = None
-    state_path.write_text(json.dumps(state))
-    corpus.write_bytes(b"".join(good))
-    resumed = run_cli("fastsubs-query", tiny_index, "-t", "-i", corpus, "-o", out, "--resume")
-    assert b"starting" not in resumed.stderr
-    whole = tmp_path / "whole.txt"
-    run_cli("fastsubs-query", tiny_index, "-t", "-i", corpus, "-o", whole)
-    assert out.read_bytes() == whole.read_bytes()
+    state_path.write_text(json.dumps({"format": "fastsubs-partial-output", "version": 1, "run": {},
+                                      "resume": {"lines": 1, "bytes": 14, "tail_bytes": 0, "input_sha256": "0"}}))
+    result = run_cli("fastsubs-query", tiny_index, "-i", corpus, "-o", out, "--resume", check=False)
+    assert result.returncode == 1 and result.stderr.count(b"\n") == 1
+    assert b"cannot read the record of the interrupted run" in result.stderr and b"without --resume" in result.stderr
+    assert Path(f"{out}.partial").read_bytes() == b"the\tthe -1.0\n" and state_path.exists()
 
 
 # --- optional extras and the demo -------------------------------------------------------

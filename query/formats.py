@@ -1,10 +1,9 @@
-"""Input records and their output: what one input line becomes, in each output format.
+"""What one input line becomes, in each output format.
 
-A plain record is a sentence; it yields output for every token plus the closing
-``</s>`` (unless ``no_eos``).  A target record (``-t``) is
-``name<TAB>id<TAB>index<TAB>text``; it yields the record itself, then the substitutes of
-token ``index`` (0-based; the token count means ``</s>``).  Every record yields its
-output, in order, or raises naming its line.
+A plain line is a sentence; it yields output for every token plus the closing ``</s>``
+(unless ``no_eos``).  A target record (``-t``, :mod:`fastsubs.query.lines`) yields the
+record itself, then the substitutes of its token (0-based; the token count means
+``</s>``).  Every line yields its output, in order, or raises naming its line.
 
 The C core writes the output of a line's positions (``kernel/render.h``), so no format
 costs a Python call per substitute:
@@ -30,40 +29,12 @@ costs a Python call per substitute:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from fastsubs.errors import QueryInputError
 from fastsubs.index import Render, SubstituteIndex
+from fastsubs.query.lines import parse_target_record
 from fastsubs.query.options import QueryOptions
 from fastsubs.tokens import tokenize
 
 EOS = b"</s>"
-
-
-@dataclass(frozen=True)
-class TargetRecord:
-    """A ``-t`` record: its name and id (as written), its tokens and the target position."""
-
-    name: bytes
-    id: bytes
-    tokens: list[bytes]
-    position: int
-
-
-def parse_target_record(line: bytes, source: str, number: int) -> TargetRecord:
-    """The fields of a ``-t`` record, or QueryInputError naming the line."""
-    fields = line.rstrip(b"\r\n").split(b"\t", 3)
-    if len(fields) != 4:
-        raise QueryInputError(source, number,
-                              f"expected 'name<TAB>id<TAB>index<TAB>text', found {len(fields)} field(s)")
-    tokens = tokenize(fields[3])
-    try:
-        position = int(fields[2])
-    except ValueError:
-        raise QueryInputError(source, number, f"expected a whole-number token index, found {fields[2]!r}") from None
-    if not 0 <= position <= len(tokens):
-        raise QueryInputError(source, number, f"token index {position} is outside 0 … {len(tokens)} for this text")
-    return TargetRecord(fields[0], fields[1], tokens, position)
 
 
 def _rendering(options: QueryOptions) -> Render:
@@ -75,7 +46,7 @@ def _rendering(options: QueryOptions) -> Render:
     return Render.FIELDS if options.targets else Render.LINE
 
 
-def render_record(index: SubstituteIndex, line: bytes, options: QueryOptions, source: str, number: int) -> bytes:
+def render_line(index: SubstituteIndex, line: bytes, options: QueryOptions, source: str, number: int) -> bytes:
     """The complete output of one input line (``number``, from 1)."""
     kind = _rendering(options)
     excluded = index.excluded(options.excluded_words)

@@ -1,23 +1,21 @@
 """Where a run's output goes: stdout as it comes, or ``-o OUT`` atomically and resumably.
 
+Output arrives a chunk of input lines at a time (:mod:`fastsubs.query.lines`), finished by
+the process that searched it: text, or for a compressed OUT one complete gzip member (bz2,
+xz stream) per chunk.  Chunk boundaries depend on the input alone, so OUT's bytes are the
+same for any number of workers.
+
 ``-o OUT`` writes ``OUT.partial`` beside OUT and renames it onto OUT only once the whole
 input is done, so OUT never holds a shortened result.  ``OUT.partial.json`` records how
-far the partial output is good for: the input lines whose output it holds completely,
-its byte length then, and a SHA-256 of those input lines; plus what the output belongs
-to (the index's model, the options).  It is rewritten atomically, about every
-COMMIT_SECONDS and when a run stops, only after the output it describes was flushed to
-disk, so after any kind of death (SIGKILL, power loss) it describes a prefix of what is
-on disk: ``--resume`` cuts the files back to it, checks that the input starts with the
-same lines, and goes on with the next line.
-
-A compressed OUT is written as a series of gzip members (bz2, xz streams), each ended
-after the input line that brings it to MEMBER_BYTES of uncompressed output: points
-that depend only on the output, not on timing or workers.  The member being written
-cannot be resumed from its compressed bytes, so its uncompressed text is kept beside
-it in ``OUT.partial.tail`` (at most about MEMBER_BYTES); a resumed run compresses that
-text again into a new member and goes on.  Compressing is deterministic and does not
-depend on how the text was cut into writes, so a resumed run ends with the same bytes
-as an uninterrupted one.
+far the partial output is good for: the input lines whose output it holds completely (up
+to the end of a whole block of CHUNK_LINES), its byte length then, and a SHA-256 of those
+input lines; plus what the output belongs to (the index's model, the options, the
+compressor).  It is rewritten atomically, about every COMMIT_SECONDS and when a run
+stops, only after the output it describes was flushed to disk, so after any kind of death
+(SIGKILL, power loss) it describes a prefix of what is on disk: ``--resume`` cuts the file
+back to it (members are whole there), checks that the input starts with the same lines,
+and goes on with the next block, which an uninterrupted run would have started there too:
+a resumed run ends with the same bytes as an uninterrupted one.
 
 When OUT is published, ``OUT.json`` (:mod:`fastsubs.query.provenance`) is written just
 before it, so OUT never appears without the record of what produced it.
@@ -30,26 +28,23 @@ import json
 import os
 import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 from fastsubs.cli_support import signals_held
 from fastsubs.errors import OutputError, ResumeError
-from fastsubs.limits import DEFAULT_COUNT
+from fastsubs.query.lines import CHUNK_LINES
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
 from fastsubs.query.provenance import finished_record
-from fastsubs.textio import compressing_writer, compression, open_binary
+from fastsubs.textio import Compressor
 
 #: Appended to OUT for the file being written, and for the record of how far it got.
 PARTIAL_SUFFIX = ".partial"
 STATE_SUFFIX = ".partial.json"
-TAIL_SUFFIX = ".partial.tail"
 STATE_FORMAT = "fastsubs-partial-output"
-STATE_VERSION = 1
-#: Uncompressed output per gzip member (bz2/xz stream), also the most that OUT.partial.tail holds.
-MEMBER_BYTES = 1 << 20
+STATE_VERSION = 2
 #: Progress is recorded at most this often (each record costs a few fsyncs).
 COMMIT_SECONDS = 1.0
 
@@ -58,13 +53,14 @@ def run_identity(record: dict[str, Any]) -> dict[str, Any]:
     """What a partial output belongs to, beyond its input: of the run's record
     (:func:`fastsubs.query.provenance.run_record`), the parts its output depends on: the
     model compiled into the index (its SHA-256), the output options (any dataclass:
-    every field counts) and the fastsubs version; not the index's path, nor the worker
-    count.  OUT.partial.json keeps it, and ``--resume`` compares it."""
+    every field counts), the compressor and the fastsubs version; not the index's path, nor
+    the worker count."""
     index = record["index"]
     return {
         "index": {"model_sha256": index["model"]["sha256"], "format_version": index["format_version"],
                   "vocab_size": index["vocab_size"]},
         "options": json.loads(json.dumps(record["options"])),
+        "compression": record["compression"],
         "fastsubs": record["fastsubs"],
     }
 
@@ -82,67 +78,50 @@ def _naming(path: str) -> Iterator[None]:
 
 class StreamOutput:
     """Output written as it comes, a chunk at a time: stdout, or an ``-o`` that is no
-    regular file (``/dev/null``).
-
-    A chunk's lines go out in one write: stdout's binary stream is unbuffered where
-    PYTHONUNBUFFERED is set (as on this project's machines), and a system call per line
-    was ~2% of a run, all of it in the process that writes (the busiest one of a
-    ``--workers`` run).
-    """
+    regular file (``/dev/null``).  A chunk goes out in one write (stdout's binary stream is
+    unbuffered where PYTHONUNBUFFERED is set, and a system call per line was ~2% of a run)."""
 
     def __init__(self, stream: BinaryIO, name: str, owned: bool = False) -> None:
         self.stream = stream
         self.name = name
         self.owned = owned  # opened here (a device given as -o), so closed here
-        self._chunk: list[bytes] = []
 
-    def write(self, line: bytes, text: bytes) -> None:
-        self._chunk.append(text)
-
-    def checkpoint(self) -> None:
-        """Writes the chunk (a stream cannot be resumed: nothing to record)."""
-        if self._chunk:
-            text = b"".join(self._chunk)
-            self._chunk.clear()
-            with _naming(self.name):
-                self.stream.write(text)
+    def write(self, lines: list[bytes], data: bytes, complete: bool) -> None:
+        """The output ``data`` of input ``lines`` (a stream cannot be resumed: nothing to record)."""
+        with _naming(self.name):
+            self.stream.write(data)
 
     def finish(self) -> None:
-        self.checkpoint()
         with _naming(self.name):
             self.stream.flush()
             if self.owned:
                 self.stream.close()
 
     def abandon(self, error: BaseException) -> None:
-        """Pass on what was written (every record before a bad one, say), as :meth:`finish`
+        """Pass on what was written (every line before a bad one, say), as :meth:`finish`
         does, but quietly: the run is failing anyway, with ``error``."""
         with suppress(OSError, OutputError):
             self.finish()
 
 
 class PartialOutput:
-    """``-o OUT``: OUT.partial (and OUT.partial.tail), their progress in OUT.partial.json,
-    renamed onto OUT at the end."""
+    """``-o OUT``: OUT.partial, its progress in OUT.partial.json, renamed onto OUT at the end."""
 
-    def __init__(self, target: Path, run_record: dict[str, Any], source: str, warn: Callable[[str], None]) -> None:
+    def __init__(self, target: Path, run_record: dict[str, Any], source: str, warn: Callable[[str], None],
+                 compress: Compressor | None) -> None:
         self.target = target
         self.run_record = run_record  # for OUT.json (fastsubs.query.provenance), written with OUT
         self.identity = run_identity(run_record)  # for OUT.partial.json
         self.partial = f"{target}{PARTIAL_SUFFIX}"
-        self.tail_path = f"{target}{TAIL_SUFFIX}"
         self.state_path = f"{target}{STATE_SUFFIX}"
         self.source = source
         self.warn = warn
-        self.compressed = compression(target) is not None
+        self.compress = compress
         self.lines = 0  # input lines whose output is written (not necessarily on disk yet)
         self.recorded_lines = 0  # … and whose output a --resume would keep
         self._digest = hashlib.sha256()  # of those input lines
+        self._boundary = (0, 0, self._digest.copy())  # (lines, bytes, digest) at the last block boundary
         self._raw: BinaryIO | None = None
-        self._tail: BinaryIO | None = None  # compressed outputs: the open member's text
-        self._member: BinaryIO | None = None  # the open gzip member (bz2/xz stream), if any
-        self._members_end = 0  # bytes of OUT.partial in complete members (compressed outputs)
-        self._tail_bytes = 0  # text of the open member (compressed outputs)
         self._committed_at = time.monotonic()
 
     # --- starting ---------------------------------------------------------------------
@@ -166,23 +145,22 @@ class PartialOutput:
                 self._continue(state, done_lines)
             else:
                 self._raw = open(self.partial, "wb")
-                if self.compressed:
-                    self._tail = open(self.tail_path, "wb")
                 self._commit()
         return self.lines
 
     def _load_state(self) -> dict[str, Any] | None:
         """The recorded progress, or None when there is no interrupted run to continue."""
-        needed = [self.partial, self.state_path] + ([self.tail_path] if self.compressed else [])
-        if not all(os.path.isfile(path) for path in needed):
+        if not (os.path.isfile(self.partial) and os.path.isfile(self.state_path)):
             return None
         try:
             with open(self.state_path, "rb") as stream:
                 state = json.load(stream)
             if state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
-                raise ValueError("not a record of fastsubs-query's partial output")
+                raise ValueError("not a record of this fastsubs-query's partial output")
             point = state["resume"]
-            int(point["lines"]), int(point["bytes"]), int(point["tail_bytes"]), str(point["input_sha256"])
+            lines, _, _ = int(point["lines"]), int(point["bytes"]), str(point["input_sha256"])
+            if lines % CHUNK_LINES:
+                raise ValueError(f"{lines:,} lines is not a multiple of {CHUNK_LINES}")
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise ResumeError(f"{self.state_path}: cannot read the record of the interrupted run ({error}); "
                               "run without --resume to start over") from None
@@ -191,8 +169,8 @@ class PartialOutput:
     def _continue(self, state: dict[str, Any], done_lines: Callable[[int], Iterable[bytes]]) -> None:
         self._check_identity(state["run"])
         point = state["resume"]
-        lines, size, tail_size = int(point["lines"]), int(point["bytes"]), int(point["tail_bytes"])
-        if os.path.getsize(self.partial) < size or (self.compressed and os.path.getsize(self.tail_path) < tail_size):
+        lines, size = int(point["lines"]), int(point["bytes"])
+        if os.path.getsize(self.partial) < size:
             raise ResumeError(f"{self.partial} is shorter than its record says; run without --resume to start over")
         digest = hashlib.sha256()
         read = 0
@@ -205,24 +183,15 @@ class PartialOutput:
         if digest.hexdigest() != point["input_sha256"]:
             raise ResumeError(f"{self.partial} belongs to another input: the first {lines:,} lines of "
                               f"{self.source} are not those it was made from; run without --resume to start over")
-        self._raw = _reopened(self.partial, size)  # whatever came after the record may be cut short
-        self._members_end = size
-        if self.compressed:
-            self._tail = _reopened(self.tail_path, tail_size)
-            self._tail.seek(0)
-            text = self._tail.read()
-            self._tail_bytes = len(text)
-            if text:
-                self._member = self._new_member()
-                self._member.write(text)
+        self._raw = _reopened(self.partial, size)  # whatever came after the record is cut off
         self.lines = lines
         self._digest = digest
+        self._boundary = (lines, size, digest.copy())
         self._commit()
 
     def _check_identity(self, recorded: dict[str, Any]) -> None:
-        recorded = _with_the_count_used(recorded)
         for part, what in (("index", "index (another model)"), ("options", "options"),
-                           ("fastsubs", "fastsubs version")):
+                           ("compression", "compressor or compression level"), ("fastsubs", "fastsubs version")):
             if recorded.get(part) != self.identity[part]:
                 detail = ""
                 if part == "options":
@@ -233,66 +202,39 @@ class PartialOutput:
 
     # --- writing ------------------------------------------------------------------------
 
-    def write(self, line: bytes, text: bytes) -> None:
-        """The complete output ``text`` of input ``line``."""
+    def write(self, lines: list[bytes], data: bytes, complete: bool) -> None:
+        """The finished output ``data`` of input ``lines``: a whole chunk when ``complete``,
+        else the lines of a chunk before a bad record (written, to be seen, but not
+        recorded).  Records the progress after a whole block, when it is due: a resumed run
+        starts at a block, and cuts the rest into the chunks of an uninterrupted run, even
+        of an input that has grown or been mended since (the blocks near an input's end
+        are cut smaller, so what follows the last whole block is never recorded)."""
         assert self._raw is not None, "start() first"
         with _naming(self.partial):
-            if not self.compressed:
-                self._raw.write(text)
-            elif text:
-                assert self._tail is not None
-                if self._member is None:
-                    self._member = self._new_member()
-                self._member.write(text)
-                self._tail.write(text)
-                self._tail_bytes += len(text)
-            self._digest.update(line)
-            self.lines += 1
-            if self._tail_bytes >= MEMBER_BYTES:
-                self._end_member()
-
-    def checkpoint(self) -> None:
-        """Between chunks: record the progress if it is due."""
-        if time.monotonic() - self._committed_at >= COMMIT_SECONDS:
-            with _naming(self.partial):
-                self._commit()
-
-    def _new_member(self) -> BinaryIO:
-        member = compressing_writer(self._raw, self.target)  # type: ignore[arg-type]
-        assert member is not None
-        return member
-
-    def _end_member(self) -> None:
-        """Complete the open member; once it is on disk and recorded, its text is no longer kept."""
-        assert self._member is not None and self._raw is not None and self._tail is not None
-        self._member.close()
-        self._member = None
-        self._raw.flush()
-        os.fsync(self._raw.fileno())
-        self._members_end = self._raw.tell()
-        self._tail_bytes = 0
-        self._commit()  # before the text goes: a record must never promise more tail than there is
-        self._tail.seek(0)
-        self._tail.truncate()
+            self._raw.write(data)
+            if not complete:
+                return
+            for line in lines:
+                self._digest.update(line)
+            self.lines += len(lines)
+            if len(lines) == CHUNK_LINES:  # a whole block (chunks never cross one)
+                self._boundary = (self.lines, self._raw.tell(), self._digest.copy())
+                if time.monotonic() - self._committed_at >= COMMIT_SECONDS:
+                    self._commit()
 
     def _commit(self) -> None:
-        """Flush what the record will describe to disk, then record it (atomically)."""
+        """Flush what the record will describe to disk, then record the last block boundary
+        (atomically)."""
         assert self._raw is not None
+        lines, size, digest = self._boundary
         with signals_held():
-            if self.compressed:
-                assert self._tail is not None
-                kept, size = self._tail, self._members_end
-            else:
-                kept = self._raw
-                size = self._raw.tell()
-            kept.flush()
-            os.fsync(kept.fileno())
-            point = {"lines": self.lines, "bytes": size, "tail_bytes": self._tail_bytes,
-                     "input_sha256": self._digest.copy().hexdigest()}
+            self._raw.flush()
+            os.fsync(self._raw.fileno())
+            point = {"lines": lines, "bytes": size, "input_sha256": digest.hexdigest()}
             state = {"format": STATE_FORMAT, "version": STATE_VERSION, "run": self.identity,
                      "input": self.source, "resume": point}
             _write_json(self.state_path, state)
-        self.recorded_lines = self.lines
+        self.recorded_lines = lines
         self._committed_at = time.monotonic()
 
     # --- ending -------------------------------------------------------------------------
@@ -302,10 +244,8 @@ class PartialOutput:
         assert self._raw is not None
         with signals_held():
             with _naming(self.partial):
-                if self._member is not None:
-                    self._member.close()
-                if self.compressed and self._raw.tell() == 0:  # no output at all: still a valid file
-                    self._new_member().close()
+                if self.compress is not None and self._raw.tell() == 0:  # no output at all: still a valid file
+                    self._raw.write(self.compress(b""))
                 self._raw.flush()
                 os.fsync(self._raw.fileno())
                 self._raw.close()
@@ -315,49 +255,26 @@ class PartialOutput:
                     self.run_record, self.target, self.source, self.lines, self._digest.hexdigest()))
                 os.replace(self.partial, self.target)
                 os.unlink(self.state_path)
-                if self._tail is not None:
-                    self._tail.close()
-                    os.unlink(self.tail_path)
                 _sync_directory(str(self.target))
 
     def abandon(self, error: BaseException) -> None:
         """The run stops early (a signal, a bad record, damaged input, a full disk): record
-        everything written so far, and say on ``error`` where it is kept."""
+        everything written so far up to the last block boundary, and say on ``error`` where
+        it is kept."""
         if self._raw is None or self._raw.closed:
             return
         try:
             self._commit()
-            if self._member is not None:
-                # Completes OUT.partial as a file to look at; the record still ends at
-                # the members before, and a resumed run compresses the tail again.
-                self._member.close()
-                self._raw.flush()
         except OSError:
             pass  # a full disk, say: the last record still describes what is on disk
         finally:
-            # The open member first, also where the steps above failed before closing it
-            # (a full disk): a gzip writer collected unclosed would flush into the closed
-            # file (Python 3.12+ buffers its writes) and print a traceback.
-            for stream in (self._member, self._raw, self._tail):
-                try:
-                    if stream is not None:
-                        stream.close()
-                except OSError:
-                    pass
+            with suppress(OSError):
+                self._raw.close()
         if self.recorded_lines:
             # error.add_note() where Python has it (3.11+): the same list, which the error line reads
             error.__notes__ = [*getattr(error, "__notes__", ()),
                                f"{self.partial} keeps the output of the first {self.recorded_lines:,} input lines; "
                                "the same command with --resume continues it"]
-
-
-def _with_the_count_used(identity: dict[str, Any]) -> dict[str, Any]:
-    """A recorded run identity with ``n`` the count its search used: partial outputs written
-    before the options recorded it have ``n`` null where neither -n nor -p was given (100)."""
-    options = identity.get("options")
-    if isinstance(options, dict) and options.get("n") is None and options.get("p") is None:
-        return {**identity, "options": {**options, "n": DEFAULT_COUNT}}
-    return identity
 
 
 def _reopened(path: str, size: int) -> BinaryIO:
@@ -389,10 +306,11 @@ def refuse_the_input_as_output(output_path: Path | None, input_path: Path | None
         raise OutputError(str(output_path), f"it is {which}; the output would replace it: name another file")
 
 
-def destination(output_path: Path | None, run_record: dict[str, Any], source: str,
-                warn: Callable[[str], None], stdout: BinaryIO) -> StreamOutput | PartialOutput:
+def destination(output_path: Path | None, run_record: dict[str, Any], source: str, warn: Callable[[str], None],
+                stdout: BinaryIO, compress: Compressor | None) -> StreamOutput | PartialOutput:
     """The output of a run: stdout, OUT written atomically (with OUT.json made from
-    ``run_record``, :func:`fastsubs.query.provenance.run_record`), or a device/pipe given as ``-o``."""
+    ``run_record``, :func:`fastsubs.query.provenance.run_record`), or a device/pipe given as
+    ``-o`` (which takes the chunks as they come, compressed or not as its name asks)."""
     if output_path is None:
         return StreamOutput(stdout, "<stdout>")
     try:
@@ -400,9 +318,9 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
     except FileNotFoundError:
         mode = stat.S_IFREG
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return PartialOutput(output_path, run_record, source, warn)
+        return PartialOutput(output_path, run_record, source, warn, compress)
     with _naming(str(output_path)):
-        return StreamOutput(open_binary(output_path, "wb"), str(output_path), owned=True)
+        return StreamOutput(open(output_path, "wb"), str(output_path), owned=True)
 
 
 def _write_json(path: str, data: dict[str, Any]) -> None:

@@ -29,9 +29,10 @@ from typing import Any
 from fastsubs.errors import FastsubsError, missing_extra
 from fastsubs.index import SubstituteIndex
 from fastsubs.limits import SearchStats
+from fastsubs.query.lines import numbered_chunks
 from fastsubs.query.options import QueryOptions, missing_word_warning
-from fastsubs.query.runner import numbered_chunks, process_chunk
-from fastsubs.textio import open_binary
+from fastsubs.query.run import process_chunk
+from fastsubs.textio import compressor, open_binary
 
 _indexes: dict[str, SubstituteIndex] = {}
 # One open index per index path per worker process, shared by its threads: they search it
@@ -53,7 +54,9 @@ def _render_partition(lines: Iterable[str], index_path: str, options: QueryOptio
     result = process_chunk(_open(index_path), encoded, options, "<bag>")
     for warning in result.warnings:
         warnings.warn(warning, stacklevel=1)
-    return result.text.decode("utf-8", "surrogateescape").split("\n")[:-1]
+    if result.error is not None:
+        raise result.error
+    return result.data.decode("utf-8", "surrogateescape").split("\n")[:-1]
 
 
 def substitutes_bag(bag: Any, index_path: str | os.PathLike[str], options: QueryOptions) -> Any:
@@ -92,14 +95,21 @@ def to_textfiles(bag: Any, path: str, **kwargs: Any) -> Any:
 
 
 def _process_file(job: tuple[str, str], index_path: str, options: QueryOptions) -> SearchStats:
+    """One input file's output, written as fastsubs-query writes it (a compressed one in the
+    same members), with a bad record an error as there."""
     source, target = job
     totals = SearchStats()
-    with open_binary(source) as stream, open_binary(target, "wb") as out:
+    compress = compressor(target)
+    with open_binary(source) as stream, open(target, "wb") as out:
         index = _open(index_path)
         for chunk in numbered_chunks(stream, source):
-            result = process_chunk(index, chunk, options, source)
-            out.write(result.text)
+            result = process_chunk(index, chunk, options, source, compress)
+            out.write(result.data)
             totals.add(result.stats)
+            if result.error is not None:
+                raise result.error
+        if compress is not None and out.tell() == 0:  # no output at all: still a valid file
+            out.write(compress(b""))
     return totals
 
 

@@ -7,7 +7,7 @@ input) stops the workers.
 
 Whatever stops a run, everything before the line that stopped it is written: a bad
 ``-t`` record or unreadable input ends output exactly before that line, and ``-o``
-keeps its partial file for ``--resume`` (:mod:`fastsubs.query.destinations`).
+keeps its partial file for ``--resume`` (:mod:`fastsubs.query.output_files`).
 """
 
 from __future__ import annotations
@@ -15,135 +15,57 @@ from __future__ import annotations
 import os
 import sys
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from contextlib import ExitStack, closing
-from dataclasses import dataclass, field
-from itertools import islice
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 from fastsubs.cli_support import signals_held
-from fastsubs.errors import QueryInputError, ResumeError
+from fastsubs.errors import ArgumentError, QueryInputError, ResumeError
 from fastsubs.index import SubstituteIndex
 from fastsubs.limits import SearchStats
-from fastsubs.query.destinations import PartialOutput, StreamOutput, destination, refuse_the_input_as_output
+from fastsubs.query.formats import render_line
+from fastsubs.query.lines import Chunk, InputLines
 from fastsubs.query.options import QueryOptions, missing_word_warning
+from fastsubs.query.output_files import PartialOutput, StreamOutput, destination, refuse_the_input_as_output
 from fastsubs.query.progress import Progress
 from fastsubs.query.provenance import run_record
-from fastsubs.query.records import render_record
-from fastsubs.textio import DECOMPRESSION_ERRORS, open_binary, read_failure
+from fastsubs.textio import Compressor, compressor, open_binary
 
 if TYPE_CHECKING:
     from fastsubs.query.workers import WorkerProcesses
 
-#: Input lines handed to a worker at a time.
-CHUNK_LINES = 32
 #: Chunks a forked worker holds: the one it searches and the next.  The run's own process
 #: tops its workers up between the lines it searches itself, so one more would only
 #: lengthen the end of a run, where this process waits for what the workers still hold
 #: (kn4-64k, 3,000 lines, --workers 2: 4 were no faster, 1 left the worker idle).
 CHUNKS_AHEAD = 2
-#: Lines per chunk at the end of a parallel run's input (see :meth:`InputLines.chunks`).
-#: kn4-64k, 3,000 lines, --workers 2: this process waited 36-82 ms at the end for the
-#: worker's last whole chunks, 1-10 ms in most runs with the tail in chunks of 4 lines.
-TAIL_CHUNK_LINES = 4
-
-Chunk = list[tuple[int, bytes]]
 
 
 @dataclass
 class ChunkResult:
-    """What processing a chunk gives back: the output of each line, warnings, and the work it took.
+    """What processing a chunk gives back: its finished output (one member, when the output
+    is compressed), how many of its lines that output covers, warnings, and the work it took.
 
-    A bad record that is not to be skipped ends the chunk: ``error`` holds it and
-    ``outputs`` the output of every line before it.
+    A bad record that is not to be skipped ends the chunk: ``error`` holds it, and
+    ``data`` the output of the ``done`` lines before it.
     """
 
-    outputs: list[bytes]
+    data: bytes
+    done: int
     warnings: list[str]
     stats: SearchStats
     error: QueryInputError | None = None
 
-    @property
-    def text(self) -> bytes:
-        """The output of the whole chunk; raises the chunk's bad record, if there is one."""
-        if self.error is not None:
-            raise self.error
-        return b"".join(self.outputs)
-
-
-@dataclass
-class InputLines:
-    """The lines of an input, numbered from 1; reading stops at the first line that cannot be
-    read (damaged compressed data), which :meth:`chunks` keeps in ``failure`` so that
-    every line before it is still processed and written."""
-
-    stream: BinaryIO
-    source: str
-    read: int = 0
-    failure: QueryInputError | None = field(default=None, init=False)
-
-    def __iter__(self) -> Iterator[tuple[int, bytes]]:
-        lines = iter(self.stream)
-        while True:
-            try:
-                line = next(lines)
-            except StopIteration:
-                return
-            except DECOMPRESSION_ERRORS as error:
-                raise QueryInputError(self.source, self.read + 1, read_failure(error)) from None
-            self.read += 1
-            yield self.read, line
-
-    def first(self, count: int) -> Iterator[bytes]:
-        """The next ``count`` lines (fewer at the end), for checking a resumed run's input."""
-        return (line for _, line in islice(self, count))
-
-    def chunks(self, tail_lines: int = 0) -> Iterator[Chunk]:
-        """The rest of the lines, CHUNK_LINES at a time, and the last ``tail_lines`` lines
-        TAIL_CHUNK_LINES at a time.
-
-        The input is read up to CHUNK_LINES + ``tail_lines`` lines ahead of the chunks given
-        out, so the end is seen coming.  A parallel run asks for a tail as long as what its workers hold: at
-        the end every process then has small chunks left to take, and they finish together
-        instead of one searching whole chunks while the others wait.
-        """
-        numbered = iter(self)
-        ahead: deque[tuple[int, bytes]] = deque()
-        ended = False
-        while True:
-            while not ended and len(ahead) < CHUNK_LINES + tail_lines:
-                try:
-                    ahead.append(next(numbered))
-                except StopIteration:
-                    ended = True
-                except QueryInputError as error:
-                    self.failure = error
-                    ended = True
-            if not ahead:
-                return
-            if not ended:
-                size = CHUNK_LINES
-            elif len(ahead) > tail_lines:
-                size = min(CHUNK_LINES, len(ahead) - tail_lines)
-            else:
-                size = TAIL_CHUNK_LINES
-            yield [ahead.popleft() for _ in range(min(size, len(ahead)))]
-
-
-def numbered_chunks(stream: BinaryIO, source: str = "<input>") -> Iterator[Chunk]:
-    """Lines of ``stream`` (any length) with 1-based numbers, CHUNK_LINES at a time; a line
-    that cannot be read raises QueryInputError after the chunks before it."""
-    lines = InputLines(stream, source)
-    yield from lines.chunks()
-    if lines.failure is not None:
-        raise lines.failure
-
 
 def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, source: str,
+                  compress: Compressor | None = None,
                   after_each_line: Callable[[], None] = lambda: None) -> ChunkResult:
-    """Render every record of ``chunk``; bad -t records are skipped only when asked.  Its
-    stats count this thread's searches alone: other threads may search the same index."""
+    """The output of every line of ``chunk``, finished as the output file takes it (compressed
+    by ``compress``, if any): the process that searched a chunk also formats and compresses
+    it, so the writing process only writes.  Bad -t records are skipped only when asked.
+    Its stats count this thread's searches alone: other threads may search the same index."""
     before = index.thread_stats()
     outputs: list[bytes] = []
     warnings = []
@@ -151,31 +73,35 @@ def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, s
     for number, line in chunk:
         after_each_line()
         try:
-            outputs.append(render_record(index, line, options, source, number))
+            outputs.append(render_line(index, line, options, source, number))
         except QueryInputError as bad:
             if not options.skip_bad_records:
                 error = bad
                 break
             outputs.append(b"")
             warnings.append(f"fastsubs-query: warning: skipped {bad}")
-    return ChunkResult(outputs, warnings, index.thread_stats().since(before), error)
+    data = b"".join(outputs)
+    if compress is not None and data:
+        data = compress(data)
+    return ChunkResult(data, len(outputs), warnings, index.thread_stats().since(before), error)
 
 
-Results = Iterator[tuple[Chunk, ChunkResult]]
+Results = Generator[tuple[Chunk, ChunkResult], None, None]
 
 
-def serial_results(index_path: str, chunks: Iterable[Chunk], options: QueryOptions, source: str) -> Results:
+def serial_results(index_path: str, chunks: Iterable[Chunk], options: QueryOptions, source: str,
+                   compress: Compressor | None) -> Results:
     """Every chunk with its result, computed in this process."""
     index = SubstituteIndex(index_path)
     try:
         for chunk in chunks:
-            yield chunk, process_chunk(index, chunk, options, source)
+            yield chunk, process_chunk(index, chunk, options, source, compress)
     finally:
         index.close()
 
 
 def parallel_results(index_path: str, chunks: Iterable[Chunk], options: QueryOptions, source: str,
-                     workers: int) -> Results:
+                     compress: Compressor | None, workers: int) -> Results:
     """Every chunk with its result from ``workers`` processes, in input order, memory bounded.
 
     This process is one of them: it forks ``workers - 1``, keeps each holding
@@ -189,7 +115,7 @@ def parallel_results(index_path: str, chunks: Iterable[Chunk], options: QueryOpt
     from fastsubs.query.workers import worker_processes
 
     def work(index: SubstituteIndex, chunk: Chunk) -> ChunkResult:
-        return process_chunk(index, chunk, options, source)
+        return process_chunk(index, chunk, options, source, compress)
 
     with worker_processes(workers - 1, index_path, work, os.getpid()) as pool:
         index = SubstituteIndex(index_path)  # opened after the fork: no LMDB environment crosses it
@@ -203,17 +129,11 @@ def parallel_results(index_path: str, chunks: Iterable[Chunk], options: QueryOpt
                 taken = run.take()
                 if taken is not None:  # the next result is not ready: search meanwhile
                     number, chunk = taken
-                    pool.answered[number] = process_chunk(index, chunk, options, source, run.feed)
+                    pool.answered[number] = process_chunk(index, chunk, options, source, compress, run.feed)
                 else:
                     pool.collect(block=True)
         finally:
             index.close()
-
-
-def tail_lines(workers: int) -> int:
-    """Lines a parallel run of ``workers`` processes gives out in TAIL_CHUNK_LINES chunks at
-    the end: as many as its forked workers hold in whole chunks."""
-    return (workers - 1) * CHUNKS_AHEAD * CHUNK_LINES
 
 
 class InOrder:
@@ -261,14 +181,16 @@ class InOrder:
 
 
 def execute(index: Path, *, options: QueryOptions, input_path: Path | None, output_path: Path | None,
-            workers: int, stats: bool, resume: bool = False,
+            workers: int, stats: bool, resume: bool = False, compress_level: int | None = None,
             warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> None:
     """The whole ``fastsubs-query`` run: open input and output, process, report.
 
     With ``resume``, an interrupted ``-o`` run is continued after the input lines its
     partial output already holds; only the rest is searched (and counted by ``stats``).
+    ``compress_level``: of a compressed ``-o`` (None: its format's default).
     """
     refuse_the_input_as_output(output_path, input_path, sys.stdin.buffer)
+    compress = output_compressor(output_path, compress_level)
     cores = usable_cores()
     if workers > cores:
         warn(f"fastsubs-query: note: --workers {workers} is more than the {cores} "
@@ -276,7 +198,7 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
         workers = cores
     index_path = str(index)
     with SubstituteIndex(index_path) as index:  # fails early, in this process, on a bad index
-        record = run_record(index_path, index.meta, options)
+        record = run_record(index_path, index.meta, options, compress)
         for word in index.unknown(options.excluded_words):
             warn(f"fastsubs-query: warning: {missing_word_warning(word)}")
     # workers fork after this: no open index crosses a fork
@@ -285,7 +207,7 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
     with ExitStack() as stack:
         stream = stack.enter_context(open_binary(input_path)) if input_path else sys.stdin.buffer
         lines = InputLines(stream, source)
-        out = destination(output_path, record, source, warn, sys.stdout.buffer)
+        out = destination(output_path, record, source, warn, sys.stdout.buffer, compress)
         if resume and isinstance(out, StreamOutput):
             raise ResumeError(f"--resume needs -o to name a regular file, not {out.name}")
         try:
@@ -293,17 +215,14 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
                 out.start(resume, lines.first)
             progress = Progress(stream) if Progress.wanted() else None
             if workers > 1:
-                results = parallel_results(index_path, lines.chunks(tail_lines=tail_lines(workers)), options, source,
-                                           workers)
+                results = parallel_results(index_path, lines.chunks(), options, source, compress, workers)
             else:
-                results = serial_results(index_path, lines.chunks(), options, source)
+                results = serial_results(index_path, lines.chunks(), options, source, compress)
             for chunk, result in stack.enter_context(closing(results)):
                 for warning in result.warnings:
                     warn(warning)
                 with signals_held():  # a chunk's output and its record are written whole
-                    for (_, line), text in zip(chunk, result.outputs):
-                        out.write(line, text)
-                    out.checkpoint()
+                    out.write([line for _, line in chunk[:result.done]], result.data, result.error is None)
                 totals.add(result.stats)
                 if progress is not None:
                     progress.advance(sum(len(line) for _, line in chunk), result.stats.positions)
@@ -321,6 +240,19 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
         warn(format_stats(totals))
 
 
+def output_compressor(output_path: Path | None, level: int | None) -> Compressor | None:
+    """What compresses the chunks of an output named ``output_path`` (None: a plain one);
+    ArgumentError for a level the format lacks, or a level for a plain output."""
+    if output_path is None or compressor(output_path) is None:
+        if level is not None:
+            raise ArgumentError("--compress-level is for a compressed -o (.gz, .bz2, .xz)")
+        return None
+    try:
+        return compressor(output_path, level)
+    except ValueError as error:
+        raise ArgumentError(f"--compress-level: {error}") from None
+
+
 def usable_cores() -> int:
     """The cores this process may run on: its CPU affinity where the system keeps one (a
     SLURM job, ``taskset``), else the machine's.  More searching processes than that only
@@ -336,5 +268,5 @@ def format_stats(stats: SearchStats) -> str:
     """One line of search statistics for ``--stats``."""
     per = max(stats.positions, 1)
     return (f"positions {stats.positions}  candidates evaluated {stats.evaluated} "
-            f"({stats.evaluated / per:.1f} per position)  sorted-list entries read {stats.list_reads / per:.1f} per position  "
-            f"substitutes listed {stats.listed}")
+            f"({stats.evaluated / per:.1f} per position)  "
+            f"sorted-list entries read {stats.list_reads / per:.1f} per position  substitutes listed {stats.listed}")

@@ -1,0 +1,127 @@
+"""The input of a run: numbered lines, read in chunks, and the ``-t`` records they may hold.
+
+A run's input is handed out in chunks whose boundaries depend on the input alone, not on
+the number of workers: blocks of CHUNK_LINES lines counted from the first line, except
+that the blocks that start within the last TAIL_LINES lines are handed out
+TAIL_CHUNK_LINES lines at a time, so that at the end of a parallel run every process has
+small chunks left to take and they finish together.  Each chunk's output is one piece of
+the output file (one gzip member of a compressed one), so the output's bytes are the same
+for any ``--workers``; a resumed run starts at a block boundary (its partial output records
+only those), so its chunks, and its bytes, are those of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import BinaryIO
+
+from fastsubs.errors import QueryInputError
+from fastsubs.textio import DECOMPRESSION_ERRORS, read_failure
+from fastsubs.tokens import tokenize
+
+#: Input lines in a chunk.
+CHUNK_LINES = 32
+#: Lines at the end of an input given out in chunks of TAIL_CHUNK_LINES: kn4-64k, 3,000
+#: lines, --workers 2: the run's own process waited 36-82 ms at the end for a worker's last
+#: whole chunks, 1-10 ms in most runs with the last 64 lines in chunks of 4; 128 lines are
+#: two small chunks each for 16 processes.  The input is read this far ahead, so output
+#: from a pipe that is still open lags it by as many lines.
+TAIL_LINES = 128
+TAIL_CHUNK_LINES = 4
+
+Chunk = list[tuple[int, bytes]]
+
+
+@dataclass
+class InputLines:
+    """The lines of an input, numbered from 1; reading stops at the first line that cannot be
+    read (damaged compressed data), which :meth:`chunks` keeps in ``failure`` so that
+    every line before it is still processed and written."""
+
+    stream: BinaryIO
+    source: str
+    read: int = 0
+    failure: QueryInputError | None = field(default=None, init=False)
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        lines = iter(self.stream)
+        while True:
+            try:
+                line = next(lines)
+            except StopIteration:
+                return
+            except DECOMPRESSION_ERRORS as error:
+                raise QueryInputError(self.source, self.read + 1, read_failure(error)) from None
+            self.read += 1
+            yield self.read, line
+
+    def first(self, count: int) -> Iterator[bytes]:
+        """The next ``count`` lines (fewer at the end), for checking a resumed run's input."""
+        return (line for _, line in islice(self, count))
+
+    def chunks(self) -> Iterator[Chunk]:
+        """The rest of the lines in chunks (see the module's docstring); the next line must
+        start a block (the first line, or one after a multiple of CHUNK_LINES).
+
+        The input is read up to CHUNK_LINES + TAIL_LINES lines ahead of the chunks given
+        out, so the end is seen coming.
+        """
+        numbered = iter(self)
+        ahead: deque[tuple[int, bytes]] = deque()
+        ended = False
+        while True:
+            while not ended and len(ahead) < CHUNK_LINES + TAIL_LINES:
+                try:
+                    ahead.append(next(numbered))
+                except StopIteration:
+                    ended = True
+                except QueryInputError as error:
+                    self.failure = error
+                    ended = True
+            if not ahead:
+                return
+            block = [ahead.popleft() for _ in range(min(CHUNK_LINES, len(ahead)))]
+            if ended and len(block) + len(ahead) <= TAIL_LINES:
+                for first in range(0, len(block), TAIL_CHUNK_LINES):
+                    yield block[first:first + TAIL_CHUNK_LINES]
+            else:
+                yield block
+
+
+def numbered_chunks(stream: BinaryIO, source: str = "<input>") -> Iterator[Chunk]:
+    """Lines of ``stream`` (any length) with 1-based numbers, in chunks; a line that cannot
+    be read raises QueryInputError after the chunks before it."""
+    lines = InputLines(stream, source)
+    yield from lines.chunks()
+    if lines.failure is not None:
+        raise lines.failure
+
+
+@dataclass(frozen=True)
+class TargetRecord:
+    """A ``-t`` record: its name and id (as written), its tokens and the target position."""
+
+    name: bytes
+    id: bytes
+    tokens: list[bytes]
+    position: int
+
+
+def parse_target_record(line: bytes, source: str, number: int) -> TargetRecord:
+    """The fields of a ``-t`` record ``name<TAB>id<TAB>index<TAB>text``, or QueryInputError
+    naming the line."""
+    fields = line.rstrip(b"\r\n").split(b"\t", 3)
+    if len(fields) != 4:
+        raise QueryInputError(source, number,
+                              f"expected 'name<TAB>id<TAB>index<TAB>text', found {len(fields)} field(s)")
+    tokens = tokenize(fields[3])
+    try:
+        position = int(fields[2])
+    except ValueError:
+        raise QueryInputError(source, number, f"expected a whole-number token index, found {fields[2]!r}") from None
+    if not 0 <= position <= len(tokens):
+        raise QueryInputError(source, number, f"token index {position} is outside 0 … {len(tokens)} for this text")
+    return TargetRecord(fields[0], fields[1], tokens, position)

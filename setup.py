@@ -15,9 +15,11 @@ KERNEL = "kernel/"
 SOURCES = ["module.c", "index.c", "store.c", "cache.c", "terms.c", "search.c", "output.c", "render.c", "sample.c",
            "lmdb/mdb.c", "lmdb/midl.c", "ryu/d2s.c"]
 
-setup(ext_modules=[Extension(
-    "fastsubs._kernel",
-    sources=[KERNEL + name for name in SOURCES],
-    include_dirs=[KERNEL],
-    extra_compile_args=["-fvisibility=hidden", "-Wno-unused-but-set-variable"],
-)])
+FLAGS = ["-fvisibility=hidden", "-Wno-unused-but-set-variable"]
+
+setup(ext_modules=[
+    Extension("fastsubs._kernel", sources=[KERNEL + name for name in SOURCES], include_dirs=[KERNEL],
+              extra_compile_args=FLAGS),
+    # the index builder's hot loop (reading n-gram lines), apart from the query's core
+    Extension("fastsubs.indexer._native", sources=["indexer/native.c"], extra_compile_args=FLAGS),
+])

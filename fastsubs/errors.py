@@ -21,6 +21,10 @@ class ModelFormatError(FastsubsError):
         where = f"{path}:{line}" if line is not None else path
         super().__init__(f"{where}: {message}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, int | None, str]]:
+        """Pickled with its parts (a build's job process sends it to the building process)."""
+        return type(self), (self.path, self.line, self.message)
+
 
 class IndexFileError(FastsubsError):
     """Base of errors about an index directory (not an index, damaged, too new)."""

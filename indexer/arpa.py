@@ -38,6 +38,7 @@ from typing import BinaryIO
 import numpy as np
 
 from fastsubs.errors import ModelFormatError
+from fastsubs.indexer._native import WordTable
 from fastsubs.textio import DECOMPRESSION_ERRORS, open_binary
 
 #: Largest magnitude a score may have: the index stores float32.
@@ -320,11 +321,19 @@ class ArpaReader:
 
 @dataclass
 class _Vocabulary:
-    """The unigrams read so far: word -> id, and the line of each id (for duplicate errors)."""
+    """The unigrams read so far: word -> id, and the line of each id (for duplicate errors);
+    once they are all read, the same for the C parser of the higher orders (``table``)."""
 
     words: list[bytes]
     ids: dict[bytes, int] = field(default_factory=dict)
     lines: array = field(default_factory=lambda: array("q"))
+    _table: WordTable | None = None
+
+    @property
+    def table(self) -> WordTable:
+        if self._table is None:
+            self._table = WordTable(self.words)
+        return self._table
 
 
 def _read_section(
@@ -350,7 +359,7 @@ def _read_section(
         if batch:
             table = None
             if order > 1 and found + len(batch) <= count:
-                table = _parse_bulk(batch, order, has_beta, vocab.ids, lines.number - len(batch) + 1)
+                table = _parse_bulk(batch, order, has_beta, vocab.table, lines.number - len(batch) + 1)
             if table is None:
                 lines.put_back(len(batch))
                 table = _parse_lines(lines, it, len(batch), order, header, found, vocab)
@@ -379,50 +388,21 @@ def _section_end(batch: list[bytes]) -> int | None:
     return text.count(b"\n", 0, min(cuts)) + 1 if cuts else None
 
 
-#: Bytes that ``bytes.split()`` splits at.
-_WHITESPACE = np.zeros(256, dtype=bool)
-_WHITESPACE[list(b" \t\n\r\x0b\x0c")] = True
-
-
-def _parse_bulk(batch: list[bytes], order: int, has_beta: bool, vocab: dict[bytes, int],
+def _parse_bulk(batch: list[bytes], order: int, has_beta: bool, words: WordTable,
                 first_line: int) -> NgramTable | None:
-    """Parse n-gram lines (order > 1, none blank) all at once; None if any line is faulty.
+    """Parse n-gram lines (order > 1, none blank) all at once in C; None if any line is faulty.
 
-    Splits the joined batch once, finds each line's first field with numpy, and maps
-    words and numbers with C-level ``map`` calls.  It accepts exactly what
-    :func:`_parse_lines` accepts (same ``float``, same checks), so turning a batch down
-    only means the line-by-line parser runs and names the fault.
+    It accepts exactly what :func:`_parse_lines` accepts (the same numbers, the same
+    checks), so turning a batch down only means the line-by-line parser runs and names
+    the fault (``fastsubs.indexer._native``).
     """
-    text = b"\n".join(batch)
-    tokens = text.split()
     n = len(batch)
-    codes = np.frombuffer(text, dtype=np.uint8)
-    space = _WHITESPACE[codes]
-    # Lines are stripped and not blank, so every line starts a field.
-    field_starts = np.flatnonzero(space[:-1] & ~space[1:]) + 1
-    line_starts = np.flatnonzero(codes == ord("\n")) + 1
-    first = np.zeros(n, dtype=np.int64)
-    first[1:] = np.searchsorted(field_starts, line_starts) + 1
-    fields = np.diff(first, append=len(tokens))
-    with_beta = fields == order + 2
-    if not ((fields == order + 1) | (with_beta & has_beta)).all():
+    parsed = words.parse(b"\n".join(batch), n, order, has_beta)
+    if parsed is None:
         return None
-    word_at = (first[:, None] + np.arange(1, order + 1)).ravel().tolist()
-    try:
-        ids = np.fromiter(map(vocab.__getitem__, map(tokens.__getitem__, word_at)), np.int32, n * order)
-        alpha = np.fromiter(map(float, map(tokens.__getitem__, first.tolist())), np.float64, n)
-        beta = np.zeros(n)
-        beta[with_beta] = np.fromiter(map(float, map(tokens.__getitem__, (first[with_beta] + order + 1).tolist())),
-                                      np.float64, int(with_beta.sum()))
-    except (KeyError, ValueError):
-        return None
-    with np.errstate(over="ignore"):
-        alpha32, beta32 = alpha.astype(np.float32), beta.astype(np.float32)
-    # Non-finite after narrowing too: the line-by-line reader then names the line.
-    if not (np.isfinite(alpha32).all() and (alpha <= 0).all() and np.isfinite(beta32).all()):
-        return None
-    return NgramTable(order, ids.reshape(n, order), alpha32, beta32,
-                      np.arange(first_line, first_line + n, dtype=np.int64))
+    ids, alpha, beta = parsed
+    return NgramTable(order, np.frombuffer(ids, np.int32).reshape(n, order), np.frombuffer(alpha, np.float32),
+                      np.frombuffer(beta, np.float32), np.arange(first_line, first_line + n, dtype=np.int64))
 
 
 def _parse_lines(

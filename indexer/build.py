@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lmdb
 import msgpack
@@ -25,15 +26,23 @@ from fastsubs import format as fmt
 from fastsubs.errors import FastsubsError, IndexExistsError, ModelFormatError
 from fastsubs.indexer.arpa import ArpaReader, NgramTable
 from fastsubs.indexer.completeness import check_count, check_opens, check_unigram_arrays
-from fastsubs.indexer.patterns import RecordWriter, check_no_duplicates
+from fastsubs.indexer.jobs import Jobs
+from fastsubs.indexer.patterns import end_record
 from fastsubs.indexer.publish import check_replaceable, make_temp_dir, publish, remove_stale_temp_dirs, remove_tree
-from fastsubs.indexer.runs import SortedRuns, merged_blocks
+from fastsubs.indexer.runs import Spill, run_rows
+from fastsubs.indexer.slots import SlotJob, append_records, encode_slot
 
-#: Subdirectory of the build's temporary directory holding the sorted runs until written.
+#: Subdirectory of the build's temporary directory holding the spilled n-grams and the
+#: jobs' runs and records until written.
 _RUNS_DIR = "runs"
 
 #: Address space reserved for the LMDB map while building; the file grows only as written.
 BUILD_MAP_SIZE = 1 << 40
+
+#: Memory a build may use, all its processes together: the jobs' sorted runs are sized
+#: to fit their share, beside what the reading and writing process keeps.
+DEFAULT_MEMORY = 1 << 30
+_MAIN_BYTES = 256 << 20
 
 Progress = Callable[[str], None]
 
@@ -49,13 +58,14 @@ class BuildSummary:
 
 
 @dataclass
-class _SortedModel:
-    """A model read once: vocabulary and unigrams in memory, higher orders as sorted runs on disk."""
+class _ReadModel:
+    """A model read once: vocabulary and unigrams in memory, higher orders spilled to disk,
+    the jobs that make their records (by order, then slot) started as each order was read."""
 
     words: list[bytes]
     counts: list[int]
     unigrams: NgramTable
-    runs: list[SortedRuns]  # orders 2..N
+    slots: dict[int, list[Any]]  # order -> one job handle per slot
 
     @property
     def order(self) -> int:
@@ -66,18 +76,28 @@ class _SortedModel:
 READ_PROGRESS_SECONDS = 3.0
 
 
-def _read_model(model_path: Path, directory: Path, progress: Progress) -> _SortedModel:
-    """Parse the model, spilling each higher order to ``directory`` as runs sorted for every slot.
+def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Jobs, memory: int) -> _ReadModel:
+    """Parse the model, spilling each higher order to ``directory``, and start the jobs of
+    its slots as soon as an order is spilled (they sort and encode it while the next is read).
 
-    Reading a big model takes a while (~40 s for 11M n-grams), so progress hears of
-    each section as it starts and then every READ_PROGRESS_SECONDS, with the lines
-    read so far.
+    Reading a big model takes a while, so progress hears of each section as it starts and
+    then every READ_PROGRESS_SECONDS, with the lines read so far.
     """
     directory.mkdir()
     reader = ArpaReader(model_path)
     unigram_chunks: list[NgramTable] = []  # a vocabulary past BATCH_LINES words comes in several
-    runs: dict[int, SortedRuns] = {}
+    slots: dict[int, list[Any]] = {}
+    spill: Spill | None = None
     section, read, reported = 0, 0, 0.0
+
+    def start_jobs(done: Spill) -> None:
+        done.close()
+        id_bytes = fmt.id_bytes_for(len(reader.words))
+        rows = run_rows(max(memory - _MAIN_BYTES, 0) // jobs.count, done.order)
+        slots[done.order] = [jobs.submit(encode_slot, SlotJob(
+            done.path, done.order, slot, len(reader.counts), id_bytes, rows, directory, str(model_path),
+            reader.words)) for slot in range(done.order)]
+
     for chunk in reader:
         read = read + len(chunk.lines) if chunk.order == section else len(chunk.lines)
         now = time.monotonic()
@@ -86,11 +106,15 @@ def _read_model(model_path: Path, directory: Path, progress: Progress) -> _Sorte
             section, reported = chunk.order, now
         if chunk.order == 1:
             unigram_chunks.append(chunk)
-        else:
-            runs.setdefault(chunk.order, SortedRuns(directory, chunk.order)).add(chunk)
-    for order_runs in runs.values():
-        order_runs.flush()
-    return _SortedModel(reader.words, reader.counts, NgramTable.concatenate(unigram_chunks), list(runs.values()))
+            continue
+        if spill is None or spill.order != chunk.order:
+            if spill is not None:
+                start_jobs(spill)
+            spill = Spill(directory / f"{chunk.order}.ngrams", chunk.order)
+        spill.add(chunk)
+    if spill is not None:
+        start_jobs(spill)
+    return _ReadModel(reader.words, reader.counts, NgramTable.concatenate(unigram_chunks), slots)
 
 
 def default_index_path(model: Path) -> Path:
@@ -120,12 +144,18 @@ def build_index(
     *,
     force: bool = False,
     progress: Progress = _silent,
+    jobs: int = 1,
+    memory: int = DEFAULT_MEMORY,
 ) -> BuildSummary:
     """Build the index of the ARPA model at ``model_path``; returns a summary.
 
-    Raises :class:`IndexExistsError` when ``index_path`` exists and ``force`` is
-    false, :class:`TargetNotAnIndexError` when it holds anything but a fastsubs index
-    (never replaced, whatever ``force``), :class:`ModelFormatError` for a malformed model.
+    ``jobs`` processes sort and encode the records (beside the building process, which
+    reads the model and writes the index); ``memory`` (bytes) bounds what the build's
+    processes hold together, whatever the model's size (the n-grams are sorted on disk in
+    runs that fit).  Raises :class:`IndexExistsError` when ``index_path`` exists and
+    ``force`` is false, :class:`TargetNotAnIndexError` when it holds anything but a
+    fastsubs index (never replaced, whatever ``force``), :class:`ModelFormatError` for a
+    malformed model.
     """
     started = time.monotonic()
     model_path = Path(model_path)
@@ -140,11 +170,12 @@ def build_index(
     except OSError as error:
         raise FastsubsError(f"{target}: cannot create the index there ({error.strerror or error})") from None
     try:
-        progress(f"reading {model_path}")
-        model = _read_model(model_path, temp / _RUNS_DIR, progress)
-        progress(f"read {model.order}-gram model: " + ", ".join(
-            f"{count:,} {order}-grams" for order, count in enumerate(model.counts, start=1)))
-        _write_environment(temp, model, model_path, progress)
+        with Jobs(jobs) as workers:  # forked before anything big is read
+            progress(f"reading {model_path}")
+            model = _read_model(model_path, temp / _RUNS_DIR, progress, workers, memory)
+            progress(f"read {model.order}-gram model: " + ", ".join(
+                f"{count:,} {order}-grams" for order, count in enumerate(model.counts, start=1)))
+            _write_environment(temp, model, model_path, progress)
         remove_tree(temp / _RUNS_DIR)
         (temp / "lock.mdb").unlink(missing_ok=True)
         check_opens(temp)
@@ -180,7 +211,7 @@ def _disk_full(directory: Path) -> bool:
     return stat.f_bavail * stat.f_frsize < _NEARLY_FULL
 
 
-def _write_environment(directory: Path, model: _SortedModel, model_path: Path, progress: Progress) -> None:
+def _write_environment(directory: Path, model: _ReadModel, model_path: Path, progress: Progress) -> None:
     vocab_size = len(model.words)
     id_bytes = fmt.id_bytes_for(vocab_size)
     env = lmdb.open(str(directory), map_size=BUILD_MAP_SIZE, max_dbs=model.order + 2,
@@ -189,24 +220,20 @@ def _write_environment(directory: Path, model: _SortedModel, model_path: Path, p
         with env.begin(write=True) as txn:
             arrays = _write_arrays(env, txn, model)
         records = []
-        for runs in model.runs:
-            db = env.open_db(fmt.patterns_db_name(runs.order))
-            writer = RecordWriter(runs.order, model.order, id_bytes)
-            for slot in range(runs.order):
-                ngrams = 0
-                # One transaction per merged block: LMDB's dirty pages stay bounded too.
-                for rows in merged_blocks(runs.files[slot], runs.order):
-                    ngrams += len(rows)
-                    if slot == runs.order - 1:  # the slot last: rows in n-gram order
-                        check_no_duplicates(rows, runs.order, str(model_path), model.words)
-                    with env.begin(write=True, db=db) as txn, txn.cursor() as cursor:
-                        cursor.putmulti(writer.records(rows, slot).items(), append=True)
-                check_count(f"{runs.order}-grams with the slot at {slot + 1}", ngrams, model.counts[runs.order - 1])
-                progress(f"wrote the {runs.order}-grams with the slot at {slot + 1}")
-            end_key, end_value = writer.end()
+        for order in range(2, model.order + 1):
+            db = env.open_db(fmt.patterns_db_name(order))
+            previous, written = None, 0
+            key_length = fmt.key_length(order, id_bytes)
+            for slot, job in enumerate(model.slots[order]):
+                made = job.get()
+                check_count(f"{order}-grams with the slot at {slot + 1}", made.ngrams, model.counts[order - 1])
+                previous = append_records(env, db, made, key_length, previous)
+                written += made.records
+                progress(f"wrote the {order}-grams with the slot at {slot + 1}")
+            end_key, end_value = end_record(order, id_bytes, previous)
             with env.begin(write=True, db=db) as txn:
                 txn.put(end_key, end_value, append=True)
-            records.append(writer.written)
+            records.append(written + 1)
         meta = msgpack.packb(_metadata(model, model_path, vocab_size, id_bytes))
         index_of = {w: i for i, w in enumerate(model.words)}
         header = fmt.pack_header(
@@ -222,7 +249,7 @@ def _write_environment(directory: Path, model: _SortedModel, model_path: Path, p
         env.close()
 
 
-def _write_arrays(env: lmdb.Environment, txn: lmdb.Transaction, model: _SortedModel) -> list[tuple[int, int]]:
+def _write_arrays(env: lmdb.Environment, txn: lmdb.Transaction, model: _ReadModel) -> list[tuple[int, int]]:
     """Write the whole-vocabulary arrays; returns each one's (length, checksum) for the header."""
     unigrams = model.unigrams
     alpha = unigrams.alpha.astype(fmt.SCORE_DTYPE)
@@ -245,7 +272,7 @@ def _write_arrays(env: lmdb.Environment, txn: lmdb.Transaction, model: _SortedMo
     return sums
 
 
-def _metadata(model: _SortedModel, model_path: Path, vocab_size: int, id_bytes: int) -> dict[str, object]:
+def _metadata(model: _ReadModel, model_path: Path, vocab_size: int, id_bytes: int) -> dict[str, object]:
     """The msgpack map: for people (fastsubs-index info, a run's provenance); the search reads the header."""
     index_of = {w: i for i, w in enumerate(model.words)}
     unk = index_of.get(b"<unk>")

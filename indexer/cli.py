@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
+from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, usable_cores, version_option
 
 single_threaded_blas()  # before anything imports numpy
 
@@ -41,9 +41,22 @@ def build(
                                help="Replace an existing index at the output path (never anything else)."),
     quiet: bool = typer.Option(False, "-q", "--quiet",
                                help="No progress lines on stderr (there are none unless stderr is a terminal)."),
+    jobs: Optional[int] = typer.Option(None, "-j", "--jobs", min=1,
+                                       help="Processes that sort and encode the n-grams, beside the one that reads "
+                                            "the model and writes the index (default: one per core)."),
+    memory: str = typer.Option("1G", "--memory", metavar="SIZE",
+                               help="Memory the build may use, all its processes together (e.g. 2G, 800M; "
+                                    "default 1G); any model builds within it (its n-grams are sorted on disk in "
+                                    "runs that fit)."),
 ) -> None:
     from fastsubs.errors import IndexExistsError
     from fastsubs.indexer.build import build_index
+
+    limit = _size(memory)
+    if limit is None:
+        raise typer.BadParameter(f"expected a size such as 2G or 800M (at least 64M), found {memory!r}",
+                                 param_hint="--memory")
+    workers = jobs or usable_cores()
 
     started = time.monotonic()
     # Progress is for a person watching; a log or a pipe gets the closing summary only.
@@ -55,7 +68,7 @@ def build(
 
     def build_speaking_of_the_flag():
         try:
-            return build_index(model, output, force=force, progress=progress)
+            return build_index(model, output, force=force, progress=progress, jobs=workers, memory=limit)
         except IndexExistsError as error:
             raise IndexExistsError(error.path, flag="--force") from None
 
@@ -112,6 +125,17 @@ def verify(
         print(f"fastsubs-index: {index}: DAMAGED ({len(report.problems)} problem(s) shown); {summary}", file=sys.stderr)
         raise typer.Exit(1)
     print(f"{index}: OK; {summary}")
+
+
+def _size(text: str) -> int | None:
+    """Bytes of a size such as ``2G``, ``800M`` or ``65536K`` (at least 64 MiB), or None."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    number, unit = (text[:-1], text[-1].upper()) if text[-1:].upper() in units else (text, "")
+    try:
+        value = float(number) * units.get(unit, 1)
+    except ValueError:
+        return None
+    return int(value) if value >= 64 << 20 else None
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 For n-grams of order m and a slot position s, every n-gram ``A x B`` (x at position s)
 belongs to the pattern ``A _ B``.  Patterns come in key order; small ones are packed
 into BLOCK records that fill half an LMDB page each (two per page, no overflow pages),
-big ones get PATTERN records of their own, and :meth:`RecordWriter.end` closes the
+big ones get PATTERN records of their own, and :func:`end_record` closes the
 database.  Everything is built with whole-array numpy operations over a block of rows
 at a time, and handed to LMDB through C-level iterators.
 """
@@ -82,7 +82,7 @@ class Records:
     keys: bytes
     key_length: int
     values: bytes
-    offsets: np.ndarray
+    offsets: np.ndarray | list[int]
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -90,14 +90,15 @@ class Records:
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """``(key, value)`` pairs built from ``map``/``zip`` over slices, so no Python code
         runs per record while LMDB's ``putmulti`` consumes them."""
-        bounds = self.offsets.tolist()
+        bounds = self.offsets.tolist() if isinstance(self.offsets, np.ndarray) else self.offsets
         key_bounds = range(0, len(self.keys) + 1, self.key_length)
         return zip(map(self.keys.__getitem__, map(slice, key_bounds, key_bounds[1:])),
                    map(self.values.__getitem__, map(slice, bounds, bounds[1:])))
 
 
 class RecordWriter:
-    """The records of one ``patterns{m}`` database, made a block of sorted rows at a time.
+    """The records of one ``patterns{m}`` database (or of one slot of it), made a block of
+    sorted rows at a time.
 
     It remembers the last pattern key written, which the next record names as its
     previous one, and how many records it made (the header counts them).
@@ -120,16 +121,15 @@ class RecordWriter:
         self.written += len(records)
         return records
 
-    def end(self) -> tuple[bytes, bytes]:
-        """The END record closing the database."""
-        value = np.zeros(_padded(_COMMON + self.key_length), dtype=np.uint8)
-        _common(value, np.zeros(1, np.int64), fmt.END, self.last_key, np.zeros((0, self.key_length), np.uint8),
-                self.key_length)
-        key = fmt.end_key(self.order, self.id_bytes)
-        words = value.view("<u4")
-        value[:4] = np.frombuffer(np.uint32(fmt.record_checksum(key, words[1:].tobytes())).tobytes(), np.uint8)
-        self.written += 1
-        return key, value.tobytes()
+
+def end_record(order: int, id_bytes: int, previous: bytes | None) -> tuple[bytes, bytes]:
+    """The END record closing the database of ``order`` after the pattern key ``previous``."""
+    key_length = fmt.key_length(order, id_bytes)
+    value = np.zeros(_padded(_COMMON + key_length), dtype=np.uint8)
+    _common(value, np.zeros(1, np.int64), fmt.END, previous, np.zeros((0, key_length), np.uint8), key_length)
+    key = fmt.end_key(order, id_bytes)
+    value[:4] = np.frombuffer(np.uint32(fmt.record_checksum(key, value[4:].tobytes())).tobytes(), np.uint8)
+    return key, value.tobytes()
 
 
 def _padded(size):

@@ -1,15 +1,17 @@
-"""External sort of one order's n-grams for each slot: bounded memory whatever the model's size.
+"""One order's n-grams on disk, and sorted for each slot: bounded memory whatever the model's size.
 
 Patterns are written in key order, and a key (the fixed words) may gather n-grams from
-anywhere in the file, so each order must be sorted once per slot.  Rather than holding
-an order in memory, :class:`SortedRuns` sorts it in runs of at most :data:`RUN_ROWS`
-rows, spills each run to a file, and :func:`merged_blocks` merges the runs back a
-block at a time.  Memory is then a run while reading plus a few blocks while writing.
+anywhere in the file, so each order must be sorted once per slot.  Reading the model
+spills each order once, in file order (:class:`Spill`); then, slot by slot,
+:func:`sorted_blocks` sorts it in runs of at most ``run_rows`` rows (one run when the
+order fits), spills each run, and merges the runs back a block at a time.  Memory is a
+run while sorting plus a few blocks while merging; disk is the order once, and its runs
+for the slots being written.
 
-Rows are stored with their word ids in *key order*: the fixed words left to right,
-then the slot word, so sorting the ``ids`` columns lexicographically sorts by key.
-Equal rows keep file order (the sorts are stable and runs are merged in file order),
-so a repeated n-gram is reported with its first two lines.
+Rows are sorted with their word ids in *key order*: the fixed words left to right, then
+the slot word, so sorting the ``ids`` columns lexicographically sorts by key.  Equal rows
+keep file order (the sorts are stable and runs are merged in file order), so a repeated
+n-gram is reported with its first two lines.
 """
 
 from __future__ import annotations
@@ -21,14 +23,25 @@ import numpy as np
 
 from fastsubs.indexer.arpa import NgramTable
 
-#: Rows per sorted run (~32 bytes each, plus the sort's temporaries).
-RUN_ROWS = 1 << 22
-#: Rows the merge reads at once, over all runs.
-MERGE_ROWS = 1 << 21
+#: Rows the merge reads at once, over all runs (the blocks a job encodes at a time).
+MERGE_ROWS = 1 << 20
+#: Bytes a job needs per row of a run as it sorts it, beyond the row (its ids moved into
+#: key order, the sort's key, order and temporaries), and what merging and encoding
+#: MERGE_ROWS rows take (kn4-64k's 4-grams, measured).
+SORT_BYTES_PER_ROW = 48
+MERGE_BYTES = 200 << 20
+#: Rows written at a time from a sorted run (bounds the copy that gathers them).
+_WRITE_ROWS = 1 << 18
+
+
+def run_rows(memory: int, order: int) -> int:
+    """Rows of a sorted run of ``order``-grams that a job may hold in ``memory`` bytes."""
+    return max(1 << 16, (memory - MERGE_BYTES) // (row_dtype(order).itemsize + SORT_BYTES_PER_ROW))
 
 
 def row_dtype(order: int) -> np.dtype:
-    """One n-gram as spilled: ids in key order, scores as stored, and its line."""
+    """One n-gram as spilled: ids (in file order, or key order once sorted), scores as
+    stored, and its line in the model (for a duplicate's message)."""
     return np.dtype([("ids", "<u4", (order,)), ("alpha", "<f4"), ("beta", "<f4"), ("line", "<i8")])
 
 
@@ -37,37 +50,46 @@ def key_columns(order: int, slot: int) -> list[int]:
     return [c for c in range(order) if c != slot] + [slot]
 
 
-class SortedRuns:
-    """Collects one order's chunks and spills them as runs sorted for every slot."""
+class Spill:
+    """One order's n-grams in file order, appended a chunk at a time to a file."""
 
-    def __init__(self, directory: Path, order: int) -> None:
-        self.directory = directory
+    def __init__(self, path: Path, order: int) -> None:
+        self.path = path
         self.order = order
-        self.files: list[list[Path]] = [[] for _ in range(order)]  # per slot, runs in file order
-        self._pending: list[NgramTable] = []
-        self._rows = 0
+        self.rows = 0
+        self._stream = open(path, "wb")
 
     def add(self, chunk: NgramTable) -> None:
-        self._pending.append(chunk)
-        self._rows += len(chunk.lines)
-        if self._rows >= RUN_ROWS:
-            self.flush()
+        rows = np.empty(len(chunk.lines), dtype=row_dtype(self.order))
+        rows["ids"], rows["alpha"], rows["beta"], rows["line"] = chunk.ids, chunk.alpha, chunk.beta, chunk.lines
+        self._stream.write(rows.data)  # not tofile(): its errors lose the errno (ENOSPC)
+        self.rows += len(rows)
 
-    def flush(self) -> None:
-        """Spill what was added since the last run (if anything) as one more run."""
-        if not self._pending:
-            return
-        table = NgramTable.concatenate(self._pending)
-        self._pending, self._rows = [], 0
-        rows = np.empty(len(table.lines), dtype=row_dtype(self.order))
-        rows["alpha"], rows["beta"], rows["line"] = table.alpha, table.beta, table.lines
-        for slot in range(self.order):
-            rows["ids"] = table.ids[:, key_columns(self.order, slot)]
-            order = sort_order(rows["ids"])
-            path = self.directory / f"{self.order}-{slot}-{len(self.files[slot])}.rows"
-            with open(path, "wb") as stream:  # not tofile(): its errors lose the errno (ENOSPC)
-                stream.write(rows[order].data)
-            self.files[slot].append(path)
+    def close(self) -> None:
+        self._stream.close()
+
+
+def sorted_blocks(spill: Path, order: int, slot: int, run_rows: int, directory: Path) -> Iterator[np.ndarray]:
+    """The rows of the spilled order ``spill`` in key order for ``slot``, a block at a time,
+    every block holding whole patterns; its runs are files in ``directory`` (removed at the end)."""
+    columns = key_columns(order, slot)
+    dtype = row_dtype(order)
+    runs: list[Path] = []
+    try:
+        with open(spill, "rb") as stream:
+            while len(rows := np.fromfile(stream, dtype=dtype, count=run_rows)):
+                rows["ids"] = rows["ids"][:, columns]
+                order_of_rows = sort_order(rows["ids"])
+                path = directory / f"{order}-{slot}-{len(runs)}.run"
+                with open(path, "wb") as out:
+                    for first in range(0, len(rows), _WRITE_ROWS):
+                        out.write(rows[order_of_rows[first:first + _WRITE_ROWS]].data)
+                runs.append(path)
+                del rows, order_of_rows
+        yield from merged_blocks(runs, order)
+    finally:
+        for path in runs:
+            path.unlink(missing_ok=True)
 
 
 def sort_order(ids: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fastsubs.cli_support import signals_held
+from fastsubs.cli_support import signals_held, usable_cores
 from fastsubs.errors import ArgumentError, QueryInputError, ResumeError
 from fastsubs.index import SubstituteIndex
 from fastsubs.limits import SearchStats
@@ -251,17 +251,6 @@ def output_compressor(output_path: Path | None, level: int | None) -> Compressor
         return compressor(output_path, level)
     except ValueError as error:
         raise ArgumentError(f"--compress-level: {error}") from None
-
-
-def usable_cores() -> int:
-    """The cores this process may run on: its CPU affinity where the system keeps one (a
-    SLURM job, ``taskset``), else the machine's.  More searching processes than that only
-    take turns on the same cores, each with its own caches and pipes (--workers 1000 once
-    forked 999 processes: 33 s and gigabytes where one process took 1.3 s)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity on this system (macOS)
-        return os.cpu_count() or 1
 
 
 def format_stats(stats: SearchStats) -> str:

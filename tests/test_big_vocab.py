@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import lmdb
 import pytest
 
 import fastsubs
@@ -19,7 +20,7 @@ from conftest import run_cli, shared
 from exhaustive import ArpaModel
 from exhaustive_vectorized import VectorizedOracle
 from fastsubs.errors import BuildCheckError
-from fastsubs.indexer import arpa, build, runs
+from fastsubs.indexer import arpa, build, runs, slots
 from fastsubs.indexer.publish import TEMP_PREFIX
 from generated_models import model_sentences, write_model
 
@@ -85,15 +86,31 @@ def test_a_vocabulary_past_the_chunk_size_builds_and_searches_exactly(tmp_path: 
 
 
 def test_every_section_read_in_chunks_and_sorted_in_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Small chunk and run sizes make every section of a small model cross their boundaries."""
-    monkeypatch.setattr(arpa, "BATCH_LINES", 97)
-    monkeypatch.setattr(runs, "RUN_ROWS", 211)
+    """Small chunk, run and merge sizes make every section of a small model cross their
+    boundaries, in jobs of their own: the index holds what one job's whole-order sort
+    writes, record for record, and searches exactly."""
     model_path = tmp_path / "model.arpa"
     write_model(model_path, 700, [1_500, 1_200, 800], seed=5, hubs=4)
-    fastsubs.build_index(model_path, tmp_path / "model.fsidx")
+    fastsubs.build_index(model_path, tmp_path / "whole.fsidx")
+    monkeypatch.setattr(arpa, "BATCH_LINES", 97)
+    monkeypatch.setattr(build, "run_rows", lambda memory, order: 211)
+    monkeypatch.setattr(runs, "MERGE_ROWS", 300)
+    fastsubs.build_index(model_path, tmp_path / "model.fsidx", jobs=3)
+    assert index_records(tmp_path / "model.fsidx") == index_records(tmp_path / "whole.fsidx")
     model = ArpaModel.from_file(str(model_path))
     assert assert_equals_exhaustive(tmp_path / "model.fsidx", model_path, model_sentences(model, 10, seed=6),
                                     LIMITS) >= 20
+
+
+def index_records(index: Path) -> dict[bytes, list[tuple[bytes, bytes]]]:
+    """Every record of every database but the metadata (whose build details differ)."""
+    env = lmdb.open(str(index), readonly=True, lock=False, max_dbs=64)
+    try:
+        with env.begin() as txn:
+            names = [name for name, _ in txn.cursor() if name != b"meta"]
+            return {name: list(txn.cursor(db=env.open_db(name, txn=txn, create=False))) for name in names}
+    finally:
+        env.close()
 
 
 def assert_build_refused(tmp_path: Path, seed: int, says: str) -> None:
@@ -122,13 +139,13 @@ def test_a_builder_that_loses_unigram_chunks_publishes_nothing(tmp_path: Path,
 
 def test_a_builder_that_loses_ngrams_publishes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows lost between the sorted runs and the database are counted and refused."""
-    merged_blocks = build.merged_blocks
+    sorted_blocks = slots.sorted_blocks
 
-    def without_the_first_row(files, order):
-        for number, rows in enumerate(merged_blocks(files, order)):
+    def without_the_first_row(*args):
+        for number, rows in enumerate(sorted_blocks(*args)):
             yield rows[1:] if number == 0 else rows
 
-    monkeypatch.setattr(build, "merged_blocks", without_the_first_row)
+    monkeypatch.setattr(slots, "sorted_blocks", without_the_first_row)
     assert_build_refused(tmp_path, 8, "399 2-grams with the slot at 1, the model's header declares 400")
 
 

@@ -1,0 +1,109 @@
+"""The records of one order with the slot at one position: made by a job, appended by the build.
+
+A build makes the records of each (order, slot) in a job of its own (:func:`encode_slot`):
+it sorts the order's spilled n-grams for that slot, encodes the patterns
+(:mod:`fastsubs.indexer.patterns`) and writes the records to a file, so that jobs run in
+parallel processes (``--jobs``) while the building process, LMDB's one writer, appends
+the files to the index in key order (:func:`append_records`) as they are done.
+
+A record names the last key of the record before it, which for the first record of a
+slot is the last pattern of the slot before: known only once that slot is made, so the
+appender writes it into the first record (and makes its checksum right again).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import numpy as np
+
+from fastsubs import format as fmt
+from fastsubs.indexer.patterns import Records, RecordWriter, check_no_duplicates
+from fastsubs.indexer.runs import sorted_blocks
+
+
+@dataclass(frozen=True)
+class SlotJob:
+    """What a job needs: the spilled order, its slot, the model's shape, where to write, and
+    the rows a sorted run may hold (its share of the build's memory)."""
+
+    spill: Path
+    order: int
+    slot: int
+    model_order: int
+    id_bytes: int
+    run_rows: int
+    directory: Path
+    model_path: str
+    words: list[bytes]  # for a duplicate's message (checked on the slot-last job)
+
+
+@dataclass(frozen=True)
+class SlotRecords:
+    """What a job made: its records file, how many records, and the n-grams they hold."""
+
+    path: Path
+    records: int
+    ngrams: int
+
+
+_BATCH = struct.Struct("<QQQ")  # records, bytes of keys, bytes of values
+
+
+def encode_slot(job: SlotJob) -> SlotRecords:
+    """Sort the order for the slot and write its records to a file (batches of records
+    as :class:`fastsubs.indexer.patterns.Records` holds them)."""
+    writer = RecordWriter(job.order, job.model_order, job.id_bytes)
+    path = job.directory / f"{job.order}-{job.slot}.records"
+    ngrams = 0
+    with open(path, "wb") as out:
+        for rows in sorted_blocks(job.spill, job.order, job.slot, job.run_rows, job.directory):
+            ngrams += len(rows)
+            if job.slot == job.order - 1:  # the slot last: rows in n-gram order
+                check_no_duplicates(rows, job.order, job.model_path, job.words)
+            records = writer.records(rows, job.slot)
+            out.write(_BATCH.pack(len(records), len(records.keys), len(records.values)))
+            out.write(records.keys)
+            out.write(records.offsets.astype("<u8").tobytes())
+            out.write(records.values)
+    return SlotRecords(path, writer.written, ngrams)
+
+
+def _batches(path: Path, key_length: int) -> Iterator[tuple[bytes, list[int], bytes]]:
+    """The batches of a records file: keys, value offsets, values."""
+    with open(path, "rb") as stream:
+        while head := stream.read(_BATCH.size):
+            count, key_bytes, value_bytes = _BATCH.unpack(head)
+            keys = stream.read(key_bytes)
+            offsets = np.frombuffer(stream.read(8 * (count + 1)), "<u8").tolist()
+            yield keys, offsets, stream.read(value_bytes)
+
+
+def append_records(env: lmdb.Environment, db: Any, made: SlotRecords, key_length: int,
+                   previous: bytes | None) -> bytes | None:
+    """Append a job's records to ``db`` (after every key there), the first one naming
+    ``previous`` (the last pattern key before it, or None at the start of the database);
+    returns the last pattern key appended (``previous`` if none), and removes the file."""
+    for keys, offsets, values in _batches(made.path, key_length):
+        if previous is not None and offsets[-1]:
+            values = _naming_previous(keys[:key_length], values[:offsets[1]], previous) + values[offsets[1]:]
+        with env.begin(write=True, db=db) as txn, txn.cursor() as cursor:
+            cursor.putmulti(Records(keys, key_length, values, offsets).items(), append=True)
+        if offsets[-1]:
+            previous = keys[-key_length:]
+    made.path.unlink()
+    return previous
+
+
+def _naming_previous(key: bytes, value: bytes, previous: bytes) -> bytes:
+    """A slot's first record with the key of the record before it, its checksum made right."""
+    named = bytearray(value)
+    named[fmt.R_FLAGS] |= fmt.HAS_PREVIOUS
+    named[fmt.R_PREVIOUS:fmt.R_PREVIOUS + len(previous)] = previous
+    named[:4] = struct.pack("<I", fmt.record_checksum(key, bytes(named[4:])))
+    return bytes(named)

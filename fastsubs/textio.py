@@ -12,31 +12,43 @@ import gzip
 import lzma
 import os
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-#: The opener of each compressed format, by the extension that asks for it (binary modes
-#: only: the openers' types are overloaded by mode).
-_OPENERS: dict[str, Callable[[str | os.PathLike[str], str], BinaryIO]] = {
-    "gz": gzip.open, "bz2": bz2.open, "xz": lzma.open}  # type: ignore[dict-item]
-
-#: What reading a damaged or truncated compressed stream raises.
-DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
+#: The compressed formats, by the extension that asks for them.
+_FORMATS = ("gz", "bz2", "xz")
 
 
 def compression(path: str | os.PathLike[str]) -> str | None:
     """The compressed format ``path``'s name asks for ("gz", "bz2", "xz"), or None for a plain file."""
     extension = os.path.splitext(os.fspath(path))[1][1:].lower()  # "" or what follows the dot
-    return extension if extension in _OPENERS else None
+    return extension if extension in _FORMATS else None
 
 
-def open_binary(path: str | os.PathLike[str], mode: str = "rb") -> BinaryIO:
-    """Open ``path`` in binary ``mode`` ("rb" or "wb"), compressing by its extension."""
+def _isal() -> Any:
+    """ISA-L's gzip (``isal``), or None where it is not installed."""
+    try:
+        import isal.igzip
+
+        return isal
+    except ImportError:
+        return None
+
+
+#: The reader of each compressed format.  gzip through zlib, not ISA-L: on a cut file
+#: ISA-L's reader raises before it hands out the text it did decompress, so the error
+#: could not name the line the damage is at.
+_READERS = {"gz": gzip.GzipFile, "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}
+
+
+def open_binary(path: str | os.PathLike[str]) -> BinaryIO:
+    """Open ``path`` for reading in binary, decompressing by its extension."""
     kind = compression(path)
-    if kind is None:
-        return open(path, mode)  # type: ignore[return-value]
-    return _OPENERS[kind](path, mode)
+    return open(path, "rb") if kind is None else _READERS[kind](path, "rb")  # type: ignore[return-value]
+
+
+#: What reading a damaged or truncated compressed stream raises.
+DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
 
 
 #: Each compressed format's levels, and the one an output gets unless asked: gzip's 6 (a
@@ -91,12 +103,10 @@ def compressor(path: str | os.PathLike[str], level: int | None = None) -> Compre
         raise ValueError(f"a .{kind} output takes a compression level within {levels[0]} … {levels[-1]}")
     if kind != "gz":
         return Compressor(kind, level, {"bz2": "bz2", "xz": "lzma"}[kind])
-    try:
-        import isal
-
+    isal = _isal()
+    if isal is not None:
         return Compressor(kind, level, f"isal {isal.__version__}")
-    except ImportError:
-        return Compressor(kind, level, f"zlib {zlib.ZLIB_RUNTIME_VERSION}")
+    return Compressor(kind, level, f"zlib {zlib.ZLIB_RUNTIME_VERSION}")
 
 
 def read_failure(error: BaseException) -> str:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
+import lzma
 import os
 import pty
 import random
@@ -16,6 +19,8 @@ import fastsubs
 from conftest import BIN, run_cli, run_on_a_terminal, shared
 from fastsubs.query.progress import text_size
 from fastsubs.textio import open_binary
+
+COMPRESS = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}
 
 TEXT = b"the cat sat\ncat the\n\nthe dog sat\n"
 
@@ -97,8 +102,7 @@ def test_progress_is_drawn_on_a_terminal_only(small_index: Path, tmp_path: Path)
 @pytest.mark.parametrize("compression", ["gz", "bz2", "xz"])
 def test_a_compressed_input_shows_percent_and_eta_too(tiny_index: Path, tmp_path: Path, compression: str) -> None:
     corpus = tmp_path / f"corpus.txt.{compression}"
-    with open_binary(corpus, "wb") as stream:
-        stream.write(TEXT * 200)
+    corpus.write_bytes(COMPRESS[compression](TEXT * 200))
     status, shown = run_on_a_terminal("fastsubs-query", tiny_index, "-n", "3", "-i", corpus)
     last = shown.decode().split("\r")[-1]
     assert status == 0 and "100.0%" in last and "ETA" in last, last
@@ -111,8 +115,7 @@ def test_the_text_of_a_compressed_input_is_estimated_from_the_bytes_read(tmp_pat
     words = [bytes(rng.choices(b"abcdefghij", k=rng.randint(1, 8))) for _ in range(3000)]
     text = b"".join(b" ".join(rng.choices(words, k=15)) + b"\n" for _ in range(40_000))
     corpus = tmp_path / f"corpus.txt.{compression}"
-    with open_binary(corpus, "wb") as stream:
-        stream.write(text)
+    corpus.write_bytes(COMPRESS[compression](text))
     with open_binary(corpus) as stream:
         estimate = text_size(stream)
         assert estimate is not None

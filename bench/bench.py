@@ -30,10 +30,9 @@ import numpy as np
 
 from fastsubs.bench.exhaustive_baseline import ExhaustiveScorer
 from fastsubs.bench.processes import BIN, build_figures, run_with_pss, startup_figures
-from fastsubs.query.engine import Engine, Fields
-from fastsubs.query.index import Index
-from fastsubs.query.search import Limits
-from fastsubs.query.sentences import tokenize
+from fastsubs.index import Render, SubstituteIndex
+from fastsubs.limits import Limits
+from fastsubs.tokens import tokenize
 
 DATA = Path("/work/shared/data")
 
@@ -45,25 +44,24 @@ def machine() -> str:
     return f"nproc {os.cpu_count()}  CPU {model}  Python {platform.python_version()}  load average {load}"
 
 
-def engine_pass(engine: Engine, sentences: list[np.ndarray], tokens: list[list[bytes]], count: int) -> list[bytes]:
+def search_pass(index: SubstituteIndex, sentences: list[bytes], tokens: list[list[bytes]], count: int) -> list[bytes]:
     """Search and format every position, as the CLI does; returns the output lines."""
     limits = Limits(count)
     out = []
     for words, ids in zip(tokens, sentences):
-        for word, fields in zip(words + [b"</s>"], engine.search(ids, 1, len(ids), limits, fields=Fields.SCORES)):
-            out.append(word + b"\t" + fields)
+        out += index.render(ids, 1, len(words) + 2, limits, b"", Render.LINE, [*words, b"</s>"]).splitlines()
     return out
 
 
-def baseline_pass(scorer: ExhaustiveScorer, engine: Engine, sentences: list[np.ndarray],
+def baseline_pass(scorer: ExhaustiveScorer, index: SubstituteIndex, sentences: list[bytes],
                   tokens: list[list[bytes]], count: int) -> list[bytes]:
     """The same workload (search and format) through the exhaustive scorer."""
     out = []
     for words, ids in zip(tokens, sentences):
-        sentence = tuple(ids.tolist())
+        sentence = tuple(np.frombuffer(ids, np.uint32).tolist())
         for target, word in enumerate(words + [b"</s>"], start=1):
             found, scores = scorer.search(sentence, target, count)
-            out.append(word + b"\t" + engine.fields(found, scores))
+            out.append(word + b"\t" + index.fields(found.astype(np.uint32), scores))
     return out
 
 
@@ -102,18 +100,18 @@ def differences(expected: list[bytes], ours: list[bytes], tolerance: float = 1e-
 
 
 def throughput(args, lines: list[bytes]) -> None:
-    engine = Engine(args.index)
+    index = SubstituteIndex(args.index)
     tokens = [tokenize(line) for line in lines]
-    sentences = [engine.sentence_ids(t) for t in tokens]
+    sentences = [index.sentence_ids(t) for t in tokens]
     positions = sum(len(t) + 1 for t in tokens)
     print(f"\n== search, {args.index}: {len(lines)} lines, {positions} positions, one process ==")
-    engine_pass(engine, sentences, tokens, 100)  # warm the page cache and the pattern caches
+    search_pass(index, sentences, tokens, 100)  # warm the page cache and the pattern caches
     per_k = {}
     outputs = {}
     for count in args.ks:
-        before = engine.stats.evaluated
-        seconds, outputs[count] = timed(args.repeats, partial(engine_pass, engine, sentences, tokens, count))
-        candidates = (engine.stats.evaluated - before) / (args.repeats * positions)
+        before = index.stats.evaluated
+        seconds, outputs[count] = timed(args.repeats, partial(search_pass, index, sentences, tokens, count))
+        candidates = (index.stats.evaluated - before) / (args.repeats * positions)
         per_k[count] = candidates
         print(f"K={count:<5d} {positions / seconds:8.0f} positions/s   {candidates:8.1f} candidates evaluated/position")
     ks = sorted(per_k)
@@ -124,23 +122,23 @@ def throughput(args, lines: list[bytes]) -> None:
         expected = gzip.open(args.reference).read().splitlines()[:len(outputs[100])]  # fewer --lines: a prefix
         print(f"K=100 output vs reference: {differences(expected, outputs[100])} lines differ")
 
-    scorer = ExhaustiveScorer(Index(args.index))
-    base_out = baseline_pass(scorer, engine, sentences, tokens, 100)
-    pairs = [interleaved(scorer, engine, sentences, tokens) for _ in range(args.repeats)]
+    scorer = ExhaustiveScorer(index)
+    base_out = baseline_pass(scorer, index, sentences, tokens, 100)
+    pairs = [interleaved(scorer, index, sentences, tokens) for _ in range(args.repeats)]
     ratios = sorted(base / search for base, search in pairs)
     print(f"exhaustive dense-numpy baseline, K=100: {positions / statistics.median(b for b, _ in pairs):.0f} "
           f"positions/s; search {positions / statistics.median(s for _, s in pairs):.0f} positions/s; "
           f"speed-up {statistics.median(ratios):.2f}x (median of {len(pairs)} interleaved passes; "
           f"range {ratios[0]:.2f}-{ratios[-1]:.2f})")
     print(f"baseline vs search output: {differences(base_out, outputs.get(100, base_out))} lines differ")
-    engine.close()
+    index.close()
 
 
 #: Chunks the speed-up's passes are cut into (see interleaved).
 CHUNKS = 10
 
 
-def interleaved(scorer: ExhaustiveScorer, engine: Engine, sentences: list[np.ndarray],
+def interleaved(scorer: ExhaustiveScorer, index: SubstituteIndex, sentences: list[bytes],
                 tokens: list[list[bytes]]) -> tuple[float, float]:
     """Seconds of one baseline pass and one search pass over all lines (K=100), run chunk by
     chunk in turns so that both see nearly the same machine: its speed drifts from second
@@ -156,10 +154,10 @@ def interleaved(scorer: ExhaustiveScorer, engine: Engine, sentences: list[np.nda
         for kind, (some_sentences, some_tokens) in turns if i % 2 else reversed(turns):
             start = time.perf_counter()
             if kind == "baseline":
-                baseline_pass(scorer, engine, some_sentences, some_tokens, 100)
+                baseline_pass(scorer, index, some_sentences, some_tokens, 100)
                 base += time.perf_counter() - start
             else:
-                engine_pass(engine, some_sentences, some_tokens, 100)
+                search_pass(index, some_sentences, some_tokens, 100)
                 search += time.perf_counter() - start
     return base, search
 

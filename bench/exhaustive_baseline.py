@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastsubs.query.index import Index, Pattern
-from fastsubs.query.terms import Term, TermBuilder, UnigramBeta
+from fastsubs.bench.reference_terms import Pattern, Term, TermBuilder, UnigramBeta
+from fastsubs.index import SubstituteIndex
 
 
 class ExhaustiveScorer:
     """Top-K substitutes by scoring every word; the same answers as the search."""
 
-    def __init__(self, index: Index) -> None:
+    def __init__(self, index: SubstituteIndex) -> None:
         self.index = index
         self.patterns = TermBuilder(index)
-        self._alpha = index.unigram_alpha.astype(np.float64)
-        self._beta = index.unigram_beta.astype(np.float64)
+        self._alpha = self.patterns.unigram_alpha.astype(np.float64)
+        self._beta = self.patterns.unigram_beta.astype(np.float64)
         self._total = np.empty(index.vocab_size)
         self._term = np.empty(index.vocab_size)
 

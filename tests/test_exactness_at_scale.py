@@ -1,7 +1,7 @@
 """The search equals exhaustive scoring on models big enough for every path of the kernel.
 
 ``tests/test_exactness.py`` draws models of at most ~30 words.  The kernel changes its
-ways from 256 words in a pattern on (``RANK_MIN_COUNT`` in ``query/kernel/search.c``: rank
+ways from 256 words in a pattern on (``RANK_MIN_COUNT`` in ``kernel/search.c``: rank
 maps instead of binary searches, the read part of a sorted list kept in score order
 between searches, both evicted least recently used beyond a byte budget), reads words
 in batches of up to 64, and stops long before V when K is small.  Here hypothesis draws

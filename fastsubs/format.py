@@ -80,7 +80,7 @@ H_COUNTS = H_ARRAYS + len(ARRAY_NAMES) * H_ARRAY_ENTRY
 #: Keys the msgpack map carries (for people; the search reads the header).
 META_KEYS = (
     "magic", "format_version", "order", "counts", "vocab_size", "id_bytes",
-    "has_unk", "unk_id", "bos_id", "eos_id", "max_unigram_beta", "source", "build",
+    "has_unk", "unk_id", "bos_id", "eos_id", "max_unigram_beta", "source", "build", "sizes",
 )
 
 #: Element types, as numpy dtype strings.  This module imports numpy only in the functions

@@ -27,7 +27,7 @@ from fastsubs.errors import FastsubsError, IndexExistsError, ModelFormatError
 from fastsubs.indexer.arpa import ArpaReader, NgramTable
 from fastsubs.indexer.completeness import check_count, check_opens, check_unigram_arrays
 from fastsubs.indexer.jobs import Jobs
-from fastsubs.indexer.patterns import end_record
+from fastsubs.indexer.patterns import PARTS, end_record
 from fastsubs.indexer.publish import check_replaceable, make_temp_dir, publish, remove_stale_temp_dirs, remove_tree
 from fastsubs.indexer.runs import Spill, run_rows
 from fastsubs.indexer.slots import SlotJob, append_records, encode_slot
@@ -219,22 +219,28 @@ def _write_environment(directory: Path, model: _ReadModel, model_path: Path, pro
     try:
         with env.begin(write=True) as txn:
             arrays = _write_arrays(env, txn, model)
-        records = []
+        records: list[int] = []
+        sizes = [_array_sizes(env, arrays)]
         for order in range(2, model.order + 1):
             db = env.open_db(fmt.patterns_db_name(order))
             previous, written = None, 0
             key_length = fmt.key_length(order, id_bytes)
+            parts = dict.fromkeys(PARTS, 0)
             for slot, job in enumerate(model.slots[order]):
                 made = job.get()
                 check_count(f"{order}-grams with the slot at {slot + 1}", made.ngrams, model.counts[order - 1])
                 previous = append_records(env, db, made, key_length, previous)
                 written += made.records
+                for part, size in made.parts.items():
+                    parts[part] += size
                 progress(f"wrote the {order}-grams with the slot at {slot + 1}")
             end_key, end_value = end_record(order, id_bytes, previous)
             with env.begin(write=True, db=db) as txn:
                 txn.put(end_key, end_value, append=True)
+            parts["structure"] += len(end_key) + len(end_value)
             records.append(written + 1)
-        meta = msgpack.packb(_metadata(model, model_path, vocab_size, id_bytes))
+            sizes.append(_order_sizes(env, db, order, model.counts[order - 1], written + 1, parts))
+        meta = msgpack.packb(_metadata(model, model_path, vocab_size, id_bytes, sizes))
         index_of = {w: i for i, w in enumerate(model.words)}
         header = fmt.pack_header(
             order=model.order, vocab_size=vocab_size, id_bytes=id_bytes,
@@ -272,7 +278,31 @@ def _write_arrays(env: lmdb.Environment, txn: lmdb.Transaction, model: _ReadMode
     return sums
 
 
-def _metadata(model: _ReadModel, model_path: Path, vocab_size: int, id_bytes: int) -> dict[str, object]:
+def _pages_bytes(env: lmdb.Environment, db: Any) -> int:
+    """Bytes of the LMDB pages of database ``db`` (branch, leaf and overflow pages)."""
+    with env.begin(db=db) as txn:
+        stat = txn.stat(db)
+    return stat["psize"] * (stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"])
+
+
+def _array_sizes(env: lmdb.Environment, arrays: list[tuple[int, int]]) -> dict[str, int | str]:
+    """The whole-vocabulary arrays' line of the size report: their bytes, and their pages'."""
+    return {"part": "arrays", "bytes": sum(length for length, _ in arrays),
+            "pages": _pages_bytes(env, env.open_db(fmt.ARRAYS_DB))}
+
+
+def _order_sizes(env: lmdb.Environment, db: Any, order: int, ngrams: int, records: int,
+                 parts: dict[str, int]) -> dict[str, int | str]:
+    """One order's line of the size report (``fastsubs-index info``: what the index spends
+    per n-gram, and where): its n-grams, records, bytes by part (:data:`PARTS`: keys and
+    values as written) and the bytes of the LMDB pages that hold them (the rest of a page
+    is LMDB's own: page and node headers, and room left free)."""
+    return {"part": f"{order}-grams", "ngrams": ngrams, "records": records, **parts,
+            "pages": _pages_bytes(env, db)}
+
+
+def _metadata(model: _ReadModel, model_path: Path, vocab_size: int, id_bytes: int,
+              sizes: list[dict[str, int | str]]) -> dict[str, object]:
     """The msgpack map: for people (fastsubs-index info, a run's provenance); the search reads the header."""
     index_of = {w: i for i, w in enumerate(model.words)}
     unk = index_of.get(b"<unk>")
@@ -293,6 +323,7 @@ def _metadata(model: _ReadModel, model_path: Path, vocab_size: int, id_bytes: in
         "source": {"name": model_path.name, "size": stat.st_size, "sha256": _file_digest(model_path)},
         "build": {"fastsubs_format": fmt.FORMAT_VERSION, "python": sys.version.split()[0],
                   "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+        "sizes": sizes,
     }
 
 

@@ -28,6 +28,14 @@ ENTRY_MAX = 480
 #: Bytes of a record before what its kind adds: checksum, kind, flags (the previous key follows).
 _COMMON = fmt.R_PREVIOUS
 
+#: Where the bytes of the records go (``RecordWriter.parts``, reported by
+#: ``fastsubs-index info``): the patterns' ids, ``by_score`` positions, alphas and betas;
+#: their keys (LMDB's key of each record, and the front-coded keys of a block's entries);
+#: and the structure around them (every record's checksum, kind, flags and previous key,
+#: a block's counts and restart offsets, each entry's shared-bytes and count bytes, a
+#: PATTERN's count, padding to whole words).
+PARTS = ("ids", "positions", "alpha", "beta", "keys", "structure")
+
 
 def check_no_duplicates(rows: np.ndarray, order: int, path: str, words: list[bytes]) -> None:
     """Raise ModelFormatError naming the line of the first repeated n-gram in ``rows``.
@@ -111,6 +119,7 @@ class RecordWriter:
         self.key_length = fmt.key_length(order, id_bytes)
         self.last_key: bytes | None = None
         self.written = 0
+        self.parts = dict.fromkeys(PARTS, 0)
 
     def records(self, rows: np.ndarray, slot: int) -> Records:
         """The records of ``rows`` (see :func:`fastsubs.indexer.runs.row_dtype`), sorted by
@@ -119,6 +128,8 @@ class RecordWriter:
         records = patterns.encode(self.last_key)
         self.last_key = bytes(patterns.keys[-1])
         self.written += len(records)
+        for part, size in patterns.parts.items():
+            self.parts[part] += size
         return records
 
 
@@ -232,7 +243,18 @@ class _Patterns:
         words = buffer.view("<u4")
         checksums = fmt.batch_checksums(words, offsets // 4, last_keys)
         words[offsets[:-1] // 4] = checksums
+        self._count_parts(n_records * key_length, int((key_length - shared)[in_block].sum()), int(offsets[-1]))
         return Records(last_keys.tobytes(), key_length, buffer.tobytes(), offsets)
+
+    def _count_parts(self, record_keys: int, entry_keys: int, values: int) -> None:
+        """Where the bytes of the records just made go (:data:`PARTS`), into ``self.parts``:
+        ``record_keys`` bytes of LMDB keys, ``values`` bytes of values of which ``entry_keys``
+        are the keys of entries in blocks."""
+        writer = self.writer
+        rows = len(self.words)
+        self.parts = {"ids": rows * writer.id_bytes, "positions": int((self.counts * self.position_bytes).sum()),
+                      "alpha": 4 * rows, "beta": 4 * rows * writer.has_beta, "keys": record_keys + entry_keys}
+        self.parts["structure"] = record_keys + values - sum(self.parts.values())
 
     def _records(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The first and last + 1 pattern of each record, and its kind: each pattern that is

@@ -45,11 +45,13 @@ class SlotJob:
 
 @dataclass(frozen=True)
 class SlotRecords:
-    """What a job made: its records file, how many records, and the n-grams they hold."""
+    """What a job made: its records file, how many records, the n-grams they hold, and
+    where their bytes go (:data:`fastsubs.indexer.patterns.PARTS`)."""
 
     path: Path
     records: int
     ngrams: int
+    parts: dict[str, int]
 
 
 _BATCH = struct.Struct("<QQQ")  # records, bytes of keys, bytes of values
@@ -71,7 +73,7 @@ def encode_slot(job: SlotJob) -> SlotRecords:
             out.write(records.keys)
             out.write(records.offsets.astype("<u8").tobytes())
             out.write(records.values)
-    return SlotRecords(path, writer.written, ngrams)
+    return SlotRecords(path, writer.written, ngrams, writer.parts)
 
 
 def _batches(path: Path, key_length: int) -> Iterator[tuple[bytes, list[int], bytes]]:

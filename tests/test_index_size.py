@@ -1,0 +1,43 @@
+"""The size report a build writes (``sizes`` in the metadata, ``fastsubs-index info``,
+``python -m fastsubs.bench.index_size``) accounts for every byte the index stores."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import lmdb
+
+import fastsubs
+from fastsubs import format as fmt
+from fastsubs.indexer.patterns import PARTS
+
+
+def test_the_size_report_accounts_for_every_stored_byte(small_index: Path) -> None:
+    with fastsubs.open_index(small_index) as index:
+        meta = index.meta
+    order, id_bytes = meta["order"], meta["id_bytes"]
+    lines = {line["part"]: line for line in meta["sizes"]}
+    assert list(lines) == ["arrays", *(f"{m}-grams" for m in range(2, order + 1))]
+    env = lmdb.open(str(small_index), readonly=True, lock=False, max_dbs=order + 2)
+    try:
+        for m in range(2, order + 1):
+            line, ngrams = lines[f"{m}-grams"], meta["counts"][m - 1]
+            # every n-gram is stored once per slot: m ids, alphas and (below the top order) betas
+            assert line["ngrams"] == ngrams
+            assert (line["ids"], line["alpha"]) == (m * ngrams * id_bytes, 4 * m * ngrams)
+            assert line["beta"] == (4 * m * ngrams if m < order else 0)
+            db = env.open_db(fmt.patterns_db_name(m))
+            with env.begin(db=db) as txn:
+                stored = sum(len(key) + len(value) for key, value in txn.cursor())
+                stat = txn.stat(db)
+            assert sum(line[part] for part in PARTS) == stored
+            assert line["records"] == stat["entries"]
+            assert line["pages"] == stat["psize"] * (stat["branch_pages"] + stat["leaf_pages"]
+                                                     + stat["overflow_pages"])
+    finally:
+        env.close()
+    printed = subprocess.run([sys.executable, "-m", "fastsubs.bench.index_size", str(small_index)],
+                             capture_output=True, text=True, check=True).stdout
+    assert f"{sum(meta['counts']):,} n-grams" in printed and "4-grams" in printed

@@ -1,14 +1,14 @@
 """One benchmark run of fastsubs, printing every figure the performance issue asks for.
 
     .venv/bin/python -m fastsubs.bench.bench --index /tmp/kn4-64k.fsidx --small-index /tmp/small.fsidx \
-        [--reference data/reference/kn4-64k.dev300.n100.out.gz] [--build MODEL.arpa.gz]
+        [--reference data/reference/kn4-64k.dev300.n100.out.gz]
 
 Prints the machine, then: positions/s and candidates evaluated per position for each
 K (with the log-log slope of candidates in K), the same workload through the
 exhaustive dense-numpy baseline and the speed-up, start-up to the first output line
-beside a bare Python's, workers 1 vs 2 with PSS, and (with --build) build time,
-peak RSS and index size.  Every timing is the median of --repeats runs; the load
-average is printed because other jobs on the machine move these figures.
+beside a bare Python's, and workers 1 vs 2 with PSS (builds: :mod:`fastsubs.bench.build`).
+Every timing is the median of --repeats runs; the load average is printed because other
+jobs on the machine move these figures.
 No figure is asserted: this reports, the tests check correctness.
 """
 
@@ -29,7 +29,7 @@ from typing import TypeVar
 import numpy as np
 
 from fastsubs.bench.exhaustive_baseline import ExhaustiveScorer
-from fastsubs.bench.processes import BIN, build_figures, run_with_pss, startup_figures
+from fastsubs.bench.processes import BIN, run_with_pss, startup_figures
 from fastsubs.index import Render, SubstituteIndex
 from fastsubs.limits import Limits
 from fastsubs.tokens import tokenize
@@ -181,12 +181,6 @@ def workers(args, input_path: Path, positions: int) -> None:
               f"peak PSS of the process tree {peak / 1024:.0f} MiB")
 
 
-def build(args) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        seconds, rss, size = build_figures(Path(args.build), Path(tmp) / "model.fsidx")
-    print(f"\n== build {args.build} ==\n{seconds:.1f} s   peak RSS {rss / 1024:.0f} MiB   index {size / 2**20:.0f} MiB")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", required=True, help="index of the benchmark model (kn4-64k)")
@@ -197,7 +191,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--startup-repeats", type=int, default=7)
     parser.add_argument("--reference", help="the original tool's -n 100 output for this input (gzip)")
-    parser.add_argument("--build", metavar="MODEL", help="also build this ARPA model and report time, RSS, size")
     parser.add_argument("--skip", nargs="*", default=[], choices=["search", "startup", "workers"])
     args = parser.parse_args()
 
@@ -212,8 +205,6 @@ def main() -> None:
             sample.write(b"\n".join(lines) + b"\n")
             sample.flush()
             workers(args, Path(sample.name), sum(len(tokenize(line)) + 1 for line in lines))
-    if args.build:
-        build(args)
 
 
 if __name__ == "__main__":

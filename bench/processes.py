@@ -1,4 +1,4 @@
-"""Measuring whole processes: time to first output line, PSS of a process tree, builds.
+"""Measuring whole processes: time to first output line, memory of a process tree.
 
 Everything here runs the installed command-line tools as a user would, so the
 figures include interpreter start-up, imports and opening the index.
@@ -43,7 +43,7 @@ def startup_figures(index: Path, line: bytes, repeats: int) -> tuple[float, floa
     return median_seconds(query, line, repeats), median_seconds(bare, b"", repeats)
 
 
-def _tree(pid: int) -> list[int]:
+def process_tree(pid: int) -> list[int]:
     """``pid`` and all its descendants (Linux /proc)."""
     pids = [pid]
     for p in pids:
@@ -91,7 +91,7 @@ def run_sampling(command: list[str], measure=pss_kib, interval: float = 0.05) ->
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            values = {p: measure(p) for p in _tree(process.pid)}
+            values = {p: measure(p) for p in process_tree(process.pid)}
             peak = max(peak, sum(values.values()))
             for p, value in values.items():
                 each[p] = max(each.get(p, 0), value)
@@ -112,17 +112,3 @@ def run_with_pss(command: list[str], interval: float = 0.05) -> tuple[float, int
     """Run ``command`` to completion: (wall seconds, peak total PSS of its process tree in KiB)."""
     elapsed, peak, _ = run_sampling(command, pss_kib, interval)
     return elapsed, peak
-
-
-def build_figures(model: Path, output: Path) -> tuple[float, int, int]:
-    """Build an index: (wall seconds, peak RSS of the build process in KiB, index bytes on disk)."""
-    start = time.perf_counter()
-    process = subprocess.Popen([str(BIN / "fastsubs-index"), "build", str(model), "-o", str(output),
-                                "--force", "--quiet"])
-    _, status, usage = os.wait4(process.pid, 0)
-    elapsed = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode:
-        raise RuntimeError(f"fastsubs-index build exited with status {process.returncode}")
-    size = sum(f.stat().st_blocks * 512 for f in output.iterdir() if f.is_file())
-    return elapsed, usage.ru_maxrss, size

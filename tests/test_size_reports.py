@@ -1,5 +1,7 @@
-"""The size report a build writes (``sizes`` in the metadata, ``fastsubs-index info``,
-``python -m fastsubs.bench.index_size``) accounts for every byte the index stores."""
+"""What an index and its build cost, as reported: the size report a build writes (``sizes``
+in the metadata, ``fastsubs-index info``, ``python -m fastsubs.bench.index_size``)
+accounts for every byte the index stores, and ``python -m fastsubs.bench.build``
+measures a real build."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 import lmdb
 
 import fastsubs
+from conftest import TEST_DATA
 from fastsubs import format as fmt
 from fastsubs.indexer.patterns import PARTS
 
@@ -41,3 +44,12 @@ def test_the_size_report_accounts_for_every_stored_byte(small_index: Path) -> No
     printed = subprocess.run([sys.executable, "-m", "fastsubs.bench.index_size", str(small_index)],
                              capture_output=True, text=True, check=True).stdout
     assert f"{sum(meta['counts']):,} n-grams" in printed and "4-grams" in printed
+
+
+def test_the_build_benchmark_measures_a_real_build(tmp_path: Path) -> None:
+    printed = subprocess.run([sys.executable, "-m", "fastsubs.bench.build", str(TEST_DATA / "tiny.arpa"),
+                              "--repeats", "2", "--dir", str(tmp_path)], capture_output=True, text=True,
+                             check=True).stdout
+    line = printed.splitlines()[-1]
+    assert line.startswith("tiny.arpa: 16 n-grams; build ") and "2 runs" in line and "peak PSS" in line
+    assert list(tmp_path.iterdir()) == []  # its temporary directory is gone

@@ -6,7 +6,8 @@ a dotted line, and reports growth as about K^0.59 at V = 64K.  This command runs
 search over a text for several K on one or more indexes (say, one model per vocabulary
 size), counts the candidates evaluated per position, fits each log-log slope by least
 squares, prints the table (a column per index) and draws the curves to a PNG
-(matplotlib: ``pip install '.[plot]'`` in the clone).
+(matplotlib: ``pip install '.[plot]'`` in the clone).  The command itself is registered
+in :mod:`fastsubs.bench.cli`.
 """
 
 from __future__ import annotations
@@ -20,13 +21,10 @@ from typing import Any
 
 import typer
 
-from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
+from fastsubs.cli_support import run_reporting_errors, single_threaded_blas
 from fastsubs.errors import FastsubsError, missing_extra
 
 single_threaded_blas()  # before anything imports numpy
-
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Measurements of fastsubs' search.", no_args_is_help=True)
 
 DEFAULT_KS = "1,3,10,30,100,300,1000"
 
@@ -116,7 +114,7 @@ def table(curves: list[EffortCurve]) -> list[str]:
     return rows
 
 
-@app.command(help="""Plot candidates evaluated per position against K (log-log), one curve per index.
+HELP = """Plot candidates evaluated per position against K (log-log), one curve per index.
 
 \b
 Arguments: one or more index directories, then the text.  Prints a row per K with the
@@ -124,7 +122,9 @@ candidates evaluated per position for each index, and each index's log-log slope
 Example (the paper's figure, one model per vocabulary size):
   fastsubs-bench complexity kn4-16k.fsidx kn4-64k.fsidx kn4-256k.fsidx heldout-dev.txt \\
       --ks 1,10,100,1000,16384 -o complexity.png
-""")
+"""
+
+
 def complexity(
     paths: list[Path] = typer.Argument(..., metavar="INDEX... TEXT",
                                        help="Index directories, then the text (one sentence per line)."),
@@ -149,12 +149,3 @@ def complexity(
         print(f"wrote {output}", file=sys.stderr)
 
     run_reporting_errors("fastsubs-bench", run)
-
-
-@app.callback()
-def _commands(version: bool = version_option("fastsubs-bench")) -> None:
-    """Keeps 'complexity' a subcommand (room for more measurements)."""
-
-
-def main() -> None:
-    app(prog_name="fastsubs-bench")

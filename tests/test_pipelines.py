@@ -253,7 +253,7 @@ def test_a_partial_output_of_an_earlier_record_version_is_refused(tiny_index: Pa
 def without(modules: list[str], program: str, *args: str | os.PathLike[str]) -> subprocess.CompletedProcess[bytes]:
     """Run a console script's main() in a Python where ``modules`` cannot be imported (as
     when their extra is not installed)."""
-    entry = {"fastsubs-query": "fastsubs.query.cli", "fastsubs-bench": "fastsubs.bench.complexity"}[program]
+    entry = {"fastsubs-query": "fastsubs.query.cli", "fastsubs-bench": "fastsubs.bench.cli"}[program]
     code = (f"import sys\nfor name in {modules!r}:\n    sys.modules[name] = None\n"
             f"sys.argv = {[program, *map(str, args)]!r}\nfrom {entry} import main\nmain()\n")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)

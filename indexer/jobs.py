@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from fastsubs.cli_support import become_worker
+from fastsubs.cli_support import become_worker, signals_held
 
 
 class _Done:
@@ -41,7 +41,8 @@ class Jobs:
         self._pool = None
         if count > 1:
             context = multiprocessing.get_context("fork")
-            self._pool = context.Pool(count, initializer=become_worker, initargs=(os.getpid(),))
+            with signals_held():  # a worker must not run the build's handlers before it drops them
+                self._pool = context.Pool(count, initializer=become_worker, initargs=(os.getpid(),))
 
     def submit(self, function: Callable[[Any], Any], argument: Any) -> Any:
         """Start ``function(argument)``; the returned handle's ``get()`` gives its result or raises its error."""

@@ -26,30 +26,37 @@ from pathlib import Path
 
 import fastsubs
 from fastsubs.bench.processes import BIN, private_anon_kib, process_tree, pss_kib
+from fastsubs.indexer.build import RUNS_DIR
 
 
 @dataclass(frozen=True)
 class BuildRun:
     """One build: wall seconds, peaks of the process tree's PSS and anonymous memory
-    (bytes), peak disk under the build's directory (bytes), and the index's size."""
+    (bytes), peak disk under the build's directory and in its temporary files (bytes),
+    and the index's size."""
 
     seconds: float
     pss: int
     anonymous: int
     disk: int
+    temporary: int
     index_bytes: int
 
 
-def _disk_bytes(directory: Path) -> int:
-    """Bytes allocated to the files under ``directory`` (files vanish while it is walked)."""
-    total = 0
+def _disk_bytes(directory: Path) -> tuple[int, int]:
+    """Bytes allocated to the files under ``directory`` (files vanish while it is walked):
+    all of them, and those of a build's temporary ``runs`` folder (spilled n-grams, sorted
+    runs, records not yet in the index)."""
+    total = temporary = 0
     for root, _, files in os.walk(directory):
         for name in files:
             try:
-                total += os.stat(os.path.join(root, name)).st_blocks * 512
+                size = os.stat(os.path.join(root, name)).st_blocks * 512
             except FileNotFoundError:
-                pass
-    return total
+                continue
+            total += size
+            temporary += size if RUNS_DIR in Path(root).parts else 0
+    return total, temporary
 
 
 def build_run(model: Path, directory: Path, jobs: int | None, memory: str | None,
@@ -59,8 +66,8 @@ def build_run(model: Path, directory: Path, jobs: int | None, memory: str | None
     command = [str(BIN / "fastsubs-index"), "build", str(model), "-o", str(target), "--force", "--quiet"]
     command += ["--jobs", str(jobs)] if jobs else []
     command += ["--memory", memory] if memory else []
-    before = _disk_bytes(directory)
-    peaks = {"pss": 0, "anonymous": 0, "disk": 0}
+    before, _ = _disk_bytes(directory)
+    peaks = {"pss": 0, "anonymous": 0, "disk": 0, "temporary": 0}
     done = threading.Event()
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
@@ -70,7 +77,9 @@ def build_run(model: Path, directory: Path, jobs: int | None, memory: str | None
             pids = process_tree(process.pid)
             peaks["pss"] = max(peaks["pss"], sum(map(pss_kib, pids)) * 1024)
             peaks["anonymous"] = max(peaks["anonymous"], sum(map(private_anon_kib, pids)) * 1024)
-            peaks["disk"] = max(peaks["disk"], _disk_bytes(directory) - before)
+            disk, temporary = _disk_bytes(directory)
+            peaks["disk"] = max(peaks["disk"], disk - before)
+            peaks["temporary"] = max(peaks["temporary"], temporary)
             time.sleep(interval)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -82,7 +91,7 @@ def build_run(model: Path, directory: Path, jobs: int | None, memory: str | None
     if code:
         raise RuntimeError(f"fastsubs-index build exited with status {code}")
     size = sum(f.stat().st_blocks * 512 for f in target.iterdir() if f.is_file())
-    return BuildRun(seconds, peaks["pss"], peaks["anonymous"], peaks["disk"], size)
+    return BuildRun(seconds, peaks["pss"], peaks["anonymous"], peaks["disk"], peaks["temporary"], size)
 
 
 def report(model: Path, runs: list[BuildRun], ngrams: int) -> str:
@@ -95,7 +104,8 @@ def report(model: Path, runs: list[BuildRun], ngrams: int) -> str:
     return (f"{model.name}: {ngrams:,} n-grams; build {median('seconds'):.1f} s "
             f"({min(seconds):.1f}-{max(seconds):.1f}, {len(runs)} runs), {ngrams / median('seconds'):,.0f} n-grams/s; "
             f"peak PSS {median('pss') / mib:,.0f} MiB, anonymous {median('anonymous') / mib:,.0f} MiB; "
-            f"peak disk {median('disk') / mib:,.0f} MiB; index {median('index_bytes') / mib:,.1f} MiB = "
+            f"peak disk {median('disk') / mib:,.0f} MiB, of it temporary files {median('temporary') / mib:,.0f} MiB; "
+            f"index {median('index_bytes') / mib:,.1f} MiB = "
             f"{median('index_bytes') / ngrams:.1f} bytes per n-gram")
 
 

@@ -35,7 +35,7 @@ from fastsubs.indexer.slots import SlotJob, append_records, encode_slot
 
 #: Subdirectory of the build's temporary directory holding the spilled n-grams and the
 #: jobs' runs and records until written.
-_RUNS_DIR = "runs"
+RUNS_DIR = "runs"
 
 #: Address space reserved for the LMDB map while building; the file grows only as written.
 BUILD_MAP_SIZE = 1 << 40
@@ -67,6 +67,7 @@ class _ReadModel:
     counts: list[int]
     unigrams: NgramTable
     slots: dict[int, list[Any]]  # order -> one job handle per slot
+    spills: dict[int, Path]  # order -> its n-grams as read, until its slots are written
 
     @property
     def order(self) -> int:
@@ -88,11 +89,13 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
     reader = ArpaReader(model_path)
     unigram_chunks: list[NgramTable] = []  # a vocabulary past BATCH_LINES words comes in several
     slots: dict[int, list[Any]] = {}
+    spills: dict[int, Path] = {}
     spill: Spill | None = None
     section, read, reported = 0, 0, 0.0
 
     def start_jobs(done: Spill) -> None:
         done.close()
+        spills[done.order] = done.path
         id_bytes = fmt.id_bytes_for(len(reader.words))
         rows = run_rows(max(memory - _MAIN_BYTES, 0) // jobs.count, done.order)
         slots[done.order] = [jobs.submit(encode_slot, SlotJob(
@@ -115,7 +118,7 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
         spill.add(chunk)
     if spill is not None:
         start_jobs(spill)
-    return _ReadModel(reader.words, reader.counts, NgramTable.concatenate(unigram_chunks), slots)
+    return _ReadModel(reader.words, reader.counts, NgramTable.concatenate(unigram_chunks), slots, spills)
 
 
 def default_index_path(model: Path) -> Path:
@@ -173,11 +176,11 @@ def build_index(
     try:
         with Jobs(jobs) as workers:  # forked before anything big is read
             progress(f"reading {model_path}")
-            model = _read_model(model_path, temp / _RUNS_DIR, progress, workers, memory)
+            model = _read_model(model_path, temp / RUNS_DIR, progress, workers, memory)
             progress(f"read {model.order}-gram model: " + ", ".join(
                 f"{count:,} {order}-grams" for order, count in enumerate(model.counts, start=1)))
             _write_environment(temp, model, model_path, progress)
-        remove_tree(temp / _RUNS_DIR)
+        remove_tree(temp / RUNS_DIR)
         (temp / "lock.mdb").unlink(missing_ok=True)
         check_opens(temp)
         publish(temp, target)
@@ -235,6 +238,7 @@ def _write_environment(directory: Path, model: _ReadModel, model_path: Path, pro
                 for part, size in made.parts.items():
                     parts[part] += size
                 progress(f"wrote the {order}-grams with the slot at {slot + 1}")
+            model.spills[order].unlink()  # every slot's job has read it
             end_key, end_value = end_record(order, id_bytes, previous)
             with env.begin(write=True, db=db) as txn:
                 txn.put(end_key, end_value, append=True)

@@ -3,10 +3,11 @@
 Patterns are written in key order, and a key (the fixed words) may gather n-grams from
 anywhere in the file, so each order must be sorted once per slot.  Reading the model
 spills each order once, in file order (:class:`Spill`); then, slot by slot,
-:func:`sorted_blocks` sorts it in runs of at most ``run_rows`` rows (one run when the
-order fits), spills each run, and merges the runs back a block at a time.  Memory is a
-run while sorting plus a few blocks while merging; disk is the order once, and its runs
-for the slots being written.
+:func:`sorted_blocks` sorts it in runs of at most ``run_rows`` rows, spills each run,
+and merges the runs back a block at a time (an order that fits one run is sorted and
+encoded in memory, with no file).  Memory is a run while sorting plus a few blocks while
+merging; disk is each order once until its slots are written (the build then removes
+it), and the runs of the slots being sorted.
 
 Rows are sorted with their word ids in *key order*: the fixed words left to right, then
 the slot word, so sorting the ``ids`` columns lexicographically sorts by key.  Equal rows
@@ -16,8 +17,10 @@ n-gram is reported with its first two lines.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -39,10 +42,12 @@ def run_rows(memory: int, order: int) -> int:
     return max(1 << 16, (memory - MERGE_BYTES) // (row_dtype(order).itemsize + SORT_BYTES_PER_ROW))
 
 
-def row_dtype(order: int) -> np.dtype:
+def row_dtype(order: int, with_line: bool = True) -> np.dtype:
     """One n-gram as spilled: ids (in file order, or key order once sorted), scores as
-    stored, and its line in the model (for a duplicate's message)."""
-    return np.dtype([("ids", "<u4", (order,)), ("alpha", "<f4"), ("beta", "<f4"), ("line", "<i8")])
+    stored, and its line in the model (for a duplicate's message: only the slot-last sort,
+    which finds duplicates, keeps it in its runs)."""
+    fields = [("ids", "<u4", (order,)), ("alpha", "<f4"), ("beta", "<f4")]
+    return np.dtype(fields + [("line", "<i8")] if with_line else fields)
 
 
 def key_columns(order: int, slot: int) -> list[int]:
@@ -71,25 +76,65 @@ class Spill:
 
 def sorted_blocks(spill: Path, order: int, slot: int, run_rows: int, directory: Path) -> Iterator[np.ndarray]:
     """The rows of the spilled order ``spill`` in key order for ``slot``, a block at a time,
-    every block holding whole patterns; its runs are files in ``directory`` (removed at the end)."""
+    every block holding whole patterns.  An order that fits one run is sorted in memory;
+    a bigger one in runs written to files in ``directory`` (removed at the end)."""
     columns = key_columns(order, slot)
-    dtype = row_dtype(order)
+    dtype = row_dtype(order, with_line=slot == order - 1)
     runs: list[Path] = []
     try:
         with open(spill, "rb") as stream:
-            while len(rows := np.fromfile(stream, dtype=dtype, count=run_rows)):
+            while len(rows := np.fromfile(stream, dtype=row_dtype(order), count=run_rows)):
                 rows["ids"] = rows["ids"][:, columns]
                 order_of_rows = sort_order(rows["ids"])
+                if not runs and len(rows) < run_rows:  # the whole order, in memory
+                    sorted_rows = _as_run(rows, order_of_rows, dtype)
+                    del rows, order_of_rows
+                    yield from merged_blocks([_ArrayRun(sorted_rows)], order)
+                    return
                 path = directory / f"{order}-{slot}-{len(runs)}.run"
                 with open(path, "wb") as out:
                     for first in range(0, len(rows), _WRITE_ROWS):
-                        out.write(rows[order_of_rows[first:first + _WRITE_ROWS]].data)
+                        out.write(_as_run(rows, order_of_rows[first:first + _WRITE_ROWS], dtype).data)
                 runs.append(path)
                 del rows, order_of_rows
-        yield from merged_blocks(runs, order)
+        with ExitStack() as files:
+            yield from merged_blocks([_FileRun(files.enter_context(open(path, "rb")), dtype) for path in runs], order)
     finally:
         for path in runs:
             path.unlink(missing_ok=True)
+
+
+def _as_run(rows: np.ndarray, chosen: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``rows[chosen]`` with the fields of a run (``dtype``: the line only where needed),
+    gathered field by field so that no whole copy of ``rows`` is made on the way."""
+    if rows.dtype == dtype:
+        return rows[chosen]
+    run = np.empty(len(chosen), dtype=dtype)
+    for name in dtype.names or ():
+        run[name] = rows[name][chosen]
+    return run
+
+
+class _FileRun:
+    """A sorted run in a file, read a block at a time."""
+
+    def __init__(self, stream: BinaryIO, dtype: np.dtype) -> None:
+        self.stream, self.dtype = stream, dtype
+
+    def read(self, count: int) -> np.ndarray:
+        return np.fromfile(self.stream, dtype=self.dtype, count=count)
+
+
+class _ArrayRun:
+    """A sorted run held in memory, handed out a block at a time."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows, self.at = rows, 0
+
+    def read(self, count: int) -> np.ndarray:
+        block = self.rows[self.at:self.at + count]
+        self.at += len(block)
+        return block
 
 
 def sort_order(ids: np.ndarray) -> np.ndarray:
@@ -118,46 +163,42 @@ def _lexicographic_le(ids: np.ndarray, bound: np.ndarray) -> np.ndarray:
     return less | equal
 
 
-def merged_blocks(files: list[Path], order: int) -> Iterator[np.ndarray]:
-    """The rows of the sorted runs ``files`` in one sorted sequence, a block at a time.
+def merged_blocks(runs: Sequence[_FileRun | _ArrayRun], order: int) -> Iterator[np.ndarray]:
+    """The rows of the sorted ``runs`` in one sorted sequence, a block at a time.
 
     Every block holds whole patterns (rows with equal fixed words never straddle two
     blocks).  Each step reads more of every run whose block is used up, and emits the
     rows up to the smallest last key of the runs that still have more to read: every
     row after that bound is still to come from some run.
     """
-    dtype = row_dtype(order)
-    streams = [open(path, "rb") for path in files]
-    try:
-        per_run = max(MERGE_ROWS // max(len(files), 1), 1 << 12)
-        blocks = [np.empty(0, dtype) for _ in files]
-        more = [True] * len(files)
-        carry = np.empty(0, dtype)  # the last pattern of the previous step, maybe incomplete
-        while True:
-            for run, stream in enumerate(streams):
-                if not len(blocks[run]) and more[run]:
-                    blocks[run] = np.fromfile(stream, dtype=dtype, count=per_run)
-                    more[run] = len(blocks[run]) == per_run
-            open_runs = [run for run in range(len(files)) if more[run]]
-            if open_runs:
-                bound = min(tuple(blocks[run]["ids"][-1]) for run in open_runs)
-                cut = [int(_lexicographic_le(block["ids"], np.array(bound)).sum()) for block in blocks]
-            else:
-                cut = [len(block) for block in blocks]
-            taken = np.concatenate([carry] + [block[:c] for block, c in zip(blocks, cut)])
-            blocks = [block[c:] for block, c in zip(blocks, cut)]
-            if len(files) > 1:
-                taken = taken[sort_order(taken["ids"])]  # stable: equal rows stay in file order
-            if not open_runs:
-                if len(taken):
-                    yield taken
-                return
-            fixed = taken["ids"][:, :-1]
-            last = (fixed == fixed[-1]).all(axis=1) if len(taken) else np.zeros(0, bool)
-            keep = int(np.argmax(last)) if len(taken) else 0
-            carry = taken[keep:]
-            if keep:
-                yield taken[:keep]
-    finally:
-        for stream in streams:
-            stream.close()
+    if not runs:
+        return
+    per_run = max(MERGE_ROWS // len(runs), 1 << 12)
+    blocks = [run.read(0) for run in runs]
+    more = [True] * len(runs)
+    carry = blocks[0][:0]  # the last pattern of the previous step, maybe incomplete
+    while True:
+        for number, run in enumerate(runs):
+            if not len(blocks[number]) and more[number]:
+                blocks[number] = run.read(per_run)
+                more[number] = len(blocks[number]) == per_run
+        open_runs = [number for number in range(len(runs)) if more[number]]
+        if open_runs:
+            bound = min(tuple(blocks[number]["ids"][-1]) for number in open_runs)
+            cut = [int(_lexicographic_le(block["ids"], np.array(bound)).sum()) for block in blocks]
+        else:
+            cut = [len(block) for block in blocks]
+        taken = np.concatenate([carry] + [block[:c] for block, c in zip(blocks, cut)])
+        blocks = [block[c:] for block, c in zip(blocks, cut)]
+        if len(runs) > 1:
+            taken = taken[sort_order(taken["ids"])]  # stable: equal rows stay in file order
+        if not open_runs:
+            if len(taken):
+                yield taken
+            return
+        fixed = taken["ids"][:, :-1]
+        last = (fixed == fixed[-1]).all(axis=1) if len(taken) else np.zeros(0, bool)
+        keep = int(np.argmax(last)) if len(taken) else 0
+        carry = taken[keep:]
+        if keep:
+            yield taken[:keep]

@@ -102,6 +102,27 @@ def test_every_section_read_in_chunks_and_sorted_in_runs(tmp_path: Path, monkeyp
                                     LIMITS) >= 20
 
 
+def test_a_repeated_ngram_in_another_run_is_named_with_both_lines(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """An n-gram given again far from its first line (in another sorted run) is refused
+    naming both lines, as within one run."""
+    model_path = tmp_path / "model.arpa"
+    write_model(model_path, 300, [600, 500], seed=11, hubs=2)
+    lines = model_path.read_text().splitlines()
+    first = lines.index("\\3-grams:") + 1
+    last = lines.index("\\end\\") - 1
+    while not lines[last]:
+        last -= 1
+    score, ngram, *_ = lines[first].split("\t")
+    lines[last] = f"{score}\t{ngram}"
+    model_path.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(build, "run_rows", lambda memory, order: 97)
+    with pytest.raises(fastsubs.ModelFormatError) as refused:
+        fastsubs.build_index(model_path, tmp_path / "model.fsidx", jobs=2)
+    assert str(refused.value) == (f"{model_path}:{last + 1}: expected each 3-gram once, found '{ngram}' again "
+                                  f"(first on line {first + 1})")
+
+
 def index_records(index: Path) -> dict[bytes, list[tuple[bytes, bytes]]]:
     """Every record of every database but the metadata (whose build details differ)."""
     env = lmdb.open(str(index), readonly=True, lock=False, max_dbs=64)

@@ -7,8 +7,8 @@
 #                   outside the tree and run the tools there (needs PyPI for the dependencies)
 #   make test-pythons    the default suite on the other Pythons the project supports (3.10, 3.13),
 #                   each in a .venv-X.Y of its own
-# The C core is compiled in place (fastsubs/_kernel*.so) and recompiled whenever a source
-# under kernel/ changes, so the tests always run the core as it is in the tree.
+# The C core is compiled in place (fastsubs/_kernel*.so, indexer/_native*.so) and recompiled whenever a source
+# under kernel/ (or indexer/native.c) changes, so the tests always run the core as it is in the tree.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -29,7 +29,7 @@ PYTHON_3_13 ?= $(PYENV_VERSIONS)/3.13.0/bin/python3
 # no setuptools at all, older ones one too old for the SPDX licence).
 BUILD_REQUIRES := 'setuptools>=77'
 
-KERNEL_SOURCES := $(wildcard kernel/*.c kernel/*.h kernel/lmdb/*.c kernel/lmdb/*.h)
+KERNEL_SOURCES := $(wildcard kernel/*.c kernel/*.h kernel/lmdb/*.c kernel/lmdb/*.h kernel/ryu/*.c kernel/ryu/*.h) indexer/native.c
 PACKAGE := fastsubs indexer query bench
 
 .PHONY: demo test test-slow lint check-package test-pythons

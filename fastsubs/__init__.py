@@ -60,7 +60,7 @@ def _hand_over_to_the_installed_copy() -> None:
 # drops (its imports are the installed package's, already loaded).
 _hand_over_to_the_installed_copy()
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "build_index", "open_index", "SubstituteIndex", "Substitute", "BuildSummary", "QueryOptions", "field_bytes",

@@ -9,6 +9,6 @@ threads), ``formats`` (output formats and compression against workers, the API's
 threads), ``build`` (a build's time, memory and temporary disk), ``index_size`` (an
 index's bytes per n-gram by order and part) and ``scaling`` (workers on many cores).
 ``exhaustive_baseline`` is the yardstick the search is compared with, ``reference_terms`` the
-back-off chains the tests' exhaustive scorers use, and ``processes``
-measures whole processes.
+back-off chains the tests' exhaustive scorers use, ``processes``
+measures whole processes, and ``arpa_text`` writes ``synth``'s models as ARPA text.
 """

@@ -155,8 +155,12 @@ class PartialOutput:
         try:
             with open(self.state_path, "rb") as stream:
                 state = json.load(stream)
-            if state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
-                raise ValueError("not a record of this fastsubs-query's partial output")
+            if state.get("format") != STATE_FORMAT:
+                raise ValueError("not a record of a fastsubs-query's partial output")
+            if state.get("version") != STATE_VERSION:
+                raise ValueError(f"written by another version of fastsubs-query, whose partial outputs this "
+                                 f"one cannot continue: record version {state.get('version')}, this one's "
+                                 f"{STATE_VERSION}")
             point = state["resume"]
             lines, _, _ = int(point["lines"]), int(point["bytes"]), str(point["input_sha256"])
             if lines % CHUNK_LINES:

@@ -244,6 +244,16 @@ def test_resume_refuses_a_partial_output_of_another_run(small_index: Path, tiny_
         assert str(partial(out)) in message and ("has only" if words == "fewer than" else words) in message
         assert partial(out).read_bytes() == kept and not out.exists()
 
+    state = out.with_name(out.name + STATE_SUFFIX)
+    record = state.read_bytes()
+    older = json.loads(record)
+    older["version"] -= 1  # what an earlier fastsubs-query recorded
+    state.write_text(json.dumps(older))
+    refused = run_cli(QUERY, small_index, "-n", "10", "-i", corpus, "-o", out, "--resume", check=False)
+    assert refused.returncode == 1 and "written by another version of fastsubs-query" in one_line(refused.stderr)
+    assert partial(out).read_bytes() == kept and not out.exists()
+    state.write_bytes(record)
+
     run_cli(QUERY, small_index, "-n", "10", "-i", corpus, "-o", out, "--resume")
     assert out.read_bytes() == run_cli(QUERY, small_index, "-n", "10", "-i", corpus).stdout
 

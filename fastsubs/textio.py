@@ -66,9 +66,10 @@ class Compressor:
     and no time), so the same data gives the same bytes in any process.
 
     gzip goes through ISA-L's igzip where the ``isal`` package is installed (a dependency
-    where it has wheels: ~10x zlib's speed on this output at level 6's size), else zlib;
-    the two write different bytes for the same text, so ``library`` names the one used
-    (a resumed run must use the same, OUT.json records it).
+    where it has wheels: ~10x zlib's speed on this output at level 6's size) for levels
+    1-6, else zlib (and for 7-9, which ask for more than ISA-L's smallest output: zlib's
+    own); the two write different bytes for the same text, so ``library`` names the one
+    used (a resumed run must use the same, OUT.json records it).
     """
 
     kind: str
@@ -87,8 +88,9 @@ class Compressor:
         return zlib.compress(data, self.level, wbits=31)  # a gzip member with time 0
 
 
-#: ISA-L's levels 0-3 for gzip's 1-9 (its 3 writes about what zlib's 4-6 write).
-_ISAL_LEVELS = {1: 1, 2: 1, 3: 2, 4: 2, 5: 2, 6: 3, 7: 3, 8: 3, 9: 3}
+#: ISA-L's levels 1-3 for gzip's 1-6 (its 3 writes about what zlib's 5-6 write, its 1
+#: about zlib's 1-2); 7-9 are zlib's.
+_ISAL_LEVELS = {1: 1, 2: 1, 3: 2, 4: 2, 5: 2, 6: 3}
 
 
 def compressor(path: str | os.PathLike[str], level: int | None = None) -> Compressor | None:
@@ -103,7 +105,7 @@ def compressor(path: str | os.PathLike[str], level: int | None = None) -> Compre
         raise ValueError(f"a .{kind} output takes a compression level within {levels[0]} … {levels[-1]}")
     if kind != "gz":
         return Compressor(kind, level, {"bz2": "bz2", "xz": "lzma"}[kind])
-    isal = _isal()
+    isal = _isal() if level in _ISAL_LEVELS else None
     if isal is not None:
         return Compressor(kind, level, f"isal {isal.__version__}")
     return Compressor(kind, level, f"zlib {zlib.ZLIB_RUNTIME_VERSION}")

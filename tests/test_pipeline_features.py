@@ -18,7 +18,7 @@ import pytest
 import fastsubs
 from conftest import BIN, run_cli, run_on_a_terminal, shared
 from fastsubs.query.progress import text_size
-from fastsubs.textio import open_binary
+from fastsubs.textio import DEFAULT_LEVELS, open_binary
 
 COMPRESS = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}
 
@@ -125,6 +125,34 @@ def test_the_text_of_a_compressed_input_is_estimated_from_the_bytes_read(tmp_pat
         assert abs(estimate() / len(text) - 1) < 0.25  # type: ignore[operator]
         assert sum(1 for _ in lines) == 10_000
         assert estimate() == len(text)
+
+
+@pytest.mark.parametrize(("compression", "low", "high"), [("gz", 1, 9), ("bz2", 1, 9), ("xz", 0, 9)])
+def test_the_compression_level_is_the_one_asked_for(small_index: Path, tmp_path: Path, compression: str,
+                                                    low: int, high: int) -> None:
+    """Every level gives the plain output, recorded in OUT.json; a higher level a smaller file;
+    a level the format lacks, or a level for a plain output, is one line and no output."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(shared("heldout-dev.txt").read_bytes()[:20_000])
+    plain = run_cli("fastsubs-query", small_index, "-n", "20", "-i", corpus).stdout
+    sizes = {}
+    for level in (low, high, None):
+        out = tmp_path / f"subs-{level}.txt.{compression}"
+        run_cli("fastsubs-query", small_index, "-n", "20", "-i", corpus, "-o", out,
+                *(["--compress-level", str(level)] if level is not None else []))
+        with open_binary(out) as stream:
+            assert stream.read() == plain
+        recorded = json.loads(Path(f"{out}.json").read_text())["compression"]
+        assert recorded["kind"] == compression and recorded["level"] == (level if level is not None else
+                                                                          DEFAULT_LEVELS[compression])
+        sizes[level] = out.stat().st_size
+    assert sizes[high] < sizes[low]
+    for level, target in ((high + 1, f"bad.txt.{compression}"), (low - 1, f"bad.txt.{compression}"),
+                          (high, "bad.txt")):
+        refused = run_cli("fastsubs-query", small_index, "-i", corpus, "-o", tmp_path / target,
+                          "--compress-level", str(level), check=False)
+        assert refused.returncode == 1 and refused.stderr.count(b"\n") == 1 and b"--compress-level" in refused.stderr
+        assert not (tmp_path / target).exists()
 
 
 def test_python_api_streams_sentences_as_frozen_substitutes(tiny_index: Path) -> None:

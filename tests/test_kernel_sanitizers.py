@@ -1,12 +1,13 @@
 """The C core under AddressSanitizer and UndefinedBehaviorSanitizer.
 
 tests/c/kernel_check.c drives the open index (kernel/{index,store,cache,terms,search,
-output}.c and the vendored LMDB) with no Python, from several threads at once, and is
+output,render,sample}.c, the vendored LMDB and Ryu) with no Python, from several threads at once, and is
 compiled here with ``-fsanitize=address,undefined -fno-sanitize-recover=all``: any
 out-of-bounds read or write, use after free, leak (LeakSanitizer runs at exit) or
 undefined behaviour ends the run with a report, which fails the test.  The driver's
 answers must equal the Python module's (the same C compiled into it) exactly: ids,
-scores bit for bit, and the fields text byte for byte as Python's ``b"%.8f"`` writes it,
+scores bit for bit, the fields text byte for byte as Python's ``b"%.8f"`` writes it, and
+the JSON and sampled JSON lines byte for byte as the module renders them,
 on kn4-small, generated models (orders 1-6, no <unk>, positive back-off weights) and
 models with patterns of 256+ words (flat and two-level rank maps, sorted prefixes).
 Every model is run with the module's cache sizes and with tiny ones (8 record slots, so
@@ -40,7 +41,7 @@ import fastsubs
 from arpa_gen import EOS, UNK, BigModelShape, arpa_models, sentences
 from conftest import REPO, shared
 from fastsubs import format as fmt
-from fastsubs.index import SubstituteIndex
+from fastsubs.index import Render, SubstituteIndex
 from fastsubs.limits import Limits
 from generated_models import write_model
 from test_damaged_index import first_pattern, flip_byte, value_at
@@ -49,7 +50,8 @@ pytestmark = pytest.mark.slow
 
 KERNEL = REPO / "kernel"
 SOURCES = [REPO / "tests" / "c" / "kernel_check.c"] + [KERNEL / name for name in (
-    "index.c", "store.c", "cache.c", "terms.c", "search.c", "output.c", "lmdb/mdb.c", "lmdb/midl.c")]
+    "index.c", "store.c", "cache.c", "terms.c", "search.c", "output.c", "render.c", "sample.c", "ryu/d2s.c",
+    "lmdb/mdb.c", "lmdb/midl.c")]
 FLAGS = ["-std=c11", "-g", "-O1", "-pthread", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
          "-fno-omit-frame-pointer", f"-I{KERNEL}"]
 #: Exit statuses of a sanitizer's report, told apart from the driver's own failure (1).
@@ -103,11 +105,18 @@ class Query:
 
 @dataclass(frozen=True)
 class Answer:
-    """One position's substitutes and their text."""
+    """One position's substitutes and their text: the fields, and its JSON line and sampled
+    JSON line as the driver renders them (see kernel_check.c: SHOWN, NAME, ID, DRAWS)."""
 
     ids: np.ndarray
     scores: np.ndarray
     fields: bytes
+    json: bytes
+    samples: bytes
+
+
+#: What kernel_check.c renders at every position.
+SHOWN, NAME, ID, DRAWS = b't\xff"', b'r"1', b"i\xfe", 3
 
 
 @dataclass(frozen=True)
@@ -145,25 +154,32 @@ def driver_answers(binary: Path, index: Path, queries: list[Query], cache: tuple
     assert lines[-1] == b"" and lines[-2].startswith(b"done "), lines[-2:]
     totals = Totals(*map(int, lines[-2].split()[1:]))
     answers = []
-    for listed, text in zip(lines[:-2:2], lines[1:-2:2]):
+    for listed, text, json, samples in zip(*(lines[k:-2:4] for k in range(4))):
         tag, target, n, *pairs = listed.split(b" ")
-        f_tag, f_target, fields = text.split(b" ", 2)
-        assert tag == b"S" and f_tag == b"F" and target == f_target and len(pairs) == 2 * int(n)
+        tagged = [line.split(b" ", 2) for line in (text, json, samples)]
+        assert [tag] + [t for t, _, _ in tagged] == [b"S", b"F", b"J", b"D"]
+        assert {target} == {at for _, at, _ in tagged} and len(pairs) == 2 * int(n)
         answers.append(Answer(np.array([int(i) for i in pairs[::2]], dtype=fmt.ID_DTYPE),
-                              np.array([float(s) for s in pairs[1::2]]), fields))
+                              np.array([float(s) for s in pairs[1::2]]), *(rest for _, _, rest in tagged)))
     assert len(answers) == sum(len(query.ids) - 1 for query in queries)
     return answers, totals
 
 
 def module_answers(index: SubstituteIndex, queries: list[Query]) -> list[Answer]:
-    """The Python module's answers, with the fields text as Python formats it."""
+    """The Python module's answers, with the fields text as Python formats it, and the JSON
+    lines as the module renders them for fastsubs-query (the same C, run there without
+    sanitizers: the driver's must be the same bytes)."""
     answers = []
-    for query in queries:
-        found = index.search(query.ids.tobytes(), 1, len(query.ids), Limits(query.count, query.mass),
-                             query.excluded.tobytes())
-        for ids, scores in found:
-            fields = b"\t".join(b"%s %.8f" % (index.word(int(i)), s) for i, s in zip(ids, scores))
-            answers.append(Answer(ids, scores, fields))
+    for number, query in enumerate(queries):
+        ids, limits, excluded = query.ids.tobytes(), Limits(query.count, query.mass), query.excluded.tobytes()
+        found = index.search(ids, 1, len(query.ids), limits, excluded)
+        place = {"words": [SHOWN] * len(found), "line": number + 1, "name": NAME, "id": ID}
+        json = index.render(ids, 1, len(query.ids), limits, excluded, Render.JSON, **place).split(b"\n")
+        samples = index.render(ids, 1, len(query.ids), limits, excluded, Render.SAMPLE_JSON, draws=DRAWS,
+                               seed=number, **place).split(b"\n")
+        for (ids_found, scores), as_json, sampled in zip(found, json, samples):
+            fields = b"\t".join(b"%s %.8f" % (index.word(int(i)), s) for i, s in zip(ids_found, scores))
+            answers.append(Answer(ids_found, scores, fields, as_json, sampled))
     return answers
 
 
@@ -174,6 +190,7 @@ def assert_same(ours: list[Answer], expected: list[Answer], where: str) -> None:
         assert np.array_equal(got.scores.view(np.uint64), want.scores.view(np.uint64)), \
             f"{where}: answer {number}: scores differ"
         assert got.fields == want.fields, f"{where}: answer {number}: fields text differs"
+        assert got.json == want.json and got.samples == want.samples, f"{where}: answer {number}: JSON differs"
 
 
 def check_index(binary: Path, index: Path, queries: list[Query]) -> dict[tuple[int, int], Totals]:

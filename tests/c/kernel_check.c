@@ -16,10 +16,16 @@
  * the limits (count, and the -p rule's mass), the excluded words (-x, ids below V, as
  * SubstituteIndex.excluded gives them) and the ids of a whole sentence, <s> and </s>
  * included (as SubstituteIndex.sentence_ids gives them).  For every position 1 ... n - 1,
- * in input order whatever the threads, it writes two lines:
+ * in input order whatever the threads, it writes four lines:
  *
  *   S TARGET N ID SCORE ID SCORE ...      (scores as "%.17g": they read back exactly)
  *   F TARGET FIELDS                       (write_fields' text, as it wrote it)
+ *   J TARGET JSON                         (the position's --format jsonl line, -t style)
+ *   D TARGET JSON                         (its --sample 3 --format jsonl line, seed: the query's number)
+ *
+ * (J and D show the token SHOWN with the record name NAME and id ID, on line Q + 1 of
+ * the input for the Q-th query from 0: render.c, sample.c and Ryu run under the
+ * sanitizers too.)
  *
  * and after the last query, once the index is closed, one line
  *
@@ -41,6 +47,7 @@
 
 #include "index.h"
 #include "output.h"
+#include "render.h"
 
 static int failed(const char *message) {
     fprintf(stderr, "kernel_check: %s\n", message);
@@ -81,10 +88,11 @@ static int append_id(uint32_t **items, int *n, int *cap, uint32_t value) {
 
 /* One query line: its limits, its excluded words, its sentence, and what it answered. */
 typedef struct {
+    int number;                 /* from 0, in input order: the rendered line's number - 1 and the seed */
     SearchLimits limits;
     uint32_t *ids, *excluded;
     int n, n_excluded, cap_ids, cap_excluded;
-    char *out;                  /* the S and F lines of its positions */
+    char *out;                  /* the S, F, J and D lines of its positions */
     size_t out_len, out_cap;
     char error[sizeof(((Failure *)0)->message) + 64];
 } Query;
@@ -139,7 +147,39 @@ static int out(Query *q, const char *format, ...) {
     return 0;
 }
 
-/* Writes the S and F lines of each position of the answers: 0, or -1 with q->error set. */
+/* The token every rendered position shows, and the -t record's name and id: not UTF-8,
+ * with a quote, so that JSON's escapes and base64 fields are written. */
+#define SHOWN "t\xff\""
+#define NAME "r\"1"
+#define ID "i\xfe"
+#define DRAWS 3
+
+/* Writes the J and D lines of position p of the answers (at ``target``): its JSON line and
+ * its sampled JSON line as fastsubs-query writes them (render.c, sample.c, Ryu), less
+ * their newline: 0, or -1 when out of memory. */
+static int render_lines(const Store *store, const Answers *a, int64_t p, int target, Query *q) {
+    int64_t start = a->starts[p], n = a->starts[p + 1] - start;
+    Place place = {q->number + 1, target - 1, (const uint8_t *)SHOWN, strlen(SHOWN),
+                   (const uint8_t *)NAME, (const uint8_t *)ID, strlen(NAME), strlen(ID)};
+    int64_t draws[DRAWS];
+    double *cumulative = malloc(n ? (size_t)n * sizeof(double) : 1);  /* exactly what the draws need */
+    Text json = {0}, sampled = {0};
+    Rendering as_json = {RENDER_JSON, 0, 0, 0}, as_samples = {RENDER_SAMPLE_JSON, 0, DRAWS, (uint64_t)q->number};
+    render_position(&json, store, &as_json, &place, a->answers + start, a->probabilities + start, n, NULL, NULL);
+    if (cumulative)
+        render_position(&sampled, store, &as_samples, &place, a->answers + start, a->probabilities + start, n,
+                        draws, cumulative);
+    int rc = !cumulative || json.failed || sampled.failed ? -1 : 0;
+    if (rc == 0)
+        rc = out(q, "J %d %.*s\nD %d %.*s\n", target, (int)json.len - 1, json.data, target, (int)sampled.len - 1,
+                 sampled.data);
+    text_free(&json);
+    text_free(&sampled);
+    free(cumulative);
+    return rc;
+}
+
+/* Writes the S, F, J and D lines of each position of the answers: 0, or -1 with q->error set. */
 static int write_answers(const Store *store, const Answers *a, int first, Query *q) {
     for (int64_t p = 0; p < a->n_positions; p++) {
         const Scored *answers = a->answers + a->starts[p];
@@ -167,7 +207,7 @@ static int write_answers(const Store *store, const Answers *a, int first, Query 
         }
         rc = out(q, "\nF %d %.*s\n", first + (int)p, (int)(end - text), text);
         free(text);
-        if (rc < 0) {
+        if (rc < 0 || render_lines(store, a, p, first + (int)p, q) < 0) {
             snprintf(q->error, sizeof(q->error), "out of memory");
             return -1;
         }
@@ -186,6 +226,7 @@ typedef struct {
 static void *search_queries(void *argument) {
     Work *w = argument;
     Answers answers = {0};
+    answers.normalized = 1;  /* p / sum p, for the JSON lines */
     for (int i = w->first; i < w->n_queries; i += w->step) {
         Query *q = &w->queries[i];
         Failure failure = {0};
@@ -242,8 +283,9 @@ int main(int argc, char **argv) {
             }
             queries = grown;
         }
-        Query *q = &queries[n_queries++];
+        Query *q = &queries[n_queries];
         memset(q, 0, sizeof(*q));
+        q->number = n_queries++;
         if (parse_query(line, q) < 0) {
             snprintf(message, sizeof(message),
                      "line %ld: expected COUNT [-p MASS] [-x ID]... and two or more word ids", number);

@@ -85,7 +85,8 @@ class Compressor:
             from isal import igzip
 
             return igzip.compress(data, _ISAL_LEVELS[self.level], mtime=0)  # type: ignore[no-any-return]
-        return zlib.compress(data, self.level, wbits=31)  # a gzip member with time 0
+        member = zlib.compressobj(self.level, zlib.DEFLATED, 31)  # a gzip member with time 0
+        return member.compress(data) + member.flush()
 
 
 #: ISA-L's levels 1-3 for gzip's 1-6 (its 3 writes about what zlib's 5-6 write, its 1

@@ -5,7 +5,11 @@ forked when the build starts, before it reads anything big, so that they sort an
 the records of one order while the building process reads the next and appends what is
 done.  With one job they run in the building process itself, when they are submitted.
 Workers leave stopping to the build (they ignore Ctrl-C and die with it, as a query's
-workers do), and a build that fails stops them at once.
+workers do), and a build that fails stops them at once.  Forking keeps start-up free
+(nothing to import again, nothing to pickle but the jobs); a program that runs threads
+of its own and asks ``build_index`` for several jobs takes fork's usual risk of a lock
+held by another thread at that moment (Python 3.12+ warns of it), which is why the
+API's default is one job, in the calling process.
 """
 
 from __future__ import annotations

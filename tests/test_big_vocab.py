@@ -85,6 +85,12 @@ def test_a_vocabulary_past_the_chunk_size_builds_and_searches_exactly(tmp_path: 
     assert assert_equals_exhaustive(tmp_path / "big.fsidx", model_path, sentences, BIG_LIMITS) >= 30
 
 
+#: Python 3.12+ warns when a process with threads forks; a pytest-xdist worker has one (its
+#: channel's), so the builds below that fork their jobs in the test's own process say so.
+FORK_IN_XDIST = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+
+
+@FORK_IN_XDIST
 def test_every_section_read_in_chunks_and_sorted_in_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Small chunk, run and merge sizes make every section of a small model cross their
     boundaries, in jobs of their own: the index holds what one job's whole-order sort
@@ -102,6 +108,7 @@ def test_every_section_read_in_chunks_and_sorted_in_runs(tmp_path: Path, monkeyp
                                     LIMITS) >= 20
 
 
+@FORK_IN_XDIST
 def test_a_repeated_ngram_in_another_run_is_named_with_both_lines(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """An n-gram given again far from its first line (in another sorted run) is refused

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import fastsubs
 from conftest import BIN, TEST_DATA, run_cli, shared
 
 SENTENCES = b"the cat sat\ncat the\n"
@@ -174,3 +175,47 @@ def test_the_index_gets_the_permissions_of_any_new_directory(tmp_path: Path) -> 
     umask = os.umask(0)
     os.umask(umask)
     assert target.stat().st_mode & 0o777 == 0o777 & ~umask
+
+
+#: A unigram model whose words' probabilities span 11 orders of magnitude: at every
+#: position lp(x) is x's own alpha, so p / Σp of each word is known from the model alone.
+SPREAD_MODEL = """\\data\\
+ngram 1=9
+
+\\1-grams:
+-99\t<s>
+-0.5\t</s>
+-1\t<unk>
+-0.3\ta
+-2\tb
+-4\tc
+-6\td
+-9\te
+-11\tf
+
+\\end\\
+"""
+
+
+def test_z_lists_down_to_the_first_share_below_1e_8(tmp_path: Path) -> None:
+    """``-z`` writes p / Σp over the listed substitutes and stops before the first below
+    1e-8 (the original's cut).  With every word asked for, each line lists the words by
+    alpha, each with its share of the listed words' probability, down to the first share
+    below 1e-8, derived here from the model's numbers."""
+    (tmp_path / "spread.arpa").write_text(SPREAD_MODEL)
+    fastsubs.build_index(tmp_path / "spread.arpa", tmp_path / "spread.fsidx")
+    alphas = {word: float(alpha) for alpha, word in (line.split("\t") for line in SPREAD_MODEL.splitlines()
+                                                      if line.count("\t") == 1) if word != "<s>"}
+    ranked = sorted(alphas, key=lambda word: -alphas[word])
+    total = sum(10.0 ** alphas[word] for word in ranked)
+    shares = [10.0 ** alphas[word] / total for word in ranked]
+    kept = next(i for i, share in enumerate(shares) if share < 1e-8)
+    assert 0 < kept < len(ranked) - 1  # the cut falls inside the list
+    written = run_cli("fastsubs-query", tmp_path / "spread.fsidx", "-z", "-n", str(len(ranked)),
+                      input=b"a b\n").stdout.decode()
+    rows = written.splitlines()
+    assert [row.split("\t")[0] for row in rows] == ["a", "b", "</s>"]
+    for row in rows:
+        fields = [field.split(" ") for field in row.split("\t")[1:]]
+        assert [word for word, _ in fields] == ranked[:kept]
+        assert [float(value) for _, value in fields] == pytest.approx(shares[:kept], abs=1e-7)

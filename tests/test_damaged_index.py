@@ -308,6 +308,79 @@ def test_a_flipped_byte_in_any_record_the_queries_read_is_named(tiny_index: Path
             shutil.rmtree(copy)
 
 
+def delete_record(index: Path, order: int, key: bytes) -> None:
+    """Take one record out of its database, as a lost B-tree page would (LMDB keeps the
+    rest of the tree sound: only the record is gone)."""
+    env = lmdb.open(str(index), max_dbs=64)
+    with env.begin(write=True, db=env.open_db(fmt.patterns_db_name(order))) as txn:
+        assert txn.delete(key)
+    env.close()
+
+
+def test_a_lost_record_is_named_not_read_as_absence(tiny_index: Path, tmp_path: Path) -> None:
+    """Each record the queries read, deleted in turn: their look-ups then land on the record
+    after it, whose key of the record before says that they belong elsewhere.  The queries
+    end in DamagedIndexError, never in answers that lack the lost patterns."""
+    records = records_read(tiny_index)
+    assert len(records) >= 3
+    for number, (order, key, *_) in enumerate(records):
+        copy = tmp_path / f"lost-{number}.fsidx"
+        shutil.copytree(tiny_index, copy)
+        delete_record(copy, order, key)
+        with pytest.raises(fastsubs.DamagedIndexError, match="landed on the wrong record"):
+            answers(copy)
+        if number == 0:
+            assert "landed on the wrong record" in query_error(copy)
+        shutil.rmtree(copy)
+
+
+def test_a_lost_end_record_is_named(tiny_index: Path, tmp_path: Path) -> None:
+    """A look-up of a key after every pattern of its database lands on the END record (the
+    pattern is absent); with the END record lost it finds no record at all, which is damage,
+    not absence.  verify names it too."""
+    copy = tmp_path / "no-end.fsidx"
+    shutil.copytree(tiny_index, copy)
+    with SubstituteIndex(copy) as index:
+        order, id_bytes, last = index.order, index.id_bytes, index.vocab_size - 1
+        fixed = (last,) * (order - 1)  # the last slot after the last id: the largest pattern key
+        assert index.pattern(order - 1, fixed) is None
+    delete_record(copy, order, fmt.end_key(order, id_bytes))
+    with SubstituteIndex(copy) as index:
+        with pytest.raises(fastsubs.DamagedIndexError, match=f"patterns{order} ends before its END record"):
+            index.pattern(order - 1, fixed)
+    result = run_cli("fastsubs-index", "verify", copy, check=False)
+    assert result.returncode == 1 and f"patterns{order} has no END record".encode() in result.stderr
+
+
+def test_verify_names_a_score_that_is_no_log_probability(small_index: Path, tmp_path: Path) -> None:
+    """A pattern's best score forged above 0 (a probability above 1; still the best, so its
+    order holds) with the record's checksum made right: nothing a look-up checks is broken,
+    and verify, which checks every score, names it."""
+    copy = tmp_path / "positive.fsidx"
+    shutil.copytree(small_index, copy)
+    with SubstituteIndex(copy) as index:
+        id_bytes, order = index.id_bytes, index.order
+    env = lmdb.open(str(copy), max_dbs=64)
+    with env.begin(write=True, db=env.open_db(fmt.patterns_db_name(order))) as txn:
+        for record_key, value in txn.cursor():
+            if value[fmt.R_KIND] == fmt.END:
+                continue
+            key, data, count = first_pattern(record_key, value)
+            if 2 <= count <= 256:
+                break
+        else:
+            raise AssertionError(f"no record of patterns{order} starts with a pattern of 2-256 words")
+        forged = bytearray(value)
+        positions = data + count * id_bytes
+        alphas = positions + count * fmt.position_bytes(count)
+        struct.pack_into("<f", forged, alphas + 4 * forged[positions], 0.5)
+        struct.pack_into("<I", forged, 0, fmt.record_checksum(record_key, bytes(forged[4:])))
+        txn.put(record_key, bytes(forged))
+    env.close()
+    result = run_cli("fastsubs-index", "verify", copy, check=False)
+    assert result.returncode == 1 and b"holds a score that is no log-probability" in result.stderr
+
+
 def first_pattern(key: bytes, value: bytes) -> tuple[bytes, int, int]:
     """The key of the first pattern of a record, where its data starts in the value, and its
     count (the layout of fastsubs/format.py: a pattern record's, or a block's first entry)."""

@@ -152,3 +152,38 @@ def test_p_of_one_lists_every_word(tmp_path: Path) -> None:
         tokens = sentences[0]
         assert [len(index.position(tokens, at, p=1.0)) for at in range(len(tokens) + 1)] == \
             [len(vocab) - 1] * (len(tokens) + 1)
+
+
+def test_positions_two_and_four_bytes_wide(tmp_path: Path) -> None:
+    """A pattern's positions by score are 2 bytes wide up to 65,536 words, 4 bytes beyond
+    (the format's FS_POSITION_BYTES): a bigram model of 70,000 words whose contexts "<s> _"
+    and "w0 _" hold 65,536 and 65,537 words.  Positions 0 and 1 of "w0 w5 w7" read them as
+    their sorted lists (and locate words in them); every list equals the exhaustive scorer's."""
+    import random
+
+    rng = random.Random(11)
+    words = [f"w{i}" for i in range(70000)]
+    alphas = [f"{-k / 16:.4f}" for k in range(16, 96)]  # few values: many exact ties
+
+    def line(alpha: str, ngram: str, beta: str = "") -> str:
+        return f"{alpha}\t{ngram}" + (f"\t{beta}" if beta else "")
+
+    unigrams = [line("-99", "<s>", "-0.5"), line("-1.5", "</s>")]
+    unigrams += [line(rng.choice(alphas), w, rng.choice(["-0.25", "0.125", ""])) for w in words]
+    bigrams = [line(rng.choice(alphas), f"<s> {w}") for w in words[:65536]]
+    bigrams += [line(rng.choice(alphas), f"w0 {w}") for w in words[:65537]]
+    text = (f"\\data\\\nngram 1={len(unigrams)}\nngram 2={len(bigrams)}\n\n\\1-grams:\n" + "\n".join(unigrams)
+            + "\n\n\\2-grams:\n" + "\n".join(bigrams) + "\n\n\\end\\\n")
+    (tmp_path / "model.arpa").write_text(text)
+    fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx")
+    with SubstituteIndex(tmp_path / "model.fsidx") as index:
+        sizes = {fixed: len(index.pattern(1, (index.word_id(fixed),))[0]) // 4 for fixed in ("<s>", "w0")}
+    assert sizes == {"<s>": 65536, "w0": 65537}
+    oracle = ArpaModel.from_text(text).stored_as_float32()
+    tokens = ["w0", "w5", "w7"]
+    with fastsubs.open_index(tmp_path / "model.fsidx") as index:
+        for position in (0, 1):
+            ranked = oracle.ranked(oracle.substitute_scores(tokens, position))
+            for n, p in [(1, None), (10, None), (300, None), (None, 0.5)]:
+                assert_exact(index.position(tokens, position, n=n, p=p), oracle.cut(ranked, n, p),
+                             f"position {position} n={n} p={p}")

@@ -11,11 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import fastsubs
+from arpa_gen import BigModelShape
+from exhaustive import ArpaModel
 from fastsubs import _kernel
 from fastsubs import format as fmt
 from fastsubs.index import Answer, Substitute, SubstituteIndex
 from fastsubs.limits import Limits, SearchStats
 from fastsubs.tokens import tokenize
+from test_exactness import assert_exact
 
 SENTENCE = b"the cat sat on the mat and the dog sat on the cat"
 
@@ -224,6 +228,43 @@ def test_a_new_threads_searcher_starts_with_the_records_met_before(small_index: 
         _, misses = index.cache_counters()
         assert index.searchers > 1  # the threads did search at the same time
         assert misses - first_pass_misses < first_pass_misses / 20
+
+
+def test_seeded_searchers_keep_the_bounds_of_positive_backoffs(tmp_path: Path) -> None:
+    """A searcher made for a thread while the others are busy starts from copies of the
+    first searcher's record slots.  Each record carries its pattern's bound on the back-off
+    weights the search adds, positive where a weight is: bounded by 0 (the paper's bound,
+    ALGORITHM.md) the search misses substitutes.  A model with positive back-off weights and
+    big patterns, every position searched by one thread, then by four at once (the new
+    searchers seeded): each list is the exhaustive scorer's."""
+    shape = BigModelShape(seed=3, order=3, words=1500, has_unk=False, shuffled=True, distinct_alphas=40,
+                          positive_backoffs=0.8, rounding=0.5, hubs=3, sentences=4)
+    text, _, sentences = shape.build()
+    oracle = ArpaModel.from_text(text).stored_as_float32()
+    places = [(tokens, at) for tokens in sentences for at in range(len(tokens) + 1)]
+    counts = (1, 10, 100)
+    expected = {(i, n): oracle.cut(oracle.ranked(oracle.substitute_scores(*places[i])), n)
+                for i in range(len(places)) for n in counts}
+    (tmp_path / "model.arpa").write_text(text)
+    fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx")
+    with SubstituteIndex(tmp_path / "model.fsidx") as index:
+        def check(i: int, n: int, who: str) -> None:
+            tokens, at = places[i]
+            assert_exact(index.position(tokens, at, n=n), expected[i, n], f"{who}: {tokens} position {at} n={n}")
+
+        for i in range(len(places)):
+            for n in counts:
+                check(i, n, "one thread")
+        started = threading.Barrier(4)
+
+        def work(start: int) -> None:
+            started.wait()
+            for i in [*range(start, len(places)), *range(start)]:
+                for n in counts:
+                    check(i, n, f"thread {start}")
+
+        in_four_threads(work)
+        assert index.searchers > 1  # the threads did search at the same time
 
 
 def test_close_while_threads_search(small_index: Path) -> None:

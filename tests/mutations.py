@@ -1,25 +1,31 @@
 """Does the test suite catch bugs in the kernel?  Plant one at a time and see.
 
-Each mutation below changes one line of one file of the kernel (``query/kernel/``: the
-record store, the terms, the search) the way a plausible bug would (a rank off by one,
-the paper's wrong bound, a cache slot reused while a search holds it, ...).  For each,
-this script
+Each mutation below changes one line of one file of the C kernel (``kernel/``: the index
+format's header and records in store.c, the reader's cache in cache.c, the open index in
+index.c, the terms and the search, the output formats in render.c and sample.c) the way a
+plausible bug would (a rank off by one, the paper's wrong bound, a cache slot reused while
+a search holds it, a front-coded key decoded from its start, ...).  For each, this script
 
 1. copies the repository (the working tree's tracked and untracked, not ignored, files,
    or a commit with ``--ref``) into a temporary directory, beside a link to the shared
    data folder, so the repository itself is never touched;
-2. applies the mutation to its file there, compiles the copy's kernel as ``setup.py``
-   does (every source it names: ``query/kernel/*.c`` and the vendored LMDB) and lays the
-   package out in a folder put first on ``PYTHONPATH`` (checking that Python then
-   imports *that* build);
+2. applies the mutation to its file there, compiles the copy's extensions as ``setup.py``
+   does (every source it names: ``kernel/*.c`` with the vendored ``kernel/lmdb`` and
+   ``kernel/ryu`` into ``fastsubs._kernel``, and the indexer's ``fastsubs.indexer._native``)
+   and lays the package out in a folder put first on ``PYTHONPATH`` (``fastsubs`` with
+   ``indexer``, ``query`` and ``bench`` inside, as pyproject.toml's package-dir maps them),
+   checking that Python then imports *that* build;
 3. runs the default test suite of the copy against it, and reports which tests failed.
 
 A mutation the suite does not catch is a hole in the safety net; a mutation whose line
-is no longer in its file is reported as such (update the table after a rewrite).
+is no longer in its file is reported as such (update the table after a rewrite).  With
+``--baseline``, the unmutated copy runs first, and a mutation counts as caught only by
+tests that passed there (a test failing anyway, e.g. on work in progress in the working
+tree, catches nothing).
 
-    .venv/bin/python tests/mutations.py -- -n 2         # every mutation, default suite, 2 processes
+    .venv/bin/python tests/mutations.py --baseline -- -n 2   # every mutation, default suite, 2 processes
     .venv/bin/python tests/mutations.py --only tie-order-reversed -- tests/test_exactness.py
-    .venv/bin/python tests/mutations.py --baseline      # also run the unmutated copy first
+    .venv/bin/python tests/mutations.py --list                # the table: name, file, why
 
 Exit status 0 when every mutation applied and was caught (and the baseline passed).
 """
@@ -39,7 +45,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-STORE, TERMS, SEARCH = "query/kernel/store.c", "query/kernel/terms.c", "query/kernel/search.c"
+#: The kernel's files the mutations change (compiled by setup.py into ``fastsubs._kernel``).
+FORMAT, STORE, CACHE, INDEX = "kernel/format.h", "kernel/store.c", "kernel/cache.c", "kernel/index.c"
+TERMS, SEARCH = "kernel/terms.c", "kernel/search.c"
+RENDER, SAMPLE = "kernel/render.c", "kernel/sample.c"
+#: The folders an installation maps into the package as ``fastsubs.<name>`` (pyproject.toml's package-dir).
+SUBPACKAGES = ("indexer", "query", "bench")
 
 
 @dataclass(frozen=True)
@@ -54,34 +65,105 @@ class Mutation:
 
 
 MUTATIONS = [
-    # store.c: reading records, the cache slots, rank maps and sorted prefixes
+    # store.c: the header, the records (format 3) and the patterns in them
+    Mutation("truncation-check-one-page-short", STORE,
+             "a data.mdb one page short of its last page passes as whole: a search then reads past its end",
+             "unsigned long long needed = ((unsigned long long)info.me_last_pgno + 1) * stat_.ms_psize;",
+             "unsigned long long needed = ((unsigned long long)info.me_last_pgno) * stat_.ms_psize;"),
+    Mutation("header-checksum-not-checked", STORE,
+             "the header's checksum is never compared: a flipped byte in a field is read as the index's shape",
+             "fs_checksum(NULL, 0, h, len - 4) != load_u32(h + len - 4))", "0)"),
+    Mutation("header-id-bytes-not-checked", STORE,
+             "the header's id width is not checked against its vocabulary size: a forged width opens",
+             " || load_u32(h + FS_H_ID_BYTES) != id_bytes_for(vocab_size))", ")"),
+    Mutation("header-bos-not-checked", STORE,
+             "the header's id of <s> is not checked against the vocabulary's",
+             "if (store_word_id(s, \"<s>\", 3) != s->bos || ", "if ("),
+    Mutation("id-width-two-bytes", STORE,
+             "ids read two bytes wide whatever the header says: ids past 65,535 of a 3-byte index are cut",
+             "s->id_mask = width_mask(s->id_bytes);", "s->id_mask = width_mask(2);"),
+    Mutation("key-ids-little-endian", STORE,
+             "a pattern key's ids written little-endian: LMDB's key order is not the ids' order",
+             "for (int b = (int)s->id_bytes - 1; b >= 0; b--)", "for (int b = 0; b < (int)s->id_bytes; b++)"),
     Mutation("checksum-not-checked", STORE,
              "a record's checksum is computed but never compared: a flipped byte is read as an answer",
-             "!= value[0]) {", "!= value[0] && 0) {"),
-    Mutation("has-beta-for-every-order", STORE,
-             "records of the highest order read as if they stored back-off weights",
+             "!= load_u32(value + FS_R_CHECKSUM)) {", "!= load_u32(value + FS_R_CHECKSUM) && 0) {"),
+    Mutation("record-has-beta-for-every-order", STORE,
+             "records of the highest order decoded as if they stored back-off weights",
+             "int has_beta = order < s->order;", "int has_beta = order <= s->order;"),
+    Mutation("front-coding-prefix-ignored", STORE,
+             "a front-coded entry's key bytes copied to the start of the key, not after the shared prefix",
+             "memcpy(key + p[0], p + 1, len - p[0]);", "memcpy(key, p + 1, len - p[0]);"),
+    Mutation("restart-search-strict", STORE,
+             "the restart search skips a restart whose key is the one looked up: that pattern reads as absent",
+             "if (key_compare(b.entries + at + 1, key, key_len) <= 0)",
+             "if (key_compare(b.entries + at + 1, key, key_len) < 0)"),
+    Mutation("previous-key-not-checked", STORE,
+             "a look-up does not check the previous record's key: landing past a lost record reads as absence",
+             "if ((r.has_previous && key_compare(r.previous, key, key_len) >= 0) ||",
+             "if ((r.has_previous && 0) ||"),
+    Mutation("missing-end-read-as-absence", STORE,
+             "a look-up past the last record (the END record lost) reads as no such pattern, not as damage",
+             "fail(failure, FS_EDAMAGED, \"damaged index: patterns%d ends before its END record\", order);",
+             "return 0;"),
+    Mutation("pattern-beta-sup-without-zero", STORE,
+             "a pattern's back-off bound is its largest stored weight, without the 0 of the words it lacks",
+             "float sup = 0.0f;", "float sup = p->beta && p->count ? p->beta[0] : 0.0f;"),
+    Mutation("verify-scores-not-checked", STORE,
+             "verify takes a positive log-probability for a score",
+             "if (!(isfinite(p->alpha[i]) && p->alpha[i] <= 0.0f) ||", "if (!(isfinite(p->alpha[i])) ||"),
+    # format.h: the format's constants (fastsubs/format.py holds them too)
+    Mutation("position-width-boundary-65536", FORMAT,
+             "a pattern of exactly 65,536 words read with 4-byte positions: the index wrote 2-byte ones",
+             "(count) <= 65536u ? 2u : 4u", "(count) < 65536u ? 2u : 4u"),
+    # cache.c: the cache slots, rank maps and sorted prefixes
+    Mutation("has-beta-for-every-order", CACHE,
+             "cached records of the highest order read as if they stored back-off weights",
              "rec->has_beta = order < s->order;", "rec->has_beta = order <= s->order;"),
-    Mutation("cache-victim-in-use", STORE,
+    Mutation("cache-position-width-one-byte", CACHE,
+             "a cached pattern's positions by score read one byte wide whatever its count (2 from 257 words)",
+             "out->position_bytes = rec->count > 1 ? FS_POSITION_BYTES(rec->count) : 0;",
+             "out->position_bytes = rec->count > 1 ? 1 : 0;"),
+    Mutation("cached-beta-sup-zero", CACHE,
+             "a cached pattern's back-off bound is 0 (the paper's), not the one its record gives",
+             "rec->beta_sup = p.beta_sup;", "rec->beta_sup = 0.0f;"),
+    Mutation("seed-drops-beta-sup", CACHE,
+             "a new thread's searcher copies the records without their back-off bounds",
+             "copy->beta_sup = have->beta_sup;", "copy->beta_sup = 0.0f;"),
+    Mutation("cache-victim-in-use", CACHE,
              "a full set's victim chosen among slots the current search uses: a record in use is overwritten",
              "slot_rec->used != r->search &&", ""),
-    Mutation("cache-hit-not-pinned", STORE,
+    Mutation("cache-hit-not-pinned", CACHE,
              "a cache hit is not marked used by the search: a later miss of the search may overwrite it",
              "slot_rec->used = r->search;", "(void)slot_rec;"),
-    Mutation("kept-freed-in-use", STORE,
+    Mutation("kept-freed-in-use", CACHE,
              "making room frees the rank maps and prefixes of patterns the current search uses",
              "->owner->used != r->search", "->owner"),
-    Mutation("flat-map-32-bit-shift", STORE,
+    Mutation("flat-map-32-bit-shift", CACHE,
              "a flat rank map built with a 32-bit shift: words 32-63 of a Block set the wrong bits",
-             "map[ids[i] >> 6].bits |= 1ull << (ids[i] & 63);", "map[ids[i] >> 6].bits |= 1u << (ids[i] & 63);"),
-    Mutation("shared-map-taken-uncounted", STORE,
+             "map[id >> 6].bits |= 1ull << (id & 63);", "map[id >> 6].bits |= 1u << (id & 63);"),
+    Mutation("two-level-map-first-block-moved", CACHE,
+             "a two-level map's Super points at its last Block, not its first",
+             "if (!super->present)", "if (1)"),
+    Mutation("shared-map-taken-uncounted", CACHE,
              "a reader takes another thread's rank map without counting itself: freed while it is read",
              "        found->refs++;", "        (void)found;"),
-    Mutation("reader-seed-skipped", STORE,
+    Mutation("reader-seed-skipped", CACHE,
              "a new thread's searcher starts empty: it reads again every record another thread has read",
              "        if (!have->hash)", "        if (have)"),
-    Mutation("sorted-prefix-alpha-by-id", STORE,
+    Mutation("sorted-prefix-alpha-by-id", CACHE,
              "a kept sorted prefix copies the alphas in id order, not through by_score",
-             "k->sorted_alpha[i] = alpha[at];", "k->sorted_alpha[i] = alpha[i];"),
+             "k->sorted_alpha[i] = p.alpha[at];", "k->sorted_alpha[i] = p.alpha[i];"),
+    # index.c: the open index, its searchers, the tools' look-ups
+    Mutation("close-frees-in-use", INDEX,
+             "closing the index frees its searchers and map while a search still uses them",
+             "if (!ix->closed || ix->released || ix->uses)", "if (!ix->closed || ix->released)"),
+    Mutation("thread-work-not-since-taken", INDEX,
+             "a thread's counters add a searcher's whole work each time it is given back, not its work since taken",
+             "thread_work[i] += now[i] - k->taken[i];", "thread_work[i] += now[i];"),
+    Mutation("lookup-misses-highest-order", INDEX,
+             "the tools' pattern look-up never reaches the patterns of the highest order",
+             "n >= 1 && n + 1 <= s->order ?", "n >= 1 && n + 1 < s->order ?"),
     # terms.c: the back-off chains of a position
     Mutation("terms-one-too-few", TERMS,
              "a position's terms stop one word early: the last word x is in the context of is not scored",
@@ -99,6 +181,9 @@ MUTATIONS = [
     Mutation("logprob-backoff-not-added", TERMS,
              "the probability of a word once x has left its context leaves out the back-off weights",
              "total += beta;", "total += 0.0;"),
+    Mutation("logprob-skips-unigram", TERMS,
+             "the probability of a word once x has left its context never backs off to its unigram",
+             "for (int start = 0; start <= n; start++)", "for (int start = 0; start < n; start++)"),
     Mutation("unknown-word-without-backoff", TERMS,
              "an unknown word's probability leaves out the back-off weights of its context",
              "*result = total + UNKNOWN_WORD_LOGPROB;", "*result = UNKNOWN_WORD_LOGPROB;"),
@@ -112,7 +197,8 @@ MUTATIONS = [
              "super.first + popcount64(super.present & ((2ull << j) - 1))"),
     Mutation("member-bits-overwrite", SEARCH,
              "marking a small pattern's words overwrites their flags: <s> and the other patterns' bits are lost",
-             "k->flags[p->ids[j]] |= p->member;", "k->flags[p->ids[j]] = p->member;"),
+             "k->flags[pattern_id(k->reader.store, &p->data, (uint32_t)j)] |= p->member;",
+             "k->flags[pattern_id(k->reader.store, &p->data, (uint32_t)j)] = p->member;"),
     Mutation("absent-beta-reads-position-0", SEARCH,
              "a word absent from a step's back-off pattern takes the weight stored at position 0, not 0",
              "beta = pos < 0 ? 0.0 : stored;", "beta = stored;"),
@@ -150,6 +236,44 @@ MUTATIONS = [
     Mutation("bos-flag-cleared", SEARCH,
              "clearing the flags after a search clears <s>'s too: a later search may list <s>",
              "k->flags[k->reader.store->bos] = SEEN;", "k->flags[k->reader.store->bos] = 0;"),
+    # render.c: the output formats (text, JSON lines, -t records, -z, --sample)
+    Mutation("z-floor-ignored", RENDER,
+             "-z lists every substitute, not down to the first p / sum p below 1e-8",
+             "while (kept < n && !(probabilities[kept] < NORMALIZED_FLOOR))", "while (kept < n)"),
+    Mutation("target-fields-line-starts-with-tab", RENDER,
+             "a -t record's substitutes line starts with a tab, as if the word were before it",
+             "    case RENDER_FIELDS:", "    case RENDER_FIELDS: APPEND(t, \"\\t\");"),
+    Mutation("jsonl-target-id-is-name", RENDER,
+             "a -t record's JSON object gives its name as its id",
+             "append_text_field(t, \"id\", place->id, place->id_len, 0);",
+             "append_text_field(t, \"id\", place->name, place->name_len, 0);"),
+    Mutation("sample-lines-id-is-name", RENDER,
+             "a -t record's sample lines give its name as its id",
+             "text_append(t, place->id, place->id_len);", "text_append(t, place->name, place->name_len);"),
+    Mutation("jsonl-bytes-field-missing", RENDER,
+             "text that is not UTF-8 gets no <field>_bytes: its bytes cannot be recovered",
+             "if (!is_utf8(text, n)) {", "if (0) {"),
+    Mutation("utf8-surrogates-accepted", RENDER,
+             "UTF-8 of surrogates (ED A0-BF) taken as text, which Python's strict decoder refuses",
+             "high = 0x9F;  /* surrogates */", "high = 0xBF;  /* surrogates */"),
+    Mutation("json-control-bytes-raw", RENDER,
+             "control bytes (below 0x20) written raw into JSON strings, not escaped",
+             "size_t step = c >= 0x20 && c != '\"'", "size_t step = c >= 0x01 && c != '\"'"),
+    Mutation("repr-fixed-notation-too-far", RENDER,
+             "numbers from 1e-5 to 1e-4 written in fixed notation, where Python's repr() writes 1e-05",
+             "if (point > -4 && point <= 16) {", "if (point >= -4 && point <= 16) {"),
+    Mutation("sample-seeded-without-position", RENDER,
+             "--sample's draws seeded by the seed and the line only: every position of a line draws alike",
+             "(uint64_t)place->line, (uint64_t)place->position, drawn, draws,",
+             "(uint64_t)place->line, (uint64_t)0, drawn, draws,"),
+    # sample.c: the --sample draw, numpy's default_rng([seed, line, position]).choice
+    Mutation("sample-seed-high-word-dropped", SAMPLE,
+             "a seed (or line) of 2^32 or more enters the seed sequence as its low 32 bits only",
+             "} while (v);", "} while (0);"),
+    Mutation("sample-double-from-52-bits", SAMPLE,
+             "a draw's uniform double made from 52 random bits: every draw halves",
+             "return (double)(next >> 11) * (1.0 / 9007199254740992.0);",
+             "return (double)(next >> 12) * (1.0 / 9007199254740992.0);"),
 ]
 # Left out, as no output can tell them from the kernel (equivalent mutants):
 # - the cap ignoring excluded words (count > vocab_size - 1): the search then reads every
@@ -157,10 +281,7 @@ MUTATIONS = [
 # - a cache hit that ignores the key length or compares fewer key bytes: a hit also needs
 #   the 64-bit hash of the whole key to match, so it takes a hash collision to differ;
 # - FLAT_MAP_RATIO the wrong way round (dense patterns given two-level maps, sparse ones
-#   flat maps): both maps give the same positions; only memory and time change;
-# - the C truncation check one page short ((last_pgno) x psize): the Python side checks the
-#   file's size against the same pages before any search (query/opening.py), so only the
-#   kernel's C test (tests/test_kernel_sanitizers.py, slow suite) can tell.
+#   flat maps): both maps give the same positions; only memory and time change.
 
 
 def mutate(source: str, mutation: Mutation) -> str:
@@ -190,20 +311,21 @@ def copy_repository(target: Path, ref: str | None) -> None:
 
 
 def install(copy: Path, site: Path) -> None:
-    """Compile the copy's kernel with its ``setup.py`` (every source it names, the
-    vendored LMDB included, so a change to any of them or to a header is built) and lay
-    the package out in ``site`` as an installation would (``fastsubs``, with ``indexer``
-    and ``query`` inside); check that Python then imports that build, not the
-    repository's."""
+    """Compile the copy's extensions with its ``setup.py`` (every source it names:
+    ``kernel/*.c``, the vendored LMDB and Ryu, and the indexer's native reader, so a change
+    to any of them or to a header is built) and lay the package out in ``site`` as an
+    installation would (``fastsubs`` with the kernel ``fastsubs._kernel``, and ``indexer``,
+    ``query`` and ``bench`` inside it, pyproject.toml's package-dir); check that Python
+    then imports that build, not the repository's."""
     subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], check=True, cwd=copy,
                    capture_output=True)
     shutil.rmtree(site, ignore_errors=True)
     shutil.copytree(copy / "fastsubs", site / "fastsubs")
-    for package in ("indexer", "query"):
+    for package in SUBPACKAGES:
         shutil.copytree(copy / package, site / "fastsubs" / package)
-    for built in (copy / "query").glob("_kernel*.so"):
+    for built in [*(copy / "fastsubs").glob("_kernel*.so"), *(copy / "indexer").glob("_native*.so")]:
         built.unlink()  # the next mutation compiles its own
-    where = subprocess.run([sys.executable, "-c", "import fastsubs.query._kernel as k; print(k.__file__)"],
+    where = subprocess.run([sys.executable, "-c", "import fastsubs._kernel as k; print(k.__file__)"],
                            check=True, capture_output=True, text=True, env=environment(site), cwd=copy).stdout
     if not Path(where.strip()).is_relative_to(site):
         raise RuntimeError(f"the tests would import {where.strip()}, not the build in {site}")
@@ -211,7 +333,7 @@ def install(copy: Path, site: Path) -> None:
 
 def environment(site: Path) -> dict[str, str]:
     env = dict(os.environ)
-    # Run in the copy, whose own ``fastsubs`` folder (without ``query``) must not shadow
+    # Run in the copy, whose own ``fastsubs`` folder (without the kernel) must not shadow
     # the build: no current directory on sys.path, here and in every process the tests start.
     env["PYTHONSAFEPATH"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])])
@@ -233,7 +355,7 @@ def run_suite(copy: Path, site: Path, pytest_args: list[str], timeout: float) ->
         suite.communicate()
         return "timed out", [], time.monotonic() - start
     seconds = time.monotonic() - start
-    failed = sorted({m.group(1) for m in re.finditer(r"^(?:FAILED|ERROR) (\S+)", stdout, re.MULTILINE)})
+    failed = sorted({m.group(1) for m in re.finditer(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", stdout, re.MULTILINE)})
     summary = (stdout.strip().splitlines() or ["(no output)"])[-1]
     if suite.returncode < 0:
         summary = f"crashed (signal {-suite.returncode}); {summary}"
@@ -245,13 +367,22 @@ def main() -> int:
     parser.add_argument("--ref", help="test this commit instead of the working tree")
     parser.add_argument("--only", action="append", choices=[m.name for m in MUTATIONS],
                         help="run only this mutation (repeatable)")
-    parser.add_argument("--baseline", action="store_true", help="first run the unmutated copy")
+    parser.add_argument("--baseline", action="store_true",
+                        help="first run the unmutated copy; tests failing there catch no mutation")
+    parser.add_argument("--list", action="store_true", help="print the table of mutations and stop")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per suite run")
     parser.add_argument("pytest_args", nargs="*", help="after --: arguments for pytest (default: the default suite)")
     args = parser.parse_args()
     chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name}\t{m.file}\t{m.why}")
+        return 0
 
+    start = time.monotonic()
     caught_all = True
+    outcomes: list[tuple[str, str, str]] = []  # (mutation, file, outcome) for the summary
+    baseline_failed: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="fastsubs-mutations-") as tmp:
         copy, site = Path(tmp) / "fastsubs", Path(tmp) / "site"
         copy_repository(copy, args.ref)
@@ -267,12 +398,15 @@ def main() -> int:
                     (copy / mutation.file).write_text(mutate(originals[mutation.file], mutation))
                 except ValueError as error:
                     print(f"{name}: DOES NOT APPLY: {error}", flush=True)
+                    outcomes.append((name, mutation.file, "DOES NOT APPLY"))
                     caught_all = False
                     continue
             try:
                 install(copy, site)
             except (subprocess.CalledProcessError, RuntimeError) as error:
                 print(f"{name}: does not build or install: {error}", flush=True)
+                if mutation is not None:
+                    outcomes.append((name, mutation.file, "does not build"))
                 caught_all = False
                 continue
             finally:
@@ -283,14 +417,40 @@ def main() -> int:
             if mutation is None:
                 ok = not failing and "passed" in summary
                 print(f"baseline: {summary} ({seconds:.0f} s){'' if ok else ' -- NOT GREEN'}", flush=True)
+                for test in failed:
+                    print(f"  failed: {test}", flush=True)
+                baseline_failed = set(failed)
                 caught_all &= ok
                 continue
-            caught = failing or "crashed" in summary or summary == "timed out"
+            new = [test for test in failed if test not in baseline_failed]
+            # A test may fail once for reasons of its own (a build or a signal under a loaded
+            # machine): a failure catches the mutation when it fails again, the failed tests
+            # run once more against the same build, one process, up to the first that fails.
+            again: list[str] = []
+            if new and "crashed" not in summary:
+                _, again, _ = run_suite(copy, site, ["-x", *new], args.timeout)
+            confirmed = [test for test in new if test in again]
+            # failures the summary counts but no line names (e.g. a crashed worker) count too
+            stopped = "crashed" in summary or summary == "timed out"
+            caught = bool(confirmed) or (failing and not failed) or stopped
             caught_all &= caught
             print(f"{name}: {'caught' if caught else 'NOT CAUGHT'} -- {mutation.why}\n"
                   f"  {summary} ({seconds:.0f} s)", flush=True)
             for test in failed:
-                print(f"  failed: {test}", flush=True)
+                note = (" (fails in the baseline too)" if test not in new
+                        else " (failed again)" if test in confirmed else "")
+                print(f"  failed: {test}{note}", flush=True)
+            if confirmed:
+                outcome = f"caught: {len(new)} failed, e.g. {confirmed[0]}"
+            elif caught:
+                outcome = f"caught ({summary})"
+            else:
+                outcome = "NOT CAUGHT" + (f" (failed once, passed again: {', '.join(new)})" if new else "")
+            outcomes.append((name, mutation.file, outcome))
+    print(f"\n{sum(o.startswith('caught') for _, _, o in outcomes)} of {len(chosen)} mutations caught "
+          f"in {(time.monotonic() - start) / 60:.0f} min:")
+    for name, file, outcome in outcomes:
+        print(f"  {name:40} {file:18} {outcome}")
     return 0 if caught_all else 1
 
 

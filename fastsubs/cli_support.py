@@ -7,8 +7,9 @@ SIGINT (Ctrl-C) and SIGTERM (``timeout``, SLURM, pipeline managers) both become
 exceptions in the main thread — KeyboardInterrupt and :class:`Terminated` — so every
 ``finally`` runs (a build removes its temporary directory, a query records how far its
 output got) before the tool exits with 130 or 143 and one line on stderr.  Worker
-processes say nothing: they ignore Ctrl-C (their parent stops them), end silently on
-SIGTERM, and die with their parent (:func:`become_worker`).
+processes say nothing: they ignore both (their parent stops them, whether the signal
+reached it alone or its whole process group) and die with their parent
+(:func:`become_worker`).
 """
 
 from __future__ import annotations
@@ -149,13 +150,12 @@ def signals_held() -> Iterator[None]:
 def become_worker(parent: int) -> None:
     """Make this forked process a worker that leaves stopping to its parent ``parent``.
 
-    It ignores SIGINT (Ctrl-C reaches the whole process group; the parent handles it
-    and lets the workers finish the chunks they hold), ends without a word on SIGTERM
-    (the default action: how a process pool stops its workers), and the kernel kills it
-    when the parent dies, even by SIGKILL, so no worker outlives a run.
+    It ignores SIGINT and SIGTERM (Ctrl-C, or a batch system's SIGTERM, may reach the
+    whole process group; the parent handles them and kills its workers, :mod:`fastsubs.workers`),
+    and the kernel kills it when the parent dies, even by SIGKILL, so no worker outlives a run.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     try:
         import ctypes

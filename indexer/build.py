@@ -103,6 +103,7 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
             reader.words)) for slot in range(done.order)]
 
     for chunk in reader:
+        jobs.tend()  # a job process that has ended its job gets the next
         read = read + len(chunk.lines) if chunk.order == section else len(chunk.lines)
         now = time.monotonic()
         if chunk.order != section or now - reported >= READ_PROGRESS_SECONDS:

@@ -4,37 +4,81 @@ A build's jobs (:func:`fastsubs.indexer.slots.encode_slot`) run in worker proces
 forked when the build starts, before it reads anything big, so that they sort and encode
 the records of one order while the building process reads the next and appends what is
 done.  With one job they run in the building process itself, when they are submitted.
-Workers leave stopping to the build (they ignore Ctrl-C and die with it, as a query's
-workers do), and a build that fails stops them at once.  Forking keeps start-up free
-(nothing to import again, nothing to pickle but the jobs); a program that runs threads
-of its own and asks ``build_index`` for several jobs takes fork's usual risk of a lock
-held by another thread at that moment (Python 3.12+ warns of it), which is why the
-API's default is one job, in the calling process.
+
+The workers are :mod:`fastsubs.workers`' (a query's ``--workers`` too): each has pipes of
+its own and holds one job at a time, handed to it whenever the building process tends
+them (:meth:`Jobs.tend`, between the chunks it reads, and while it waits for a result).
+They leave stopping to the build (they ignore Ctrl-C and die with it), and a build that
+fails kills them at once.  A ``multiprocessing.Pool``, used before, could not be stopped
+once a signal to the whole process group had killed its workers: an idle worker dies
+holding the pool's queue lock, and stopping the pool waits for that lock forever.
+Forking keeps start-up free (nothing to import again); a program that runs threads of
+its own and asks ``build_index`` for several jobs takes fork's usual risk of a lock held
+by another thread at that moment (Python 3.12+ warns of it), which is why the API's
+default is one job, in the calling process.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+import itertools
 import os
+from collections import deque
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
-from fastsubs.cli_support import become_worker, signals_held
+from fastsubs.workers import WorkerProcesses, worker_processes
+
+JOB_DIED = "a build job's process died (killed, or out of memory?)"
 
 
-class _Done:
-    """A job run in the building process: its result, or what it raised."""
+class _Failed:
+    """What a job raised, sent back as its result so that it is raised by that job's
+    ``get()``, in the order the build asks for results (not as it happens to arrive)."""
 
-    def __init__(self, function: Callable[[Any], Any], argument: Any) -> None:
-        try:
-            self._result, self._error = function(argument), None
-        except Exception as error:
-            self._result, self._error = None, error
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _nothing() -> None:
+    """A job process prepares nothing: each job brings what it needs."""
+
+
+def _run(_: None, job: Any) -> object:
+    """Run one job, ``(function, argument)``."""
+    function, argument = job
+    try:
+        return function(argument)
+    except Exception as error:
+        return _Failed(error)
+
+
+class Job:
+    """A submitted job: ``ready()`` says whether it has ended, ``get()`` gives its result
+    or raises its error (waiting for it)."""
+
+    def __init__(self, jobs: Jobs | None, number: int, result: object = None) -> None:
+        self._jobs, self._number, self._result = jobs, number, result
+        self._done = jobs is None
+
+    def ready(self) -> bool:
+        if not self._done and self._jobs is not None:
+            self._jobs.tend()
+            self._take()
+        return self._done
 
     def get(self) -> Any:
-        if self._error is not None:
-            raise self._error
+        while not self.ready():
+            assert self._jobs is not None
+            self._jobs.tend(block=True)
+        if isinstance(self._result, _Failed):
+            raise self._result.error
         return self._result
+
+    def _take(self) -> None:
+        answered = self._jobs.pool.answered if self._jobs and self._jobs.pool else {}
+        if self._number in answered:
+            self._result, self._done = answered.pop(self._number), True
 
 
 class Jobs:
@@ -42,27 +86,40 @@ class Jobs:
 
     def __init__(self, count: int) -> None:
         self.count = count
-        self._pool = None
+        self.pool: WorkerProcesses | None = None
+        self._stack = ExitStack()
+        self._numbers = itertools.count()
+        self._waiting: deque[tuple[int, tuple[Callable[[Any], Any], Any]]] = deque()
         if count > 1:
-            context = multiprocessing.get_context("fork")
-            with signals_held():  # a worker must not run the build's handlers before it drops them
-                self._pool = context.Pool(count, initializer=become_worker, initargs=(os.getpid(),))
+            self.pool = self._stack.enter_context(worker_processes(count, _nothing, _run, os.getpid(), JOB_DIED))
 
-    def submit(self, function: Callable[[Any], Any], argument: Any) -> Any:
-        """Start ``function(argument)``; the returned handle's ``get()`` gives its result or raises its error."""
-        if self._pool is None:
-            return _Done(function, argument)
-        return self._pool.apply_async(function, (argument,))
+    def submit(self, function: Callable[[Any], Any], argument: Any) -> Job:
+        """Start ``function(argument)`` (at once in this process, with one job)."""
+        number = next(self._numbers)
+        if self.pool is None:
+            return Job(None, number, _run(None, (function, argument)))
+        self._waiting.append((number, (function, argument)))
+        self.tend()
+        return Job(self, number)
+
+    def tend(self, block: bool = False) -> None:
+        """Take in the results sent so far (with ``block``, wait for one while a job runs)
+        and hand the next waiting jobs to the processes that hold none."""
+        if self.pool is None:
+            return
+        self._hand_out()
+        self.pool.collect(block=block)
+        self._hand_out()
+
+    def _hand_out(self) -> None:
+        assert self.pool is not None
+        for worker in self.pool.workers:
+            if not worker.held and self._waiting:
+                self.pool.send(worker, *self._waiting.popleft())
 
     def __enter__(self) -> Jobs:
         return self
 
-    def __exit__(self, kind: object, error: object, traceback: object) -> None:
-        """Lets the workers go once every job is done, or stops them at once if the build failed."""
-        if self._pool is None:
-            return
-        if error is None:
-            self._pool.close()
-        else:
-            self._pool.terminate()
-        self._pool.join()
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        """Lets the processes go once every job is done, or kills them at once if the build failed."""
+        self._stack.__exit__(kind, error, traceback)

@@ -1,7 +1,7 @@
 """Running a whole input through one open index or through N processes, in input order.
 
 With ``--workers N`` this process and N - 1 forked ones search
-(:mod:`fastsubs.query.workers`); a worker that dies makes the run fail with an error,
+(:mod:`fastsubs.workers`); a worker that dies makes the run fail with an error,
 never a shorter output, and a run that stops early (a signal, a bad record, damaged
 input) stops the workers.
 
@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from contextlib import ExitStack, closing
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,13 +35,14 @@ from fastsubs.query.provenance import run_record
 from fastsubs.textio import Compressor, compressor, open_binary
 
 if TYPE_CHECKING:
-    from fastsubs.query.workers import WorkerProcesses
+    from fastsubs.workers import WorkerProcesses
 
 #: Chunks a forked worker holds: the one it searches and the next.  The run's own process
 #: tops its workers up between the lines it searches itself, so one more would only
 #: lengthen the end of a run, where this process waits for what the workers still hold
 #: (kn4-64k, 3,000 lines, --workers 2: 4 were no faster, 1 left the worker idle).
 CHUNKS_AHEAD = 2
+WORKER_DIED = "a worker process died (killed, or out of memory?); the output is incomplete"
 
 
 @dataclass
@@ -112,12 +114,13 @@ def parallel_results(index_path: str, chunks: Iterable[Chunk], options: QueryOpt
     reason) stops the workers.
     """
     # Imported here: a one-process run (the common case) should not pay for multiprocessing.
-    from fastsubs.query.workers import worker_processes
+    from fastsubs.workers import worker_processes
 
     def work(index: SubstituteIndex, chunk: Chunk) -> ChunkResult:
         return process_chunk(index, chunk, options, source, compress)
 
-    with worker_processes(workers - 1, index_path, work, os.getpid()) as pool:
+    with worker_processes(workers - 1, partial(SubstituteIndex, index_path), work, os.getpid(),
+                          WORKER_DIED) as pool:
         index = SubstituteIndex(index_path)  # opened after the fork: no LMDB environment crosses it
         try:
             run = InOrder(pool, chunks, CHUNKS_AHEAD * workers * 2)

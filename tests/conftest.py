@@ -56,6 +56,12 @@ def run_cli(program: str, *args: str | os.PathLike[str], input: bytes | None = N
     return result
 
 
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` has forked and not yet reaped."""
+    with open(f"/proc/{pid}/task/{pid}/children") as stream:
+        return [int(child) for child in stream.read().split()]
+
+
 def run_on_a_terminal(program: str, *args: str | os.PathLike[str], timeout: float = 600) -> tuple[int, bytes]:
     """Run an installed console script with stderr a pseudo-terminal (progress lines are
     printed only there): its exit status and what it wrote there."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import BIN, shared
+from conftest import BIN, children, shared
 
 READER = r"""
 import sys
@@ -90,11 +90,6 @@ def test_128_processes_read_one_index_at_once(tmp_path: Path) -> None:
     index = tmp_path / "wide.fsidx"
     fastsubs.build_index(wide_bigram_model(tmp_path / "wide.arpa", words=3000, per_word=120), index)
     check_readers(index, 128)
-
-
-def children(pid: int) -> list[int]:
-    with open(f"/proc/{pid}/task/{pid}/children") as stream:
-        return [int(child) for child in stream.read().split()]
 
 
 def killed_worker_run(index: Path, tmp_path: Path, args: list[str], delay: float) -> None:

@@ -19,7 +19,7 @@ import lmdb
 import pytest
 
 import fastsubs
-from conftest import BIN, TEST_DATA, run_cli, shared
+from conftest import BIN, TEST_DATA, children, run_cli, shared
 from fastsubs.errors import IndexExistsError, TargetNotAnIndexError
 from fastsubs.indexer.publish import TEMP_PREFIX
 from generated_models import write_model
@@ -152,9 +152,10 @@ def test_an_existing_index_needs_force_which_each_interface_names_its_way(tmp_pa
     assert snapshot(target) == before
 
 
-def start_build(model: Path, target: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([str(BIN / "fastsubs-index"), "build", str(model), "-o", str(target), "-q"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def start_build(model: Path, target: Path, *options: str) -> subprocess.Popen[bytes]:
+    """A build in a session of its own (its process group: the build and its jobs)."""
+    return subprocess.Popen([str(BIN / "fastsubs-index"), "build", str(model), "-o", str(target), "-q", *options],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
 
 
 def wait_for_temp_dir(build: subprocess.Popen[bytes], directory: Path, holding: str) -> Path:
@@ -175,17 +176,39 @@ def wait_for_temp_dir(build: subprocess.Popen[bytes], directory: Path, holding: 
     "runs",  # reading the model
     pytest.param("data.mdb", marks=pytest.mark.slow),  # writing the index, some seconds later
 ])
+@pytest.mark.parametrize("whom", ["build", "group"])
 def test_a_stopped_build_removes_its_temporary_directory(tmp_path: Path, stop: signal.Signals, status: int,
-                                                         word: str, moment: str) -> None:
+                                                         word: str, moment: str, whom: str) -> None:
+    """Stopped while it reads the model or writes the index, by a signal to the build alone
+    or to its whole process group (a terminal's Ctrl-C, a batch system's SIGTERM, which its
+    jobs get too): it ends at once, with its status and one line, leaving nothing."""
     target = tmp_path / "model.fsidx"
-    build = start_build(shared("demo-kn4-20k.arpa.gz"), target)
+    build = start_build(shared("demo-kn4-20k.arpa.gz"), target, "--jobs", "2")
     temp = wait_for_temp_dir(build, tmp_path, moment)
     assert build.poll() is None
-    build.send_signal(stop)
-    _, stderr = build.communicate(timeout=120)
+    if whom == "build":
+        build.send_signal(stop)
+    else:
+        os.killpg(build.pid, stop)
+    _, stderr = build.communicate(timeout=60)
     assert build.returncode == status, stderr
     assert stderr.decode().splitlines() == [f"fastsubs-index: {word}"]
     assert not temp.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_build_whose_job_process_is_killed_fails_at_once(tmp_path: Path) -> None:
+    """A job process killed (out of memory, by hand) while the build reads the model: the
+    build ends at once with one line saying so, and leaves nothing."""
+    build = start_build(shared("demo-kn4-20k.arpa.gz"), tmp_path / "model.fsidx", "--jobs", "2")
+    wait_for_temp_dir(build, tmp_path, "runs")
+    jobs = children(build.pid)
+    assert len(jobs) == 2
+    os.kill(jobs[0], signal.SIGKILL)
+    _, stderr = build.communicate(timeout=60)
+    assert build.returncode == 1
+    assert stderr.decode().splitlines() == ["fastsubs-index: error: a build job's process died "
+                                            "(killed, or out of memory?)"]
     assert list(tmp_path.iterdir()) == []
 
 

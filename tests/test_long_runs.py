@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import BIN, TEST_DATA, run_cli, shared
+from conftest import BIN, TEST_DATA, children, run_cli, shared
 from fastsubs.query.lines import CHUNK_LINES, TAIL_LINES
 from fastsubs.query.output_files import PARTIAL_SUFFIX, STATE_SUFFIX
 
@@ -64,11 +64,6 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
     path.write_bytes(b"".join(shared("heldout-dev.txt").read_bytes().splitlines(keepends=True)[:400]))
     return path
-
-
-def children(pid: int) -> list[int]:
-    with open(f"/proc/{pid}/task/{pid}/children") as stream:
-        return [int(child) for child in stream.read().split()]
 
 
 def gone(pid: int) -> bool:

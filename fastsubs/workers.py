@@ -1,20 +1,22 @@
-"""The forked processes of a ``--workers N`` run: each searches the chunks it is sent and
-sends their results back, over pipes of its own.
+"""Forked worker processes, each with pipes of its own: a query's ``--workers N`` and a
+build's ``--jobs N``.  Each worker prepares once (a query's opens the index), then does
+the work it is sent, item by item, and sends each result back.
 
 Each worker has its own pair of pipes, and no other process keeps their ends open, so a
-worker that dies (killed, out of memory) while it holds chunks, even in the middle of
+worker that dies (killed, out of memory) while it holds work, even in the middle of
 sending a result, is an end of file its parent sees at once: the run fails with one line
-instead of waiting forever.  (``concurrent.futures.ProcessPoolExecutor``, used before,
-has all workers share one result queue: a worker killed while sending leaves half a
-message there and the pool's reader blocks on the rest.)  Once the input is all handed
-out the parent closes the task pipes, so each worker ends as soon as it has answered what
-it holds, while the parent finishes its own chunks, instead of at the end of the run; a
-worker that dies between its last answer and its normal end fails the run too, when the
-workers are joined.
+instead of waiting forever.  No lock is shared between processes either: a
+``multiprocessing.Pool`` (or ``concurrent.futures.ProcessPoolExecutor``) has its workers
+share one task queue and one result queue, so a worker killed while it holds their lock
+(an idle one always does, as it waits for a task; a signal to the whole process group
+kills them all) or half-way through a message leaves the parent waiting forever as it
+stops them.  Once all the work is handed out the parent closes the task pipes, so each
+worker ends as soon as it has answered what it holds; a worker that dies between its
+last answer and its normal end fails the run too, when the workers are joined.
 
-Workers are forked before the parent opens any index, and each opens the index itself,
-so no LMDB environment crosses a fork and all of them share one copy of the index in the
-page cache.  They ignore Ctrl-C (the parent handles it) and die with the parent.
+Workers are forked before the parent opens any index or reads anything big, so no LMDB
+environment crosses a fork.  They ignore Ctrl-C (the parent handles it) and die with the
+parent.
 """
 
 from __future__ import annotations
@@ -28,35 +30,35 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from typing import Any
 
 from fastsubs.cli_support import become_worker, signals_held
 from fastsubs.errors import FastsubsError
-from fastsubs.index import SubstituteIndex
 
-#: What a worker does with each chunk it is sent (the runner's process_chunk, its options bound).
-Work = Callable[[SubstituteIndex, object], object]
-#: What a worker sends back: the result of one chunk, or what stopped it.
+#: What a worker makes once, as it starts (a query's: its open index; None for a build).
+Prepare = Callable[[], Any]
+#: What a worker does with each item it is sent, given what it prepared.
+Work = Callable[[Any, object], object]
+#: What a worker sends back: the result of one item, or what stopped it.
 Message = object
 #: A result pipe holds this many bytes, so a worker hands over a chunk's output (~20 KB
 #: a line at -n 100) in one write instead of waiting for its parent to empty a 64 KiB pipe.
 RESULT_PIPE_BYTES = 1 << 20
 
-DIED = "a worker process died (killed, or out of memory?); the output is incomplete"
-
 
 @dataclass
 class Worker:
-    """One forked worker as its parent sees it: the chunks it holds are answered in order."""
+    """One forked worker as its parent sees it: the items it holds are answered in order."""
 
     process: BaseProcess
     tasks: Connection
     results: Connection
-    held: deque[int] = field(default_factory=deque)  # numbers of the chunks sent, not yet answered
+    held: deque[int] = field(default_factory=deque)  # numbers of the items sent, not yet answered
 
 
-def _serve(index_path: str, parent: int, work: Work, tasks: Connection, results: Connection,
+def _serve(prepare: Prepare, parent: int, work: Work, tasks: Connection, results: Connection,
            inherited: list[Connection]) -> None:
-    """A worker's life: answer every chunk its parent sends until the parent closes the pipe.
+    """A worker's life: answer every item its parent sends until the parent closes the pipe.
 
     Whatever goes wrong (the index cannot be opened, a damaged record) is sent back as the
     answer, for the parent to raise: a worker prints nothing.
@@ -65,17 +67,17 @@ def _serve(index_path: str, parent: int, work: Work, tasks: Connection, results:
         connection.close()
     become_worker(parent)
     try:
-        index = SubstituteIndex(index_path)
+        prepared = prepare()
     except Exception as error:
         _send(results, error)
         return
     while True:
         try:
-            chunk = tasks.recv()
+            item = tasks.recv()
         except (EOFError, OSError):
             return  # the run is over
         try:
-            message: Message = work(index, chunk)
+            message: Message = work(prepared, item)
         except Exception as error:
             message = error
         if not _send(results, message):
@@ -98,10 +100,12 @@ def _send(results: Connection, message: Message) -> bool:
 
 
 class WorkerProcesses:
-    """``count`` forked workers, the chunks each holds, and the results they have sent."""
+    """``count`` forked workers, the items each holds, and the results they have sent;
+    ``died``, the error a worker's death is."""
 
-    def __init__(self, workers: list[Worker]) -> None:
+    def __init__(self, workers: list[Worker], died: str) -> None:
         self.workers = workers
+        self.died = died
         self.answered: dict[int, object] = {}
         # One poll set for the whole run: the parent looks for results between every two
         # lines it searches, and multiprocessing's wait() builds a selector each time
@@ -114,15 +118,15 @@ class WorkerProcesses:
     def least_busy(self) -> Worker:
         return min(self.workers, key=lambda worker: len(worker.held))
 
-    def send(self, worker: Worker, number: int, chunk: object) -> None:
+    def send(self, worker: Worker, number: int, item: object) -> None:
         worker.held.append(number)
         try:
-            worker.tasks.send(chunk)
+            worker.tasks.send(item)
         except OSError:
-            raise FastsubsError(DIED) from None
+            raise FastsubsError(self.died) from None
 
     def finish_sending(self) -> None:
-        """No more chunks: each worker ends once it has answered the chunks it holds."""
+        """No more items: each worker ends once it has answered the items it holds."""
         for worker in self.workers:
             worker.tasks.close()
 
@@ -131,7 +135,7 @@ class WorkerProcesses:
         raises what a worker sent instead of a result, or the death of a worker.
 
         A worker's result pipe ends when the worker does: an error while it still holds
-        chunks, its normal end once it holds none."""
+        items, its normal end once it holds none."""
         busy = any(worker.held for worker in self.workers)
         for fd, _ in self._results.poll(None if block and busy else 0):
             worker = self._by_fd[fd]
@@ -139,7 +143,7 @@ class WorkerProcesses:
                 message = worker.results.recv()
             except (EOFError, OSError):
                 if worker.held:
-                    raise FastsubsError(DIED) from None
+                    raise FastsubsError(self.died) from None
                 self._results.unregister(fd)
                 continue
             if isinstance(message, BaseException):
@@ -148,11 +152,11 @@ class WorkerProcesses:
 
 
 @contextmanager
-def worker_processes(count: int, index_path: str, work: Work, parent: int) -> Iterator[WorkerProcesses]:
-    """Forks ``count`` workers for a run; on leaving, lets them go (they finish once their
-    task pipe closes) or, when the run ends early, stops them at once and waits for them.
-    A run that ends well still fails if a worker did not end well (killed after its last
-    answer)."""
+def worker_processes(count: int, prepare: Prepare, work: Work, parent: int, died: str) -> Iterator[WorkerProcesses]:
+    """Forks ``count`` workers; on leaving, lets them go (they finish once their task pipe
+    closes) or, when the run ends early, stops them at once and waits for them.  A run
+    that ends well still fails if a worker did not end well (killed after its last
+    answer).  ``died``: the error a worker's death is."""
     context = multiprocessing.get_context("fork")
     pipes = [(multiprocessing.Pipe(duplex=False), multiprocessing.Pipe(duplex=False)) for _ in range(count)]
     every = [end for pair in pipes for pipe in pair for end in pipe]
@@ -164,25 +168,25 @@ def worker_processes(count: int, index_path: str, work: Work, parent: int) -> It
                 _widen(result_writer)
                 mine = (task_reader, result_writer)
                 process = context.Process(target=_serve, daemon=True, args=(
-                    index_path, parent, work, task_reader, result_writer,
+                    prepare, parent, work, task_reader, result_writer,
                     [end for end in every if end not in mine]))
                 process.start()
                 workers.append(Worker(process, task_writer, result_reader))
         for (task_reader, _), (_, result_writer) in pipes:  # the workers' ends are theirs alone
             task_reader.close()
             result_writer.close()
-        yield WorkerProcesses(workers)
+        yield WorkerProcesses(workers, died)
         finished = True
     finally:
         for worker in workers:
-            worker.tasks.close()  # end of file: a worker holding no chunk ends
+            worker.tasks.close()  # end of file: a worker holding no item ends
             if not finished:
-                worker.process.terminate()
+                worker.process.kill()  # nothing it holds is wanted, and it may ignore SIGTERM
         for worker in workers:
             worker.process.join()
             worker.results.close()
     if any(worker.process.exitcode for worker in workers):
-        raise FastsubsError(DIED)
+        raise FastsubsError(died)
 
 
 def _widen(pipe: Connection) -> None:

@@ -1,6 +1,7 @@
 """What a build costs: time, memory and temporary disk, as ``fastsubs-index build`` runs.
 
     python -m fastsubs.bench.build MODEL [MODEL ...] [--jobs N] [--memory SIZE] [--repeats R] [--dir DIR]
+                                   [--keep DIR]
 
 Runs the installed ``fastsubs-index build`` (its own processes and the jobs it forks,
 as a user runs it) ``--repeats`` times per model into ``--dir`` and samples, every
@@ -9,13 +10,15 @@ share of shared ones, so a page two processes map counts once; and anonymous mem
 counted whole in each process, the pages a forked job shares with the build until
 either writes them included), and the disk
 the build uses under ``--dir`` (the index being written and the spilled, sorted runs
-beside it).  Prints medians, with the index's size per n-gram.
+beside it).  Prints medians, with the index's size per n-gram.  ``--keep DIR`` keeps
+each model's last index there (``NAME.fsidx``), for search figures on the same index.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -116,6 +119,7 @@ def main() -> None:
     parser.add_argument("--memory", help="fastsubs-index build --memory (default: its own)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", type=Path, help="where to build (default: a temporary directory)")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="keep each model's last index in DIR")
     args = parser.parse_args()
     print(f"fastsubs {fastsubs.__version__}; {os.cpu_count()} cores; load average "
           + " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
@@ -125,6 +129,11 @@ def main() -> None:
             with fastsubs.open_index(Path(directory) / "model.fsidx") as index:
                 ngrams = sum(index.meta["counts"])
             print(report(model, runs, ngrams), flush=True)
+            if args.keep:
+                kept = args.keep / (model.name.split(".arpa")[0] + ".fsidx")
+                shutil.rmtree(kept, ignore_errors=True)
+                shutil.move(Path(directory) / "model.fsidx", kept)
+                print(f"kept {kept}", flush=True)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ class _ReadModel:
     counts: list[int]
     unigrams: NgramTable
     slots: dict[int, list[Any]]  # order -> one job handle per slot
-    spills: dict[int, Path]  # order -> its n-grams as read, until its slots are written
+    spills: dict[int, Path]  # order -> its n-grams as read, until its slots' jobs are done
 
     @property
     def order(self) -> int:
@@ -95,12 +95,12 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
 
     def start_jobs(done: Spill) -> None:
         done.close()
+        drop_read_spills(slots, spills)
         spills[done.order] = done.path
-        id_bytes = fmt.id_bytes_for(len(reader.words))
-        rows = run_rows(max(memory - _MAIN_BYTES, 0) // jobs.count, done.order)
+        rows = run_rows(max(memory - _MAIN_BYTES, 0) // jobs.count, done.order, done.id_bytes)
         slots[done.order] = [jobs.submit(encode_slot, SlotJob(
-            done.path, done.order, slot, len(reader.counts), id_bytes, rows, directory, str(model_path),
-            reader.words)) for slot in range(done.order)]
+            done.path, done.order, slot, len(reader.counts), done.id_bytes, rows, directory, str(model_path),
+            reader.words, done.first_line)) for slot in range(done.order)]
 
     for chunk in reader:
         jobs.tend()  # a job process that has ended its job gets the next
@@ -115,11 +115,19 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
         if spill is None or spill.order != chunk.order:
             if spill is not None:
                 start_jobs(spill)
-            spill = Spill(directory / f"{chunk.order}.ngrams", chunk.order)
+            spill = Spill(directory / f"{chunk.order}.ngrams", chunk.order, fmt.id_bytes_for(len(reader.words)))
         spill.add(chunk)
     if spill is not None:
         start_jobs(spill)
     return _ReadModel(reader.words, reader.counts, NgramTable.concatenate(unigram_chunks), slots, spills)
+
+
+def drop_read_spills(slots: dict[int, list[Any]], spills: dict[int, Path]) -> None:
+    """Remove the spill of every order whose jobs have all finished (they alone read it):
+    a build's temporary disk then holds little more than the spill being read and the
+    records not yet written."""
+    for order in [order for order in spills if all(job.ready() for job in slots[order])]:
+        spills.pop(order).unlink()
 
 
 def default_index_path(model: Path) -> Path:
@@ -233,13 +241,13 @@ def _write_environment(directory: Path, model: _ReadModel, model_path: Path, pro
             parts = dict.fromkeys(PARTS, 0)
             for slot, job in enumerate(model.slots[order]):
                 made = job.get()
+                drop_read_spills(model.slots, model.spills)
                 check_count(f"{order}-grams with the slot at {slot + 1}", made.ngrams, model.counts[order - 1])
                 previous = append_records(env, db, made, key_length, previous)
                 written += made.records
                 for part, size in made.parts.items():
                     parts[part] += size
                 progress(f"wrote the {order}-grams with the slot at {slot + 1}")
-            model.spills[order].unlink()  # every slot's job has read it
             end_key, end_value = end_record(order, id_bytes, previous)
             with env.begin(write=True, db=db) as txn:
                 txn.put(end_key, end_value, append=True)

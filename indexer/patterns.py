@@ -37,17 +37,18 @@ _COMMON = fmt.R_PREVIOUS
 PARTS = ("ids", "positions", "alpha", "beta", "keys", "structure")
 
 
-def check_no_duplicates(rows: np.ndarray, order: int, path: str, words: list[bytes]) -> None:
+def check_no_duplicates(rows: np.ndarray, order: int, path: str, words: list[bytes], first_line: int) -> None:
     """Raise ModelFormatError naming the line of the first repeated n-gram in ``rows``.
 
     ``rows`` (see :func:`fastsubs.indexer.runs.row_dtype`) must be sorted with the slot
-    last, so that their ids are in n-gram order and a repeat follows its first.
+    last, so that their ids are in n-gram order and a repeat follows its first; row
+    ``place`` p of the order was read from line ``first_line + p``.
     """
     ids = rows["ids"]
     same = np.all(ids[1:] == ids[:-1], axis=1)
     if same.any():
         at = int(np.flatnonzero(same)[0])
-        first, second = sorted(int(line) for line in rows["line"][at:at + 2])
+        first, second = sorted(first_line + int(place) for place in rows["place"][at:at + 2])
         text = b" ".join(words[i] for i in ids[at]).decode("utf-8", "backslashreplace")
         raise ModelFormatError(path, second, f"expected each {order}-gram once, found '{text}' again "
                                              f"(first on line {first})")

@@ -9,10 +9,14 @@ encoded in memory, with no file).  Memory is a run while sorting plus a few bloc
 merging; disk is each order once until its slots are written (the build then removes
 it), and the runs of the slots being sorted.
 
-Rows are sorted with their word ids in *key order*: the fixed words left to right, then
-the slot word, so sorting the ``ids`` columns lexicographically sorts by key.  Equal rows
-keep file order (the sorts are stable and runs are merged in file order), so a repeated
-n-gram is reported with its first two lines.
+A spilled row is as small as it can be, since the spills are most of a build's temporary
+disk: word ids as wide as the vocabulary needs (2 or 4 bytes) and the scores, but not its
+line in the model, which follows from its place in the spill (an order's lines are
+consecutive).  Rows are sorted with their word ids in *key order*: the fixed words left
+to right, then the slot word, so sorting the ``ids`` columns lexicographically sorts by
+key.  Equal rows keep file order (the sorts are stable and runs are merged in file
+order), and the slot-last sort, which finds repeated n-grams, keeps each row's place in
+the spill, so a repeat is reported with its first two lines.
 """
 
 from __future__ import annotations
@@ -37,17 +41,19 @@ MERGE_BYTES = 200 << 20
 _WRITE_ROWS = 1 << 18
 
 
-def run_rows(memory: int, order: int) -> int:
+def run_rows(memory: int, order: int, id_bytes: int) -> int:
     """Rows of a sorted run of ``order``-grams that a job may hold in ``memory`` bytes."""
-    return max(1 << 16, (memory - MERGE_BYTES) // (row_dtype(order).itemsize + SORT_BYTES_PER_ROW))
+    row = row_dtype(order, id_bytes, with_place=True).itemsize
+    return max(1 << 16, (memory - MERGE_BYTES) // (row + SORT_BYTES_PER_ROW))
 
 
-def row_dtype(order: int, with_line: bool = True) -> np.dtype:
-    """One n-gram as spilled: ids (in file order, or key order once sorted), scores as
-    stored, and its line in the model (for a duplicate's message: only the slot-last sort,
-    which finds duplicates, keeps it in its runs)."""
-    fields = [("ids", "<u4", (order,)), ("alpha", "<f4"), ("beta", "<f4")]
-    return np.dtype(fields + [("line", "<i8")] if with_line else fields)
+def row_dtype(order: int, id_bytes: int, with_place: bool = False) -> np.dtype:
+    """One n-gram as spilled: ids (in file order, or key order once sorted; 2 bytes wide
+    for a vocabulary that fits, else 4), scores as stored, and with ``with_place`` its
+    place in the spill (for a duplicate's message: only the slot-last sort, which finds
+    duplicates, keeps it in its runs)."""
+    fields = [("ids", "<u2" if id_bytes <= 2 else "<u4", (order,)), ("alpha", "<f4"), ("beta", "<f4")]
+    return np.dtype(fields + [("place", "<i8")] if with_place else fields)
 
 
 def key_columns(order: int, slot: int) -> list[int]:
@@ -56,46 +62,59 @@ def key_columns(order: int, slot: int) -> list[int]:
 
 
 class Spill:
-    """One order's n-grams in file order, appended a chunk at a time to a file."""
+    """One order's n-grams in file order, appended a chunk at a time to a file; row ``r``
+    was read from line ``first_line + r`` of the model."""
 
-    def __init__(self, path: Path, order: int) -> None:
+    def __init__(self, path: Path, order: int, id_bytes: int) -> None:
         self.path = path
         self.order = order
+        self.id_bytes = id_bytes
         self.rows = 0
+        self.first_line = 0
         self._stream = open(path, "wb")
 
     def add(self, chunk: NgramTable) -> None:
-        rows = np.empty(len(chunk.lines), dtype=row_dtype(self.order))
-        rows["ids"], rows["alpha"], rows["beta"], rows["line"] = chunk.ids, chunk.alpha, chunk.beta, chunk.lines
+        count = len(chunk.lines)
+        if count and not self.rows:
+            self.first_line = int(chunk.lines[0])
+        if count and (chunk.lines[0] != self.first_line + self.rows or chunk.lines[-1] != chunk.lines[0] + count - 1):
+            raise AssertionError(f"the {self.order}-grams' lines are not consecutive: a spill cannot name them")
+        rows = np.empty(count, dtype=row_dtype(self.order, self.id_bytes))
+        rows["ids"], rows["alpha"], rows["beta"] = chunk.ids, chunk.alpha, chunk.beta
         self._stream.write(rows.data)  # not tofile(): its errors lose the errno (ENOSPC)
-        self.rows += len(rows)
+        self.rows += count
 
     def close(self) -> None:
         self._stream.close()
 
 
-def sorted_blocks(spill: Path, order: int, slot: int, run_rows: int, directory: Path) -> Iterator[np.ndarray]:
+def sorted_blocks(spill: Path, order: int, id_bytes: int, slot: int, run_rows: int,
+                  directory: Path) -> Iterator[np.ndarray]:
     """The rows of the spilled order ``spill`` in key order for ``slot``, a block at a time,
-    every block holding whole patterns.  An order that fits one run is sorted in memory;
-    a bigger one in runs written to files in ``directory`` (removed at the end)."""
+    every block holding whole patterns (with the slot last, each row's place in the spill).
+    An order that fits one run is sorted in memory; a bigger one in runs written to files
+    in ``directory`` (removed at the end)."""
     columns = key_columns(order, slot)
-    dtype = row_dtype(order, with_line=slot == order - 1)
+    spilled = row_dtype(order, id_bytes)
+    dtype = row_dtype(order, id_bytes, with_place=slot == order - 1)
     runs: list[Path] = []
+    first_row = 0
     try:
         with open(spill, "rb") as stream:
-            while len(rows := np.fromfile(stream, dtype=row_dtype(order), count=run_rows)):
+            while len(rows := np.fromfile(stream, dtype=spilled, count=run_rows)):
                 rows["ids"] = rows["ids"][:, columns]
                 order_of_rows = sort_order(rows["ids"])
                 if not runs and len(rows) < run_rows:  # the whole order, in memory
-                    sorted_rows = _as_run(rows, order_of_rows, dtype)
+                    sorted_rows = _as_run(rows, order_of_rows, dtype, first_row)
                     del rows, order_of_rows
                     yield from merged_blocks([_ArrayRun(sorted_rows)], order)
                     return
                 path = directory / f"{order}-{slot}-{len(runs)}.run"
                 with open(path, "wb") as out:
                     for first in range(0, len(rows), _WRITE_ROWS):
-                        out.write(_as_run(rows, order_of_rows[first:first + _WRITE_ROWS], dtype).data)
+                        out.write(_as_run(rows, order_of_rows[first:first + _WRITE_ROWS], dtype, first_row).data)
                 runs.append(path)
+                first_row += len(rows)
                 del rows, order_of_rows
         with ExitStack() as files:
             yield from merged_blocks([_FileRun(files.enter_context(open(path, "rb")), dtype) for path in runs], order)
@@ -104,14 +123,15 @@ def sorted_blocks(spill: Path, order: int, slot: int, run_rows: int, directory: 
             path.unlink(missing_ok=True)
 
 
-def _as_run(rows: np.ndarray, chosen: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``rows[chosen]`` with the fields of a run (``dtype``: the line only where needed),
-    gathered field by field so that no whole copy of ``rows`` is made on the way."""
+def _as_run(rows: np.ndarray, chosen: np.ndarray, dtype: np.dtype, first_row: int) -> np.ndarray:
+    """``rows[chosen]`` with the fields of a run (``dtype``), ``place`` (where it has one)
+    the row's place in the spill, ``rows`` starting at row ``first_row``."""
     if rows.dtype == dtype:
         return rows[chosen]
     run = np.empty(len(chosen), dtype=dtype)
-    for name in dtype.names or ():
+    for name in rows.dtype.names or ():
         run[name] = rows[name][chosen]
+    run["place"] = chosen + first_row
     return run
 
 

@@ -40,7 +40,8 @@ class SlotJob:
     run_rows: int
     directory: Path
     model_path: str
-    words: list[bytes]  # for a duplicate's message (checked on the slot-last job)
+    words: list[bytes]  # for a duplicate's message (checked on the slot-last job) ...
+    first_line: int  # ... and the line of the spill's first row
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,10 @@ def encode_slot(job: SlotJob) -> SlotRecords:
     path = job.directory / f"{job.order}-{job.slot}.records"
     ngrams = 0
     with open(path, "wb") as out:
-        for rows in sorted_blocks(job.spill, job.order, job.slot, job.run_rows, job.directory):
+        for rows in sorted_blocks(job.spill, job.order, job.id_bytes, job.slot, job.run_rows, job.directory):
             ngrams += len(rows)
             if job.slot == job.order - 1:  # the slot last: rows in n-gram order
-                check_no_duplicates(rows, job.order, job.model_path, job.words)
+                check_no_duplicates(rows, job.order, job.model_path, job.words, job.first_line)
             records = writer.records(rows, job.slot)
             out.write(_BATCH.pack(len(records), len(records.keys), len(records.values)))
             out.write(records.keys)

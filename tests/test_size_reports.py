@@ -47,9 +47,14 @@ def test_the_size_report_accounts_for_every_stored_byte(small_index: Path) -> No
 
 
 def test_the_build_benchmark_measures_a_real_build(tmp_path: Path) -> None:
+    """Two builds measured, their temporary directory gone, the last index kept with --keep."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "kept").mkdir()
     printed = subprocess.run([sys.executable, "-m", "fastsubs.bench.build", str(TEST_DATA / "tiny.arpa"),
-                              "--repeats", "2", "--dir", str(tmp_path)], capture_output=True, text=True,
-                             check=True).stdout
-    line = printed.splitlines()[-1]
+                              "--repeats", "2", "--dir", str(tmp_path / "work"), "--keep", str(tmp_path / "kept")],
+                             capture_output=True, text=True, check=True).stdout
+    line = printed.splitlines()[-2]
     assert line.startswith("tiny.arpa: 16 n-grams; build ") and "2 runs" in line and "peak PSS" in line
-    assert list(tmp_path.iterdir()) == []  # its temporary directory is gone
+    assert list((tmp_path / "work").iterdir()) == []  # its temporary directory is gone
+    with fastsubs.open_index(tmp_path / "kept" / "tiny.fsidx") as index:
+        assert sum(index.meta["counts"]) == 16

@@ -1,0 +1,33 @@
+/* What the two files of fastsubs._kernel's glue share (module.c: the module, the Index
+ * type and the tools' look-ups; module_search.c: searches and their answers). */
+#ifndef FASTSUBS_MODULE_H
+#define FASTSUBS_MODULE_H
+
+#include <Python.h>
+
+#include "index.h"
+#include "render.h"
+
+/* An open index as Python sees it. */
+typedef struct {
+    PyObject_HEAD
+    FsIndex index;
+    int opened;
+    PyObject *path;               /* str, for messages */
+    PyObject **texts;             /* per word id: its str, once made (answer_records) */
+} Index;
+
+/* ``failure`` as the fastsubs exception it is (its message naming ``path``); NULL. */
+PyObject *raise_failure(PyObject *path, const Failure *failure);
+/* 0, or -1 with ValueError when the index is closed or was never opened. */
+int check_open(Index *self);
+/* Reads ``a`` as ``*n`` items of ``size`` bytes (*n < 0: any number, set): 0, or -1. */
+int get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, const char *what);
+
+/* The methods of module_search.c (their arguments are documented there). */
+PyObject *Index_search(Index *self, PyObject *args);
+PyObject *Index_search_batch(Index *self, PyObject *args);
+PyObject *Index_render(Index *self, PyObject *args, PyObject *kwds);
+PyObject *Index_fields(Index *self, PyObject *args);
+
+#endif

@@ -117,9 +117,6 @@ MUTATIONS = [
              "a pattern of exactly 65,536 words read with 4-byte positions: the index wrote 2-byte ones",
              "(count) <= 65536u ? 2u : 4u", "(count) < 65536u ? 2u : 4u"),
     # cache.c: the cache slots, rank maps and sorted prefixes
-    Mutation("has-beta-for-every-order", CACHE,
-             "cached records of the highest order read as if they stored back-off weights",
-             "rec->has_beta = order < s->order;", "rec->has_beta = order <= s->order;"),
     Mutation("cache-position-width-one-byte", CACHE,
              "a cached pattern's positions by score read one byte wide whatever its count (2 from 257 words)",
              "out->position_bytes = rec->count > 1 ? FS_POSITION_BYTES(rec->count) : 0;",
@@ -276,6 +273,10 @@ MUTATIONS = [
              "return (double)(next >> 12) * (1.0 / 9007199254740992.0);"),
 ]
 # Left out, as no output can tell them from the kernel (equivalent mutants):
+# - a cached record of the highest order given a back-off pointer (has_beta for every
+#   order): the search reads back-off weights only from patterns below the highest order,
+#   so the pointer is never followed (the same slip when a record is decoded, in store.c,
+#   breaks the record's layout and is caught);
 # - the cap ignoring excluded words (count > vocab_size - 1): the search then reads every
 #   word not excluded and lists them all, which is what the cap allows;
 # - a cache hit that ignores the key length or compares fewer key bytes: a hit also needs

@@ -6,8 +6,8 @@ spills each order once, in file order (:class:`Spill`); then, slot by slot,
 :func:`sorted_blocks` sorts it in runs of at most ``run_rows`` rows, spills each run,
 and merges the runs back a block at a time (an order that fits one run is sorted and
 encoded in memory, with no file).  Memory is a run while sorting plus a few blocks while
-merging; disk is each order once until its slots are written (the build then removes
-it), and the runs of the slots being sorted.
+merging; disk is each order once until its slots' jobs have ended (the build then
+removes it), and the runs of the slots being sorted.
 
 A spilled row is as small as it can be, since the spills are most of a build's temporary
 disk: word ids as wide as the vocabulary needs (2 or 4 bytes) and the scores, but not its

@@ -3,7 +3,7 @@ the Python reference of the C core's ``kernel/terms.c``.
 
 For the sentence ``s_0 … s_{n+1}`` (``<s> w1 … wn </s>``) and a target position t,
 lp(x) is the sum over j = t … min(t+N-1, n+1) of log10 p(s_j | context) with s_t := x
-(ALGORITHM.md).  Each such term is a back-off chain: the longest n-gram present gives
+(docs/algorithm.md).  Each such term is a back-off chain: the longest n-gram present gives
 its alpha, every shorter step adds a back-off weight.  This module only *describes*
 the chains (which pattern, which constant), reading patterns as copies through
 :meth:`fastsubs.index.SubstituteIndex.pattern`; the C core builds the same chains for
@@ -124,16 +124,14 @@ class TermBuilder:
 
     def logprob(self, word: int, context: tuple[int, ...]) -> float:
         """log10 p(word | context) by the ARPA back-off recursion, for fixed words."""
-        total = 0.0
-        for start in range(len(context) + 1):
-            found = self.ngram(context[start:] + (word,))
-            if found is not None:
-                return total + found[0]
-            if start < len(context):
-                backoff = self.ngram(context[start:])
-                if backoff is not None:
-                    total += backoff[1]
-        return total + fmt.UNKNOWN_WORD_LOGPROB
+        found = self.ngram(context + (word,))
+        if found is not None:
+            return found[0]
+        if not context:
+            return fmt.UNKNOWN_WORD_LOGPROB
+        backoff = self.ngram(context)
+        # beta(h) + log10 p(word | h[1:]): summed as the recursion nests (docs/algorithm.md)
+        return (0.0 if backoff is None else backoff[1]) + self.logprob(word, context[1:])
 
     def position_terms(self, sentence: tuple[int, ...], target: int) -> list[Term]:
         """The chains of every term of lp(x) at ``target`` (1 … n+1) of ``sentence`` (with <s>, </s>)."""

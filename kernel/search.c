@@ -2,7 +2,7 @@
  *
  * terms.c describes lp(x) at the position as back-off chains over pattern records;
  * read_terms turns them into the lists and steps this file works on, and the search
- * runs the threshold search of ALGORITHM.md:
+ * runs the threshold search of docs/algorithm.md:
  *
  *   - the sorted lists are the patterns some step reads by alpha (``by_score`` order)
  *     and the unigram list (``unigram_order``);
@@ -37,9 +37,6 @@
  * lines.  A map's size and the time to build it follow the pattern, not the vocabulary:
  * a pattern is big only if it also holds at least V / SUPER_WORDS words. */
 #define RANK_MIN_COUNT 256
-/* Scores and the bound are sums of the same float32 values taken in different orders;
- * raising the bound by this much keeps it an upper bound whatever the rounding. */
-#define BOUND_SLACK 1e-9
 /* New words are scored in batches of up to this many: the look-ups of a batch are
  * independent loads whose cache misses the CPU overlaps.  A batch is an eighth of the
  * words scored so far (so the search reads at most ~1/8 more than one word at a time
@@ -96,16 +93,18 @@ typedef struct TermC {
     double base;
     /* the term's bound (see bound()): the largest of alts[first_alt ..][n_alts] and ``fixed`` */
     int first_alt, n_alts;
-    double fixed;       /* base + every beta sup when the base is a constant, else -inf */
+    double fixed;       /* every beta sup over the constant base, -inf when the base is unigram */
     int frozen;         /* no list binds it any more: its bound stays (sups only decrease) */
-    int arg;            /* the list its bound came from last time, or NONE: not computed yet */
-    double arg_offset;  /* that alternative's offset */
-    double arg_keep;    /* that list stays the largest alternative while its sup > arg_keep */
+    int arg;            /* the alternative (in alts) its bound came from last time, or NONE */
+    double runner_up;   /* the largest other alternative then: arg stays the largest while above it */
 } TermC;
 
-typedef struct Alt {    /* one alternative of a term's bound: lists[list].sup + offset */
+/* One alternative of a term's bound: "x is in the pattern of step ``n_longer``", bounded by
+ * its list's sup under the beta sups of the n_longer steps before it, summed as the score
+ * sums them (upper_term). */
+typedef struct Alt {
     int list;
-    double offset;      /* the beta sups of the longer steps (fixed during a search) */
+    int n_longer;
 } Alt;
 
 /* A list's next entries are gathered ahead, up to this many at a time: entry i sits at
@@ -133,6 +132,18 @@ typedef struct List {   /* one sorted list */
     float own_alphas[LIST_AHEAD];
 } List;
 
+
+/* An upper bound on a term's value for words that take ``inner`` or less after the first
+ * ``n`` steps of ``steps``: beta_sup(0) + (beta_sup(1) + (... + inner)), summed in the
+ * order score_term sums a word's back-off weights.  Rounding to nearest is monotone (a <= a'
+ * gives fl(a + b) <= fl(a' + b)), so a bound summed in the score's own order is above the
+ * score as computed, not only as exact arithmetic has it: no slack for rounding is needed
+ * however the magnitudes of the weights differ (docs/algorithm.md, "Rounding"). */
+static inline double upper_term(const StepC *steps, int n, double inner) {
+    while (n)
+        inner = steps[--n].beta_sup + inner;
+    return inner;
+}
 
 /* Is the pattern of ``count`` words big (see RANK_MIN_COUNT)? */
 static int is_big(uint32_t count, uint32_t vocab_size) {
@@ -245,7 +256,7 @@ static int read_terms(Searcher *k, int *n_pats) {
                 return -1;
             } else {
                 /* beta(A x B) is stored for some x, 0 for the rest (the paper bounds it
-                 * by 0, wrong for positive weights: ALGORITHM.md) */
+                 * by 0, wrong for positive weights: docs/algorithm.md) */
                 sc->beta_sup = k->pats[sc->beta].beta_sup;
             }
         }
@@ -286,16 +297,13 @@ static int read_terms(Searcher *k, int *n_pats) {
     int n_alts = 0;
     for (int t = 0; t < n_terms; t++) {
         TermC *term = &k->terms[t];
-        double offset = 0.0;
         term->first_alt = n_alts;
-        for (int i = term->first; i < term->first + term->n; i++) {
-            if (k->steps[i].list != NONE)
-                k->alts[n_alts++] = (Alt){k->steps[i].list, offset};
-            offset += k->steps[i].beta_sup;
-        }
+        for (int i = 0; i < term->n; i++)
+            if (k->steps[term->first + i].list != NONE)
+                k->alts[n_alts++] = (Alt){k->steps[term->first + i].list, i};
         if (term->base_unigram)
-            k->alts[n_alts++] = (Alt){unigram, offset};
-        term->fixed = term->base_unigram ? -INFINITY : term->base + offset;
+            k->alts[n_alts++] = (Alt){unigram, term->n};
+        term->fixed = term->base_unigram ? -INFINITY : upper_term(&k->steps[term->first], term->n, term->base);
         term->n_alts = n_alts - term->first_alt;
         term->frozen = 0;
         term->arg = NONE;
@@ -480,16 +488,16 @@ static int score_batch(Searcher *k, int n_terms, const uint32_t *words, int n, c
         }
         if (!isfinite(threshold))  /* -inf: fewer than count scored yet */
             continue;
-        /* kept: partial sum + rest >= threshold, less the bound's slack for rounding,
-         * BOUND_SLACK * (1 + |sum|), here taken for any |sum| up to 3 + 4 |threshold|
-         * (larger sums are far above or below the threshold) */
-        double cut = threshold - 4.0 * BOUND_SLACK * (1.0 + fabs(threshold));
-        for (int u = t + 1; u < n_terms; u++)
-            cut -= sup[u];
+        /* kept: the partial sum plus the later terms' bounds, added in the order the score
+         * adds the terms themselves (so it bounds the score as rounded: upper_term), is at
+         * least the threshold */
         int kept = 0;
         for (int j = 0; j < n_live; j++) {
+            double upper = total[live[j]];
+            for (int u = t + 1; u < n_terms; u++)
+                upper += sup[u];
             live[kept] = live[j];
-            kept += total[live[j]] >= cut;
+            kept += upper >= threshold;
         }
         n_live = kept;
     }
@@ -502,14 +510,18 @@ static int score_batch(Searcher *k, int n_terms, const uint32_t *words, int n, c
  * and k->binding lists the lists that bind it (reading any other list cannot lower it).
  *
  * A term is the largest of its alternatives: "x in the pattern of step s", bounded by
- * that list's sup plus the beta sups of the longer steps (an unread word is not above
+ * that list's sup under the beta sups of the longer steps (an unread word is not above
  * the list's next entry, and a word absent from the pattern takes no alpha from it),
- * and the base plus every beta sup.  The sum over terms bounds lp(x).
+ * and the base under every beta sup.  The sum over terms, in term order, bounds lp(x):
+ * every sum is taken in the order the score takes it (upper_term), so the bound holds for
+ * the rounded scores too.
  *
  * Sups only decrease, so a term whose largest alternative is a constant keeps its bound
- * (frozen), and a binding list keeps binding the same terms while its sup stays above
- * k->keep[list] (the runner-up alternatives): the search reads on without recomputing
- * the bound until then. */
+ * (frozen), and an alternative that was the largest stays so while it is at least the
+ * runner-up was then.  A binding list keeps binding the same terms while its sup stays
+ * above about k->keep[list] (where its alternatives fall to the runners-up): the search
+ * reads on without recomputing the bound until then (only when to recompute rests on
+ * that estimate, never the bound's value). */
 static double bound(Searcher *k, int n_terms) {
     const List *lists = k->lists;
     uint64_t stamp = ++k->bound_stamp;
@@ -521,51 +533,50 @@ static double bound(Searcher *k, int n_terms) {
             total += k->term_sup[t];
             continue;
         }
-        int arg = term->arg;
-        double best, keep;
-        if (arg != NONE && lists[arg].sup > term->arg_keep) {
-            /* the same list is still the largest alternative: the others only fell */
-            best = lists[arg].sup + term->arg_offset;
-            keep = term->arg_keep;
-        } else {
-            const Alt *alts = &k->alts[term->first_alt];
-            double second = -INFINITY, offset = 0.0;
+        const StepC *steps = &k->steps[term->first];
+        const Alt *alts = &k->alts[term->first_alt];
+        double best = -INFINITY;
+        if (term->arg != NONE)
+            best = upper_term(steps, alts[term->arg].n_longer, lists[alts[term->arg].list].sup);
+        if (term->arg == NONE || best < term->runner_up) {
+            double second = -INFINITY;
+            int arg = NONE;
             best = -INFINITY;
-            arg = NONE;
             for (int a = 0; a < term->n_alts; a++) {
-                double value = lists[alts[a].list].sup + alts[a].offset;
+                double value = upper_term(steps, alts[a].n_longer, lists[alts[a].list].sup);
                 if (value > best) {
                     second = best;
                     best = value;
-                    arg = alts[a].list;
-                    offset = alts[a].offset;
+                    arg = a;
                 } else if (value > second) {
                     second = value;
                 }
             }
             if (term->fixed > best) {
+                second = best;
                 best = term->fixed;
                 arg = NONE;
             } else if (term->fixed > second) {
                 second = term->fixed;
             }
-            keep = second - offset;
             term->arg = arg;
-            term->arg_offset = offset;
-            term->arg_keep = keep;
+            term->runner_up = second;
         }
         total += best;
         k->term_sup[t] = best;
-        if (arg == NONE) {
+        if (term->arg == NONE) {
             term->frozen = 1;
             continue;
         }
-        if (k->binds[arg] != stamp) {
-            k->binds[arg] = stamp;
-            k->binding[k->n_binding++] = arg;
-            k->keep[arg] = keep;
-        } else if (keep > k->keep[arg]) {
-            k->keep[arg] = keep;
+        int list = alts[term->arg].list;
+        double keep = isfinite(best) && isfinite(term->runner_up) ? lists[list].sup - (best - term->runner_up)
+                                                                  : -INFINITY;
+        if (k->binds[list] != stamp) {
+            k->binds[list] = stamp;
+            k->binding[k->n_binding++] = list;
+            k->keep[list] = keep;
+        } else if (keep > k->keep[list]) {
+            k->keep[list] = keep;
         }
     }
     /* No list binds only if no term predicts x (never so for position_terms' terms):
@@ -576,7 +587,7 @@ static double bound(Searcher *k, int n_terms) {
         k->binding[k->n_binding++] = unigram;
         k->keep[unigram] = INFINITY;
     }
-    return isfinite(total) ? total + BOUND_SLACK * (1.0 + fabs(total)) : total;
+    return total;
 }
 
 /* Reads the next entry of ``list``; returns its word. */

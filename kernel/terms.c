@@ -1,4 +1,5 @@
-/* Building a position's terms from pattern records: see terms.h and query/terms.py. */
+/* Building a position's terms from pattern records: see terms.h (and bench/reference_terms.py,
+ * its Python reference). */
 #include "terms.h"
 
 #include <stdlib.h>
@@ -28,10 +29,15 @@ static int ngram(Reader *r, const uint32_t *ids, int n, double *alpha, double *b
     return 1;
 }
 
-/* log10 p(word | context[0 .. n)) by the ARPA back-off recursion, for fixed words. */
+/* log10 p(word | context[0 .. n)) by the ARPA back-off recursion, for fixed words, summed
+ * as the recursion nests: beta(h) + (beta(h') + (... + alpha)), innermost first.  Float64
+ * sums of float32 values are exact only while their exponents stay close; summed in another
+ * order, weights of very different sizes (1e-16 beside 1) round differently from the
+ * definition (docs/algorithm.md, "Rounding"). */
 static int logprob(Reader *r, uint32_t word, const uint32_t *context, int n, double *result) {
     uint32_t ids[256];
-    double total = 0.0, alpha, beta;
+    double betas[256], value = UNKNOWN_WORD_LOGPROB, alpha, beta;
+    int n_betas = 0;
     for (int start = 0; start <= n; start++) {
         int len = n - start;
         memcpy(ids, context + start, (size_t)len * sizeof(uint32_t));
@@ -40,18 +46,19 @@ static int logprob(Reader *r, uint32_t word, const uint32_t *context, int n, dou
         if (found < 0)
             return -1;
         if (found) {
-            *result = total + alpha;
-            return 0;
+            value = alpha;
+            break;
         }
         if (start < n) {
             found = ngram(r, context + start, len, &alpha, &beta);
             if (found < 0)
                 return -1;
-            if (found)
-                total += beta;
+            betas[n_betas++] = found ? beta : 0.0;
         }
     }
-    *result = total + UNKNOWN_WORD_LOGPROB;
+    while (n_betas)
+        value = betas[--n_betas] + value;
+    *result = value;
     return 0;
 }
 

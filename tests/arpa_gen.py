@@ -4,7 +4,7 @@ Why this exists: the KenLM models in ``/work/shared/data`` are all well-behaved
 (``<unk>`` present, every back-off weight <= 0, every n-gram's prefix and suffix
 present).  The exact search must also be right on the models those files never
 show, above all models with *positive* back-off weights, the case the original
-paper's bound gets wrong (see ``ALGORITHM.md``).  These strategies produce small
+paper's bound gets wrong (see ``docs/algorithm.md``).  These strategies produce small
 models that hit those corners often, so the engine can be compared against the
 exhaustive oracle in ``tests/exhaustive.py``.
 
@@ -55,6 +55,28 @@ MAX_NGRAMS_PER_ORDER = 20
 
 _logprobs = st.integers(-6 * GRID, 0).map(lambda k: k / GRID)
 _backoffs = st.integers(-2 * GRID, 2 * GRID).map(lambda k: k / GRID)
+
+
+def _float32_values(low_exponent: int, high_exponent: int) -> st.SearchStrategy[float]:
+    """Positive numbers m * 2**e exact in float32 (m < 2**24), from 2**low_exponent up to
+    about 2**(high_exponent + 24)."""
+    return st.builds(lambda m, e: m * 2.0 ** e, st.integers(1, 2**24 - 1), st.integers(low_exponent, high_exponent))
+
+
+@st.composite
+def _adversarial_pool(draw, signs: tuple[int, ...]) -> st.SearchStrategy[float]:
+    """A model's few numbers of wildly different magnitudes, drawn again and again (so
+    scores tie, or tie but for the last bit): the grid's, tiny ones (1e-25 ... 1e-5),
+    ones near 1 with all 24 bits in use, huge ones (up to 2**31), 0, -1 and -99."""
+    magnitude = st.one_of(
+        st.integers(0, 6 * GRID).map(lambda k: k / GRID),
+        _float32_values(-107, -41),
+        _float32_values(-24, -23),
+        _float32_values(-17, 7),
+        st.sampled_from([0.0, 1.0, 99.0]),
+    )
+    pool = draw(st.lists(st.tuples(st.sampled_from(signs), magnitude), min_size=1, max_size=6))
+    return st.sampled_from([sign * value for sign, value in pool])
 
 
 @dataclass(frozen=True)
@@ -134,34 +156,46 @@ def arpa_models(
     max_order: int = 6,
     min_order: int = 1,
     always_markers: bool = False,
+    adversarial: bool = False,
 ) -> GeneratedModel:
-    """Strategy for random valid back-off ARPA models (see the module doc)."""
+    """Strategy for random valid back-off ARPA models (see the module doc).
+
+    ``adversarial``: numbers of wildly different magnitudes instead of the grid's (see
+    ``_adversarial_pool``), printed as Python's shortest repr, and sometimes up to 60
+    unigram-only filler words, so that the search stops on its bound before it has read
+    every word; made to find where sums in different orders round differently."""
     order = draw(st.integers(min_order, max_order))
     plain = draw(st.lists(st.sampled_from(PLAIN_WORDS), min_size=1, max_size=27, unique=True))
+    logprobs, backoffs = _logprobs, _backoffs
+    if adversarial:
+        logprobs, backoffs = draw(_adversarial_pool((-1,))), draw(_adversarial_pool((-1, 1)))
+        fillers = [f"f{i}" for i in range(draw(st.sampled_from([0, 0, 20, 60])))]
+    else:
+        fillers = []
     usually = st.integers(0, 9).map(lambda k: k != 9)
     has_bos = always_markers or draw(usually)
     has_eos = always_markers or draw(usually)
     has_unk = draw(st.booleans())
     specials = [w for w, present in ((UNK, has_unk), (BOS, has_bos), (EOS, has_eos)) if present]
-    vocab = specials + plain
+    vocab = specials + plain + fillers
     if draw(st.booleans()):  # KenLM writes the specials first; others need not
         vocab = draw(st.permutations(vocab))
 
     # Some plain words stay unigram-only; at least one plain word is left for
     # n-grams so that every slot of every n-gram has a candidate.
     unigram_only = draw(st.sets(st.sampled_from(plain), max_size=len(plain) - 1))
-    ngram_words = [w for w in vocab if w not in unigram_only]
+    ngram_words = [w for w in vocab if w not in unigram_only and w not in fillers]
     allowed = frozenset(ngram_words)
 
     ngrams: dict[tuple[str, ...], tuple[float, float | None]] = {}
     for w in vocab:
-        alpha = BOS_LOGPROB if w == BOS else draw(_logprobs)
+        alpha = BOS_LOGPROB if w == BOS else draw(logprobs)
         if order == 1 or w == EOS:
             beta = None
         elif w == BOS:
-            beta = draw(_backoffs)
+            beta = draw(backoffs)
         else:
-            beta = draw(_backoffs) if draw(st.booleans()) else None
+            beta = draw(backoffs) if draw(st.booleans()) else None
         ngrams[(w,)] = (alpha, beta)
 
     previous: list[tuple[str, ...]] = [(w,) for w in ngram_words]
@@ -184,18 +218,18 @@ def arpa_models(
                 ngram = _fresh_ngram(draw, size, ngram_words)
             if not _valid(ngram, allowed) or ngram in ngrams:
                 continue
-            alpha = draw(_logprobs)
+            alpha = draw(logprobs)
             has_beta = size < order and ngram[-1] != EOS and draw(st.booleans())
-            ngrams[ngram] = (alpha, draw(_backoffs) if has_beta else None)
+            ngrams[ngram] = (alpha, draw(backoffs) if has_beta else None)
             level.append(ngram)
         if not level:  # keep every declared order non-empty
             ngram = _fresh_ngram(draw, size, ngram_words)
-            ngrams[ngram] = (draw(_logprobs), None)
+            ngrams[ngram] = (draw(logprobs), None)
             level.append(ngram)
         previous = level
 
     sep = draw(st.sampled_from(["\t", " ", "  "]))
-    style = draw(st.sampled_from(["fixed", "repr"]))
+    style = "repr" if adversarial else draw(st.sampled_from(["fixed", "repr"]))
     preamble = draw(st.sampled_from(["", "This is a generated model.\n\n"]))
     printed = {key: (_number(alpha, style), None if beta is None else _number(beta, style))
                for key, (alpha, beta) in ngrams.items()}

@@ -3,11 +3,11 @@
 Why this exists: the fast engine prunes its search with upper bounds, and the
 only convincing evidence that the pruning is exact is agreement with a scorer
 that does no pruning at all.  This module therefore scores *every* vocabulary
-word at a position, straight from the definition in ``ALGORITHM.md``, with
+word at a position, straight from the definition in ``docs/algorithm.md``, with
 plain dict look-ups and float64 sums.  It is deliberately simple and shares no
 code with ``fastsubs`` so that a bug in the engine cannot hide in both.
 
-Conventions (from ``ALGORITHM.md``):
+Conventions (from ``docs/algorithm.md``):
 
 * A sentence ``w1 … wn`` is scored as ``<s> w1 … wn </s>``; ``<s>``/``</s>``
   tokens inside the input are dropped first (``substitute_scores`` does this
@@ -181,7 +181,7 @@ class ArpaModel:
         return self._logprob(self.map_word(word), tuple(mapped))
 
     def _logprob(self, word: str, context: tuple[str, ...]) -> float:
-        """The recursion of ALGORITHM.md on already mapped, truncated words.
+        """The recursion of docs/algorithm.md on already mapped, truncated words.
 
         log10 p(w | h) = alpha(h w)                   if h w is in the model
                        = beta(h) + log10 p(w | h')    otherwise, h' = h[1:]
@@ -271,11 +271,15 @@ class ArpaModel:
                 break
             listed.append((word, lp))
             if p is not None and p < 1.0:
-                q = math.pow(10.0, lp)
+                try:
+                    q = math.pow(10.0, lp)
+                except OverflowError:  # lp > 308 (huge positive back-off weights): C's pow gives inf
+                    q = math.inf
                 psum += q
                 denominator = psum + q * (vocab_size - len(listed))
                 # 10**lp underflows to 0 below about -323 (several unknown
-                # words in a row); the C code then compares with NaN: no stop.
+                # words in a row), or is inf; the C code then compares with NaN:
+                # no stop.
                 if denominator > 0 and p <= psum / denominator:
                     break
         return listed

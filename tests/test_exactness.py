@@ -5,8 +5,8 @@ without ``<unk>`` (and sometimes without ``<s>``/``</s>``), words only seen as u
 and n-grams whose lower orders are missing; then sentences with unknown words.  For
 every position and several limits, the engine's list must equal the oracle's: the oracle
 reads the model's numbers as float32, as the index stores them, and sums in float64 in
-the engine's order, so the lists are equal word for word and score for score, ties
-(lowest word id first) included.  Models of 300-3,000 words: test_exactness_at_scale.py.
+the definition's order (docs/algorithm.md, "Rounding"), so the lists are equal word for
+word and score for score, ties (lowest word id first) included.  Models of 300-3,000 words: test_exactness_at_scale.py.
 """
 
 from __future__ import annotations

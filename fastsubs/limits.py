@@ -1,7 +1,7 @@
 """What a search is asked (:class:`Limits`) and what searches report (:class:`SearchStats`).
 
 The search itself is FASTSUBS' exact top-K threshold search with the bound of
-ALGORITHM.md, run per position by the C core (``kernel/search.c``, through
+docs/algorithm.md, run per position by the C core (``kernel/search.c``, through
 :class:`fastsubs.index.SubstituteIndex`): it reads the sorted lists in rounds of one entry
 from every list that binds the upper bound, scores new words exactly, and lists words
 once they score above the bound on every word not yet read.  The result equals

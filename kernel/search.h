@@ -1,5 +1,5 @@
 /* The exact top-K search of FASTSUBS for one position (the paper's threshold search,
- * with the bound of ALGORITHM.md), in plain C.
+ * with the bound of docs/algorithm.md), in plain C.
  *
  * A Searcher holds everything one search needs and keeps between searches: a Reader
  * (its read transaction and record cache, store.h), the terms of the position

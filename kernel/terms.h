@@ -3,7 +3,7 @@
  *
  * For the sentence s_0 ... s_{n+1} (<s> w1 ... wn </s>) and a target position t, lp(x)
  * is the sum over j = t ... min(t+N-1, n+1) of log10 p(s_j | context) with s_t := x
- * (ALGORITHM.md).  Each term is a back-off chain: the longest n-gram present gives its
+ * (docs/algorithm.md, "The score").  Each term is a back-off chain: the longest n-gram present gives its
  * alpha, every shorter step adds a back-off weight. */
 #ifndef FASTSUBS_TERMS_H
 #define FASTSUBS_TERMS_H

@@ -6,7 +6,7 @@ hundred positions needs the same definition evaluated for all candidates togethe
 It reads the oracle's own parsed model (``ArpaModel.ngrams``) and shares no code with
 ``fastsubs``; ``test_big_vocab`` checks it against the plain oracle on a small model.
 
-For a position ``i`` and every term ``j`` of ``lp(x)`` (ALGORITHM.md), the back-off
+For a position ``i`` and every term ``j`` of ``lp(x)`` (docs/algorithm.md), the back-off
 recursion is run from the shortest context up: contexts too short to reach ``x`` give
 one number for every candidate, longer ones give an array (the n-gram's alpha where the
 candidate completes it, else the context's back-off weight plus the shorter context's

@@ -84,7 +84,7 @@ def test_hand_computed_values(tiny_index: Path) -> None:
 
 
 def test_scores_are_float64_sums_of_float32_values(tiny_index: Path) -> None:
-    """The index stores float32; the search must sum in float64, as ALGORITHM.md asks.
+    """The index stores float32; the search must sum in float64, as docs/algorithm.md asks.
 
     "cat the", substitute "the" for "cat": p(the|<s>) = -0.3; p(the|<s> the) backs off,
     beta(<s> the) = -0.0625, beta(the) = -0.25, alpha(the) = -0.6; p(</s>|the the)

@@ -234,7 +234,7 @@ def test_seeded_searchers_keep_the_bounds_of_positive_backoffs(tmp_path: Path) -
     """A searcher made for a thread while the others are busy starts from copies of the
     first searcher's record slots.  Each record carries its pattern's bound on the back-off
     weights the search adds, positive where a weight is: bounded by 0 (the paper's bound,
-    ALGORITHM.md) the search misses substitutes.  A model with positive back-off weights and
+    docs/algorithm.md) the search misses substitutes.  A model with positive back-off weights and
     big patterns, every position searched by one thread, then by four at once (the new
     searchers seeded): each list is the exhaustive scorer's."""
     shape = BigModelShape(seed=3, order=3, words=1500, has_unk=False, shuffled=True, distinct_alphas=40,

@@ -453,7 +453,7 @@ static PyObject *checksum(PyObject *module, PyObject *args) {
     return result;
 }
 
-/* normalized(scores: float64 buffer, best first) -> bytes of float64: p / sum p (output.h). */
+/* normalized(scores: float64 buffer, best first) -> bytes of float64: p / sum p (search.h). */
 static PyObject *normalized(PyObject *module, PyObject *arg) {
     (void)module;
     Py_buffer scores;

@@ -81,23 +81,3 @@ char *write_fields(const Store *s, const Scored *answers, const double *values, 
     }
     return out;
 }
-
-/* p / sum p of ``n`` scores, best first, ``stride`` bytes apart from ``first``. */
-static void normalize_strided(const char *first, size_t stride, int64_t n, double *out) {
-    double total = 0.0, best = n > 0 ? *(const double *)first : 0.0;
-    for (int64_t i = 0; i < n; i++) {  /* relative to the best: no underflow of the sum */
-        out[i] = pow(10.0, *(const double *)(first + (size_t)i * stride) - best);
-        total += out[i];
-    }
-    for (int64_t i = 0; i < n; i++)
-        out[i] /= total;
-}
-
-void normalize(const double *scores, int64_t n, double *out) {
-    normalize_strided((const char *)scores, sizeof(double), n, out);
-}
-
-void normalize_scored(const Scored *answers, int64_t n, double *out) {
-    if (n > 0)
-        normalize_strided((const char *)&answers->score, sizeof(Scored), n, out);
-}

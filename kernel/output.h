@@ -12,10 +12,5 @@ int64_t fields_size(const Store *s, const Scored *answers, const double *values,
 char *write_fields(const Store *s, const Scored *answers, const double *values, int64_t n, char *out);
 /* -z lists substitutes down to the first whose p / Σp is below this (the original's rule). */
 #define NORMALIZED_FLOOR 1e-8
-/* p / Σp of each of ``n`` substitutes scored ``scores`` (best first), p = 10^score: the
- * original's -z, and the API's probability.  One function for every output, so text,
- * JSON lines, samples and the API agree to the last bit. */
-void normalize(const double *scores, int64_t n, double *out);
-void normalize_scored(const Scored *answers, int64_t n, double *out);
 
 #endif

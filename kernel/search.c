@@ -22,8 +22,6 @@
  */
 #include "search.h"
 
-#include "output.h"
-
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -783,6 +781,21 @@ int search_position(Searcher *k, const uint32_t *sentence, int n, int target, co
     return rc;
 }
 
+/* p / sum p of ``n`` scores, best first, ``stride`` bytes apart from ``first``. */
+static void normalize_strided(const char *first, size_t stride, int64_t n, double *out) {
+    double total = 0.0, best = n > 0 ? *(const double *)first : 0.0;
+    for (int64_t i = 0; i < n; i++) {  /* relative to the best: no underflow of the sum */
+        out[i] = pow(10.0, *(const double *)(first + (size_t)i * stride) - best);
+        total += out[i];
+    }
+    for (int64_t i = 0; i < n; i++)
+        out[i] /= total;
+}
+
+void normalize(const double *scores, int64_t n, double *out) {
+    normalize_strided((const char *)scores, sizeof(double), n, out);
+}
+
 /* Appends the searcher's answer to ``a`` as its next position: 0, or -1 when out of memory. */
 static int keep_answer(Answers *a, const Searcher *k) {
     if (GROW64(a->starts, a->cap_starts, a->n_positions + 2) < 0)
@@ -804,8 +817,8 @@ static int keep_answer(Answers *a, const Searcher *k) {
     if (a->n_positions == 0)
         a->starts[0] = 0;
     memcpy(a->answers + a->n, k->listed, (size_t)k->n_listed * sizeof(Scored));
-    if (a->normalized)
-        normalize_scored(a->answers + a->n, k->n_listed, a->probabilities + a->n);
+    if (a->normalized && k->n_listed > 0)
+        normalize_strided((const char *)&k->listed->score, sizeof(Scored), k->n_listed, a->probabilities + a->n);
     a->n += k->n_listed;
     a->starts[++a->n_positions] = a->n;
     return 0;

@@ -69,8 +69,14 @@ void searcher_free(Searcher *k);
  * k->reader.failure set. */
 int search_position(Searcher *k, const uint32_t *sentence, int n, int target, const SearchLimits *limits);
 
+/* p / Σp of each of ``n`` substitutes scored ``scores`` (best first), p = 10^score: the
+ * original's -z, and the API's probability.  The search gives it with its answers
+ * (Answers.probabilities), one function for every output, so text, JSON lines, samples
+ * and the API agree to the last bit. */
+void normalize(const double *scores, int64_t n, double *out);
+
 /* The answers of a run of positions: position i's are answers[starts[i] .. starts[i + 1]),
- * with p / sum p beside them in ``probabilities`` when ``normalized`` (output.h). */
+ * with p / sum p (normalize) beside them in ``probabilities`` when ``normalized``. */
 typedef struct {
     Scored *answers;
     double *probabilities;

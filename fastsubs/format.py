@@ -55,6 +55,9 @@ META_DB = b"meta"
 HEADER_KEY = b"header"
 META_KEY = b"meta"
 ARRAYS_DB = b"arrays"
+#: The words' database of format 2 (told apart from an interrupted build of format 3 by
+#: fastsubs-index build --force, which replaces only what it recognises as an index).
+FORMAT_2_VOCAB_DB = b"vocab"
 
 #: Byte offsets of the header's fields (uint32 unless said; see kernel/format.h).
 H_MAGIC = 0
@@ -72,9 +75,11 @@ H_ARRAYS = 60  # per array: uint64 length in bytes, uint32 checksum
 H_ARRAY_ENTRY = 12
 
 #: The arrays, in the header's order, with their element types (numpy dtype strings).
-ARRAY_NAMES = (b"unigram_alpha", b"unigram_beta", b"unigram_order", b"word_offsets", b"word_bytes",
-               b"spelling_order")
+ARRAY_NAMES = (UNIGRAM_ALPHA, UNIGRAM_BETA, UNIGRAM_ORDER, WORD_OFFSETS, WORD_BYTES, SPELLING_ORDER) = (
+    b"unigram_alpha", b"unigram_beta", b"unigram_order", b"word_offsets", b"word_bytes", b"spelling_order")
 ARRAY_DTYPES = ("<f4", "<f4", "<u4", "<u8", "u1", "<u4")
+#: Bytes per item of each array (what ARRAY_DTYPES give, written out for the C core's check).
+ARRAY_ITEM_BYTES = (4, 4, 4, 8, 1, 4)
 H_COUNTS = H_ARRAYS + len(ARRAY_NAMES) * H_ARRAY_ENTRY
 
 #: Keys the msgpack map carries (for people; the search reads the header).
@@ -121,9 +126,19 @@ def header_bytes(order: int) -> int:
     return H_COUNTS + 8 * order + 8 * (order - 1) + 4
 
 
-def position_bytes(count: int) -> int:
-    """Bytes of each ``by_score`` position of a pattern of ``count`` words."""
-    return 1 if count <= 256 else 2 if count <= 65536 else 4
+def position_bytes(count):
+    """Bytes of each ``by_score`` position of a pattern of ``count`` words (an int or a
+    numpy array of them): none for one word, which has no order to keep."""
+    import numpy as np
+
+    width = np.where(count <= 1, 0, np.where(count <= 256, 1, np.where(count <= 65536, 2, 4)))
+    return int(width) if np.ndim(width) == 0 else width
+
+
+def pattern_data_bytes(count, id_bytes: int, has_beta: bool):
+    """Bytes of the data of a pattern of ``count`` words (an int or a numpy array): ids,
+    positions by score, alphas, and betas below the model's highest order."""
+    return count * (id_bytes + position_bytes(count) + 4 + 4 * bool(has_beta))
 
 
 def has_magic(meta: object) -> bool:
@@ -131,9 +146,17 @@ def has_magic(meta: object) -> bool:
     return isinstance(meta, dict) and meta.get("magic") == MAGIC
 
 
+PATTERNS_DB = b"patterns%d"
+
+
 def patterns_db_name(order: int) -> bytes:
     """Name of the LMDB database holding the patterns of n-grams of ``order``."""
-    return b"patterns%d" % order
+    return PATTERNS_DB % order
+
+
+def is_patterns_db(name: bytes) -> bool:
+    """Whether ``name`` is a :func:`patterns_db_name`."""
+    return name.startswith(PATTERNS_DB.split(b"%")[0]) and name[len(PATTERNS_DB) - 2:].isdigit()
 
 
 def id_bytes_for(vocab_size: int) -> int:
@@ -154,9 +177,23 @@ def end_key(order: int, id_bytes: int) -> bytes:
     return bytes([END_KEY_BYTE]) * (key_length(order, id_bytes) + 1)
 
 
+def pattern_keys(slot: int, fixed: np.ndarray | list[list[int]], id_bytes: int) -> np.ndarray:
+    """Keys (uint8 rows of :func:`key_length` bytes) of the patterns whose fixed words are the
+    rows of ``fixed`` (ids), the slot before ``fixed[:, slot]``: the slot, then each id
+    big-endian, ``id_bytes`` of its bytes, so that LMDB's byte order is the ids' order."""
+    import numpy as np
+
+    fixed = np.asarray(fixed, dtype=np.uint32).reshape(len(fixed), -1)
+    keys = np.empty((len(fixed), 1 + id_bytes * fixed.shape[1]), dtype=np.uint8)
+    keys[:, 0] = slot
+    keys[:, 1:] = fixed.astype(">u4").view(np.uint8).reshape(len(fixed), -1, 4)[:, :, 4 - id_bytes:].reshape(
+        len(fixed), -1)
+    return keys
+
+
 def pattern_key(slot: int, ids: tuple[int, ...] | list[int], id_bytes: int) -> bytes:
     """Key of the pattern whose fixed words are ``ids`` with the slot before ``ids[slot]``."""
-    return bytes((slot,)) + b"".join(i.to_bytes(id_bytes, "big") for i in ids)
+    return pattern_keys(slot, [list(ids)], id_bytes)[0].tobytes()
 
 
 def checksum_weights(length: int, key: bool = False) -> np.ndarray:

@@ -274,12 +274,13 @@ def _write_arrays(env: lmdb.Environment, txn: lmdb.Transaction, model: _ReadMode
     unigrams = model.unigrams
     alpha = unigrams.alpha.astype(fmt.SCORE_DTYPE)
     arrays = {
-        b"unigram_alpha": alpha,
-        b"unigram_beta": unigrams.beta.astype(fmt.SCORE_DTYPE),
-        b"unigram_order": np.lexsort((np.arange(len(alpha)), -alpha)).astype(fmt.ID_DTYPE),
-        b"word_offsets": np.concatenate(([0], np.cumsum([len(w) for w in model.words]))).astype(fmt.OFFSET_DTYPE),
-        b"word_bytes": np.frombuffer(b"".join(model.words), np.uint8),
-        b"spelling_order": np.array(sorted(range(len(model.words)), key=model.words.__getitem__), dtype=fmt.ID_DTYPE),
+        fmt.UNIGRAM_ALPHA: alpha,
+        fmt.UNIGRAM_BETA: unigrams.beta.astype(fmt.SCORE_DTYPE),
+        fmt.UNIGRAM_ORDER: np.lexsort((np.arange(len(alpha)), -alpha)).astype(fmt.ID_DTYPE),
+        fmt.WORD_OFFSETS: np.concatenate(([0], np.cumsum([len(w) for w in model.words]))).astype(fmt.OFFSET_DTYPE),
+        fmt.WORD_BYTES: np.frombuffer(b"".join(model.words), np.uint8),
+        fmt.SPELLING_ORDER: np.array(sorted(range(len(model.words)), key=model.words.__getitem__),
+                                     dtype=fmt.ID_DTYPE),
     }
     check_count("words", len(model.words), model.counts[0])
     check_unigram_arrays(arrays, len(model.words))

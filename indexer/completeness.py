@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fastsubs import format as fmt
 from fastsubs.errors import BuildCheckError, IndexFileError
 
 
@@ -26,8 +27,8 @@ def check_count(what: str, written: int, declared: int) -> None:
 def check_unigram_arrays(arrays: dict[bytes, np.ndarray], vocab_size: int) -> None:
     """Every per-word array must hold one entry per word (``word_offsets`` one more)."""
     for key, array in arrays.items():
-        if key != b"word_bytes":
-            expected = vocab_size + 1 if key == b"word_offsets" else vocab_size
+        if key != fmt.WORD_BYTES:
+            expected = vocab_size + 1 if key == fmt.WORD_OFFSETS else vocab_size
             check_count(f"entries of the array {key.decode()}", len(array), expected)
 
 

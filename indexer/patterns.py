@@ -178,13 +178,10 @@ class _Patterns:
         self.counts = np.diff(np.append(self.starts, len(self.words)))
         groups = len(self.starts)
         key_length = writer.key_length
-        self.keys = np.empty((groups, key_length), dtype=np.uint8)
-        self.keys[:, 0] = slot
-        fixed = other[self.starts].astype(">u4").view(np.uint8).reshape(groups, -1, 4)
-        self.keys[:, 1:] = fixed[:, :, 4 - writer.id_bytes:].reshape(groups, -1)
+        self.keys = fmt.pattern_keys(slot, other[self.starts], writer.id_bytes)
         counts = self.counts
-        self.position_bytes = np.where(counts == 1, 0, np.where(counts <= 256, 1, np.where(counts <= 65536, 2, 4)))
-        self.data_bytes = counts * (writer.id_bytes + 4 + 4 * writer.has_beta + self.position_bytes)
+        self.position_bytes = fmt.position_bytes(counts)
+        self.data_bytes = fmt.pattern_data_bytes(counts, writer.id_bytes, writer.has_beta)
         # front coding: the leading key bytes each pattern shares with the one before
         same = np.zeros((groups, key_length), dtype=bool)
         same[1:] = self.keys[1:] == self.keys[:-1]

@@ -106,7 +106,7 @@ def _is_fastsubs_environment(directory: Path) -> bool:
                 return fmt.has_magic(meta)
             # a build that never wrote its metadata (format 2 wrote a "vocab" database too)
             return fmt.ARRAYS_DB in names and all(
-                name in (fmt.ARRAYS_DB, b"vocab") or name.startswith(b"patterns") for name in names)
+                name in (fmt.ARRAYS_DB, fmt.FORMAT_2_VOCAB_DB) or fmt.is_patterns_db(name) for name in names)
     except Exception:  # unreadable: we cannot tell it is ours, so it is not
         return False
     finally:

@@ -15,12 +15,7 @@
 #define FLAT_MAP_RATIO 256
 
 void record_pattern(const Store *s, const Record *rec, PatternData *out) {
-    out->count = rec->count;
-    out->ids = rec->data;
-    out->position_bytes = rec->count > 1 ? FS_POSITION_BYTES(rec->count) : 0;
-    out->positions = rec->count > 1 ? rec->data + (size_t)rec->count * s->id_bytes : NULL;
-    out->alpha = (const ix_f32 *)(rec->data + (size_t)rec->count * (s->id_bytes + out->position_bytes));
-    out->beta = rec->has_beta ? out->alpha + rec->count : NULL;
+    store_pattern_at(s, rec->data, rec->count, rec->has_beta, out);
     out->beta_sup = rec->beta_sup;
 }
 

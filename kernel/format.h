@@ -69,13 +69,18 @@
 #define FS_N_ARRAYS 6
 #define FS_ARRAY_NAMES {"unigram_alpha", "unigram_beta", "unigram_order", "word_offsets", "word_bytes", \
                         "spelling_order"}
+/* bytes per item of each array, in the same order */
+#define FS_ARRAY_ITEM_BYTES {4, 4, 4, 8, 1, 4}
 
 /* ---------------------------------------------------------------- pattern records */
 
 /* A pattern "A _ B" of order m: the m-grams "A x B" of the model.  Its key is the slot
  * position (1 byte: how many words are left of the slot) and the m - 1 fixed words'
- * ids, FS id_bytes each, big-endian: 1 + id_bytes (m - 1) bytes. */
+ * ids, FS_ID_BYTES each, big-endian. */
 #define FS_MAX_ORDER 64
+/* Bytes of each word id in keys and records: the fewest that hold every id of V words. */
+#define FS_ID_BYTES(vocab_size) ((vocab_size) <= (1u << 16) ? 2u : (vocab_size) <= (1u << 24) ? 3u : 4u)
+#define FS_KEY_BYTES(order, id_bytes) (1u + (id_bytes) * ((order) - 1u))
 
 /* Every record's value starts with
  *   u32 checksum   fs_record_checksum of the record's key and the value's words after it
@@ -108,11 +113,13 @@
 
 /* A pattern's data, for ``count`` words:
  *   ids[count]        id_bytes each, strictly increasing
- *   by_score[count]   only when count > 1: positions into ids, alpha descending, ties by
- *                     lower id; FS_POSITION_BYTES(count) each
+ *   by_score[count]   positions into ids, alpha descending, ties by lower id;
+ *                     FS_POSITION_BYTES(count) each (none for one word)
  *   alpha[count]      f32: log10 p of "A x B" for each x
  *   beta[count]       f32, only for orders below N: log10 back-off weight of "A x B" */
-#define FS_POSITION_BYTES(count) ((count) <= 256u ? 1u : (count) <= 65536u ? 2u : 4u)
+#define FS_POSITION_BYTES(count) ((count) <= 1u ? 0u : (count) <= 256u ? 1u : (count) <= 65536u ? 2u : 4u)
+#define FS_PATTERN_DATA_BYTES(count, id_bytes, has_beta) \
+    ((uint64_t)(count) * ((id_bytes) + FS_POSITION_BYTES(count) + 4u + ((has_beta) ? 4u : 0u)))
 
 /* ---------------------------------------------------------------- checksums and words */
 

@@ -155,10 +155,6 @@ static int no_header(Store *s, MDB_dbi meta, Failure *failure) {
     return -1;
 }
 
-static unsigned id_bytes_for(uint32_t vocab_size) {
-    return vocab_size <= (1u << 16) ? 2 : vocab_size <= (1u << 24) ? 3 : 4;
-}
-
 /* Reads and checks the header (its checksum before any field it holds, but the magic). */
 static int read_header(Store *s, MDB_dbi meta, const uint8_t **header, Failure *failure) {
     MDB_val value;
@@ -183,11 +179,11 @@ static int read_header(Store *s, MDB_dbi meta, const uint8_t **header, Failure *
     }
     uint32_t order = load_u32(h + FS_H_ORDER), vocab_size = load_u32(h + FS_H_VOCAB_SIZE);
     if (order < 1 || order > FS_MAX_ORDER || len != FS_HEADER_BYTES(order) || vocab_size < 1 ||
-        vocab_size == FS_NO_WORD || load_u32(h + FS_H_ID_BYTES) != id_bytes_for(vocab_size))
+        vocab_size == FS_NO_WORD || load_u32(h + FS_H_ID_BYTES) != FS_ID_BYTES(vocab_size))
         return damaged(failure, "the header's fields disagree (order, vocabulary size, id width)");
     s->order = (int)order;
     s->vocab_size = vocab_size;
-    s->id_bytes = id_bytes_for(vocab_size);
+    s->id_bytes = FS_ID_BYTES(vocab_size);
     s->id_mask = width_mask(s->id_bytes);
     s->bos = load_u32(h + FS_H_BOS_ID);
     s->eos = load_u32(h + FS_H_EOS_ID);
@@ -205,7 +201,7 @@ static int read_header(Store *s, MDB_dbi meta, const uint8_t **header, Failure *
 /* Every array and the metadata, each against its length and checksum in the header. */
 static int read_arrays(Store *s, MDB_dbi arrays, MDB_dbi meta, const uint8_t *h, Failure *failure) {
     static const char *names[] = FS_ARRAY_NAMES;
-    static const size_t item_bytes[FS_N_ARRAYS] = {4, 4, 4, 8, 1, 4};
+    static const size_t item_bytes[FS_N_ARRAYS] = FS_ARRAY_ITEM_BYTES;
     const void *data[FS_N_ARRAYS];
     size_t v = s->vocab_size;
     for (int a = 0; a < FS_N_ARRAYS; a++) {
@@ -404,15 +400,14 @@ static int key_compare(const uint8_t *a, const uint8_t *b, size_t len) {
 
 /* Bytes of the data of a pattern of ``count`` words. */
 static uint64_t data_bytes(const Store *s, uint64_t count, int has_beta) {
-    return count * (s->id_bytes + 4 + 4 * (has_beta != 0)) + (count > 1 ? count * FS_POSITION_BYTES(count) : 0);
+    return FS_PATTERN_DATA_BYTES(count, s->id_bytes, has_beta);
 }
 
-/* The pattern of ``count`` words whose data starts at ``data``. */
-static void pattern_at(const Store *s, const uint8_t *data, uint32_t count, int has_beta, PatternData *p) {
+void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, int has_beta, PatternData *p) {
     p->count = count;
     p->ids = data;
-    p->position_bytes = count > 1 ? FS_POSITION_BYTES(count) : 0;
-    p->positions = count > 1 ? data + (size_t)count * s->id_bytes : NULL;
+    p->position_bytes = FS_POSITION_BYTES(count);
+    p->positions = p->position_bytes ? data + (size_t)count * s->id_bytes : NULL;
     p->alpha = (const ix_f32 *)(data + (size_t)count * (s->id_bytes + p->position_bytes));
     p->beta = has_beta ? p->alpha + count : NULL;
 }
@@ -478,7 +473,7 @@ typedef struct {
 static int open_record(const Store *s, int order, const MDB_val *k, const MDB_val *v, RecordView *r,
                        Failure *failure) {
     const uint8_t *value = v->mv_data;
-    size_t key_len = 1 + s->id_bytes * (size_t)(order - 1);
+    size_t key_len = FS_KEY_BYTES((unsigned)order, s->id_bytes);
     char shown[65];
     r->key = k->mv_data;
     r->key_len = key_len;
@@ -542,7 +537,7 @@ static int alone_pattern(const Store *s, const RecordView *r, int has_beta, Patt
     uint64_t used = 4 + data_bytes(s, count, has_beta), left = (uint64_t)(r->end - r->body);
     if (count == 0 || used > left || left - used > 3)
         return -1;
-    pattern_at(s, r->body + 4, count, has_beta, out);
+    store_pattern_at(s, r->body + 4, count, has_beta, out);
     return 0;
 }
 
@@ -606,7 +601,7 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
             goto malformed;
         int c = key_compare(entry_key, key, key_len);
         if (c == 0) {
-            pattern_at(s, data, count, has_beta, out);
+            store_pattern_at(s, data, count, has_beta, out);
             return check_pattern(s, out, failure, key, key_len) < 0 ? -1 : 1;
         }
         if (c > 0)
@@ -636,7 +631,7 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
     if (rc)
         return lmdb_failed(failure, rc, "damaged index");
     memset(counts, 0, sizeof(*counts));
-    size_t key_len = 1 + s->id_bytes * (size_t)(order - 1);
+    size_t key_len = FS_KEY_BYTES((unsigned)order, s->id_bytes);
     uint8_t last[1 + 4 * FS_MAX_ORDER], key[1 + 4 * FS_MAX_ORDER];
     int has_last = 0, ended = 0, has_beta = order < s->order, result = -1;
     char shown[65];
@@ -691,7 +686,7 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
                     goto disorder;
                 memcpy(last, key, key_len);
                 has_last = 1;
-                pattern_at(s, data, count, has_beta, &p);
+                store_pattern_at(s, data, count, has_beta, &p);
                 if (check_pattern(s, &p, failure, key, key_len) < 0)
                     goto out;
                 if (!scores_ok(&p))

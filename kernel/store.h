@@ -72,6 +72,10 @@ static inline const char *store_word(const Store *s, uint32_t id, size_t *length
 /* The id of the word spelled ``word`` (``length`` bytes), or FS_NO_WORD. */
 uint32_t store_word_id(const Store *s, const char *word, size_t length);
 
+/* The pattern of ``count`` words whose data (format.h) starts at ``data``, fields in place;
+ * ``has_beta``: its order is below the model's. */
+void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, int has_beta, PatternData *p);
+
 static inline uint32_t pattern_id(const Store *s, const PatternData *p, uint32_t i) {
     return load_narrow(p->ids, i, s->id_bytes, s->id_mask);
 }

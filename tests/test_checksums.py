@@ -12,18 +12,33 @@ from fastsubs import _kernel
 from fastsubs import format as fmt
 
 
-def test_every_constant_of_the_core_is_the_contracts() -> None:
+def test_every_rule_of_the_core_is_the_contracts() -> None:
+    """Every constant of kernel/format.h as the core was compiled with it equals
+    fastsubs/format.py's; every rule that is a function (header length, position width, id
+    width, key length, a pattern's data bytes) gives the same value on both sides of each
+    of its boundaries.  A change to one spelling of the format alone fails here."""
     compiled = dict(_kernel.FORMAT)
-    derived = {
-        "HEADER_BYTES_2": fmt.header_bytes(2), "HEADER_BYTES_5": fmt.header_bytes(5),
-        "POSITION_BYTES_256": fmt.position_bytes(256), "POSITION_BYTES_257": fmt.position_bytes(257),
-        "POSITION_BYTES_65537": fmt.position_bytes(65537),
-        "PATTERNS_DB": b"patterns%d", "META_DB": fmt.META_DB,
-    }
+    rules = compiled.pop("RULES")
+    assert set(rules) == {"header_bytes", "position_bytes", "id_bytes_for", "key_length", "pattern_data_bytes"}
+    for name, table in rules.items():
+        for arguments, value in table:
+            assert getattr(fmt, name)(*arguments) == value, (name, arguments)
     for name, value in compiled.items():
-        expected = derived[name] if name in derived else getattr(fmt, name)
-        assert value == expected, name
-    assert fmt.patterns_db_name(7) == compiled["PATTERNS_DB"] % 7
+        assert value == getattr(fmt, name), name
+    assert fmt.ARRAY_ITEM_BYTES == tuple(np.dtype(dtype).itemsize for dtype in fmt.ARRAY_DTYPES)
+    assert fmt.patterns_db_name(7) == compiled["PATTERNS_DB"] % 7 and fmt.is_patterns_db(b"patterns7")
+    assert not fmt.is_patterns_db(b"patternsx") and not fmt.is_patterns_db(fmt.META_DB)
+
+
+def test_the_builder_s_keys_are_the_contract_s() -> None:
+    """The writer's vectorized keys and the one-key form agree (the core reads what they make:
+    any index the tests build)."""
+    fixed = np.array([[0, 70000], [65535, 1], [16777215, 3]], dtype=np.uint32)
+    for width in (3, 4):
+        keys = fmt.pattern_keys(1, fixed, width)
+        assert [bytes(key) for key in keys] == [
+            bytes([1]) + b"".join(int(i).to_bytes(width, "big") for i in row) for row in fixed]
+        assert keys.shape[1] == fmt.key_length(3, width)
 
 
 @settings(max_examples=200, deadline=None)

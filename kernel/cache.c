@@ -7,11 +7,11 @@
 
 /* A pattern holding at least V / FLAT_MAP_RATIO words gets a flat rank map, a Block per
  * 64 vocabulary words (2 bits per word: at most 64 bytes per word it holds; V = 64K:
- * 16 KiB, every big pattern of kn4-64k); a sparser one a two-level map: a Super per
- * SUPER_WORDS vocabulary words, then a Block per 64 words only where it holds some (at
- * most 16 (V / SUPER_WORDS + count + 1) bytes).  Flat maps read one Block per look-up;
- * two-level maps one more (a Super, from a directory of V / 256 bytes that stays in
- * cache): kn4-338k-pruned, K=100, 0.94-1.05x the time of flat maps for all. */
+ * 16 KiB); a sparser one a two-level map: a Super per SUPER_WORDS vocabulary words, then
+ * a Block per 64 words only where it holds some (at most 16 (V / SUPER_WORDS + count + 1)
+ * bytes).  Flat maps read one Block per look-up; two-level maps one more (a Super, from a
+ * directory of V / 256 bytes that stays in cache), which costs about nothing
+ * (docs/performance.md, "Tuning"), while the memory of a flat map would grow with V. */
 #define FLAT_MAP_RATIO 256
 
 void record_pattern(const Store *s, const Record *rec, PatternData *out) {
@@ -21,9 +21,9 @@ void record_pattern(const Store *s, const Record *rec, PatternData *out) {
 
 /* ---------------------------------------------------------------- rank maps shared by readers */
 
-/* Sets of MAP_WAYS slots of a MapTable: room for the maps of 16,384 patterns (kn4-64k's
- * held-out text uses ~1,600 big patterns per 300 lines; each reader's budget keeps far
- * fewer than this).  A map that finds no slot serves its reader alone. */
+/* Sets of MAP_WAYS slots of a MapTable: room for the maps of 16,384 patterns, far more
+ * than a reader's budget keeps (docs/performance.md, "Tuning").  A map that finds no slot
+ * serves its reader alone. */
 #define MAP_SETS 2048
 #define MAP_WAYS 8
 

@@ -60,9 +60,9 @@ static int closed(FsIndex *ix, Failure *failure) {
 }
 
 /* A new Searcher, started from the records the first one has met (a copy of its slots,
- * some milliseconds once per thread): kn4-64k, 1,500 corpus lines in one thread then the
- * same in two, 2 threads / 1 was 1.52-1.80 (median 1.62) with the second Searcher starting
- * empty, 1.66-1.95 (1.85) with it seeded (6 runs each, 2 cores). */
+ * some milliseconds once per thread): a thread's first searches then find the patterns
+ * other threads have read already checked, instead of looking each up and checking it
+ * again (docs/performance.md, "Tuning"). */
 static Searcher *new_searcher(FsIndex *ix, Failure *failure) {
     if (ix->n_all == ix->cap) {
         int cap = 2 * ix->cap + 4;

@@ -31,18 +31,17 @@
  * line instead of a binary search) and keep the part of their sorted list that searches
  * have read, copied in score order (read again in sequence instead of through
  * ``by_score``, a cache miss per entry).  Both are kept per reader within its budget
- * (store.c).  kn4-64k has 3,255 patterns this long, 1,573 of them used by 300 held-out
- * lines.  A map's size and the time to build it follow the pattern, not the vocabulary:
- * a pattern is big only if it also holds at least V / SUPER_WORDS words. */
+ * (cache.c).  A map's size and the time to build it follow the pattern, not the
+ * vocabulary: a pattern is big only if it also holds at least V / SUPER_WORDS words.
+ * (How many patterns of a real model are big: docs/performance.md, "Tuning".) */
 #define RANK_MIN_COUNT 256
 /* New words are scored in batches of up to this many: the look-ups of a batch are
  * independent loads whose cache misses the CPU overlaps.  A batch is an eighth of the
  * words scored so far (so the search reads at most ~1/8 more than one word at a time
  * would), but at least ``count`` (every search scores at least ``count`` words, so those
- * are never read in vain) and at least MIN_BATCH.  kn4-64k, K=100: 64 reads 1% more
- * words than 32 but takes ~10% less time; 128 reads 2% more, no faster.  Starting at
- * ``count`` rather than 1 word: 8% less time at K=10 and 100, for 0.4–1% more words;
- * MIN_BATCH 8: 7% less time at K=1 for 5% more words (16: slower again). */
+ * are never read in vain) and at least MIN_BATCH (a few more words read at K = 1 cost
+ * less than batches too small to overlap their misses).  The measurements that chose
+ * these: docs/performance.md, "Tuning". */
 #define MAX_BATCH 64
 #define MIN_BATCH 8
 

@@ -5,11 +5,11 @@
 
 static _Thread_local unsigned long long thread_work[4];
 
-static void work_of(const Searcher *k, unsigned long long work[4]) {
-    work[0] = k->n_searches;
-    work[1] = k->n_evaluated;
-    work[2] = k->n_reads;
-    work[3] = k->n_listed_total;
+static void work_of(const Searcher *searcher, unsigned long long work[4]) {
+    work[0] = searcher->n_searches;
+    work[1] = searcher->n_evaluated;
+    work[2] = searcher->n_reads;
+    work[3] = searcher->n_listed_total;
 }
 
 void index_thread_work(unsigned long long work[4]) {
@@ -77,45 +77,45 @@ static Searcher *new_searcher(FsIndex *ix, Failure *failure) {
         ix->idle = idle;
         ix->cap = cap;
     }
-    Searcher *k = malloc(sizeof(Searcher));
-    if (!k) {
+    Searcher *searcher = malloc(sizeof(Searcher));
+    if (!searcher) {
         fail(failure, FS_ENOMEM, "out of memory");
         return NULL;
     }
-    if (searcher_init(k, &ix->store, ix->maps, ix->record_slots, ix->kept_bytes) < 0) {
-        *failure = k->reader.failure;
-        searcher_free(k);
-        free(k);
+    if (searcher_init(searcher, &ix->store, ix->maps, ix->record_slots, ix->kept_bytes) < 0) {
+        *failure = searcher->reader.failure;
+        searcher_free(searcher);
+        free(searcher);
         return NULL;
     }
     if (ix->n_all)  /* the first Searcher has usually met the most */
-        reader_seed(&k->reader, &ix->all[0]->reader);
-    ix->all[ix->n_all++] = k;
-    return k;
+        reader_seed(&searcher->reader, &ix->all[0]->reader);
+    ix->all[ix->n_all++] = searcher;
+    return searcher;
 }
 
 Searcher *index_take(FsIndex *ix, Failure *failure) {
     pthread_mutex_lock(&ix->lock);
-    Searcher *k = NULL;
+    Searcher *searcher = NULL;
     if (closed(ix, failure) == 0)
-        k = ix->n_idle ? ix->idle[--ix->n_idle] : new_searcher(ix, failure);
-    if (k) {
-        k->reader.kept_budget = ix->kept_bytes;
+        searcher = ix->n_idle ? ix->idle[--ix->n_idle] : new_searcher(ix, failure);
+    if (searcher) {
+        searcher->reader.kept_budget = ix->kept_bytes;
         ix->uses++;
     }
     pthread_mutex_unlock(&ix->lock);
-    if (k)
-        work_of(k, k->taken);
-    return k;
+    if (searcher)
+        work_of(searcher, searcher->taken);
+    return searcher;
 }
 
-void index_give_back(FsIndex *ix, Searcher *k) {
+void index_give_back(FsIndex *ix, Searcher *searcher) {
     unsigned long long now[4];
-    work_of(k, now);
+    work_of(searcher, now);
     for (int i = 0; i < 4; i++)
-        thread_work[i] += now[i] - k->taken[i];
+        thread_work[i] += now[i] - searcher->taken[i];
     pthread_mutex_lock(&ix->lock);
-    ix->idle[ix->n_idle++] = k;
+    ix->idle[ix->n_idle++] = searcher;
     ix->uses--;
     release_if_done(ix);
     pthread_mutex_unlock(&ix->lock);
@@ -156,13 +156,13 @@ void index_counters(FsIndex *ix, unsigned long long totals[6]) {
     memset(totals, 0, 6 * sizeof(unsigned long long));
     pthread_mutex_lock(&ix->lock);
     for (int i = 0; i < ix->n_all; i++) {
-        const Searcher *k = ix->all[i];
+        const Searcher *searcher = ix->all[i];
         unsigned long long work[4];
-        work_of(k, work);
+        work_of(searcher, work);
         for (int j = 0; j < 4; j++)
             totals[j] += work[j];
-        totals[4] += k->reader.lookups;
-        totals[5] += k->reader.misses;
+        totals[4] += searcher->reader.lookups;
+        totals[5] += searcher->reader.misses;
     }
     pthread_mutex_unlock(&ix->lock);
 }

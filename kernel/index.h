@@ -37,8 +37,8 @@ int index_open(FsIndex *ix, const char *path, Failure *failure);
 /* A Searcher for one search, the index held until it is given back: NULL with the
  * failure set (FS_ECLOSED once closed, FS_ENOMEM, or what a new Searcher met). */
 Searcher *index_take(FsIndex *ix, Failure *failure);
-/* Gives ``k`` back and adds the work it did since it was taken to the calling thread's. */
-void index_give_back(FsIndex *ix, Searcher *k);
+/* Gives ``searcher`` back and adds the work it did since it was taken to the calling thread's. */
+void index_give_back(FsIndex *ix, Searcher *searcher);
 /* Holds the index for a read that needs no Searcher (words, checks): 0, or -1 (FS_ECLOSED). */
 int index_hold(FsIndex *ix, Failure *failure);
 void index_release(FsIndex *ix);

@@ -152,10 +152,10 @@ static int is_big(uint32_t count, uint32_t vocab_size) {
 /* Makes the list's next entries (words and alphas) from the depth on readable, gathering
  * them when they are not in score order already, and prefetches the words' flags, which
  * the search tests next. */
-static void gather_ahead(Searcher *k, List *list) {
+static void gather_ahead(Searcher *searcher, List *list) {
     int64_t n = list->length - list->depth;
     n = n < list->ahead ? n : list->ahead;
-    Kept *kept = list->big ? record_sorted_prefix(&k->reader, list->big, (uint32_t)(list->depth + n)) : NULL;
+    Kept *kept = list->big ? record_sorted_prefix(&searcher->reader, list->big, (uint32_t)(list->depth + n)) : NULL;
     if (kept) {
         list->words = (const ix_u32 *)&kept->sorted_ids[list->depth];
         list->alphas = &kept->sorted_alpha[list->depth];
@@ -163,7 +163,7 @@ static void gather_ahead(Searcher *k, List *list) {
         list->words = &list->in_order[list->depth];
         list->alphas = &list->alpha[list->depth];
     } else {
-        const Store *s = k->reader.store;
+        const Store *s = searcher->reader.store;
         for (int64_t i = 0; i < n; i++) {
             uint32_t at = position_at(list->pattern, (uint32_t)(list->depth + i));
             list->own_words[i] = pattern_id(s, list->pattern, at);
@@ -173,15 +173,15 @@ static void gather_ahead(Searcher *k, List *list) {
         list->alphas = list->own_alphas;
     }
     for (int64_t i = 0; i < n; i++)
-        if (list->words[i] < k->reader.store->vocab_size)
-            __builtin_prefetch(&k->flags[list->words[i]]);
+        if (list->words[i] < searcher->reader.store->vocab_size)
+            __builtin_prefetch(&searcher->flags[list->words[i]]);
     list->ahead_start = list->depth;
     list->ahead_end = list->depth + n;
     list->ahead = list->ahead * 2 < LIST_AHEAD ? list->ahead * 2 : LIST_AHEAD;
 }
 
 /* A list of ``length`` (>= 1) entries, none read yet. */
-static void start_list(Searcher *k, List *list, Record *big, const ix_u32 *in_order, const PatternData *pattern,
+static void start_list(Searcher *searcher, List *list, Record *big, const ix_u32 *in_order, const PatternData *pattern,
                        const ix_f32 *alpha, int64_t length) {
     list->big = big;
     list->in_order = in_order;
@@ -190,55 +190,58 @@ static void start_list(Searcher *k, List *list, Record *big, const ix_u32 *in_or
     list->depth = 0;
     list->length = length;
     list->ahead = LIST_FIRST_AHEAD;
-    gather_ahead(k, list);
+    gather_ahead(searcher, list);
     list->sup = list->alphas[0];
 }
 
 
 /* ---------------------------------------------------------------- reading the terms */
 
-/* Index of the pattern ``rec`` in k->pats, adding it when new; -1 when out of memory. */
-static int add_pattern(Searcher *k, Record *rec, int *n_pats) {
+/* Index of the pattern ``rec`` in searcher->pats, adding it when new; -1 when out of memory. */
+static int add_pattern(Searcher *searcher, Record *rec, int *n_pats) {
     for (int i = 0; i < *n_pats; i++)
-        if (k->pats[i].rec == rec)
+        if (searcher->pats[i].rec == rec)
             return i;
-    if (GROW(k->pats, k->cap_pats, *n_pats + 1) < 0)
+    if (GROW(searcher->pats, searcher->cap_pats, *n_pats + 1) < 0)
         return -1;
-    Pat *p = &k->pats[(*n_pats)++];
+    Pat *p = &searcher->pats[(*n_pats)++];
     memset(p, 0, sizeof(*p));
     p->rec = rec;
     p->list = NONE;
-    record_pattern(k->reader.store, rec, &p->data);
+    record_pattern(searcher->reader.store, rec, &p->data);
     p->alpha = p->data.alpha;
     p->beta = p->data.beta;
     p->count = rec->count;
     p->beta_sup = rec->beta_sup;
-    p->map = is_big(rec->count, k->reader.store->vocab_size) ? record_rank_map(&k->reader, rec, &p->supers) : NULL;
+    p->map = is_big(rec->count, searcher->reader.store->vocab_size)
+                 ? record_rank_map(&searcher->reader, rec, &p->supers) : NULL;
     if (!p->map)
         p->supers = NULL;
     return *n_pats - 1;
 }
 
-/* Reads the position's terms (k->position) into k->terms/steps/pats/lists.  Returns the
+/* Reads the position's terms (searcher->position) into searcher->terms/steps/pats/lists.  Returns the
  * number of terms, -1 when out of memory; *n_pats: the patterns added. */
-static int read_terms(Searcher *k, int *n_pats) {
-    const PositionTerms *position = &k->position;
-    const Store *s = k->reader.store;
+static int read_terms(Searcher *searcher, int *n_pats) {
+    const PositionTerms *position = &searcher->position;
+    const Store *s = searcher->reader.store;
     int n_terms = position->n_terms, n_steps = 0;
-    if (GROW(k->terms, k->cap_terms, n_terms) < 0 || GROW(k->steps, k->cap_steps, position->n_steps) < 0 ||
-        GROW(k->term_sup, k->cap_term_sup, n_terms) < 0 || GROW(k->batch_sup, k->cap_batch_sup, n_terms) < 0)
+    if (GROW(searcher->terms, searcher->cap_terms, n_terms) < 0 ||
+        GROW(searcher->steps, searcher->cap_steps, position->n_steps) < 0 ||
+        GROW(searcher->term_sup, searcher->cap_term_sup, n_terms) < 0 ||
+        GROW(searcher->batch_sup, searcher->cap_batch_sup, n_terms) < 0)
         return -1;
     for (int t = 0; t < n_terms; t++) {
         const TermSpec *spec = &position->terms[t];
-        TermC *tc = &k->terms[t];
+        TermC *tc = &searcher->terms[t];
         tc->first = n_steps;
         tc->n = spec->n;
         tc->base_unigram = spec->base_unigram;
         tc->base = spec->base;
         for (int i = spec->first; i < spec->first + spec->n; i++) {
             const StepSpec *step = &position->steps[i];
-            StepC *sc = &k->steps[n_steps++];
-            sc->alpha = step->alpha ? add_pattern(k, step->alpha, n_pats) : NONE;
+            StepC *sc = &searcher->steps[n_steps++];
+            sc->alpha = step->alpha ? add_pattern(searcher, step->alpha, n_pats) : NONE;
             if (step->alpha && sc->alpha < 0)
                 return -1;
             sc->beta_const = step->beta_const;
@@ -249,58 +252,62 @@ static int read_terms(Searcher *k, int *n_pats) {
                 /* beta(x) of any word is at most the largest unigram back-off */
                 sc->beta = STEP_UNIGRAM;
                 sc->beta_sup = s->unigram_beta_sup;
-            } else if ((sc->beta = add_pattern(k, step->beta, n_pats)) < 0) {
+            } else if ((sc->beta = add_pattern(searcher, step->beta, n_pats)) < 0) {
                 return -1;
             } else {
                 /* beta(A x B) is stored for some x, 0 for the rest (the paper bounds it
                  * by 0, wrong for positive weights: docs/algorithm.md) */
-                sc->beta_sup = k->pats[sc->beta].beta_sup;
+                sc->beta_sup = searcher->pats[sc->beta].beta_sup;
             }
         }
     }
     /* The sorted lists: each pattern some step reads by alpha, then the unigram list. */
     int n = 0;
-    if (GROW(k->lists, k->cap_lists, *n_pats + 1) < 0 || GROW(k->binds, k->cap_binds, *n_pats + 1) < 0 ||
-        GROW(k->keep, k->cap_keep, *n_pats + 1) < 0 || GROW(k->binding, k->cap_binding, *n_pats + 1) < 0 ||
-        GROW(k->pos, k->cap_pos, *n_pats * MAX_BATCH) < 0)
+    if (GROW(searcher->lists, searcher->cap_lists, *n_pats + 1) < 0 ||
+        GROW(searcher->binds, searcher->cap_binds, *n_pats + 1) < 0 ||
+        GROW(searcher->keep, searcher->cap_keep, *n_pats + 1) < 0 ||
+        GROW(searcher->binding, searcher->cap_binding, *n_pats + 1) < 0 ||
+        GROW(searcher->pos, searcher->cap_pos, *n_pats * MAX_BATCH) < 0)
         return -1;
     for (int i = 0; i < n_steps; i++) {
-        StepC *step = &k->steps[i];
-        step->alpha_pos = step->alpha == NONE ? NULL : &k->pos[step->alpha * MAX_BATCH];
-        step->alpha_values = step->alpha == NONE ? NULL : k->pats[step->alpha].alpha;
-        step->beta_pos = step->beta < 0 ? NULL : &k->pos[step->beta * MAX_BATCH];
-        step->beta_values = step->beta < 0 ? NULL : k->pats[step->beta].beta;
+        StepC *step = &searcher->steps[i];
+        step->alpha_pos = step->alpha == NONE ? NULL : &searcher->pos[step->alpha * MAX_BATCH];
+        step->alpha_values = step->alpha == NONE ? NULL : searcher->pats[step->alpha].alpha;
+        step->beta_pos = step->beta < 0 ? NULL : &searcher->pos[step->beta * MAX_BATCH];
+        step->beta_values = step->beta < 0 ? NULL : searcher->pats[step->beta].beta;
     }
     for (int i = 0; i < *n_pats; i++) {
         int used = 0;
         for (int j = 0; j < n_steps; j++)
-            used |= k->steps[j].alpha == i;
+            used |= searcher->steps[j].alpha == i;
         if (used) {
-            Pat *p = &k->pats[i];
+            Pat *p = &searcher->pats[i];
             p->list = n;
-            start_list(k, &k->lists[n++], is_big(p->count, s->vocab_size) ? p->rec : NULL, NULL, &p->data,
+            start_list(searcher, &searcher->lists[n++], is_big(p->count, s->vocab_size) ? p->rec : NULL, NULL, &p->data,
                        p->alpha, p->count);
         }
     }
     for (int i = 0; i < n_steps; i++)
-        k->steps[i].list = k->steps[i].alpha == NONE ? NONE : k->pats[k->steps[i].alpha].list;
-    int unigram = k->unigram_list = n;
-    start_list(k, &k->lists[n++], NULL, s->unigram_order, NULL, (const ix_f32 *)s->sorted_alpha, s->vocab_size);
+        searcher->steps[i].list =
+            searcher->steps[i].alpha == NONE ? NONE : searcher->pats[searcher->steps[i].alpha].list;
+    int unigram = searcher->unigram_list = n;
+    start_list(searcher, &searcher->lists[n++], NULL, s->unigram_order, NULL, (const ix_f32 *)s->sorted_alpha,
+               s->vocab_size);
     for (int l = 0; l < n; l++)
-        k->binds[l] = 0;
+        searcher->binds[l] = 0;
     /* Each term's bound alternatives (see bound()), base last. */
-    if (GROW(k->alts, k->cap_alts, n_steps + n_terms) < 0)
+    if (GROW(searcher->alts, searcher->cap_alts, n_steps + n_terms) < 0)
         return -1;
     int n_alts = 0;
     for (int t = 0; t < n_terms; t++) {
-        TermC *term = &k->terms[t];
+        TermC *term = &searcher->terms[t];
         term->first_alt = n_alts;
         for (int i = 0; i < term->n; i++)
-            if (k->steps[term->first + i].list != NONE)
-                k->alts[n_alts++] = (Alt){k->steps[term->first + i].list, i};
+            if (searcher->steps[term->first + i].list != NONE)
+                searcher->alts[n_alts++] = (Alt){searcher->steps[term->first + i].list, i};
         if (term->base_unigram)
-            k->alts[n_alts++] = (Alt){unigram, term->n};
-        term->fixed = term->base_unigram ? -INFINITY : upper_term(&k->steps[term->first], term->n, term->base);
+            searcher->alts[n_alts++] = (Alt){unigram, term->n};
+        term->fixed = term->base_unigram ? -INFINITY : upper_term(&searcher->steps[term->first], term->n, term->base);
         term->n_alts = n_alts - term->first_alt;
         term->frozen = 0;
         term->arg = NONE;
@@ -309,40 +316,40 @@ static int read_terms(Searcher *k, int *n_pats) {
 }
 
 /* Gives the smallest patterns without a rank map a membership bit each (as many as
- * there are bits) and marks their words in k->flags. */
-static void mark_members(Searcher *k, int n_pats) {
+ * there are bits) and marks their words in searcher->flags. */
+static void mark_members(Searcher *searcher, int n_pats) {
     int next = 0;
     for (int i = 0; i < n_pats && next < MEMBER_BITS; i++) {
-        Pat *p = &k->pats[i];
-        if (p->map || is_big(p->count, k->reader.store->vocab_size))
+        Pat *p = &searcher->pats[i];
+        if (p->map || is_big(p->count, searcher->reader.store->vocab_size))
             continue;
         p->member = (uint8_t)(2u << next++);
         for (int64_t j = 0; j < p->count; j++)
-            k->flags[pattern_id(k->reader.store, &p->data, (uint32_t)j)] |= p->member;
+            searcher->flags[pattern_id(searcher->reader.store, &p->data, (uint32_t)j)] |= p->member;
     }
 }
 
 /* Clears every flag the search set: the words read, the marked patterns' words and the
  * excluded words. */
-static void clear_flags(Searcher *k, int n_pats, int64_t n_evaluated, const uint32_t *excluded,
+static void clear_flags(Searcher *searcher, int n_pats, int64_t n_evaluated, const uint32_t *excluded,
                         int64_t n_excluded) {
     for (int64_t i = 0; i < n_evaluated; i++)
-        k->flags[k->evaluated[i]] = 0;
+        searcher->flags[searcher->evaluated[i]] = 0;
     for (int64_t i = 0; i < n_excluded; i++)
-        k->flags[excluded[i]] = 0;
+        searcher->flags[excluded[i]] = 0;
     for (int i = 0; i < n_pats; i++)
-        if (k->pats[i].member)
-            for (int64_t j = 0; j < k->pats[i].count; j++)
-                k->flags[pattern_id(k->reader.store, &k->pats[i].data, (uint32_t)j)] = 0;
-    if (k->reader.store->bos < k->reader.store->vocab_size)
-        k->flags[k->reader.store->bos] = SEEN;
+        if (searcher->pats[i].member)
+            for (int64_t j = 0; j < searcher->pats[i].count; j++)
+                searcher->flags[pattern_id(searcher->reader.store, &searcher->pats[i].data, (uint32_t)j)] = 0;
+    if (searcher->reader.store->bos < searcher->reader.store->vocab_size)
+        searcher->flags[searcher->reader.store->bos] = SEEN;
 }
 
 /* ---------------------------------------------------------------- exact scores */
 
 /* Position of ``word`` in pattern p's id-sorted arrays, or -1. */
-static inline int32_t locate(const Searcher *k, const Pat *p, uint32_t word) {
-    if (p->member && !(k->flags[word] & p->member))
+static inline int32_t locate(const Searcher *searcher, const Pat *p, uint32_t word) {
+    if (p->member && !(searcher->flags[word] & p->member))
         return -1;
     if (p->map) {
         size_t at = word >> 6;
@@ -355,7 +362,7 @@ static inline int32_t locate(const Searcher *k, const Pat *p, uint32_t word) {
         uint64_t bit = 1ull << (word & 63);
         return block.bits & bit ? (int32_t)(block.rank + popcount64(block.bits & (bit - 1))) : -1;
     }
-    return find_id(p->data.ids, p->count, word, k->reader.store->id_bytes, k->reader.store->id_mask);
+    return find_id(p->data.ids, p->count, word, searcher->reader.store->id_bytes, searcher->reader.store->id_mask);
 }
 
 /* Where a step's back-off weight comes from, for step_loop: the kinds of StepC.beta,
@@ -367,10 +374,10 @@ enum { FROM_CONST, FROM_UNIGRAM, FROM_PATTERN, FROM_ZERO };
  * each loop is of one kind with no dispatch per word; the choice "is x in this
  * pattern" is a select in the source (which steps hold a word is a coin toss for the
  * predictor; the loads it skips are located and prefetched). */
-static inline __attribute__((always_inline)) void step_loop(const Searcher *k, const StepC *step, int from,
+static inline __attribute__((always_inline)) void step_loop(const Searcher *searcher, const StepC *step, int from,
                                                             int has_alpha, const uint32_t *words, const int *live,
                                                             int n_live, double *value) {
-    const UnigramScores *unigram = k->reader.store->unigram;
+    const UnigramScores *unigram = searcher->reader.store->unigram;
     for (int j = 0; j < n_live; j++) {
         int c = live[j];
         double beta;
@@ -402,10 +409,10 @@ static inline __attribute__((always_inline)) void step_loop(const Searcher *k, c
  * the longest step holding x gives its alpha, plus the back-off weights of the longer
  * steps added shortest first (the order of the exhaustive scorer).  A step at a time
  * over all the words (step_loop). */
-static void score_term(const Searcher *k, const TermC *t, const uint32_t *words, const int *live, int n_live,
+static void score_term(const Searcher *searcher, const TermC *t, const uint32_t *words, const int *live, int n_live,
                        double *value) {
-    const StepC *steps = &k->steps[t->first];
-    const UnigramScores *unigram = k->reader.store->unigram;
+    const StepC *steps = &searcher->steps[t->first];
+    const UnigramScores *unigram = searcher->reader.store->unigram;
     if (t->base_unigram)
         for (int j = 0; j < n_live; j++)
             value[live[j]] = (double)unigram[words[live[j]]].alpha;
@@ -421,10 +428,10 @@ static void score_term(const Searcher *k, const TermC *t, const uint32_t *words,
         switch (2 * from + (step->alpha_pos != NULL)) {
 #define STEP_CASE(kind)                                                          \
     case 2 * kind:                                                               \
-        step_loop(k, step, kind, 0, words, live, n_live, value);                 \
+        step_loop(searcher, step, kind, 0, words, live, n_live, value);                 \
         break;                                                                   \
     case 2 * kind + 1:                                                           \
-        step_loop(k, step, kind, 1, words, live, n_live, value);                 \
+        step_loop(searcher, step, kind, 1, words, live, n_live, value);                 \
         break;
             STEP_CASE(FROM_CONST)
             STEP_CASE(FROM_UNIGRAM)
@@ -437,17 +444,18 @@ static void score_term(const Searcher *k, const TermC *t, const uint32_t *words,
 
 /* Positions in pattern i of the live words of the current batch, once per batch (live
  * words only get fewer, so those located for an earlier term cover the later ones),
- * prefetching the alpha and beta entries score_term will read.  The loop's loads are independent across words: the CPU overlaps their
+ * prefetching the alpha and beta entries score_term will read.  The loop's loads are
+ * independent across words: the CPU overlaps their
  * cache misses. */
-TARGET_CLONES static void locate_live(Searcher *k, int i, const uint32_t *words, const int *live, int n_live) {
-    Pat *p = &k->pats[i];
-    if (p->located == k->batch_stamp)
+TARGET_CLONES static void locate_live(Searcher *searcher, int i, const uint32_t *words, const int *live, int n_live) {
+    Pat *p = &searcher->pats[i];
+    if (p->located == searcher->batch_stamp)
         return;
-    p->located = k->batch_stamp;
-    int32_t *pos = &k->pos[i * MAX_BATCH];
+    p->located = searcher->batch_stamp;
+    int32_t *pos = &searcher->pos[i * MAX_BATCH];
     for (int j = 0; j < n_live; j++) {
         int c = live[j];
-        int32_t at = pos[c] = locate(k, p, words[c]);
+        int32_t at = pos[c] = locate(searcher, p, words[c]);
         if (at >= 0) {
             __builtin_prefetch(&p->alpha[at]);
             if (p->beta)
@@ -463,22 +471,22 @@ TARGET_CLONES static void locate_live(Searcher *k, int i, const uint32_t *words,
  * already beat it, so it is never listed, and its other terms need no look-ups (after
  * the last term, it need not wait in the heaps).
  * Returns how many words are kept, their batch columns in ``live``. */
-static int score_batch(Searcher *k, int n_terms, const uint32_t *words, int n, const double *sup,
+static int score_batch(Searcher *searcher, int n_terms, const uint32_t *words, int n, const double *sup,
                        double threshold, double *total, int *live) {
-    k->batch_stamp++;
+    searcher->batch_stamp++;
     int n_live = n;
     for (int c = 0; c < n; c++)
         live[c] = c;
     for (int t = 0; t < n_terms && n_live; t++) {
-        const TermC *term = &k->terms[t];
+        const TermC *term = &searcher->terms[t];
         for (int s = term->first; s < term->first + term->n; s++) {
-            if (k->steps[s].alpha != NONE)
-                locate_live(k, k->steps[s].alpha, words, live, n_live);
-            if (k->steps[s].beta >= 0)
-                locate_live(k, k->steps[s].beta, words, live, n_live);
+            if (searcher->steps[s].alpha != NONE)
+                locate_live(searcher, searcher->steps[s].alpha, words, live, n_live);
+            if (searcher->steps[s].beta >= 0)
+                locate_live(searcher, searcher->steps[s].beta, words, live, n_live);
         }
         double value[MAX_BATCH];
-        score_term(k, term, words, live, n_live, value);
+        score_term(searcher, term, words, live, n_live, value);
         for (int j = 0; j < n_live; j++) {
             int c = live[j];
             total[c] = t ? total[c] + value[c] : value[c];
@@ -503,8 +511,8 @@ static int score_batch(Searcher *k, int n_terms, const uint32_t *words, int n, c
 
 /* ---------------------------------------------------------------- the bound */
 
-/* Upper bound on lp(x) of every word not read yet; its terms' bounds go to k->term_sup,
- * and k->binding lists the lists that bind it (reading any other list cannot lower it).
+/* Upper bound on lp(x) of every word not read yet; its terms' bounds go to searcher->term_sup,
+ * and searcher->binding lists the lists that bind it (reading any other list cannot lower it).
  *
  * A term is the largest of its alternatives: "x in the pattern of step s", bounded by
  * that list's sup under the beta sups of the longer steps (an unread word is not above
@@ -516,22 +524,22 @@ static int score_batch(Searcher *k, int n_terms, const uint32_t *words, int n, c
  * Sups only decrease, so a term whose largest alternative is a constant keeps its bound
  * (frozen), and an alternative that was the largest stays so while it is at least the
  * runner-up was then.  A binding list keeps binding the same terms while its sup stays
- * above about k->keep[list] (where its alternatives fall to the runners-up): the search
+ * above about searcher->keep[list] (where its alternatives fall to the runners-up): the search
  * reads on without recomputing the bound until then (only when to recompute rests on
  * that estimate, never the bound's value). */
-static double bound(Searcher *k, int n_terms) {
-    const List *lists = k->lists;
-    uint64_t stamp = ++k->bound_stamp;
+static double bound(Searcher *searcher, int n_terms) {
+    const List *lists = searcher->lists;
+    uint64_t stamp = ++searcher->bound_stamp;
     double total = 0.0;
-    k->n_binding = 0;
+    searcher->n_binding = 0;
     for (int t = 0; t < n_terms; t++) {
-        TermC *term = &k->terms[t];
+        TermC *term = &searcher->terms[t];
         if (term->frozen) {
-            total += k->term_sup[t];
+            total += searcher->term_sup[t];
             continue;
         }
-        const StepC *steps = &k->steps[term->first];
-        const Alt *alts = &k->alts[term->first_alt];
+        const StepC *steps = &searcher->steps[term->first];
+        const Alt *alts = &searcher->alts[term->first_alt];
         double best = -INFINITY;
         if (term->arg != NONE)
             best = upper_term(steps, alts[term->arg].n_longer, lists[alts[term->arg].list].sup);
@@ -560,7 +568,7 @@ static double bound(Searcher *k, int n_terms) {
             term->runner_up = second;
         }
         total += best;
-        k->term_sup[t] = best;
+        searcher->term_sup[t] = best;
         if (term->arg == NONE) {
             term->frozen = 1;
             continue;
@@ -568,27 +576,27 @@ static double bound(Searcher *k, int n_terms) {
         int list = alts[term->arg].list;
         double keep = isfinite(best) && isfinite(term->runner_up) ? lists[list].sup - (best - term->runner_up)
                                                                   : -INFINITY;
-        if (k->binds[list] != stamp) {
-            k->binds[list] = stamp;
-            k->binding[k->n_binding++] = list;
-            k->keep[list] = keep;
-        } else if (keep > k->keep[list]) {
-            k->keep[list] = keep;
+        if (searcher->binds[list] != stamp) {
+            searcher->binds[list] = stamp;
+            searcher->binding[searcher->n_binding++] = list;
+            searcher->keep[list] = keep;
+        } else if (keep > searcher->keep[list]) {
+            searcher->keep[list] = keep;
         }
     }
     /* No list binds only if no term predicts x (never so for position_terms' terms):
      * then reading cannot lower the bound, and exactness needs every word read. */
-    if (!k->n_binding) {
-        int unigram = k->unigram_list;
-        k->binds[unigram] = stamp;
-        k->binding[k->n_binding++] = unigram;
-        k->keep[unigram] = INFINITY;
+    if (!searcher->n_binding) {
+        int unigram = searcher->unigram_list;
+        searcher->binds[unigram] = stamp;
+        searcher->binding[searcher->n_binding++] = unigram;
+        searcher->keep[unigram] = INFINITY;
     }
     return total;
 }
 
 /* Reads the next entry of ``list``; returns its word. */
-static inline uint32_t read_list(Searcher *k, List *list) {
+static inline uint32_t read_list(Searcher *searcher, List *list) {
     if (list->depth >= list->length)  /* nothing left: no word (the caller skips ids >= V) */
         return UINT32_MAX;
     uint32_t word = list->words[list->depth++ - list->ahead_start];
@@ -596,7 +604,7 @@ static inline uint32_t read_list(Searcher *k, List *list) {
         list->sup = -INFINITY;
     } else {
         if (list->depth == list->ahead_end)
-            gather_ahead(k, list);
+            gather_ahead(searcher, list);
         list->sup = list->alphas[list->depth - list->ahead_start];
     }
     return word;
@@ -667,21 +675,21 @@ static void top_push(double *top, int64_t *n, int64_t size, double score) {
 
 /* ---------------------------------------------------------------- the search */
 
-/* The search over the terms k->position describes (see search_position). */
-static int run_search(Searcher *k, int64_t count, int use_mass, double mass, const uint32_t *excluded,
+/* The search over the terms searcher->position describes (see search_position). */
+static int run_search(Searcher *searcher, int64_t count, int use_mass, double mass, const uint32_t *excluded,
                       int64_t n_excluded) {
-    uint32_t vocab_size = k->reader.store->vocab_size;
+    uint32_t vocab_size = searcher->reader.store->vocab_size;
     int n_pats = 0;
-    int n_terms = read_terms(k, &n_pats);
+    int n_terms = read_terms(searcher, &n_pats);
     if (n_terms < 0) {
-        fail(&k->reader.failure, FS_ENOMEM, "out of memory");
+        fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
         return -1;
     }
-    mark_members(k, n_pats);
+    mark_members(searcher, n_pats);
     int64_t candidates = vocab_size;  /* V of the cap and the -p rule: the words not excluded */
     for (int64_t i = 0; i < n_excluded; i++) {
-        if (!(k->flags[excluded[i]] & SEEN)) {  /* <s> (SEEN already) and repeats count once */
-            k->flags[excluded[i]] |= SEEN;
+        if (!(searcher->flags[excluded[i]] & SEEN)) {  /* <s> (SEEN already) and repeats count once */
+            searcher->flags[excluded[i]] |= SEEN;
             candidates--;
         }
     }
@@ -692,53 +700,53 @@ static int run_search(Searcher *k, int64_t count, int use_mass, double mass, con
     int64_t n_evaluated = 0, n_pending = 0, n_listed = 0, reads = 0;
     int64_t n_top = 0, top_size = count < vocab_size ? count : vocab_size;
     double mass_sum = 0.0, batch_scores[MAX_BATCH];
-    int unigram = k->unigram_list, done = count <= 0, live[MAX_BATCH];
+    int unigram = searcher->unigram_list, done = count <= 0, live[MAX_BATCH];
     int need_bound = 1;  /* the binding lists may have changed since the bound was computed */
     int least_batch = count < MIN_BATCH ? MIN_BATCH : count > MAX_BATCH ? MAX_BATCH : (int)count;
     while (!done) {
         /* Read new words into a batch: rounds of one entry from each binding list. */
-        uint32_t *batch = &k->evaluated[n_evaluated];
+        uint32_t *batch = &searcher->evaluated[n_evaluated];
         int n = 0, size = (int)(n_evaluated / 8 < MAX_BATCH ? n_evaluated / 8 : MAX_BATCH);
         size = size < least_batch ? least_batch : size;
-        while (n < size && k->lists[unigram].depth < vocab_size) {
+        while (n < size && searcher->lists[unigram].depth < vocab_size) {
             /* stop reading once the best ``count`` scores so far all beat every unread
              * word: the words of this batch still get scored, no more are needed */
             if (need_bound) {
                 need_bound = 0;
-                double unread = bound(k, n_terms);
-                if (n_top == top_size && unread < k->top[0])
+                double unread = bound(searcher, n_terms);
+                if (n_top == top_size && unread < searcher->top[0])
                     break;
             }
             if (n == 0)  /* bounds on the terms of every word the batch will read */
-                memcpy(k->batch_sup, k->term_sup, (size_t)n_terms * sizeof(double));
+                memcpy(searcher->batch_sup, searcher->term_sup, (size_t)n_terms * sizeof(double));
             /* one entry of each list that binds (its sup is finite, so it has one left) */
-            for (int b = 0; b < k->n_binding && n < size; b++) {
-                int l = k->binding[b];
-                uint32_t word = read_list(k, &k->lists[l]);
+            for (int b = 0; b < searcher->n_binding && n < size; b++) {
+                int l = searcher->binding[b];
+                uint32_t word = read_list(searcher, &searcher->lists[l]);
                 reads++;
-                need_bound |= k->lists[l].sup <= k->keep[l];
-                if (word < vocab_size && !(k->flags[word] & SEEN)) {
-                    k->flags[word] |= SEEN;
+                need_bound |= searcher->lists[l].sup <= searcher->keep[l];
+                if (word < vocab_size && !(searcher->flags[word] & SEEN)) {
+                    searcher->flags[word] |= SEEN;
                     batch[n++] = word;
-                    __builtin_prefetch(&k->reader.store->unigram[word]);
+                    __builtin_prefetch(&searcher->reader.store->unigram[word]);
                 }
             }
         }
-        double threshold = n_top == top_size ? k->top[0] : -INFINITY;
-        int kept = score_batch(k, n_terms, batch, n, k->batch_sup, threshold, batch_scores, live);
+        double threshold = n_top == top_size ? searcher->top[0] : -INFINITY;
+        int kept = score_batch(searcher, n_terms, batch, n, searcher->batch_sup, threshold, batch_scores, live);
         for (int j = 0; j < kept; j++) {
             double score = batch_scores[live[j]];
-            heap_push(k->pending, &n_pending, (Scored){score, batch[live[j]]});
-            top_push(k->top, &n_top, top_size, score);
+            heap_push(searcher->pending, &n_pending, (Scored){score, batch[live[j]]});
+            top_push(searcher->top, &n_top, top_size, score);
         }
         n_evaluated += n;
         /* Pending words above the bound on unread words are final, best first. */
-        int everything = k->lists[unigram].depth == vocab_size;
-        double limit = everything ? -INFINITY : bound(k, n_terms);
+        int everything = searcher->lists[unigram].depth == vocab_size;
+        double limit = everything ? -INFINITY : bound(searcher, n_terms);
         need_bound = everything; /* scoring reads no list: the next round can start from this bound */
-        while (!done && n_pending && (everything || k->pending[0].score > limit)) {
-            Scored e = heap_pop(k->pending, &n_pending);
-            k->listed[n_listed++] = e;
+        while (!done && n_pending && (everything || searcher->pending[0].score > limit)) {
+            Scored e = heap_pop(searcher->pending, &n_pending);
+            searcher->listed[n_listed++] = e;
             if (use_mass) {  /* the original's -p rule: stop once P <= S / (S + p (V - L)) */
                 double p = pow(10.0, e.score);
                 mass_sum += p;
@@ -748,35 +756,35 @@ static int run_search(Searcher *k, int64_t count, int use_mass, double mass, con
         }
         done |= everything;
     }
-    clear_flags(k, n_pats, n_evaluated, excluded, n_excluded);
-    k->n_listed = n_listed;
-    k->n_searches++;
-    k->n_evaluated += (unsigned long long)n_evaluated;
-    k->n_reads += (unsigned long long)reads;
-    k->n_listed_total += (unsigned long long)n_listed;
+    clear_flags(searcher, n_pats, n_evaluated, excluded, n_excluded);
+    searcher->n_listed = n_listed;
+    searcher->n_searches++;
+    searcher->n_evaluated += (unsigned long long)n_evaluated;
+    searcher->n_reads += (unsigned long long)reads;
+    searcher->n_listed_total += (unsigned long long)n_listed;
     return 0;
 }
 
-int search_position(Searcher *k, const uint32_t *sentence, int n, int target, const SearchLimits *limits) {
-    uint32_t vocab_size = k->reader.store->vocab_size;
-    k->n_listed = 0;
+int search_position(Searcher *searcher, const uint32_t *sentence, int n, int target, const SearchLimits *limits) {
+    uint32_t vocab_size = searcher->reader.store->vocab_size;
+    searcher->n_listed = 0;
     if (target < 1 || target >= n) {
-        fail(&k->reader.failure, FS_EARGUMENT, "target outside 1 ... len(sentence) - 1");
+        fail(&searcher->reader.failure, FS_EARGUMENT, "target outside 1 ... len(sentence) - 1");
         return -1;
     }
     for (int64_t i = 0; i < limits->n_excluded; i++)
         if (limits->excluded[i] >= vocab_size) {
-            fail(&k->reader.failure, FS_EARGUMENT, "excluded: word ids below the vocabulary size");
+            fail(&searcher->reader.failure, FS_EARGUMENT, "excluded: word ids below the vocabulary size");
             return -1;
         }
     /* As the original, the -p rule applies only for P < 1: with P = 1 it would stop once
      * S / (S + p (V - L)) rounds to 1, far down the list but before its end. */
     int use_mass = limits->use_mass && limits->mass < 1.0;
-    reader_begin_search(&k->reader);
-    int rc = position_terms(&k->reader, sentence, n, target, &k->position);
+    reader_begin_search(&searcher->reader);
+    int rc = position_terms(&searcher->reader, sentence, n, target, &searcher->position);
     if (rc == 0)
-        rc = run_search(k, limits->count, use_mass, limits->mass, limits->excluded, limits->n_excluded);
-    reader_end_search(&k->reader);
+        rc = run_search(searcher, limits->count, use_mass, limits->mass, limits->excluded, limits->n_excluded);
+    reader_end_search(&searcher->reader);
     return rc;
 }
 
@@ -796,11 +804,11 @@ void normalize(const double *scores, int64_t n, double *out) {
 }
 
 /* Appends the searcher's answer to ``a`` as its next position: 0, or -1 when out of memory. */
-static int keep_answer(Answers *a, const Searcher *k) {
+static int keep_answer(Answers *a, const Searcher *searcher) {
     if (GROW64(a->starts, a->cap_starts, a->n_positions + 2) < 0)
         return -1;
-    if (a->n + k->n_listed > a->cap) {
-        int64_t cap = 2 * (a->n + k->n_listed) + 256;
+    if (a->n + searcher->n_listed > a->cap) {
+        int64_t cap = 2 * (a->n + searcher->n_listed) + 256;
         Scored *answers = realloc(a->answers, (size_t)cap * sizeof(Scored));
         if (!answers)
             return -1;
@@ -815,21 +823,22 @@ static int keep_answer(Answers *a, const Searcher *k) {
     }
     if (a->n_positions == 0)
         a->starts[0] = 0;
-    memcpy(a->answers + a->n, k->listed, (size_t)k->n_listed * sizeof(Scored));
-    if (a->normalized && k->n_listed > 0)
-        normalize_strided((const char *)&k->listed->score, sizeof(Scored), k->n_listed, a->probabilities + a->n);
-    a->n += k->n_listed;
+    memcpy(a->answers + a->n, searcher->listed, (size_t)searcher->n_listed * sizeof(Scored));
+    if (a->normalized && searcher->n_listed > 0)
+        normalize_strided((const char *)&searcher->listed->score, sizeof(Scored), searcher->n_listed,
+                          a->probabilities + a->n);
+    a->n += searcher->n_listed;
     a->starts[++a->n_positions] = a->n;
     return 0;
 }
 
-int search_run(Searcher *k, const uint32_t *sentence, int n, int *target, int last, const SearchLimits *limits,
+int search_run(Searcher *searcher, const uint32_t *sentence, int n, int *target, int last, const SearchLimits *limits,
                Answers *a, int64_t most) {
     for (; *target < last && a->n < most; ++*target) {
-        if (search_position(k, sentence, n, *target, limits) < 0)
+        if (search_position(searcher, sentence, n, *target, limits) < 0)
             return -1;
-        if (keep_answer(a, k) < 0) {
-            fail(&k->reader.failure, FS_ENOMEM, "out of memory");
+        if (keep_answer(a, searcher) < 0) {
+            fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
             return -1;
         }
     }
@@ -843,44 +852,44 @@ void answers_free(Answers *a) {
     memset(a, 0, sizeof(*a));
 }
 
-int searcher_init(Searcher *k, const Store *s, MapTable *maps, size_t records, size_t kept_budget) {
-    memset(k, 0, sizeof(*k));
-    if (reader_init(&k->reader, s, maps, records, kept_budget) < 0)
+int searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t records, size_t kept_budget) {
+    memset(searcher, 0, sizeof(*searcher));
+    if (reader_init(&searcher->reader, s, maps, records, kept_budget) < 0)
         return -1;
     size_t v = s->vocab_size;
-    k->flags = calloc(v, 1);
-    k->evaluated = malloc(v * sizeof(uint32_t));
-    k->pending = malloc(v * sizeof(Scored));
-    k->listed = malloc(v * sizeof(Scored));
-    k->top = malloc(v * sizeof(double));
-    if (!k->flags || !k->evaluated || !k->pending || !k->listed || !k->top) {
-        searcher_free(k);
-        fail(&k->reader.failure, FS_ENOMEM, "out of memory");
+    searcher->flags = calloc(v, 1);
+    searcher->evaluated = malloc(v * sizeof(uint32_t));
+    searcher->pending = malloc(v * sizeof(Scored));
+    searcher->listed = malloc(v * sizeof(Scored));
+    searcher->top = malloc(v * sizeof(double));
+    if (!searcher->flags || !searcher->evaluated || !searcher->pending || !searcher->listed || !searcher->top) {
+        searcher_free(searcher);
+        fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     if (s->bos < s->vocab_size)
-        k->flags[s->bos] = SEEN;  /* never a candidate */
+        searcher->flags[s->bos] = SEEN;  /* never a candidate */
     return 0;
 }
 
-void searcher_free(Searcher *k) {
-    reader_free(&k->reader);
-    position_terms_free(&k->position);
-    free(k->flags);
-    free(k->evaluated);
-    free(k->pending);
-    free(k->listed);
-    free(k->top);
-    free(k->pats);
-    free(k->steps);
-    free(k->terms);
-    free(k->lists);
-    free(k->binds);
-    free(k->alts);
-    free(k->keep);
-    free(k->binding);
-    free(k->term_sup);
-    free(k->batch_sup);
-    free(k->pos);
-    memset(k, 0, sizeof(*k));
+void searcher_free(Searcher *searcher) {
+    reader_free(&searcher->reader);
+    position_terms_free(&searcher->position);
+    free(searcher->flags);
+    free(searcher->evaluated);
+    free(searcher->pending);
+    free(searcher->listed);
+    free(searcher->top);
+    free(searcher->pats);
+    free(searcher->steps);
+    free(searcher->terms);
+    free(searcher->lists);
+    free(searcher->binds);
+    free(searcher->alts);
+    free(searcher->keep);
+    free(searcher->binding);
+    free(searcher->term_sup);
+    free(searcher->batch_sup);
+    free(searcher->pos);
+    memset(searcher, 0, sizeof(*searcher));
 }

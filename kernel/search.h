@@ -61,13 +61,13 @@ typedef struct Searcher {
     unsigned long long taken[4];     /* those four when the searcher was last taken (index.c) */
 } Searcher;
 
-/* 0, or -1 with the failure in k->reader.failure. */
-int searcher_init(Searcher *k, const Store *s, MapTable *maps, size_t records, size_t kept_budget);
-void searcher_free(Searcher *k);
+/* 0, or -1 with the failure in searcher->reader.failure. */
+int searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t records, size_t kept_budget);
+void searcher_free(Searcher *searcher);
 /* The substitutes of position ``target`` (1 ... n - 1) of ``sentence`` (n word ids, <s>
- * and </s> included) within ``limits``, into k->listed[0 .. k->n_listed).  0, or -1 with
- * k->reader.failure set. */
-int search_position(Searcher *k, const uint32_t *sentence, int n, int target, const SearchLimits *limits);
+ * and </s> included) within ``limits``, into searcher->listed[0 .. searcher->n_listed).  0, or -1 with
+ * searcher->reader.failure set. */
+int search_position(Searcher *searcher, const uint32_t *sentence, int n, int target, const SearchLimits *limits);
 
 /* p / Σp of each of ``n`` substitutes scored ``scores`` (best first), p = 10^score: the
  * original's -z, and the API's probability.  The search gives it with its answers
@@ -87,8 +87,8 @@ typedef struct {
 
 /* Searches positions *target ... last - 1 of ``sentence`` into ``a`` (after what it holds),
  * advancing *target, until they are done or the answers hold ``most`` substitutes: 0, or
- * -1 with k->reader.failure set (FS_ENOMEM when out of memory). */
-int search_run(Searcher *k, const uint32_t *sentence, int n, int *target, int last, const SearchLimits *limits,
+ * -1 with searcher->reader.failure set (FS_ENOMEM when out of memory). */
+int search_run(Searcher *searcher, const uint32_t *sentence, int n, int *target, int last, const SearchLimits *limits,
                Answers *a, int64_t most);
 void answers_free(Answers *a);
 

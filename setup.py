@@ -1,7 +1,7 @@
 """The compiled core; everything else is configured in pyproject.toml.
 
 kernel/ holds the C core: the index format and its checks (format.h, store.c), the
-reader's cache (cache.c), the search (terms.c, search.c), the open index and its searchers
+reader's cache (cache.c), the search (terms.c, lists.c, score.c, search.c), the open index and its searchers
 (index.c), the output formats (output.c, render.c, sample.c) and the Python glue
 (module.c, module_search.c); kernel/lmdb/ is
 LMDB 0.9 (OpenLDAP Public License, see its LICENSE), built in so that the core reads the
@@ -12,8 +12,8 @@ README), which writes numbers in JSON as Python's repr() does.
 from setuptools import Extension, setup
 
 KERNEL = "kernel/"
-SOURCES = ["module.c", "module_search.c", "index.c", "store.c", "cache.c", "terms.c", "search.c", "output.c",
-           "render.c", "sample.c", "lmdb/mdb.c", "lmdb/midl.c", "ryu/d2s.c"]
+SOURCES = ["module.c", "module_search.c", "index.c", "store.c", "cache.c", "terms.c", "lists.c", "score.c",
+           "search.c", "output.c", "render.c", "sample.c", "lmdb/mdb.c", "lmdb/midl.c", "ryu/d2s.c"]
 
 FLAGS = ["-fvisibility=hidden", "-Wno-unused-but-set-variable"]
 

@@ -61,7 +61,7 @@ typedef struct Record {
 /* The pattern a present Record holds, with every field's place. */
 void record_pattern(const Store *s, const Record *rec, PatternData *out);
 
-/* What a big pattern keeps between searches (see search.c, RANK_MIN_COUNT). */
+/* What a big pattern keeps between searches (see searcher.h, RANK_MIN_COUNT). */
 struct Kept {
     Record *owner;
     SharedMap *map;             /* rank map, or NULL until built or taken from another reader */

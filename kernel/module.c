@@ -317,34 +317,39 @@ static PyObject *Index_set_cache(Index *self, PyObject *args) {
 
 /* ---------------------------------------------------------------- attributes */
 
+/* The index's attributes that Index_get reads, one getter for all (each is a field or two
+ * of the open index). */
+enum Attribute { ORDER, VOCAB_SIZE, BOS_ID, EOS_ID, UNK_ID, ID_BYTES, COUNTS, RECORDS, SEARCHERS, PATH };
+
 static PyObject *Index_get(Index *self, void *which) {
     const Store *s = &self->index.store;
     if (!self->opened) {
         PyErr_SetString(PyExc_ValueError, "the index is not open");
         return NULL;
     }
-    switch ((int)(intptr_t)which) {
-    case 0: return PyLong_FromLong(s->order);
-    case 1: return PyLong_FromUnsignedLong(s->vocab_size);
-    case 2: return id_or_none(s->bos);
-    case 3: return id_or_none(s->eos);
-    case 4: return id_or_none(s->unk);
-    case 5: return PyLong_FromUnsignedLong(s->id_bytes);
-    case 6: {
+    switch ((enum Attribute)(intptr_t)which) {
+    case ORDER: return PyLong_FromLong(s->order);
+    case VOCAB_SIZE: return PyLong_FromUnsignedLong(s->vocab_size);
+    case BOS_ID: return id_or_none(s->bos);
+    case EOS_ID: return id_or_none(s->eos);
+    case UNK_ID: return id_or_none(s->unk);
+    case ID_BYTES: return PyLong_FromUnsignedLong(s->id_bytes);
+    case COUNTS: {
         PyObject *counts = PyTuple_New(s->order);
         for (int m = 1; counts && m <= s->order; m++)
             PyTuple_SET_ITEM(counts, m - 1, PyLong_FromUnsignedLongLong(s->counts[m]));
         return counts;
     }
-    case 7: {
+    case RECORDS: {
         PyObject *records = PyTuple_New(s->order - 1);
         for (int m = 2; records && m <= s->order; m++)
             PyTuple_SET_ITEM(records, m - 2, PyLong_FromUnsignedLongLong(s->records[m]));
         return records;
     }
-    case 8: return PyLong_FromLong(self->index.n_all);
-    default: return Py_NewRef(self->path);
+    case SEARCHERS: return PyLong_FromLong(self->index.n_all);
+    case PATH: break;
     }
+    return Py_NewRef(self->path);
 }
 
 static PyObject *Index_get_closed(Index *self, void *unused) {
@@ -354,16 +359,16 @@ static PyObject *Index_get_closed(Index *self, void *unused) {
 
 #define GETTER(name, which, doc) {name, (getter)Index_get, NULL, doc, (void *)(intptr_t)(which)}
 static PyGetSetDef Index_getset[] = {
-    GETTER("order", 0, "The model's n-gram order."),
-    GETTER("vocab_size", 1, "Words in the model's vocabulary, <s> included."),
-    GETTER("bos_id", 2, "The id of <s>, or None."),
-    GETTER("eos_id", 3, "The id of </s>, or None."),
-    GETTER("unk_id", 4, "The id of <unk>, or None."),
-    GETTER("id_bytes", 5, "Bytes per word id in the index's keys and records."),
-    GETTER("counts", 6, "N-grams per order, 1 ... N."),
-    GETTER("records", 7, "Records of each pattern database, orders 2 ... N."),
-    GETTER("searchers", 8, "Searchers made so far: one per thread that searched while the others were busy."),
-    GETTER("path", 9, "The index's path, as given."),
+    GETTER("order", ORDER, "The model's n-gram order."),
+    GETTER("vocab_size", VOCAB_SIZE, "Words in the model's vocabulary, <s> included."),
+    GETTER("bos_id", BOS_ID, "The id of <s>, or None."),
+    GETTER("eos_id", EOS_ID, "The id of </s>, or None."),
+    GETTER("unk_id", UNK_ID, "The id of <unk>, or None."),
+    GETTER("id_bytes", ID_BYTES, "Bytes per word id in the index's keys and records."),
+    GETTER("counts", COUNTS, "N-grams per order, 1 ... N."),
+    GETTER("records", RECORDS, "Records of each pattern database, orders 2 ... N."),
+    GETTER("searchers", SEARCHERS, "Searchers made so far: one per thread that searched while the others were busy."),
+    GETTER("path", PATH, "The index's path, as given."),
     {"closed", (getter)Index_get_closed, NULL, "Whether close() was called.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

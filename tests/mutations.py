@@ -48,6 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: The kernel's files the mutations change (compiled by setup.py into ``fastsubs._kernel``).
 FORMAT, STORE, CACHE, INDEX = "kernel/format.h", "kernel/store.c", "kernel/cache.c", "kernel/index.c"
 TERMS, SEARCH = "kernel/terms.c", "kernel/search.c"
+LISTS, SCORE, SEARCHER = "kernel/lists.c", "kernel/score.c", "kernel/searcher.h"
 RENDER, SAMPLE = "kernel/render.c", "kernel/sample.c"
 #: The folders an installation maps into the package as ``fastsubs.<name>`` (pyproject.toml's package-dir).
 SUBPACKAGES = ("indexer", "query", "bench")
@@ -189,28 +190,29 @@ MUTATIONS = [
              "value = betas[--n_betas] + value;",
              "{ double sum = 0.0; for (int i = 0; i < n_betas; i++) sum += betas[i]; value = sum + value; "
              "n_betas = 0; }"),
-    # search.c: locating words, the bound, batches, ties, the cap, -p and --exclude
-    Mutation("rank-map-off-by-one", SEARCH,
+    # the search (searcher.h, lists.c, score.c, search.c): locating words, the bound, batches, ties, the cap,
+    # -p and --exclude
+    Mutation("rank-map-off-by-one", SCORE,
              "locate() through a rank map counts the word's own bit: every big-pattern position is one too far",
              "popcount64(block.bits & (bit - 1))", "popcount64(block.bits & ((bit << 1) - 1))"),
-    Mutation("two-level-map-off-by-one", SEARCH,
+    Mutation("two-level-map-off-by-one", SCORE,
              "locate() through a two-level map counts the word's own Block: sparse big patterns read the next Block",
              "super.first + popcount64(super.present & ((1ull << j) - 1))",
              "super.first + popcount64(super.present & ((2ull << j) - 1))"),
-    Mutation("member-bits-overwrite", SEARCH,
+    Mutation("member-bits-overwrite", LISTS,
              "marking a small pattern's words overwrites their flags: <s> and the other patterns' bits are lost",
              "searcher->flags[pattern_id(searcher->reader.store, &p->data, (uint32_t)j)] |= p->member;",
              "searcher->flags[pattern_id(searcher->reader.store, &p->data, (uint32_t)j)] = p->member;"),
-    Mutation("absent-beta-reads-position-0", SEARCH,
+    Mutation("absent-beta-reads-position-0", SCORE,
              "a word absent from a step's back-off pattern takes the weight stored at position 0, not 0",
              "beta = pos < 0 ? 0.0 : stored;", "beta = stored;"),
-    Mutation("bound-without-positive-backoff", SEARCH,
+    Mutation("bound-without-positive-backoff", LISTS,
              "beta(A x B) bounded by 0, the paper's bound, wrong for positive back-off weights (docs/algorithm.md)",
              "sc->beta_sup = searcher->pats[sc->beta].beta_sup;", "sc->beta_sup = 0.0;"),
-    Mutation("unigram-backoff-bound-zero", SEARCH,
+    Mutation("unigram-backoff-bound-zero", LISTS,
              "the unigram back-off of x bounded by 0 instead of the largest stored one",
              "sc->beta_sup = s->unigram_beta_sup;", "sc->beta_sup = 0.0;"),
-    Mutation("bound-summed-longest-first", SEARCH,
+    Mutation("bound-summed-longest-first", SEARCHER,
              "an alternative's bound summed as its beta sups longest first, then the list's sup: the score "
              "nests them the other way, and the bound can round below a score it must stay above (model C)",
              "inner = steps[--n].beta_sup + inner;",
@@ -226,14 +228,14 @@ MUTATIONS = [
              "a batch drops words below the best score so far, not below the count-th best",
              "double threshold = n_top == top_size ? searcher->top[0] : -INFINITY;",
              "double threshold = n_top ? searcher->top[0] : -INFINITY;"),
-    Mutation("drop-cut-skips-next-term", SEARCH,
+    Mutation("drop-cut-skips-next-term", SCORE,
              "a word is dropped after term t without the bound of term t + 1 on what is still to come",
              "for (int u = t + 1; u < n_terms; u++)", "for (int u = t + 2; u < n_terms; u++)"),
-    Mutation("drop-cut-summed-last-term-first", SEARCH,
+    Mutation("drop-cut-summed-last-term-first", SCORE,
              "a word's partial sum plus the later terms' bounds added last term first: the score adds the "
              "terms first to last, and the other order can round below a score that ties the threshold",
              "for (int u = t + 1; u < n_terms; u++)", "for (int u = n_terms - 1; u > t; u--)"),
-    Mutation("drop-cut-by-subtraction", SEARCH,
+    Mutation("drop-cut-by-subtraction", SCORE,
              "the partial sum compared with the threshold less the later terms' bounds (the cut of 0.2.0 "
              "without its slack): a difference rounds otherwise than the sum it stands for",
              "kept += upper >= threshold;",
@@ -248,10 +250,10 @@ MUTATIONS = [
     Mutation("p-rule-counts-excluded-words", SEARCH,
              "with --exclude, the -p rule's V still counts the excluded words",
              "(double)(candidates - n_listed)", "(double)(vocab_size - n_listed)"),
-    Mutation("excluded-words-stay-flagged", SEARCH,
+    Mutation("excluded-words-stay-flagged", LISTS,
              "the flags of excluded words are not cleared: later searches never list them",
              "searcher->flags[excluded[i]] = 0;", "searcher->flags[excluded[i]] |= 0;"),
-    Mutation("bos-flag-cleared", SEARCH,
+    Mutation("bos-flag-cleared", LISTS,
              "clearing the flags after a search clears <s>'s too: a later search may list <s>",
              "searcher->flags[searcher->reader.store->bos] = SEEN;",
              "searcher->flags[searcher->reader.store->bos] = 0;"),

@@ -50,8 +50,8 @@ pytestmark = pytest.mark.slow
 
 KERNEL = REPO / "kernel"
 SOURCES = [REPO / "tests" / "c" / "kernel_check.c"] + [KERNEL / name for name in (
-    "index.c", "store.c", "cache.c", "terms.c", "search.c", "output.c", "render.c", "sample.c", "ryu/d2s.c",
-    "lmdb/mdb.c", "lmdb/midl.c")]
+    "index.c", "store.c", "cache.c", "terms.c", "lists.c", "score.c", "search.c", "output.c", "render.c", "sample.c",
+    "ryu/d2s.c", "lmdb/mdb.c", "lmdb/midl.c")]
 FLAGS = ["-std=c11", "-g", "-O1", "-pthread", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
          "-fno-omit-frame-pointer", f"-I{KERNEL}"]
 #: Exit statuses of a sanitizer's report, told apart from the driver's own failure (1).

@@ -1,0 +1,172 @@
+/* Exact scores of a batch of new words: see searcher.h.
+ *
+ * Scores are summed in float64 from the stored float32 values, in the order the
+ * definition sums them (score_term: a chain as the back-off recursion nests; the terms
+ * left to right), so they are the exhaustive scorer's bit for bit (docs/algorithm.md,
+ * "Rounding"). */
+#include "searcher.h"
+
+/* ---------------------------------------------------------------- exact scores */
+
+/* Position of ``word`` in pattern p's id-sorted arrays, or -1. */
+static inline int32_t locate(const Searcher *searcher, const Pat *p, uint32_t word) {
+    if (p->member && !(searcher->flags[word] & p->member))
+        return -1;
+    if (p->map) {
+        size_t at = word >> 6;
+        if (p->supers) {  /* two levels: the Block of ``word``, or map[0] (empty) */
+            Super super = p->supers[word / SUPER_WORDS];
+            uint64_t j = at & 63;
+            at = super.present >> j & 1 ? super.first + popcount64(super.present & ((1ull << j) - 1)) : 0;
+        }
+        Block block = p->map[at];
+        uint64_t bit = 1ull << (word & 63);
+        return block.bits & bit ? (int32_t)(block.rank + popcount64(block.bits & (bit - 1))) : -1;
+    }
+    return find_id(p->data.ids, p->count, word, searcher->reader.store->id_bytes, searcher->reader.store->id_mask);
+}
+
+/* Where a step's back-off weight comes from, for step_loop: the kinds of StepC.beta,
+ * with patterns split by whether they store weights. */
+enum { FROM_CONST, FROM_UNIGRAM, FROM_PATTERN, FROM_ZERO };
+
+/* One step for the live words: value = alpha of the step's pattern if it holds x (when
+ * the step has one), else beta + value.  Inlined once per (kind, has_alpha) pair, so
+ * each loop is of one kind with no dispatch per word; the choice "is x in this
+ * pattern" is a select in the source (which steps hold a word is a coin toss for the
+ * predictor; the loads it skips are located and prefetched). */
+static inline __attribute__((always_inline)) void step_loop(const Searcher *searcher, const StepC *step, int from,
+                                                            int has_alpha, const uint32_t *words, const int *live,
+                                                            int n_live, double *value) {
+    const UnigramScores *unigram = searcher->reader.store->unigram;
+    for (int j = 0; j < n_live; j++) {
+        int c = live[j];
+        double beta;
+        if (from == FROM_CONST) {
+            beta = step->beta_const;
+        } else if (from == FROM_UNIGRAM) {
+            beta = (double)unigram[words[c]].beta;
+        } else if (from == FROM_PATTERN) {
+            int32_t pos = step->beta_pos[c];
+            double stored = (double)step->beta_values[pos < 0 ? 0 : pos];
+            beta = pos < 0 ? 0.0 : stored;
+        } else {  /* a pattern without back-off weights: they are 0 */
+            beta = 0.0;
+        }
+        double backed_off = beta + value[c];
+        if (has_alpha) {
+            int32_t pos = step->alpha_pos[c];
+            double alpha = (double)step->alpha_values[pos < 0 ? 0 : pos];
+            value[c] = pos < 0 ? backed_off : alpha;
+        } else {
+            value[c] = backed_off;
+        }
+    }
+}
+
+/* One term for the live words of a batch (``value`` by batch column), by the back-off
+ * recursion from the shortest step up: value(s) = alpha of step s if its pattern holds
+ * x, else beta(s) + value(s+1), from the base (unigram alpha of x, or a constant).  So
+ * the longest step holding x gives its alpha, plus the back-off weights of the longer
+ * steps added shortest first (the order of the exhaustive scorer).  A step at a time
+ * over all the words (step_loop). */
+static void score_term(const Searcher *searcher, const TermC *t, const uint32_t *words, const int *live, int n_live,
+                       double *value) {
+    const StepC *steps = &searcher->steps[t->first];
+    const UnigramScores *unigram = searcher->reader.store->unigram;
+    if (t->base_unigram)
+        for (int j = 0; j < n_live; j++)
+            value[live[j]] = (double)unigram[words[live[j]]].alpha;
+    else
+        for (int j = 0; j < n_live; j++)
+            value[live[j]] = t->base;
+    for (int s = t->n - 1; s >= 0; s--) {
+        const StepC *step = &steps[s];
+        int from = step->beta == STEP_CONST     ? FROM_CONST
+                   : step->beta == STEP_UNIGRAM ? FROM_UNIGRAM
+                   : step->beta_values          ? FROM_PATTERN
+                                                : FROM_ZERO;
+        switch (2 * from + (step->alpha_pos != NULL)) {
+#define STEP_CASE(kind)                                                          \
+    case 2 * kind:                                                               \
+        step_loop(searcher, step, kind, 0, words, live, n_live, value);                 \
+        break;                                                                   \
+    case 2 * kind + 1:                                                           \
+        step_loop(searcher, step, kind, 1, words, live, n_live, value);                 \
+        break;
+            STEP_CASE(FROM_CONST)
+            STEP_CASE(FROM_UNIGRAM)
+            STEP_CASE(FROM_PATTERN)
+            STEP_CASE(FROM_ZERO)
+#undef STEP_CASE
+        }
+    }
+}
+
+/* Positions in pattern i of the live words of the current batch, once per batch (live
+ * words only get fewer, so those located for an earlier term cover the later ones),
+ * prefetching the alpha and beta entries score_term will read.  The loop's loads are
+ * independent across words: the CPU overlaps their
+ * cache misses. */
+TARGET_CLONES static void locate_live(Searcher *searcher, int i, const uint32_t *words, const int *live, int n_live) {
+    Pat *p = &searcher->pats[i];
+    if (p->located == searcher->batch_stamp)
+        return;
+    p->located = searcher->batch_stamp;
+    int32_t *pos = &searcher->pos[i * MAX_BATCH];
+    for (int j = 0; j < n_live; j++) {
+        int c = live[j];
+        int32_t at = pos[c] = locate(searcher, p, words[c]);
+        if (at >= 0) {
+            __builtin_prefetch(&p->alpha[at]);
+            if (p->beta)
+                __builtin_prefetch(&p->beta[at]);
+        }
+    }
+}
+
+/* Exact lp(x) of the n words of a batch, term by term (summed in term order).  ``sup``
+ * holds each term's bound from before any of these words was read, so it bounds their
+ * terms too; after each term, a word whose partial sum plus the later terms' sups is
+ * below ``threshold`` (the count-th best score so far) is dropped: ``count`` words
+ * already beat it, so it is never listed, and its other terms need no look-ups (after
+ * the last term, it need not wait in the heaps).
+ * Returns how many words are kept, their batch columns in ``live``. */
+int score_batch(Searcher *searcher, int n_terms, const uint32_t *words, int n, const double *sup,
+                       double threshold, double *total, int *live) {
+    searcher->batch_stamp++;
+    int n_live = n;
+    for (int c = 0; c < n; c++)
+        live[c] = c;
+    for (int t = 0; t < n_terms && n_live; t++) {
+        const TermC *term = &searcher->terms[t];
+        for (int s = term->first; s < term->first + term->n; s++) {
+            if (searcher->steps[s].alpha != NONE)
+                locate_live(searcher, searcher->steps[s].alpha, words, live, n_live);
+            if (searcher->steps[s].beta >= 0)
+                locate_live(searcher, searcher->steps[s].beta, words, live, n_live);
+        }
+        double value[MAX_BATCH];
+        score_term(searcher, term, words, live, n_live, value);
+        for (int j = 0; j < n_live; j++) {
+            int c = live[j];
+            total[c] = t ? total[c] + value[c] : value[c];
+        }
+        if (!isfinite(threshold))  /* -inf: fewer than count scored yet */
+            continue;
+        /* kept: the partial sum plus the later terms' bounds, added in the order the score
+         * adds the terms themselves (so it bounds the score as rounded: upper_term), is at
+         * least the threshold */
+        int kept = 0;
+        for (int j = 0; j < n_live; j++) {
+            double upper = total[live[j]];
+            for (int u = t + 1; u < n_terms; u++)
+                upper += sup[u];
+            live[kept] = live[j];
+            kept += upper >= threshold;
+        }
+        n_live = kept;
+    }
+    return n_live;
+}
+

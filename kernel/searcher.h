@@ -1,0 +1,177 @@
+/* The searcher's private parts, shared by the three files of the search (search.h is the
+ * public side):
+ *
+ *   lists.c   the sorted lists, and reading a position's terms (terms.h) into the patterns,
+ *             steps, lists and bound alternatives the search works on;
+ *   score.c   exact scores of a batch of new words, and dropping those that cannot make
+ *             the top ``count``;
+ *   search.c  the bound, the threshold search itself and its answers.
+ *
+ * See search.c for how the search goes, and docs/algorithm.md for why it is exact. */
+#ifndef FASTSUBS_SEARCHER_H
+#define FASTSUBS_SEARCHER_H
+
+#include <math.h>
+
+#include "search.h"
+
+/* Patterns at least this long ("big") get a rank map (word -> position in one cache
+ * line instead of a binary search) and keep the part of their sorted list that searches
+ * have read, copied in score order (read again in sequence instead of through
+ * ``by_score``, a cache miss per entry).  Both are kept per reader within its budget
+ * (cache.c).  A map's size and the time to build it follow the pattern, not the
+ * vocabulary: a pattern is big only if it also holds at least V / SUPER_WORDS words.
+ * (How many patterns of a real model are big: docs/performance.md, "Tuning".) */
+#define RANK_MIN_COUNT 256
+/* New words are scored in batches of up to this many: the look-ups of a batch are
+ * independent loads whose cache misses the CPU overlaps.  A batch is an eighth of the
+ * words scored so far (so the search reads at most ~1/8 more than one word at a time
+ * would), but at least ``count`` (every search scores at least ``count`` words, so those
+ * are never read in vain) and at least MIN_BATCH (a few more words read at K = 1 cost
+ * less than batches too small to overlap their misses).  The measurements that chose
+ * these: docs/performance.md, "Tuning". */
+#define MAX_BATCH 64
+#define MIN_BATCH 8
+
+/* Per-word flags of the current search (one byte per vocabulary word): SEEN marks words
+ * read already (and <s>, always); each other bit marks the words of one small pattern,
+ * scattered in when the search starts, so "is x in it?" is mostly answered by the byte
+ * the SEEN test has just brought into cache, with no search in the pattern. */
+#define SEEN 1u
+#define MEMBER_BITS 7
+
+#define NONE (-1)
+
+typedef struct Pat {
+    Record *rec;             /* where it came from (pinned for the search by the reader) */
+    PatternData data;        /* ids sorted by word id, positions by score, alphas, betas */
+    const ix_f32 *alpha;
+    const ix_f32 *beta;      /* NULL: the pattern stores no back-off weights (they are 0) */
+    uint32_t count;
+    double beta_sup;         /* max(0, largest stored back-off weight) */
+    const Block *map;        /* rank map, or NULL */
+    const Super *supers;     /* its directory when it has two levels, else NULL */
+    uint8_t member;          /* its bit in Searcher.flags, or 0 */
+    int list;                /* the sorted list reading this pattern by alpha, or NONE */
+    uint64_t located;        /* the batch whose live words have their positions in Searcher.pos */
+} Pat;
+
+typedef struct StepC {
+    int alpha;          /* Pat index whose alpha applies when x is in it, or NONE */
+    int list;           /* the sorted list of that pattern (set once the lists are known) */
+    int beta;           /* Pat index holding beta(A x B), or -1 - BETA_CONST / -1 - BETA_UNIGRAM */
+    double beta_const;  /* the constant, when beta == STEP_CONST */
+    double beta_sup;    /* upper bound on the back-off weight over unread x */
+    /* for scoring, set once the patterns are known: the alpha pattern's row of batch
+     * positions (Searcher.pos) and its alphas, NULL without one; the same for the beta
+     * pattern (beta_values NULL: its back-off weights are all 0) */
+    const int32_t *alpha_pos, *beta_pos;
+    const ix_f32 *alpha_values, *beta_values;
+} StepC;
+
+#define STEP_CONST (-1 - BETA_CONST)
+#define STEP_UNIGRAM (-1 - BETA_UNIGRAM)
+
+typedef struct TermC {
+    int first, n;       /* steps[first .. first+n), longest context first */
+    int base_unigram;   /* after the last step: unigram alpha of x (1) or ``base`` (0) */
+    double base;
+    /* the term's bound (see bound()): the largest of alts[first_alt ..][n_alts] and ``fixed`` */
+    int first_alt, n_alts;
+    double fixed;       /* every beta sup over the constant base, -inf when the base is unigram */
+    int frozen;         /* no list binds it any more: its bound stays (sups only decrease) */
+    int arg;            /* the alternative (in alts) its bound came from last time, or NONE */
+    double runner_up;   /* the largest other alternative then: arg stays the largest while above it */
+} TermC;
+
+/* One alternative of a term's bound: "x is in the pattern of step ``n_longer``", bounded by
+ * its list's sup under the beta sups of the n_longer steps before it, summed as the score
+ * sums them (upper_term). */
+typedef struct Alt {
+    int list;
+    int n_longer;
+} Alt;
+
+/* A list's next entries are gathered ahead, up to this many at a time: entry i sits at
+ * an arbitrary place of the pattern (``by_score`` holds positions), so reading one at a
+ * time waits for a cache miss per entry, while gathering many overlaps the misses.
+ * Lists already in score order (the unigram list, a big pattern's sorted prefix) are
+ * read in place, as many at a time. */
+#define LIST_AHEAD 64
+#define LIST_FIRST_AHEAD 8
+
+typedef struct List {   /* one sorted list */
+    Record *big;        /* a big pattern's record: its sorted prefix serves the reads when it can */
+    const ix_u32 *in_order;    /* the words in score order (the unigram list), or NULL: */
+    const PatternData *pattern;  /* those of a pattern, read through its positions by score */
+    const ix_f32 *alpha;
+    int64_t depth, length;
+    double sup;         /* alpha of the next unread entry; -inf once exhausted */
+    /* entries ahead_start .. ahead_end - 1 are words[0 ..] and alphas[0 ..]: in place, or
+     * gathered into own_words/own_alphas */
+    int64_t ahead_start, ahead_end;
+    const ix_u32 *words;
+    const ix_f32 *alphas;
+    int ahead;          /* how many to gather next time: doubles up to LIST_AHEAD */
+    uint32_t own_words[LIST_AHEAD];
+    float own_alphas[LIST_AHEAD];
+} List;
+
+
+/* An upper bound on a term's value for words that take ``inner`` or less after the first
+ * ``n`` steps of ``steps``: beta_sup(0) + (beta_sup(1) + (... + inner)), summed in the
+ * order score_term sums a word's back-off weights.  Rounding to nearest is monotone (a <= a'
+ * gives fl(a + b) <= fl(a' + b)), so a bound summed in the score's own order is above the
+ * score as computed, not only as exact arithmetic has it: no slack for rounding is needed
+ * however the magnitudes of the weights differ (docs/algorithm.md, "Rounding"). */
+static inline double upper_term(const StepC *steps, int n, double inner) {
+    while (n)
+        inner = steps[--n].beta_sup + inner;
+    return inner;
+}
+
+/* Is the pattern of ``count`` words big (see RANK_MIN_COUNT)? */
+static inline int is_big(uint32_t count, uint32_t vocab_size) {
+    return count >= RANK_MIN_COUNT && count >= vocab_size / SUPER_WORDS;
+}
+
+/* ---------------------------------------------------------------- lists.c */
+
+/* Makes the list's next entries readable (see List); read_list calls it when they run out. */
+void gather_ahead(Searcher *searcher, List *list);
+
+/* Reads the next entry of ``list``; returns its word. */
+static inline uint32_t read_list(Searcher *searcher, List *list) {
+    if (list->depth >= list->length)  /* nothing left: no word (the caller skips ids >= V) */
+        return UINT32_MAX;
+    uint32_t word = list->words[list->depth++ - list->ahead_start];
+    if (list->depth == list->length) {
+        list->sup = -INFINITY;
+    } else {
+        if (list->depth == list->ahead_end)
+            gather_ahead(searcher, list);
+        list->sup = list->alphas[list->depth - list->ahead_start];
+    }
+    return word;
+}
+
+
+/* Reads the position's terms (searcher->position) into searcher->terms/steps/pats/lists
+ * and the bound's alternatives.  Returns the number of terms, -1 when out of memory;
+ * *n_pats: the patterns added. */
+int read_terms(Searcher *searcher, int *n_pats);
+/* Gives the smallest patterns without a rank map a membership bit each (as many as
+ * there are bits) and marks their words in searcher->flags. */
+void mark_members(Searcher *searcher, int n_pats);
+/* Clears every flag the search set: the words read, the marked patterns' words and the
+ * excluded words. */
+void clear_flags(Searcher *searcher, int n_pats, int64_t n_evaluated, const uint32_t *excluded, int64_t n_excluded);
+
+/* ---------------------------------------------------------------- score.c */
+
+/* Exact lp(x) of the n words of a batch into ``total``, dropping those that cannot reach
+ * ``threshold`` (see score.c); returns how many are kept, their batch columns in ``live``. */
+int score_batch(Searcher *searcher, int n_terms, const uint32_t *words, int n, const double *sup, double threshold,
+                double *total, int *live);
+
+#endif

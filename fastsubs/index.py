@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from fastsubs import format as fmt
 from fastsubs._kernel import Index, thread_counters
 from fastsubs.errors import ArgumentError
-from fastsubs.limits import Limits, SearchStats
+from fastsubs.limits import Limits
+from fastsubs.stats import SearchStats
 from fastsubs.tokens import SENTENCE_MARKERS, Token, as_bytes, tokenize, word_list
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""What a search is asked (:class:`Limits`) and what searches report (:class:`SearchStats`).
+"""What a search is asked (:class:`Limits`); what searches report is :mod:`fastsubs.stats`.
 
 The search itself is FASTSUBS' exact top-K threshold search with the bound of
 docs/algorithm.md, run per position by the C core (``kernel/search.c``, through
@@ -14,32 +14,6 @@ import numbers
 from dataclasses import dataclass
 
 from fastsubs.errors import ArgumentError
-
-
-@dataclass
-class SearchStats:
-    """Counters over a run, for ``--stats``: how much work the bound saved.
-
-    ``evaluated`` counts words read and scored (some only until their partial score
-    showed they cannot be listed); ``list_reads`` counts sorted-list entries read.
-    """
-
-    positions: int = 0
-    evaluated: int = 0
-    list_reads: int = 0
-    listed: int = 0
-
-    def add(self, other: SearchStats) -> None:
-        self.positions += other.positions
-        self.evaluated += other.evaluated
-        self.list_reads += other.list_reads
-        self.listed += other.listed
-
-    def since(self, before: SearchStats) -> SearchStats:
-        """The work counted between ``before`` and these totals (two snapshots)."""
-        return SearchStats(self.positions - before.positions, self.evaluated - before.evaluated,
-                           self.list_reads - before.list_reads, self.listed - before.listed)
-
 
 #: Substitutes listed when neither -n nor -p is given.
 DEFAULT_COUNT = 100

@@ -28,10 +28,10 @@ from typing import Any
 
 from fastsubs.errors import FastsubsError, missing_extra
 from fastsubs.index import SubstituteIndex
-from fastsubs.limits import SearchStats
 from fastsubs.query.lines import numbered_chunks
 from fastsubs.query.options import QueryOptions, missing_word_warning
 from fastsubs.query.run import process_chunk
+from fastsubs.stats import SearchStats
 from fastsubs.textio import compressor, open_binary
 
 _indexes: dict[str, SubstituteIndex] = {}

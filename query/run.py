@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING
 from fastsubs.cli_support import signals_held, usable_cores
 from fastsubs.errors import ArgumentError, QueryInputError, ResumeError
 from fastsubs.index import SubstituteIndex
-from fastsubs.limits import SearchStats
 from fastsubs.query.formats import render_line
 from fastsubs.query.lines import Chunk, InputLines
 from fastsubs.query.options import QueryOptions, missing_word_warning
 from fastsubs.query.output_files import PartialOutput, StreamOutput, destination, refuse_the_input_as_output
 from fastsubs.query.progress import Progress
 from fastsubs.query.provenance import run_record
+from fastsubs.stats import SearchStats
 from fastsubs.textio import Compressor, compressor, open_binary
 
 if TYPE_CHECKING:

@@ -17,7 +17,8 @@ from exhaustive import ArpaModel
 from fastsubs import _kernel
 from fastsubs import format as fmt
 from fastsubs.index import Answer, Substitute, SubstituteIndex
-from fastsubs.limits import Limits, SearchStats
+from fastsubs.limits import Limits
+from fastsubs.stats import SearchStats
 from fastsubs.tokens import tokenize
 from test_exactness import assert_exact
 

@@ -19,7 +19,7 @@ import lmdb
 import pytest
 
 import fastsubs
-from conftest import BIN, TEST_DATA, children, run_cli, shared
+from conftest import BIN, DEMO_MODEL, TEST_DATA, children, run_cli
 from fastsubs.errors import IndexExistsError, TargetNotAnIndexError
 from fastsubs.indexer.publish import TEMP_PREFIX
 from generated_models import write_model
@@ -183,7 +183,7 @@ def test_a_stopped_build_removes_its_temporary_directory(tmp_path: Path, stop: s
     or to its whole process group (a terminal's Ctrl-C, a batch system's SIGTERM, which its
     jobs get too): it ends at once, with its status and one line, leaving nothing."""
     target = tmp_path / "model.fsidx"
-    build = start_build(shared("demo-kn4-20k.arpa.gz"), target, "--jobs", "2")
+    build = start_build(DEMO_MODEL, target, "--jobs", "2")
     temp = wait_for_temp_dir(build, tmp_path, moment)
     assert build.poll() is None
     if whom == "build":
@@ -200,7 +200,7 @@ def test_a_stopped_build_removes_its_temporary_directory(tmp_path: Path, stop: s
 def test_a_build_whose_job_process_is_killed_fails_at_once(tmp_path: Path) -> None:
     """A job process killed (out of memory, by hand) while the build reads the model: the
     build ends at once with one line saying so, and leaves nothing."""
-    build = start_build(shared("demo-kn4-20k.arpa.gz"), tmp_path / "model.fsidx", "--jobs", "2")
+    build = start_build(DEMO_MODEL, tmp_path / "model.fsidx", "--jobs", "2")
     wait_for_temp_dir(build, tmp_path, "runs")
     jobs = children(build.pid)
     assert len(jobs) == 2
@@ -214,7 +214,7 @@ def test_a_build_whose_job_process_is_killed_fails_at_once(tmp_path: Path) -> No
 
 def test_a_build_removes_what_dead_builds_of_other_targets_left(tmp_path: Path) -> None:
     """A build killed with SIGKILL cannot clean up: the next build beside it does, whatever its target."""
-    build = start_build(shared("demo-kn4-20k.arpa.gz"), tmp_path / "first.fsidx")
+    build = start_build(DEMO_MODEL, tmp_path / "first.fsidx")
     left = wait_for_temp_dir(build, tmp_path, "runs")
     build.kill()
     build.communicate(timeout=60)

@@ -86,9 +86,11 @@ class Render(enum.IntEnum):
 class SubstituteIndex(Index):
     """An open index.  Use as a context manager (or call :meth:`close`).
 
-    ``n`` and ``p`` work as the CLI's ``-n``/``-p``: list ``n`` substitutes, or stop
-    once they surely hold probability mass ``p``, whichever comes first; neither
-    means ``n=100``.  ``exclude`` (words, as ``--exclude``) are never listed: the list
+    ``n`` and ``p`` work as the CLI's ``-n``/``-p``: list ``n`` substitutes, or stop once
+    the listed ones would hold share ``p`` of the probability mass even if every word
+    not listed were as likely as the last one listed (the original tool's rule, which
+    lists many more than the fewest words holding ``p``: :class:`fastsubs.limits.Limits`),
+    whichever comes first; neither means ``n=100``.  ``exclude`` (words, as ``--exclude``) are never listed: the list
     is the exact top of the other words (and ``p``'s rule counts only those); a word
     the vocabulary lacks is a warning (:class:`UserWarning`), once.  A bad ``n``, ``p``,
     ``exclude`` or position raises :class:`fastsubs.ArgumentError` (a FastsubsError, and

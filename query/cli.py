@@ -54,8 +54,11 @@ def query(
     count: Optional[int] = typer.Option(None, "-n", "--count", min=1,
                                         help="List at most this many substitutes (capped at vocabulary size - 1)."),
     probability: Optional[float] = typer.Option(
-        None, "-p", "--probability", min=0.0, max=1.0,
-        help="Stop once the listed substitutes surely hold this share of the probability mass."),
+        None, "-p", "--probability", min=0.0, max=1.0, metavar="P",
+        help="Stop after the L-th substitute once S/(S + p(V - L)) >= P (the original tool's rule), S being "
+             "the listed substitutes' summed probability (10^lp), p the last one's and V the vocabulary size: "
+             "the share they would hold if every word not listed were as likely as the last one listed.  Lists "
+             "many more than the fewest substitutes that hold share P."),
     normalize: bool = typer.Option(False, "-z", "--normalize",
                                    help="Print p/sum(p) over the listed substitutes instead of log10 scores."),
     targets: bool = typer.Option(False, "-t", "--targets",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import fastsubs
 from conftest import REPO, TEST_DATA, python_block, run_cli
 
 README = REPO / "README.md"
@@ -89,3 +90,36 @@ def test_the_readme_says_how_to_cite_and_the_licence() -> None:
     assert "10.1109/LSP.2012.2215587" in cite and "@article{" in cite and "@software{" in cite
     assert "Apache License 2.0" in section(README, "## Licence and data")
     assert (REPO / "LICENSE").read_text().split()[:3] == ["Apache", "License", "Version"]
+
+
+def test_the_readmes_figures_of_p_are_the_demo_models(demo_index: Path) -> None:
+    """What "Choosing the options" says -p lists over the positions of examples/sentences.txt
+    on the demo model: how many it listed, how few would have held share P (from every
+    candidate's score, listed with -n V), and the share the listed ones held."""
+    import numpy as np
+
+    said = " ".join(section(README, "## Choosing the options").split())
+    number = r"([\d,]+)"
+    found = re.search(rf"`-p 0\.5` listed {number}–{number} substitutes where {number}–{number} already held half "
+                      rf"the mass \(the listed ones held {number}–{number}% of it\), and `-p 0\.9` {number}–{number} "
+                      rf"where {number}–{number} held 90%", said)
+    assert found, "the figures of -p are not where this test looks for them"
+    figures = [int(value.replace(",", "")) for value in found.groups()]
+    lines = (REPO / "examples" / "sentences.txt").read_text().splitlines()
+    measured: dict[float, list[tuple[int, int, float]]] = {0.5: [], 0.9: []}
+    with fastsubs.open_index(demo_index) as index:
+        for tokens in (line.split() for line in lines):
+            for position in range(len(tokens) + 1):
+                scores = np.array([s.logprob for s in index.position(tokens, position, n=index.vocab_size)])
+                held = np.cumsum(10.0 ** (scores - scores[0]))
+                held /= held[-1]
+                for share, rows in measured.items():
+                    listed = len(index.position(tokens, position, p=share))
+                    fewest = int(np.searchsorted(held, share)) + 1
+                    assert listed >= fewest
+                    rows.append((listed, fewest, held[listed - 1]))
+    half, most = measured[0.5], measured[0.9]
+    assert figures == [min(r[0] for r in half), max(r[0] for r in half), min(r[1] for r in half),
+                       max(r[1] for r in half), round(100 * min(r[2] for r in half)),
+                       round(100 * max(r[2] for r in half)), min(r[0] for r in most), max(r[0] for r in most),
+                       min(r[1] for r in most), max(r[1] for r in most)]

@@ -65,6 +65,18 @@ def test_missing_inputs_are_one_clear_line(cluster, demo_index: Path, tmp_path: 
     assert result.stderr.count(b"\n") == 1
 
 
+def test_notes_on_the_options_are_those_of_a_serial_run(cluster, tiny_index: Path, tmp_path: Path) -> None:
+    """-n above the vocabulary and an excluded word the model lacks: the same lines on stderr."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_bytes(b"the cat\n")
+    options = ["-n", "1000", "--exclude", "no-such-word"]
+    on_cluster = run_cli("fastsubs-query", tiny_index, *options, "--dask", cluster.scheduler_address,
+                         "-i", f"{tmp_path}/in/*.txt", "-o", tmp_path / "out")
+    serial = run_cli("fastsubs-query", tiny_index, *options, "-i", tmp_path / "in" / "a.txt")
+    assert b"note: -n 1,000 is more than" in serial.stderr and b"'no-such-word'" in serial.stderr
+    assert on_cluster.stderr == serial.stderr and (tmp_path / "out" / "a.txt").read_bytes() == serial.stdout
+
+
 def test_bag_files_are_byte_identical_to_the_cli(cluster, corpus: Path, demo_index: Path, tmp_path: Path) -> None:
     """Any bytes, an empty line, an empty file, a last line without newline; text and JSON lines."""
     from distributed import Client

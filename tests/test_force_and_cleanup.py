@@ -2,8 +2,8 @@
 
 ``--force`` once deleted whatever sat at the target: a user's directory, a file.  Now
 a build replaces only what a build made (an index, an index whose build never wrote
-its metadata, an empty directory) and refuses anything else with one line naming the
-path, with or without ``--force``, leaving it untouched.  A build stopped by SIGTERM
+its metadata) and refuses anything else with one line naming the path, with or without
+``--force``, leaving it untouched; an empty directory it builds into, ``--force`` or not.  A build stopped by SIGTERM
 or SIGINT removes its temporary directory and exits 143 / 130 with one line.
 """
 
@@ -150,6 +150,23 @@ def test_an_existing_index_needs_force_which_each_interface_names_its_way(tmp_pa
     line = one_line(run_cli("fastsubs-index", "build", TINY, "-o", target, "-q", check=False))
     assert line == f"fastsubs-index: error: {target}: an index is already there; pass --force to replace it"
     assert snapshot(target) == before
+
+
+def test_an_empty_directory_is_built_into_without_force(tmp_path: Path) -> None:
+    """An empty directory made for the index beforehand (a job script's ``mkdir -p``) holds
+    no index to protect: the build goes there as to a new path, from the command line and
+    from Python; once it holds the index, --force is needed again."""
+    for number, build in enumerate([
+            lambda target: run_cli("fastsubs-index", "build", TINY, "-o", target, "-q"),
+            lambda target: fastsubs.build_index(TINY, target)]):
+        target = tmp_path / f"made-{number}.fsidx"
+        target.mkdir()
+        build(target)
+        with fastsubs.open_index(target) as index:
+            assert index.vocab_size == unigram_count(TINY)
+        with pytest.raises(IndexExistsError):
+            fastsubs.build_index(TINY, target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["made-0.fsidx", "made-1.fsidx"]
 
 
 def start_build(model: Path, target: Path, *options: str) -> subprocess.Popen[bytes]:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,10 +40,28 @@ def test_build_writes_beside_the_model_by_default_and_prints_a_summary(tmp_path:
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-def test_info_prints_the_metadata(tiny_index: Path) -> None:
-    meta = json.loads(run_cli("fastsubs-index", "info", tiny_index).stdout)
+def test_info_json_prints_the_metadata(tiny_index: Path) -> None:
+    meta = json.loads(run_cli("fastsubs-index", "info", tiny_index, "--json").stdout)
     assert meta["order"] == 3 and meta["counts"] == [6, 7, 3] and meta["vocab_size"] == 6
     assert meta["source"]["name"] == "tiny.arpa" and len(meta["source"]["sha256"]) == 64
+
+
+def test_info_says_what_the_index_holds_in_a_few_lines(tiny_index: Path) -> None:
+    """For a person: the model (name, size and SHA-256 of the file, as a methods section
+    cites it), order, counts, vocabulary, the size on disk and per order, the build."""
+    model = (TEST_DATA / "tiny.arpa").read_bytes()
+    first, *lines = run_cli("fastsubs-index", "info", tiny_index).stdout.decode().splitlines()
+    said = {name: value.strip() for name, value in (line.split(":", 1) for line in lines)}
+    assert first == f"{tiny_index}: a fastsubs index (format 3)"
+    assert said["model"] == f"tiny.arpa ({len(model)} bytes, sha256 {hashlib.sha256(model).hexdigest()})"
+    assert said["order"] == "3" and said["n-grams"] == "6 1-grams, 7 2-grams, 3 3-grams"
+    assert said["vocabulary"] == "6 words, <unk> among them (2-byte ids)"
+    on_disk = (tiny_index / "data.mdb").stat().st_size / 2**20
+    assert re.fullmatch(rf"{on_disk:.1f} MiB: 2-grams [\d.]+ MiB, 3-grams [\d.]+ MiB, the vocabulary's arrays "
+                        r"[\d.]+ MiB", said["size"]), said["size"]
+    assert re.fullmatch(rf"\d{{4}}-\d\d-\d\dT[\d:]+Z by fastsubs {re.escape(fastsubs.__version__)} "
+                        rf"\(Python {sys.version_info.major}\.{sys.version_info.minor}\.\d+\)", said["built"])
+    assert set(said) == {"model", "order", "n-grams", "vocabulary", "size", "built"}
 
 
 @pytest.mark.parametrize("compression", ["", ".gz", ".bz2", ".xz"])

@@ -36,8 +36,8 @@ from typing import Any, BinaryIO
 from fastsubs.cli_support import signals_held
 from fastsubs.errors import OutputError, ResumeError
 from fastsubs.query.lines import CHUNK_LINES
+from fastsubs.query.provenance import FLAGS, finished_record
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
-from fastsubs.query.provenance import finished_record
 from fastsubs.textio import Compressor
 
 #: Appended to OUT for the file being written, and for the record of how far it got.
@@ -194,14 +194,16 @@ class PartialOutput:
         self._commit()
 
     def _check_identity(self, recorded: dict[str, Any]) -> None:
-        for part, what in (("index", "index (another model)"), ("options", "options"),
-                           ("compression", "compressor or compression level"), ("fastsubs", "fastsubs version")):
+        for part, what in (("index", "another index (another model)"), ("options", "other options"),
+                           ("compression", "another compressor or compression level"),
+                           ("fastsubs", "another fastsubs version")):
             if recorded.get(part) != self.identity[part]:
                 detail = ""
                 if part == "options":
                     old, new = recorded.get(part) or {}, self.identity[part]
-                    detail = " (" + ", ".join(k for k in new if old.get(k) != new[k]) + ")"
-                raise ResumeError(f"{self.partial} was written with another {what}{detail}; "
+                    detail = " (" + ", ".join(f"{FLAGS.get(k, k)} was {_shown(old.get(k))}"
+                                              for k in new if old.get(k) != new[k]) + ")"
+                raise ResumeError(f"{self.partial} was written with {what}{detail}; "
                                   "run without --resume to start over")
 
     # --- writing ------------------------------------------------------------------------
@@ -279,6 +281,17 @@ class PartialOutput:
             error.__notes__ = [*getattr(error, "__notes__", ()),
                                f"{self.partial} keeps the output of the first {self.recorded_lines:,} input lines; "
                                "the same command with --resume continues it"]
+
+
+def _shown(value: Any) -> str:
+    """An option's recorded value as a message shows it (``--exclude``'s words joined)."""
+    if value is None or value is False:
+        return "not given"
+    if value is True:
+        return "given"
+    if isinstance(value, list):
+        return " ".join(map(str, value)) or "none"
+    return str(value)
 
 
 def _reopened(path: str, size: int) -> BinaryIO:

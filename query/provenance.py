@@ -26,7 +26,7 @@ FORMAT = "fastsubs-output-provenance"
 VERSION = 1
 
 #: The flag of each option, in the order the command line lists them.
-_FLAGS = {"n": "-n", "p": "-p", "normalize": "-z", "targets": "-t", "skip_bad_records": "--skip-bad-records",
+FLAGS = {"n": "-n", "p": "-p", "normalize": "-z", "targets": "-t", "skip_bad_records": "--skip-bad-records",
           "format": "--format", "no_eos": "--no-eos", "sample": "--sample", "seed": "--seed", "exclude": "--exclude"}
 
 
@@ -34,7 +34,7 @@ def command_arguments(options: QueryOptions) -> list[str]:
     """The ``fastsubs-query`` flags that ask for ``options`` (defaults left out)."""
     defaults = QueryOptions()
     arguments: list[str] = []
-    for name, flag in _FLAGS.items():
+    for name, flag in FLAGS.items():
         value = getattr(options, name)
         if value is None or value == getattr(defaults, name) or (name == "seed" and options.sample is None):
             continue

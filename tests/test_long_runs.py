@@ -211,12 +211,13 @@ def test_ctrl_c_mid_run_stops_every_process_with_one_line(demo_index: Path, corp
 
 def test_resume_refuses_a_partial_output_of_another_run(demo_index: Path, tiny_index: Path, corpus: Path,
                                                         tmp_path: Path) -> None:
+    """Every run asks for -n 5, which the other index (the tiny one: its 6 words but <s>) gives too."""
     lines = corpus.read_bytes().splitlines(keepends=True)
     truncated = tmp_path / "corpus.txt.gz"
     whole = gzip.compress(b"".join(lines))
     truncated.write_bytes(whole[: len(whole) // 2])
     out = tmp_path / "subs.txt"
-    stopped = run_cli(QUERY, demo_index, "-n", "10", "-i", truncated, "-o", out, check=False)
+    stopped = run_cli(QUERY, demo_index, "-n", "5", "-i", truncated, "-o", out, check=False)
     assert stopped.returncode == 1 and not out.exists()
     kept = partial(out).read_bytes()
     assert recorded_lines(out) > 0
@@ -224,14 +225,14 @@ def test_resume_refuses_a_partial_output_of_another_run(demo_index: Path, tiny_i
     other_input = tmp_path / "other.txt"
     other_input.write_bytes(b"".join(reversed(lines)))
     refusals = {
-        "another input": [demo_index, "-n", "10", "-i", other_input],
-        "options": [demo_index, "-n", "11", "-i", corpus],
-        "another index": [tiny_index, "-n", "10", "-i", corpus],
+        "another input": [demo_index, "-n", "5", "-i", other_input],
+        "with other options (-n was 5)": [demo_index, "-n", "6", "-i", corpus],
+        "another index": [tiny_index, "-n", "5", "-i", corpus],
         "fewer than": None,  # an input shorter than what is done
     }
     short = tmp_path / "short.txt"
     short.write_bytes(b"".join(lines[:3]))
-    refusals["fewer than"] = [demo_index, "-n", "10", "-i", short]
+    refusals["fewer than"] = [demo_index, "-n", "5", "-i", short]
     for words, args in refusals.items():
         refused = run_cli(QUERY, *args, "-o", out, "--resume", check=False)
         assert refused.returncode == 1
@@ -244,13 +245,13 @@ def test_resume_refuses_a_partial_output_of_another_run(demo_index: Path, tiny_i
     older = json.loads(record)
     older["version"] -= 1  # what an earlier fastsubs-query recorded
     state.write_text(json.dumps(older))
-    refused = run_cli(QUERY, demo_index, "-n", "10", "-i", corpus, "-o", out, "--resume", check=False)
+    refused = run_cli(QUERY, demo_index, "-n", "5", "-i", corpus, "-o", out, "--resume", check=False)
     assert refused.returncode == 1 and "written by another version of fastsubs-query" in one_line(refused.stderr)
     assert partial(out).read_bytes() == kept and not out.exists()
     state.write_bytes(record)
 
-    run_cli(QUERY, demo_index, "-n", "10", "-i", corpus, "-o", out, "--resume")
-    assert out.read_bytes() == run_cli(QUERY, demo_index, "-n", "10", "-i", corpus).stdout
+    run_cli(QUERY, demo_index, "-n", "5", "-i", corpus, "-o", out, "--resume")
+    assert out.read_bytes() == run_cli(QUERY, demo_index, "-n", "5", "-i", corpus).stdout
 
 
 def test_resume_needs_a_file_and_starts_over_when_there_is_nothing_to_resume(tiny_index: Path,

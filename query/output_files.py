@@ -108,9 +108,10 @@ class PartialOutput:
     """``-o OUT``: OUT.partial, its progress in OUT.partial.json, renamed onto OUT at the end."""
 
     def __init__(self, target: Path, run_record: dict[str, Any], source: str, warn: Callable[[str], None],
-                 compress: Compressor | None) -> None:
+                 compress: Compressor | None, workers: int = 1) -> None:
         self.target = target
         self.run_record = run_record  # for OUT.json (fastsubs.query.provenance), written with OUT
+        self.workers = workers  # ... whose command line names them
         self.identity = run_identity(run_record)  # for OUT.partial.json
         self.partial = f"{target}{PARTIAL_SUFFIX}"
         self.state_path = f"{target}{STATE_SUFFIX}"
@@ -258,7 +259,7 @@ class PartialOutput:
             with _naming(str(self.target)):
                 # first: OUT never appears without its record
                 _write_json(f"{self.target}{PROVENANCE_SUFFIX}", finished_record(
-                    self.run_record, self.target, self.source, self.lines, self._digest.hexdigest()))
+                    self.run_record, self.target, self.source, self.lines, self._digest.hexdigest(), self.workers))
                 os.replace(self.partial, self.target)
                 os.unlink(self.state_path)
                 _sync_directory(str(self.target))
@@ -324,10 +325,11 @@ def refuse_the_input_as_output(output_path: Path | None, input_path: Path | None
 
 
 def destination(output_path: Path | None, run_record: dict[str, Any], source: str, warn: Callable[[str], None],
-                stdout: BinaryIO, compress: Compressor | None) -> StreamOutput | PartialOutput:
-    """The output of a run: stdout, OUT written atomically (with OUT.json made from
-    ``run_record``, :func:`fastsubs.query.provenance.run_record`), or a device/pipe given as
-    ``-o`` (which takes the chunks as they come, compressed or not as its name asks)."""
+                stdout: BinaryIO, compress: Compressor | None, workers: int = 1) -> StreamOutput | PartialOutput:
+    """The output of a run of ``workers`` processes: stdout, OUT written atomically (with
+    OUT.json made from ``run_record``, :func:`fastsubs.query.provenance.run_record`), or a
+    device/pipe given as ``-o`` (which takes the chunks as they come, compressed or not as
+    its name asks)."""
     if output_path is None:
         return StreamOutput(stdout, "<stdout>")
     try:
@@ -335,7 +337,7 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
     except FileNotFoundError:
         mode = stat.S_IFREG
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return PartialOutput(output_path, run_record, source, warn, compress)
+        return PartialOutput(output_path, run_record, source, warn, compress, workers)
     with _naming(str(output_path)):
         return StreamOutput(open(output_path, "wb"), str(output_path), owned=True)
 

@@ -5,8 +5,9 @@ Written beside ``-o OUT`` just before OUT is published (atomically, by
 into the index (its file name, size and SHA-256, from the index's metadata), the options
 and the command line they make, the compressor of a compressed output (format, level and
 library: they decide its bytes), and the input: its path, its line count and the SHA-256
-of its (decompressed) text.  Nothing in it depends on timing, workers or a resumed run,
-so a resumed run writes the same record as an uninterrupted one.
+of its (decompressed) text.  Nothing in it depends on timing or a resumed run, so a
+resumed run writes the same record as an uninterrupted one of the same command; the
+worker count is only in the command line it records (``--workers``).
 """
 
 from __future__ import annotations
@@ -69,10 +70,14 @@ def run_record(index_path: str | os.PathLike[str], index_meta: dict[str, Any], o
 
 
 def finished_record(run: dict[str, Any], output: str | os.PathLike[str], source: str, lines: int,
-                    input_sha256: str) -> dict[str, Any]:
-    """The record of a run that has read its whole input and writes ``output``."""
+                    input_sha256: str, workers: int = 1) -> dict[str, Any]:
+    """The record of a run that has read its whole input and writes ``output``, finished by
+    ``workers`` processes: its ``command`` is that run's whole command line (``--workers``
+    too, which the output does not depend on, so ``arguments`` leaves it out)."""
     input_path = source if source.startswith("<") else os.path.abspath(source)
     command = ["fastsubs-query", run["index"]["path"], *run["arguments"]]
+    if workers != 1:
+        command += ["--workers", str(workers)]
     if not source.startswith("<"):
         command += ["-i", input_path]
     command += ["-o", os.path.abspath(output)]

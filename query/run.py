@@ -226,7 +226,7 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
     with ExitStack() as stack:
         stream = stack.enter_context(open_binary(input_path)) if input_path else sys.stdin.buffer
         lines = InputLines(stream, source)
-        out = destination(output_path, record, source, warn, sys.stdout.buffer, compress)
+        out = destination(output_path, record, source, warn, sys.stdout.buffer, compress, workers)
         if resume and isinstance(out, StreamOutput):
             raise ResumeError(f"--resume needs -o to name a regular file, not {out.name}")
         try:

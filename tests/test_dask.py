@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import REPO, demo_text, python_block, run_cli
+from conftest import BIN, REPO, demo_text, python_block, run_cli
 
 distributed = pytest.importorskip("distributed")
 dask_bag = pytest.importorskip("dask.bag")
@@ -75,6 +76,25 @@ def test_notes_on_the_options_are_those_of_a_serial_run(cluster, tiny_index: Pat
     serial = run_cli("fastsubs-query", tiny_index, *options, "-i", tmp_path / "in" / "a.txt")
     assert b"note: -n 1,000 is more than" in serial.stderr and b"'no-such-word'" in serial.stderr
     assert on_cluster.stderr == serial.stderr and (tmp_path / "out" / "a.txt").read_bytes() == serial.stdout
+
+
+def test_a_cluster_out_of_reach_is_one_line_and_leaves_nothing(tiny_index: Path, tmp_path: Path) -> None:
+    """Nothing listens at the scheduler's address: the run ends at Dask's connect timeout
+    (shortened here through Dask's own setting) with one line naming the address, and
+    makes no -o directory (an empty one would look like a run that found no input)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_bytes(b"the cat\n")
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    result = subprocess.run([str(BIN / "fastsubs-query"), str(tiny_index), "--dask", address,
+                             "-i", f"{tmp_path}/in/*.txt", "-o", str(tmp_path / "out" / "subs")],
+                            capture_output=True, timeout=120,
+                            env={**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"})
+    assert result.returncode == 1
+    [line] = result.stderr.decode().splitlines()
+    assert line.startswith("fastsubs-query: error: ") and address in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
 
 
 def test_bag_files_are_byte_identical_to_the_cli(cluster, corpus: Path, demo_index: Path, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import REPO, TEST_DATA, python_block, run_cli
+from conftest import BIN, REPO, TEST_DATA, python_block, run_cli
 
 README = REPO / "README.md"
 DOCUMENTS = [README, *sorted((REPO / "docs").glob("*.md"))]
@@ -50,6 +50,40 @@ def test_every_option_of_fastsubs_query_is_in_the_readmes_table() -> None:
     table = section(README, "## Options of `fastsubs-query INDEX`")
     missing = {option for option in options if not re.search(rf"`{re.escape(option)}[` ]", table)}
     assert len(options) > 20 and not missing, sorted(missing)
+
+
+@pytest.mark.parametrize("command", ["build", "info", "verify"])
+def test_every_option_of_fastsubs_index_is_in_the_readmes_synopsis(command: str) -> None:
+    """The README's one-line synopsis of each command of fastsubs-index lists its options."""
+    shown = run_cli("fastsubs-index", command, "--help").stdout.decode()
+    options = set(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", shown[shown.index("Options:"):])) - {"--help"}
+    synopsis = re.search(rf"`fastsubs-index {command} [^`]*`", " ".join(README.read_text().split()))
+    assert synopsis, f"no synopsis of fastsubs-index {command}"
+    said = set(re.findall(r"\[(--?[a-z][\w-]*)", synopsis.group(0)))
+    # an option is named by any of its spellings (-j or --jobs)
+    spelled = [set(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", line)) for line in shown.splitlines()]
+    missing = {option for option in options if not any(option in names and names & said for names in spelled)}
+    assert not missing, sorted(missing)
+
+
+def test_the_demo_output_the_readme_shows_is_the_demos(demo_index: Path) -> None:
+    """What "Try it" says ``make demo`` prints first is what the demo's index answers for
+    examples/sentences.txt with the Makefile's options."""
+    makefile = (REPO / "Makefile").read_text()
+    [options] = re.findall(r"fastsubs-query \$\(DEMO_INDEX\) (.*) -i examples/sentences\.txt", makefile)
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", section(README, "## Try it"), re.M | re.S)
+    shown = next(text for language, text in blocks if not language).splitlines()
+    assert shown[-1] == "..." and len(shown) > 5
+    printed = run_cli("fastsubs-query", demo_index, *options.split(), "-i", REPO / "examples" / "sentences.txt")
+    assert printed.stdout.decode().splitlines()[:len(shown) - 1] == shown[:-1]
+
+
+def test_the_tools_the_readme_runs_from_the_venv_are_installed_there() -> None:
+    """After make demo / make test, the README sends a user to .venv/bin: each command it
+    names there is one the install made (this suite runs in such an environment)."""
+    named = set(re.findall(r"\.venv/bin/([\w-]+)", section(README, "## Try it")))
+    assert {"fastsubs-query", "fastsubs-index", "python", "activate"} <= named
+    assert all((BIN / name).exists() for name in named), sorted(n for n in named if not (BIN / n).exists())
 
 
 #: ``pip install`` and what follows: its flags, then what to install.

@@ -184,6 +184,17 @@ def in_four_threads(work: Callable[[int], None]) -> None:
         raise errors[0]
 
 
+def in_four_threads_at_once(index: SubstituteIndex, work: Callable[[int], None], tries: int = 20) -> None:
+    """:func:`in_four_threads` until the threads have searched at the same time (``index``
+    made a searcher for a second thread): on a busy machine one pass may run them one
+    after another, and test nothing of what they share."""
+    for _ in range(tries):
+        in_four_threads(work)
+        if index.searchers > 1:
+            return
+    raise AssertionError(f"four threads never searched at the same time in {tries} passes")
+
+
 def test_threads_share_rank_maps_under_any_budget(demo_index: Path) -> None:
     """The rank maps of big patterns are built once per open index and shared by the
     searchers of every thread while any keeps them: four threads whose budgets keep a
@@ -224,9 +235,8 @@ def test_a_new_threads_searcher_starts_with_the_records_met_before(demo_index: P
             got = [answers(index, [lines[i]], (100,)) for i in order]
             assert [answer for i in range(len(lines)) for answer in got[order.index(i)]] == expected
 
-        in_four_threads(work)
+        in_four_threads_at_once(index, work)
         _, misses = index.cache_counters()
-        assert index.searchers > 1  # the threads did search at the same time
         assert misses - first_pass_misses < first_pass_misses / 20
 
 
@@ -263,8 +273,7 @@ def test_seeded_searchers_keep_the_bounds_of_positive_backoffs(tmp_path: Path) -
                 for n in counts:
                     check(i, n, f"thread {start}")
 
-        in_four_threads(work)
-        assert index.searchers > 1  # the threads did search at the same time
+        in_four_threads_at_once(index, work)
 
 
 def test_close_while_threads_search(demo_index: Path) -> None:

@@ -57,6 +57,7 @@ $(BIN)/.kernel-built: $(KERNEL_SOURCES) $(BIN)/.base
 demo: $(BIN)/.kernel-built
 	$(BIN)/fastsubs-index build $(DEMO_MODEL) -o $(DEMO_INDEX) --force
 	$(BIN)/fastsubs-query $(DEMO_INDEX) -n 5 -i examples/sentences.txt
+	@echo "The tools are in $(BIN) ($(BIN)/fastsubs-query $(DEMO_INDEX) -n 10 < your-sentences.txt), or in your PATH after: source $(BIN)/activate" >&2
 
 test: $(BIN)/.installed $(BIN)/.kernel-built
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)

@@ -3,7 +3,7 @@
     python -m fastsubs.bench.index_size INDEX [INDEX ...]
 
 Reads the size report a build writes into the index's metadata (``sizes``, also shown by
-``fastsubs-index info``: counted as the records were encoded, and the LMDB pages of
+``fastsubs-index info --json``: counted as the records were encoded, and the LMDB pages of
 each database after writing) and prints, for every order, the bytes per n-gram of that
 order spent on each part: ids, ``by_score`` positions, alphas, betas, keys, the records'
 structure, and LMDB's own (page and node headers, room left free in pages); then the

@@ -11,9 +11,10 @@ Example::
 
 :class:`SubstituteIndex` *is* the C core's open index (``fastsubs._kernel.Index``, which
 opens, maps and checks the index in one call and searches without the GIL), with the
-Python API added.  Opening reads nothing in proportion to the model: start-up does not
-depend on its size, and processes that open the same index share one copy of it in the
-page cache.  One open index may be used from many threads at once.  ``close()`` is safe
+Python API added.  Opening reads nothing in proportion to the model's n-grams: it checks
+the header and the whole-vocabulary arrays (start-up grows with the vocabulary alone, a
+fraction of a millisecond to a few), and processes that open the same index share one
+copy of it in the page cache.  One open index may be used from many threads at once.  ``close()`` is safe
 at any moment: later calls raise ValueError, and the map is released once no search
 runs.  Open the index in each process that uses it (it must not cross a ``fork``).
 
@@ -87,9 +88,11 @@ class Render(enum.IntEnum):
 class SubstituteIndex(Index):
     """An open index.  Use as a context manager (or call :meth:`close`).
 
-    ``n`` and ``p`` work as the CLI's ``-n``/``-p``: list ``n`` substitutes, or stop
-    once they surely hold probability mass ``p``, whichever comes first; neither
-    means ``n=100``.  ``exclude`` (words, as ``--exclude``) are never listed: the list
+    ``n`` and ``p`` work as the CLI's ``-n``/``-p``: list ``n`` substitutes, or stop once
+    the listed ones would hold share ``p`` of the probability mass even if every word
+    not listed were as likely as the last one listed (the original tool's rule, which
+    lists many more than the fewest words holding ``p``: :class:`fastsubs.limits.Limits`),
+    whichever comes first; neither means ``n=100``.  ``exclude`` (words, as ``--exclude``) are never listed: the list
     is the exact top of the other words (and ``p``'s rule counts only those); a word
     the vocabulary lacks is a warning (:class:`UserWarning`), once.  A bad ``n``, ``p``,
     ``exclude`` or position raises :class:`fastsubs.ArgumentError` (a FastsubsError, and
@@ -295,6 +298,7 @@ class SubstituteIndex(Index):
 
 
 def open_index(path: str | os.PathLike[str]) -> SubstituteIndex:
-    """Open the index at ``path`` read-only (memory-mapped; near-instant for any model size)."""
+    """Open the index at ``path`` read-only (memory-mapped; it checks the vocabulary's arrays,
+    nothing in proportion to the n-grams)."""
     return SubstituteIndex(path)
 

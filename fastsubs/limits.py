@@ -26,7 +26,10 @@ class Limits:
     """When to stop listing: ``count`` substitutes, or probability mass ``mass`` (-p).
 
     The -p rule is the original tool's: after substitute L with p = 10^lp and running
-    sum S, stop once P <= S / (S + p (V - L)), V the vocabulary size.
+    sum S, stop once P <= S / (S + p (V - L)), V the vocabulary size (less the excluded
+    words).  That is the share the listed words would hold if every
+    word not listed were as likely as the last one listed, a lower bound of their true
+    share: it stops later than the fewest words holding P would.
     """
 
     count: int

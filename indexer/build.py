@@ -29,7 +29,14 @@ from fastsubs.indexer.arpa import ArpaReader, NgramTable
 from fastsubs.indexer.completeness import check_count, check_opens, check_unigram_arrays
 from fastsubs.indexer.jobs import Jobs
 from fastsubs.indexer.patterns import PARTS, end_record
-from fastsubs.indexer.publish import check_replaceable, make_temp_dir, publish, remove_stale_temp_dirs, remove_tree
+from fastsubs.indexer.publish import (
+    check_replaceable,
+    is_empty_directory,
+    make_temp_dir,
+    publish,
+    remove_stale_temp_dirs,
+    remove_tree,
+)
 from fastsubs.indexer.runs import Spill, run_rows
 from fastsubs.indexer.slots import SlotJob, append_records, encode_slot
 
@@ -165,17 +172,17 @@ def build_index(
     ``jobs`` processes sort and encode the records (beside the building process, which
     reads the model and writes the index); ``memory`` (bytes) bounds what the build's
     processes hold together, whatever the model's size (the n-grams are sorted on disk in
-    runs that fit).  Raises :class:`IndexExistsError` when ``index_path`` exists and
-    ``force`` is false, :class:`TargetNotAnIndexError` when it holds anything but a
-    fastsubs index (never replaced, whatever ``force``), :class:`ModelFormatError` for a
-    malformed model.
+    runs that fit).  An empty directory at ``index_path`` is built into.  Raises
+    :class:`IndexExistsError` when an index is at ``index_path`` and ``force`` is false,
+    :class:`TargetNotAnIndexError` when it holds anything but a fastsubs index or nothing
+    (never replaced, whatever ``force``), :class:`ModelFormatError` for a malformed model.
     """
     started = time.monotonic()
     model_path = Path(model_path)
     target = Path(index_path) if index_path is not None else default_index_path(model_path)
     if target.exists() or target.is_symlink():
         check_replaceable(target)
-        if not force:
+        if not force and not is_empty_directory(target):  # an empty directory is no index to keep
             raise IndexExistsError(target)
     remove_stale_temp_dirs(target.parent)
     try:

@@ -78,20 +78,49 @@ def build(
           file=sys.stderr)
 
 
-@app.command(help="""Print the metadata of an index as JSON.
+@app.command(help="""Say what an index holds: the model it was built from, its order, n-grams and
+vocabulary, its size per order, and its build.  With --json, all of its metadata as JSON.
 
 \b
-Example:
+Examples:
   fastsubs-index info model.fsidx
+  fastsubs-index info model.fsidx --json
 """)
-def info(index: Path = typer.Argument(..., help="Index directory.")) -> None:
+def info(
+    index: Path = typer.Argument(..., help="Index directory."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole metadata as JSON (for programs)."),
+) -> None:
     from fastsubs.index import SubstituteIndex
 
     def show() -> None:
         with SubstituteIndex(index) as opened:
-            print(json.dumps(opened.meta, indent=2, sort_keys=True))
+            meta = opened.meta
+        print(json.dumps(meta, indent=2, sort_keys=True) if as_json else described(index, meta))
 
     run_reporting_errors("fastsubs-index", show)
+
+
+def described(index: Path, meta: dict) -> str:
+    """The lines ``fastsubs-index info`` shows a person: what the metadata says, in words."""
+    mib = 2 ** 20
+    source, build = meta.get("source", {}), meta.get("build", {})
+    on_disk = sum(f.stat().st_size for f in index.iterdir() if f.is_file())
+    parts = {part["part"]: part["pages"] for part in meta.get("sizes", [])}
+    size = f"{on_disk / mib:,.1f} MiB"
+    if parts:
+        size += ": " + ", ".join(f"{name} {pages / mib:,.1f} MiB" for name, pages in parts.items()
+                                 if name != "arrays")
+        size += f", the vocabulary's arrays {parts.get('arrays', 0) / mib:,.1f} MiB"
+    words = f"{meta['vocab_size']:,} words, " + ("<unk> among them" if meta.get("has_unk") else "no <unk>")
+    return "\n".join([
+        f"{index}: a fastsubs index (format {meta.get('format_version')})",
+        f"model:       {source.get('name')} ({source.get('size', 0):,} bytes, sha256 {source.get('sha256')})",
+        f"order:       {meta['order']}",
+        "n-grams:     " + ", ".join(f"{n:,} {m}-grams" for m, n in enumerate(meta["counts"], start=1)),
+        f"vocabulary:  {words} ({meta.get('id_bytes')}-byte ids)",
+        f"size:        {size}",
+        f"built:       {build.get('built_at')} by fastsubs {build.get('fastsubs')} (Python {build.get('python')})",
+    ])
 
 
 @app.command(help="""Check an index completely: every record's checksum and every pattern field by field,

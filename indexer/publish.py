@@ -92,6 +92,11 @@ def check_replaceable(target: Path) -> None:
         raise TargetNotAnIndexError(target, "holds an LMDB environment that is not a fastsubs index")
 
 
+def is_empty_directory(path: Path) -> bool:
+    """Whether ``path`` is a directory (not a link to one) holding nothing."""
+    return path.is_dir() and not path.is_symlink() and next(path.iterdir(), None) is None
+
+
 def _is_fastsubs_environment(directory: Path) -> bool:
     """Whether the LMDB environment in ``directory`` was written by fastsubs (finished or not)."""
     try:

@@ -82,13 +82,14 @@ def verify_against_model(index: SubstituteIndex, model_path: Path, samples: int,
 def verify_index(index_path: Path, model_path: Path | None = None, samples: int = 1000,
                  progress: Callable[[str], None] = lambda _: None) -> VerifyReport:
     """Check ``index_path`` completely (and against ``model_path`` when given).  An index
-    that does not even open raises what opening raises."""
+    that does not even open raises what opening raises.  The problems found are said of
+    the index, without its path."""
     report = VerifyReport()
     with SubstituteIndex(index_path) as index:
         try:
             verify_records(index, report, progress)
-        except DamagedIndexError as damage:
-            report.problems.append(str(damage))
+        except DamagedIndexError as damage:  # named with the index's path, which the report's reader gives
+            report.problems.append(str(damage).removeprefix(f"{index_path}: "))
         if model_path is not None and not report.problems:
             verify_against_model(index, model_path, samples, report, progress)
     return report

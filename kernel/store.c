@@ -111,13 +111,45 @@ static int open_environment(Store *s, const char *path, Failure *failure) {
     return -1;
 }
 
+/* Why there is no metadata record (no meta database, or nothing in it).  A build writes it
+ * in its last transaction and publishes the index only then, so an environment holding an
+ * index's other databases without it is damaged: a flipped byte in one of LMDB's meta pages
+ * has LMDB read an older transaction of the build, or the wrong root page (the main
+ * database then disagrees with its own count of entries).  Without them it is no index. */
+static int no_metadata(Store *s, Failure *failure) {
+    MDB_dbi main_db;
+    MDB_stat declared;
+    MDB_cursor *cursor;
+    MDB_val k, v;
+    size_t entries = 0;
+    int ours = 0;
+    int rc = mdb_dbi_open(s->txn, NULL, 0, &main_db);
+    if (!rc)
+        rc = mdb_stat(s->txn, main_db, &declared);
+    if (!rc)
+        rc = mdb_cursor_open(s->txn, main_db, &cursor);
+    if (rc)
+        return lmdb_failed(failure, rc, "damaged index");
+    for (rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
+        entries++;
+        ours |= (k.mv_size == strlen(FS_ARRAYS_DB) && !memcmp(k.mv_data, FS_ARRAYS_DB, k.mv_size)) ||
+                (k.mv_size > 8 && !memcmp(k.mv_data, "patterns", 8));
+    }
+    mdb_cursor_close(cursor);
+    if (rc != MDB_NOTFOUND)
+        return lmdb_failed(failure, rc, "damaged index");
+    if (ours || entries != declared.ms_entries)
+        return damaged(failure, "its databases are there but not its metadata (bytes flipped in data.mdb?)");
+    fail(failure, FS_ENOTINDEX, "not a fastsubs index (no metadata)");
+    return -1;
+}
+
 static int open_dbi(Store *s, const char *name, MDB_dbi *dbi, int code, Failure *failure) {
     int rc = mdb_dbi_open(s->txn, name, 0, dbi);
     if (rc == MDB_NOTFOUND) {
         if (code == FS_ENOTINDEX)
-            fail(failure, code, "not a fastsubs index (no metadata; was its build interrupted?)");
-        else
-            fail(failure, code, "damaged index: database %s is missing", name);
+            return no_metadata(s, failure);
+        fail(failure, code, "damaged index: database %s is missing", name);
         return -1;
     }
     return rc ? lmdb_failed(failure, rc, "damaged index") : 0;
@@ -140,8 +172,10 @@ static int no_header(Store *s, MDB_dbi meta, Failure *failure) {
     if (found < 0)
         return -1;
     static const char magic[] = FS_META_MAGIC, version_key[] = "\xae" "format_version";  /* msgpack str */
-    if (!found || !memmem(value.mv_data, value.mv_size, magic, sizeof(magic) - 1)) {
-        fail(failure, FS_ENOTINDEX, "not a fastsubs index (no metadata; was its build interrupted?)");
+    if (!found)
+        return no_metadata(s, failure);
+    if (!memmem(value.mv_data, value.mv_size, magic, sizeof(magic) - 1)) {
+        fail(failure, FS_ENOTINDEX, "not a fastsubs index (no metadata)");
         return -1;
     }
     const uint8_t *at = memmem(value.mv_data, value.mv_size, version_key, sizeof(version_key) - 1);
@@ -149,6 +183,8 @@ static int no_header(Store *s, MDB_dbi meta, Failure *failure) {
     if (after < value.mv_size && ((const uint8_t *)value.mv_data)[after] < FS_FORMAT_VERSION)
         fail(failure, FS_EVERSION, "index format version %d is older than this fastsubs reads (%d); rebuild it "
              "with this version", ((const uint8_t *)value.mv_data)[after], FS_FORMAT_VERSION);
+    else if (after < value.mv_size)  /* the metadata of a format with a header: the header is lost */
+        damaged(failure, "its header record is missing (bytes flipped?)");
     else
         fail(failure, FS_EVERSION, "an index of an older format than this fastsubs reads (%d); rebuild it with "
              "this version", FS_FORMAT_VERSION);
@@ -477,6 +513,11 @@ static int open_record(const Store *s, int order, const MDB_val *k, const MDB_va
     char shown[65];
     r->key = k->mv_data;
     r->key_len = key_len;
+    if (k->mv_size != key_len && k->mv_size != key_len + 1) {  /* a pattern's key, or an END record's */
+        fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a key of %zu bytes, not %zu "
+             "(bytes flipped?)", order, k->mv_size, key_len);
+        return -1;
+    }
     if (v->mv_size < FS_R_PREVIOUS + key_len || v->mv_size % 4 ||
         fs_checksum(k->mv_data, k->mv_size, value + 4, v->mv_size - 4) != load_u32(value + FS_R_CHECKSUM)) {
         fail(failure, FS_EDAMAGED, "damaged index: the record of patterns%d at key %s fails its checksum "

@@ -52,10 +52,14 @@ Examples:
 def query(
     index: Path = typer.Argument(..., help="Index directory made by 'fastsubs-index build'."),
     count: Optional[int] = typer.Option(None, "-n", "--count", min=1,
-                                        help="List at most this many substitutes (capped at vocabulary size - 1)."),
+                                        help="List at most this many substitutes (capped at vocabulary size - 1, "
+                                             "with a note on stderr)."),
     probability: Optional[float] = typer.Option(
-        None, "-p", "--probability", min=0.0, max=1.0,
-        help="Stop once the listed substitutes surely hold this share of the probability mass."),
+        None, "-p", "--probability", min=0.0, max=1.0, metavar="P",
+        help="Stop after the L-th substitute once S/(S + p(V - L)) >= P (the original tool's rule), S being "
+             "the listed substitutes' summed probability (10^lp), p the last one's and V the vocabulary size: "
+             "the share they would hold if every word not listed were as likely as the last one listed.  Lists "
+             "many more than the fewest substitutes that hold share P."),
     normalize: bool = typer.Option(False, "-z", "--normalize",
                                    help="Print p/sum(p) over the listed substitutes instead of log10 scores."),
     targets: bool = typer.Option(False, "-t", "--targets",
@@ -117,18 +121,23 @@ def query(
         if input_path is None or output_path is None:
             raise typer.BadParameter("needs -i GLOB and -o DIRECTORY", param_hint="--dask")
         run_reporting_errors("fastsubs-query", lambda: _run_on_dask(dask, index, str(input_path), output_path,
-                                                                    options, stats))
+                                                                    options, stats, count is not None))
         return
     run_reporting_errors("fastsubs-query", lambda: execute(
         index, options=options, input_path=input_path, output_path=output_path, workers=workers, stats=stats,
-        resume=resume, compress_level=compress_level))
+        resume=resume, compress_level=compress_level, count_given=count is not None))
 
 
 def _run_on_dask(scheduler: str, index: Path, pattern: str, output_dir: Path, options: QueryOptions,
-                 stats: bool) -> None:
+                 stats: bool, count_given: bool) -> None:
+    from fastsubs.index import SubstituteIndex
     from fastsubs.query.dask import run_files
-    from fastsubs.query.run import format_stats
+    from fastsubs.query.run import format_stats, run_notes
 
+    if index.is_dir():  # the workers' path: this machine may not see it
+        with SubstituteIndex(index) as opened:
+            for note in run_notes(opened, options, count_given):
+                print(note, file=sys.stderr)
     totals = run_files(scheduler, str(index), pattern, output_dir, options)
     if stats:
         print(format_stats(totals), file=sys.stderr)

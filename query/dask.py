@@ -126,11 +126,17 @@ def run_files(scheduler: str, index_path: str, pattern: str, output_dir: Path, o
     names = [os.path.basename(s) for s in sources]
     if len(set(names)) != len(names):
         raise FastsubsError(f"{pattern}: input files must have distinct names (they name the outputs)")
-    output_dir.mkdir(parents=True, exist_ok=True)
-    jobs = [(os.path.abspath(s), str(output_dir.resolve() / n)) for s, n in zip(sources, names)]
-    with Client(scheduler) as client:
+    with Client(scheduler) as client:  # first: a run that cannot reach its cluster makes nothing
+        made = not output_dir.exists()
+        output_dir.mkdir(parents=True, exist_ok=True)
+        jobs = [(os.path.abspath(s), str(output_dir.resolve() / n)) for s, n in zip(sources, names)]
         bag = db.from_sequence(jobs, npartitions=len(jobs))
-        results = client.compute(bag.map(_process_file, os.path.abspath(index_path), options)).result()
+        try:
+            results = client.compute(bag.map(_process_file, os.path.abspath(index_path), options)).result()
+        except BaseException:
+            if made and not any(output_dir.iterdir()):  # nothing written: leave nothing
+                output_dir.rmdir()
+            raise
     totals = SearchStats()
     for stats in results:
         totals.add(stats)

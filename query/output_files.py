@@ -36,8 +36,8 @@ from typing import Any, BinaryIO
 from fastsubs.cli_support import signals_held
 from fastsubs.errors import OutputError, ResumeError
 from fastsubs.query.lines import CHUNK_LINES
+from fastsubs.query.provenance import FLAGS, finished_record
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
-from fastsubs.query.provenance import finished_record
 from fastsubs.textio import Compressor
 
 #: Appended to OUT for the file being written, and for the record of how far it got.
@@ -108,9 +108,10 @@ class PartialOutput:
     """``-o OUT``: OUT.partial, its progress in OUT.partial.json, renamed onto OUT at the end."""
 
     def __init__(self, target: Path, run_record: dict[str, Any], source: str, warn: Callable[[str], None],
-                 compress: Compressor | None) -> None:
+                 compress: Compressor | None, workers: int = 1) -> None:
         self.target = target
         self.run_record = run_record  # for OUT.json (fastsubs.query.provenance), written with OUT
+        self.workers = workers  # ... whose command line names them
         self.identity = run_identity(run_record)  # for OUT.partial.json
         self.partial = f"{target}{PARTIAL_SUFFIX}"
         self.state_path = f"{target}{STATE_SUFFIX}"
@@ -194,14 +195,16 @@ class PartialOutput:
         self._commit()
 
     def _check_identity(self, recorded: dict[str, Any]) -> None:
-        for part, what in (("index", "index (another model)"), ("options", "options"),
-                           ("compression", "compressor or compression level"), ("fastsubs", "fastsubs version")):
+        for part, what in (("index", "another index (another model)"), ("options", "other options"),
+                           ("compression", "another compressor or compression level"),
+                           ("fastsubs", "another fastsubs version")):
             if recorded.get(part) != self.identity[part]:
                 detail = ""
                 if part == "options":
                     old, new = recorded.get(part) or {}, self.identity[part]
-                    detail = " (" + ", ".join(k for k in new if old.get(k) != new[k]) + ")"
-                raise ResumeError(f"{self.partial} was written with another {what}{detail}; "
+                    detail = " (" + ", ".join(f"{FLAGS.get(k, k)} was {_shown(old.get(k))}"
+                                              for k in new if old.get(k) != new[k]) + ")"
+                raise ResumeError(f"{self.partial} was written with {what}{detail}; "
                                   "run without --resume to start over")
 
     # --- writing ------------------------------------------------------------------------
@@ -256,7 +259,7 @@ class PartialOutput:
             with _naming(str(self.target)):
                 # first: OUT never appears without its record
                 _write_json(f"{self.target}{PROVENANCE_SUFFIX}", finished_record(
-                    self.run_record, self.target, self.source, self.lines, self._digest.hexdigest()))
+                    self.run_record, self.target, self.source, self.lines, self._digest.hexdigest(), self.workers))
                 os.replace(self.partial, self.target)
                 os.unlink(self.state_path)
                 _sync_directory(str(self.target))
@@ -279,6 +282,17 @@ class PartialOutput:
             error.__notes__ = [*getattr(error, "__notes__", ()),
                                f"{self.partial} keeps the output of the first {self.recorded_lines:,} input lines; "
                                "the same command with --resume continues it"]
+
+
+def _shown(value: Any) -> str:
+    """An option's recorded value as a message shows it (``--exclude``'s words joined)."""
+    if value is None or value is False:
+        return "not given"
+    if value is True:
+        return "given"
+    if isinstance(value, list):
+        return " ".join(map(str, value)) or "none"
+    return str(value)
 
 
 def _reopened(path: str, size: int) -> BinaryIO:
@@ -311,10 +325,11 @@ def refuse_the_input_as_output(output_path: Path | None, input_path: Path | None
 
 
 def destination(output_path: Path | None, run_record: dict[str, Any], source: str, warn: Callable[[str], None],
-                stdout: BinaryIO, compress: Compressor | None) -> StreamOutput | PartialOutput:
-    """The output of a run: stdout, OUT written atomically (with OUT.json made from
-    ``run_record``, :func:`fastsubs.query.provenance.run_record`), or a device/pipe given as
-    ``-o`` (which takes the chunks as they come, compressed or not as its name asks)."""
+                stdout: BinaryIO, compress: Compressor | None, workers: int = 1) -> StreamOutput | PartialOutput:
+    """The output of a run of ``workers`` processes: stdout, OUT written atomically (with
+    OUT.json made from ``run_record``, :func:`fastsubs.query.provenance.run_record`), or a
+    device/pipe given as ``-o`` (which takes the chunks as they come, compressed or not as
+    its name asks)."""
     if output_path is None:
         return StreamOutput(stdout, "<stdout>")
     try:
@@ -322,7 +337,7 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
     except FileNotFoundError:
         mode = stat.S_IFREG
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return PartialOutput(output_path, run_record, source, warn, compress)
+        return PartialOutput(output_path, run_record, source, warn, compress, workers)
     with _naming(str(output_path)):
         return StreamOutput(open(output_path, "wb"), str(output_path), owned=True)
 

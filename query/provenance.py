@@ -5,8 +5,9 @@ Written beside ``-o OUT`` just before OUT is published (atomically, by
 into the index (its file name, size and SHA-256, from the index's metadata), the options
 and the command line they make, the compressor of a compressed output (format, level and
 library: they decide its bytes), and the input: its path, its line count and the SHA-256
-of its (decompressed) text.  Nothing in it depends on timing, workers or a resumed run,
-so a resumed run writes the same record as an uninterrupted one.
+of its (decompressed) text.  Nothing in it depends on timing or a resumed run, so a
+resumed run writes the same record as an uninterrupted one of the same command; the
+worker count is only in the command line it records (``--workers``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ FORMAT = "fastsubs-output-provenance"
 VERSION = 1
 
 #: The flag of each option, in the order the command line lists them.
-_FLAGS = {"n": "-n", "p": "-p", "normalize": "-z", "targets": "-t", "skip_bad_records": "--skip-bad-records",
+FLAGS = {"n": "-n", "p": "-p", "normalize": "-z", "targets": "-t", "skip_bad_records": "--skip-bad-records",
           "format": "--format", "no_eos": "--no-eos", "sample": "--sample", "seed": "--seed", "exclude": "--exclude"}
 
 
@@ -34,7 +35,7 @@ def command_arguments(options: QueryOptions) -> list[str]:
     """The ``fastsubs-query`` flags that ask for ``options`` (defaults left out)."""
     defaults = QueryOptions()
     arguments: list[str] = []
-    for name, flag in _FLAGS.items():
+    for name, flag in FLAGS.items():
         value = getattr(options, name)
         if value is None or value == getattr(defaults, name) or (name == "seed" and options.sample is None):
             continue
@@ -69,10 +70,14 @@ def run_record(index_path: str | os.PathLike[str], index_meta: dict[str, Any], o
 
 
 def finished_record(run: dict[str, Any], output: str | os.PathLike[str], source: str, lines: int,
-                    input_sha256: str) -> dict[str, Any]:
-    """The record of a run that has read its whole input and writes ``output``."""
+                    input_sha256: str, workers: int = 1) -> dict[str, Any]:
+    """The record of a run that has read its whole input and writes ``output``, finished by
+    ``workers`` processes: its ``command`` is that run's whole command line (``--workers``
+    too, which the output does not depend on, so ``arguments`` leaves it out)."""
     input_path = source if source.startswith("<") else os.path.abspath(source)
     command = ["fastsubs-query", run["index"]["path"], *run["arguments"]]
+    if workers != 1:
+        command += ["--workers", str(workers)]
     if not source.startswith("<"):
         command += ["-i", input_path]
     command += ["-o", os.path.abspath(output)]

@@ -183,14 +183,30 @@ class InOrder:
             yield chunk, answered.pop(number)  # type: ignore[misc]
 
 
+def run_notes(index: SubstituteIndex, options: QueryOptions, count_given: bool) -> list[str]:
+    """What a run says before it starts about options the index cannot honour as given: a
+    word of ``--exclude`` the vocabulary lacks (a warning), and a ``-n`` (``count_given``:
+    the user's, not the default 100) above the substitutes a position can have, the
+    vocabulary but ``<s>`` and the excluded words (a note: the search lists that many)."""
+    notes = [f"fastsubs-query: warning: {missing_word_warning(word)}" for word in index.unknown(options.excluded_words)]
+    excluded = len(index.excluded(options.excluded_words)) // 4
+    most = index.vocab_size - 1 - excluded
+    if count_given and options.n is not None and options.n > most:
+        but = "<s>" + (f" and {excluded:,} excluded word{'s' if excluded > 1 else ''}" if excluded else "")
+        notes.append(f"fastsubs-query: note: -n {options.n:,} is more than the {most:,} substitutes a position "
+                     f"can have (the model's {index.vocab_size:,} words but {but}); listing {most:,}")
+    return notes
+
+
 def execute(index: Path, *, options: QueryOptions, input_path: Path | None, output_path: Path | None,
             workers: int, stats: bool, resume: bool = False, compress_level: int | None = None,
-            warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> None:
+            count_given: bool = False, warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> None:
     """The whole ``fastsubs-query`` run: open input and output, process, report.
 
     With ``resume``, an interrupted ``-o`` run is continued after the input lines its
     partial output already holds; only the rest is searched (and counted by ``stats``).
     ``compress_level``: of a compressed ``-o`` (None: its format's default).
+    ``count_given``: ``options.n`` is the user's ``-n`` (a note says when the model has fewer).
     """
     refuse_the_input_as_output(output_path, input_path, sys.stdin.buffer)
     compress = output_compressor(output_path, compress_level)
@@ -202,15 +218,15 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
     index_path = str(index)
     with SubstituteIndex(index_path) as index:  # fails early, in this process, on a bad index
         record = run_record(index_path, index.meta, options, compress)
-        for word in index.unknown(options.excluded_words):
-            warn(f"fastsubs-query: warning: {missing_word_warning(word)}")
+        for note in run_notes(index, options, count_given):
+            warn(note)
     # workers fork after this: no open index crosses a fork
     source = str(input_path) if input_path is not None else "<stdin>"
     totals = SearchStats()
     with ExitStack() as stack:
         stream = stack.enter_context(open_binary(input_path)) if input_path else sys.stdin.buffer
         lines = InputLines(stream, source)
-        out = destination(output_path, record, source, warn, sys.stdout.buffer, compress)
+        out = destination(output_path, record, source, warn, sys.stdout.buffer, compress, workers)
         if resume and isinstance(out, StreamOutput):
             raise ResumeError(f"--resume needs -o to name a regular file, not {out.name}")
         try:

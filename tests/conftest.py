@@ -1,11 +1,15 @@
 """Shared fixtures: real indexes built from real model files, and the installed CLIs.
 
-The project's data lives in ``../shared/data`` beside the repository (CI lays it there
-too); tests needing the large benchmark model are marked ``slow``.
+The default suite runs from the repository alone: its real model is the bundled demo
+model (``models/``, a 4-gram Kneser-Ney model of 20K words), and its text is drawn from
+that model (:mod:`model_text`).  Only the slow suite (``-m slow``) also reads
+``../shared/data`` beside the repository (CI lays it there): the big models, the
+held-out text, and the original tool's outputs for ``kn4-small``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import pty
 import re
@@ -17,12 +21,17 @@ import pytest
 from hypothesis import Phase, settings
 
 import fastsubs
+from exhaustive import ArpaModel
+from model_text import sampled_sentences
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 REFERENCE = SHARED_DATA / "reference"
 TEST_DATA = Path(__file__).resolve().parent / "data"
 BIN = Path(sys.executable).parent
+DEMO_MODEL = REPO / "models" / "demo-kn4-20k.arpa.gz"
+#: Sentences drawn from the demo model for the tests (each takes the first N it needs).
+DEMO_SENTENCES = 1500
 
 
 # ``--hypothesis-profile no-shrink``: report a failing example as found (tests/mutations.py
@@ -31,10 +40,34 @@ settings.register_profile("no-shrink", phases=[Phase.explicit, Phase.reuse, Phas
 
 
 def shared(name: str) -> Path:
+    """A file of ``../shared/data``, for the slow suite; the test is skipped without it."""
     path = SHARED_DATA / name
     if not path.exists():
         pytest.skip(f"{path} is not here (the shared data folder sits beside the repository)")
     return path
+
+
+@functools.cache
+def demo_model() -> ArpaModel:
+    """The demo model as the exhaustive scorer reads it (parsed once per process, ~1 s)."""
+    return ArpaModel.from_file(str(DEMO_MODEL))
+
+
+@functools.cache
+def _demo_sentences() -> tuple[str, ...]:
+    return tuple(sampled_sentences(demo_model(), DEMO_SENTENCES, seed=1))
+
+
+def demo_sentences(count: int) -> list[str]:
+    """The first ``count`` sentences drawn from the demo model: the default suite's text
+    (the same on every run; fewer are the first of more)."""
+    assert count <= DEMO_SENTENCES, f"only {DEMO_SENTENCES} sentences are drawn"
+    return list(_demo_sentences()[:count])
+
+
+def demo_text(count: int) -> bytes:
+    """:func:`demo_sentences` as an input file holds them: a line each."""
+    return "".join(f"{line}\n" for line in demo_sentences(count)).encode()
 
 
 def python_block(document: Path, after: str = "") -> str:
@@ -85,8 +118,18 @@ def run_on_a_terminal(program: str, *args: str | os.PathLike[str], timeout: floa
 
 
 @pytest.fixture(scope="session")
+def demo_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled demo model compiled once per test session: the default suite's real
+    model (a Kneser-Ney model's shape: 20K words, 0.5M n-grams, a 16 MiB index)."""
+    target = tmp_path_factory.mktemp("indexes") / "demo.fsidx"
+    fastsubs.build_index(DEMO_MODEL, target)
+    return target
+
+
+@pytest.fixture(scope="session")
 def small_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """kn4-small (5K words) compiled once per test session."""
+    """kn4-small (5K words, ../shared/data) compiled once per test session: for the slow
+    tests that compare with the original tool's outputs for it, or run on it long."""
     target = tmp_path_factory.mktemp("indexes") / "kn4-small.fsidx"
     fastsubs.build_index(shared("kn4-small.arpa.gz"), target)
     return target

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import BIN, TEST_DATA, run_cli, shared
+from conftest import BIN, DEMO_MODEL, TEST_DATA, run_cli, shared
 from fastsubs.indexer.publish import TEMP_PREFIX
 
 SENTENCE = "the function returns a list of values"
@@ -109,7 +109,7 @@ def kill_builds(target: Path, moments: list[str], rng: random.Random, enough: in
     After every kill the target must still open and answer as the old index (or, had
     the build already published, as the new one).
     """
-    demo = model or shared("demo-kn4-20k.arpa.gz")
+    demo = model or DEMO_MODEL
     old_size, old_answer = answer(target)
     new_answers = []
     stats = {"killed": 0, "finished first": 0, "leftover dirs seen": 0}
@@ -261,7 +261,7 @@ def test_force_rebuild_while_other_processes_query(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_force_rebuild_of_real_models_while_other_processes_query(old_index: tuple[Path, tuple[int, list]],
                                                                  tmp_path: Path) -> None:
-    rebuild_under_queries(copy_of(old_index, tmp_path), shared("demo-kn4-20k.arpa.gz"), shared("kn4-small.arpa.gz"))
+    rebuild_under_queries(copy_of(old_index, tmp_path), DEMO_MODEL, shared("kn4-small.arpa.gz"))
 
 
 @pytest.mark.slow

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import fastsubs
-from conftest import BIN, TEST_DATA, run_cli, shared
+from conftest import BIN, TEST_DATA, demo_text, run_cli
 
 SENTENCES = b"the cat sat\ncat the\n"
 
@@ -37,10 +40,28 @@ def test_build_writes_beside_the_model_by_default_and_prints_a_summary(tmp_path:
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-def test_info_prints_the_metadata(tiny_index: Path) -> None:
-    meta = json.loads(run_cli("fastsubs-index", "info", tiny_index).stdout)
+def test_info_json_prints_the_metadata(tiny_index: Path) -> None:
+    meta = json.loads(run_cli("fastsubs-index", "info", tiny_index, "--json").stdout)
     assert meta["order"] == 3 and meta["counts"] == [6, 7, 3] and meta["vocab_size"] == 6
     assert meta["source"]["name"] == "tiny.arpa" and len(meta["source"]["sha256"]) == 64
+
+
+def test_info_says_what_the_index_holds_in_a_few_lines(tiny_index: Path) -> None:
+    """For a person: the model (name, size and SHA-256 of the file, as a methods section
+    cites it), order, counts, vocabulary, the size on disk and per order, the build."""
+    model = (TEST_DATA / "tiny.arpa").read_bytes()
+    first, *lines = run_cli("fastsubs-index", "info", tiny_index).stdout.decode().splitlines()
+    said = {name: value.strip() for name, value in (line.split(":", 1) for line in lines)}
+    assert first == f"{tiny_index}: a fastsubs index (format 3)"
+    assert said["model"] == f"tiny.arpa ({len(model)} bytes, sha256 {hashlib.sha256(model).hexdigest()})"
+    assert said["order"] == "3" and said["n-grams"] == "6 1-grams, 7 2-grams, 3 3-grams"
+    assert said["vocabulary"] == "6 words, <unk> among them (2-byte ids)"
+    on_disk = (tiny_index / "data.mdb").stat().st_size / 2**20
+    assert re.fullmatch(rf"{on_disk:.1f} MiB: 2-grams [\d.]+ MiB, 3-grams [\d.]+ MiB, the vocabulary's arrays "
+                        r"[\d.]+ MiB", said["size"]), said["size"]
+    assert re.fullmatch(rf"\d{{4}}-\d\d-\d\dT[\d:]+Z by fastsubs {re.escape(fastsubs.__version__)} "
+                        rf"\(Python {sys.version_info.major}\.{sys.version_info.minor}\.\d+\)", said["built"])
+    assert set(said) == {"model", "order", "n-grams", "vocabulary", "size", "built"}
 
 
 @pytest.mark.parametrize("compression", ["", ".gz", ".bz2", ".xz"])
@@ -106,19 +127,21 @@ def test_compressed_input_and_output_by_extension(tmp_path: Path, tiny_index: Pa
     assert lzma.decompress((tmp_path / "out.txt.xz").read_bytes()) == plain
 
 
-def test_broken_pipe_ends_quietly(small_index: Path) -> None:
-    text = shared("heldout-dev.txt")
-    result = subprocess.run(f"'{BIN / 'fastsubs-query'}' '{small_index}' -n 5 -i '{text}' | head -n 1",
+def test_broken_pipe_ends_quietly(demo_index: Path, tmp_path: Path) -> None:
+    """Far more output than a pipe holds, whose reader goes after the first line."""
+    text = tmp_path / "text.txt"
+    text.write_bytes(demo_text(400))
+    result = subprocess.run(f"'{BIN / 'fastsubs-query'}' '{demo_index}' -n 5 -i '{text}' | head -n 1",
                             shell=True, capture_output=True, timeout=300)
     assert result.stdout.count(b"\n") == 1
     assert result.stderr == b""
 
 
-def test_workers_give_the_same_output_as_one_process(small_index: Path) -> None:
-    lines = shared("heldout-dev.txt").read_bytes().split(b"\n")[:80]
-    text = b"\n".join(lines) + b"\n"
-    one = run_cli("fastsubs-query", small_index, "-n", "20", input=text).stdout
-    two = run_cli("fastsubs-query", small_index, "-n", "20", "--workers", "2", input=text).stdout
+def test_workers_give_the_same_output_as_one_process(demo_index: Path) -> None:
+    text = demo_text(80)
+    lines = text.splitlines()
+    one = run_cli("fastsubs-query", demo_index, "-n", "20", input=text).stdout
+    two = run_cli("fastsubs-query", demo_index, "-n", "20", "--workers", "2", input=text).stdout
     assert two == one
     assert one.count(b"\n") == sum(len(line.split()) + 1 for line in lines)
 
@@ -143,20 +166,20 @@ RECORD = b"r1\t7\t1\tthe cat sat"
     ([], TEXT, 4), (["-z"], TEXT, 4), (["--workers", "2"], TEXT, 4), (["-t"], RECORD, 2),
     (["-f", "jsonl"], TEXT, 4), (["-t", "-f", "jsonl"], RECORD, 1), (["--sample", "3"], TEXT, 12),
     (["--sample", "3", "-f", "jsonl"], TEXT, 4)])
-def test_every_output_format_runs_without_numpy(small_index: Path, args: list[str], record: bytes,
+def test_every_output_format_runs_without_numpy(demo_index: Path, args: list[str], record: bytes,
                                                 lines: int) -> None:
     """Start-up: importing numpy takes ~70 ms, a third of a short run.  The C core writes
     every format (text, JSON lines, samples), so no run of the command line needs numpy."""
-    run = subprocess.run([str(BIN / "python"), "-c", _QUERY_THEN_SAY_NUMPY, str(small_index), "-n", "5", *args],
+    run = subprocess.run([str(BIN / "python"), "-c", _QUERY_THEN_SAY_NUMPY, str(demo_index), "-n", "5", *args],
                          input=record + b"\n", capture_output=True, check=True)
     assert run.stderr == b"no numpy"
     assert run.stdout.count(b"\n") == lines
-    assert run.stdout == run_cli("fastsubs-query", small_index, "-n", "5", *args, input=record + b"\n").stdout
+    assert run.stdout == run_cli("fastsubs-query", demo_index, "-n", "5", *args, input=record + b"\n").stdout
 
 
-def test_the_numpy_check_can_tell(small_index: Path) -> None:
+def test_the_numpy_check_can_tell(demo_index: Path) -> None:
     """The check above says so when numpy was imported."""
-    run = subprocess.run([str(BIN / "python"), "-c", "import numpy\n" + _QUERY_THEN_SAY_NUMPY, str(small_index)],
+    run = subprocess.run([str(BIN / "python"), "-c", "import numpy\n" + _QUERY_THEN_SAY_NUMPY, str(demo_index)],
                          input=TEXT + b"\n", capture_output=True, check=True)
     assert run.stderr == b"numpy imported"
 

@@ -1,5 +1,6 @@
-"""What ``fastsubs-query`` refuses or caps to keep a user's files and machine safe: an
-output that names its input, more searching processes than there are cores."""
+"""What ``fastsubs-query`` refuses or caps to keep a user's files and machine safe, or
+caps to what the model has: an output that names its input, more searching processes
+than there are cores, more substitutes than the vocabulary holds."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import fastsubs
 from conftest import BIN, run_cli
 
 TEXT = b"the cat sat\ncat the dog\n\nthe dog sat on the cat\n" * 20
@@ -95,3 +97,28 @@ def test_workers_within_the_cores_say_nothing(tiny_index: Path, tmp_path: Path) 
     result = run_cli("fastsubs-query", tiny_index, "-n", "5", "-i", source, "--workers", str(workers))
     assert result.stderr == b"" and result.stdout == run_cli("fastsubs-query", tiny_index, "-n", "5",
                                                               "-i", source).stdout
+
+
+def test_a_count_above_the_vocabulary_is_capped_with_a_note(tiny_index: Path) -> None:
+    """-n above the substitutes a position can have (every word but <s>, and but the excluded
+    ones) lists them all, as the original did, with a note saying so, as --workers above the
+    cores does; the default count (100, not asked for) and -p alone say nothing."""
+    with fastsubs.open_index(tiny_index) as index:
+        words = index.vocab_size
+    most = words - 1
+    exact = run_cli("fastsubs-query", tiny_index, "-n", str(most), input=TEXT)
+    assert exact.stderr == b""
+    assert {len(line.split(b"\t")) - 1 for line in exact.stdout.splitlines()} == {most}
+    above = run_cli("fastsubs-query", tiny_index, "-n", str(most + 1), input=TEXT)
+    assert above.stdout == exact.stdout
+    assert above.stderr.decode().splitlines() == [
+        f"fastsubs-query: note: -n {most + 1} is more than the {most} substitutes a position can have "
+        f"(the model's {words} words but <s>); listing {most}"]
+    excluding = run_cli("fastsubs-query", tiny_index, "-n", "1000", "--exclude", "cat", input=TEXT)
+    assert excluding.stderr.decode().splitlines() == [
+        f"fastsubs-query: note: -n 1,000 is more than the {most - 1} substitutes a position can have "
+        f"(the model's {words} words but <s> and 1 excluded word); listing {most - 1}"]
+    assert excluding.stdout == run_cli("fastsubs-query", tiny_index, "-n", str(most - 1), "--exclude", "cat",
+                                       input=TEXT).stdout
+    for unasked in ([], ["-p", "0.9"]):
+        assert run_cli("fastsubs-query", tiny_index, *unasked, input=TEXT).stderr == b""

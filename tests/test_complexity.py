@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import run_cli, shared
+from conftest import demo_text, run_cli
 from fastsubs.bench.complexity import EffortPoint, fitted_slope
 
 
@@ -16,19 +16,26 @@ def test_fitted_slope_recovers_a_power_law() -> None:
     assert fitted_slope(points) == pytest.approx(0.59)
 
 
+@pytest.fixture()
+def text(tmp_path: Path) -> Path:
+    path = tmp_path / "text.txt"
+    path.write_bytes(demo_text(20))
+    return path
+
+
 def vocab_size(index: Path) -> int:
     with fastsubs.open_index(index) as opened:
         return opened.vocab_size
 
 
-def test_one_column_per_index_and_a_png(small_index: Path, tiny_index: Path, tmp_path: Path) -> None:
+def test_one_column_per_index_and_a_png(demo_index: Path, tiny_index: Path, text: Path, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     png = tmp_path / "effort.png"
-    result = run_cli("fastsubs-bench", "complexity", small_index, tiny_index, shared("heldout-dev.txt"),
+    result = run_cli("fastsubs-bench", "complexity", demo_index, tiny_index, text,
                      "--lines", "5", "--ks", "100,1,10", "-o", png)
     rows = [row.split() for row in result.stdout.decode().splitlines()]
-    assert rows[0] == ["K", small_index.name, tiny_index.name]
-    sizes = [vocab_size(small_index), vocab_size(tiny_index)]
+    assert rows[0] == ["K", demo_index.name, tiny_index.name]
+    sizes = [vocab_size(demo_index), vocab_size(tiny_index)]
     assert rows[1] == ["V"] + [f"{size:,}" for size in sizes]
     assert [row[0] for row in rows[2:5]] == ["1", "10", "100"]  # K ascending
     for column, size in enumerate(sizes, start=1):
@@ -40,17 +47,17 @@ def test_one_column_per_index_and_a_png(small_index: Path, tiny_index: Path, tmp
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_the_text_alone_is_refused_in_one_line(tmp_path: Path) -> None:
+def test_the_text_alone_is_refused_in_one_line(text: Path) -> None:
     pytest.importorskip("matplotlib")
-    result = run_cli("fastsubs-bench", "complexity", shared("heldout-dev.txt"), check=False)
+    result = run_cli("fastsubs-bench", "complexity", text, check=False)
     assert result.returncode != 0
     assert result.stderr.decode().strip().splitlines() == [
         "fastsubs-bench: error: give one or more index directories, then the text"]
 
 
-def test_bad_ks_are_refused_in_one_line(small_index: Path) -> None:
+def test_bad_ks_are_refused_in_one_line(demo_index: Path, text: Path) -> None:
     pytest.importorskip("matplotlib")
-    result = run_cli("fastsubs-bench", "complexity", small_index, shared("heldout-dev.txt"), "--ks", "1,ten",
+    result = run_cli("fastsubs-bench", "complexity", demo_index, text, "--ks", "1,ten",
                      check=False)
     assert result.returncode != 0
     assert result.stderr.decode().strip().splitlines() == [

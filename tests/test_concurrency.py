@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import BIN, children, shared
+from conftest import BIN, DEMO_SENTENCES, children, demo_text
 
 READER = r"""
 import sys
@@ -96,7 +96,7 @@ def killed_worker_run(index: Path, tmp_path: Path, args: list[str], delay: float
     """Kill the one forked worker of a ``--workers 2`` run ``delay`` seconds after it started;
     the run must end at once with one line saying so (exit 1), and leave no OUT."""
     corpus = tmp_path / "corpus.txt"
-    corpus.write_bytes(shared("heldout-dev.txt").read_bytes() * 4)
+    corpus.write_bytes(demo_text(DEMO_SENTENCES) * 4)  # far more than a run does before its kill
     out = tmp_path / "out.txt"
     run = subprocess.Popen([str(BIN / "fastsubs-query"), str(index), "--workers", "2", "-i", str(corpus),
                             "-o", str(out), *args], stderr=subprocess.PIPE)
@@ -115,13 +115,13 @@ def killed_worker_run(index: Path, tmp_path: Path, args: list[str], delay: float
     assert not out.exists()
 
 
-def test_a_dead_worker_fails_the_run_loudly(small_index: Path, tmp_path: Path) -> None:
-    killed_worker_run(small_index, tmp_path, [], 1.0)
+def test_a_dead_worker_fails_the_run_loudly(demo_index: Path, tmp_path: Path) -> None:
+    killed_worker_run(demo_index, tmp_path, [], 1.0)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.05 * i for i in range(1, 21)])
-def test_a_worker_killed_at_any_moment_fails_the_run_loudly(small_index: Path, tmp_path: Path,
+def test_a_worker_killed_at_any_moment_fails_the_run_loudly(demo_index: Path, tmp_path: Path,
                                                             delay: float) -> None:
     """Killed anywhere, in the middle of sending a long result too (-n 1000: ~40 KB a line)."""
-    killed_worker_run(small_index, tmp_path, ["-n", "1000"], delay)
+    killed_worker_run(demo_index, tmp_path, ["-n", "1000"], delay)

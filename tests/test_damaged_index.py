@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import fastsubs
-from conftest import TEST_DATA, run_cli, shared
+from conftest import TEST_DATA, demo_text, run_cli
 from fastsubs import format as fmt
 from fastsubs.bench.reference_terms import TermBuilder
 from fastsubs.errors import IndexFileError
@@ -352,12 +352,12 @@ def test_a_lost_end_record_is_named(tiny_index: Path, tmp_path: Path) -> None:
     assert result.returncode == 1 and f"patterns{order} has no END record".encode() in result.stderr
 
 
-def test_verify_names_a_score_that_is_no_log_probability(small_index: Path, tmp_path: Path) -> None:
+def test_verify_names_a_score_that_is_no_log_probability(demo_index: Path, tmp_path: Path) -> None:
     """A pattern's best score forged above 0 (a probability above 1; still the best, so its
     order holds) with the record's checksum made right: nothing a look-up checks is broken,
     and verify, which checks every score, names it."""
     copy = tmp_path / "positive.fsidx"
-    shutil.copytree(small_index, copy)
+    shutil.copytree(demo_index, copy)
     with SubstituteIndex(copy) as index:
         id_bytes, order = index.id_bytes, index.order
     env = lmdb.open(str(copy), max_dbs=64)
@@ -393,14 +393,14 @@ def first_pattern(key: bytes, value: bytes) -> tuple[bytes, int, int]:
 
 
 @pytest.mark.parametrize("break_it", ["ids", "positions", "order of scores"])
-def test_a_record_with_a_valid_checksum_and_broken_fields_is_named(small_index: Path, tmp_path: Path,
+def test_a_record_with_a_valid_checksum_and_broken_fields_is_named(demo_index: Path, tmp_path: Path,
                                                                   break_it: str) -> None:
     """What a checksum cannot vouch for (the builder's work, or a forger's) is checked when a
     pattern is read: ids strictly increasing, positions by score a permutation that sorts the
     scores.  The first pattern of a 4-gram record of the small model with several words is
     broken, its checksum made right; the query that reads it fails, the others do not."""
     copy = tmp_path / "forged.fsidx"
-    shutil.copytree(small_index, copy)
+    shutil.copytree(demo_index, copy)
     with SubstituteIndex(copy) as index:
         id_bytes = index.id_bytes
     env = lmdb.open(str(copy), max_dbs=64)
@@ -438,9 +438,9 @@ def test_a_record_with_a_valid_checksum_and_broken_fields_is_named(small_index: 
 
 
 @pytest.mark.parametrize("keep", [0, 4096, 0.5])
-def test_a_truncated_index_is_named_truncated(small_index: Path, tmp_path: Path, keep: float) -> None:
+def test_a_truncated_index_is_named_truncated(demo_index: Path, tmp_path: Path, keep: float) -> None:
     copy = tmp_path / "cut.fsidx"
-    shutil.copytree(small_index, copy)
+    shutil.copytree(demo_index, copy)
     data = copy / "data.mdb"
     size = data.stat().st_size
     os.truncate(data, int(size * keep) if isinstance(keep, float) else keep)
@@ -453,9 +453,9 @@ def test_a_truncated_index_is_named_truncated(small_index: Path, tmp_path: Path,
         assert isinstance(raised.value, fastsubs.DamagedIndexError) and "data.mdb is truncated" in message, message
 
 
-def test_an_index_one_page_short_is_named_truncated(small_index: Path, tmp_path: Path) -> None:
+def test_an_index_one_page_short_is_named_truncated(demo_index: Path, tmp_path: Path) -> None:
     copy = tmp_path / "cut.fsidx"
-    shutil.copytree(small_index, copy)
+    shutil.copytree(demo_index, copy)
     os.truncate(copy / "data.mdb", (copy / "data.mdb").stat().st_size - 4096)
     with pytest.raises(fastsubs.DamagedIndexError, match="data.mdb is truncated"):
         fastsubs.open_index(copy)
@@ -464,7 +464,7 @@ def test_an_index_one_page_short_is_named_truncated(small_index: Path, tmp_path:
 
 def check_flips(source: Path, tmp_path: Path, flips: int, seed: int) -> dict[str, int]:
     """Flip one byte at a time at random offsets: answers stay right, or a clear error, never wrong."""
-    text = b"\n".join(shared("heldout-dev.txt").read_bytes().split(b"\n")[:25]) + b"\n"
+    text = demo_text(25)
     expected = run_cli("fastsubs-query", source, "-n", "20", input=text).stdout
     size = (source / "data.mdb").stat().st_size
     rng = random.Random(seed)
@@ -490,10 +490,10 @@ def check_flips(source: Path, tmp_path: Path, flips: int, seed: int) -> dict[str
 
 
 @pytest.mark.slow
-def test_flipped_bytes_anywhere_give_a_clear_error_or_the_right_answer(small_index: Path, tmp_path: Path) -> None:
+def test_flipped_bytes_anywhere_give_a_clear_error_or_the_right_answer(demo_index: Path, tmp_path: Path) -> None:
     """Random offsets of the whole file (most land in records these queries never read):
     every query run ends in the right answer or one clear line, and verify finds some."""
-    outcomes = check_flips(small_index, tmp_path, flips=40, seed=2)
+    outcomes = check_flips(demo_index, tmp_path, flips=40, seed=2)
     assert outcomes["clear error"] > 0 and outcomes["verify found it"] > 0, outcomes
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import REPO, python_block, run_cli, shared
+from conftest import BIN, REPO, demo_text, python_block, run_cli
 
 distributed = pytest.importorskip("distributed")
 dask_bag = pytest.importorskip("dask.bag")
@@ -26,7 +27,7 @@ def cluster():
 
 @pytest.fixture()
 def corpus(tmp_path: Path) -> Path:
-    lines = shared("heldout-dev.txt").read_bytes().split(b"\n")
+    lines = demo_text(45).split(b"\n")
     folder = tmp_path / "corpus"
     folder.mkdir()
     for part in range(3):
@@ -36,36 +37,69 @@ def corpus(tmp_path: Path) -> Path:
     return folder
 
 
-def test_cli_on_a_cluster_equals_the_serial_run(cluster, corpus: Path, small_index: Path, tmp_path: Path) -> None:
+def test_cli_on_a_cluster_equals_the_serial_run(cluster, corpus: Path, demo_index: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    run_cli("fastsubs-query", small_index, "-n", "10", "--dask", cluster.scheduler_address,
+    run_cli("fastsubs-query", demo_index, "-n", "10", "--dask", cluster.scheduler_address,
             "-i", f"{corpus}/*.txt", "-o", out)
     for source in sorted(corpus.iterdir()):
-        serial = run_cli("fastsubs-query", small_index, "-n", "10", "-i", source).stdout
+        serial = run_cli("fastsubs-query", demo_index, "-n", "10", "-i", source).stdout
         assert (out / source.name).read_bytes() == serial, source.name
 
 
-def test_bag_of_sentences_maps_to_the_serial_output(cluster, corpus: Path, small_index: Path) -> None:
+def test_bag_of_sentences_maps_to_the_serial_output(cluster, corpus: Path, demo_index: Path) -> None:
     from distributed import Client
 
     from fastsubs.dask import substitutes_bag
 
     lines = dask_bag.read_text(f"{corpus}/part*.txt", errors="surrogateescape")
     with Client(cluster) as client:
-        rendered = client.compute(substitutes_bag(lines, small_index, fastsubs.QueryOptions(n=5))).result()
-    serial = b"".join(run_cli("fastsubs-query", small_index, "-n", "5", "-i", source).stdout
+        rendered = client.compute(substitutes_bag(lines, demo_index, fastsubs.QueryOptions(n=5))).result()
+    serial = b"".join(run_cli("fastsubs-query", demo_index, "-n", "5", "-i", source).stdout
                       for source in sorted(corpus.glob("part*.txt")))
     assert "".join(line + "\n" for line in rendered).encode() == serial
 
 
-def test_missing_inputs_are_one_clear_line(cluster, small_index: Path, tmp_path: Path) -> None:
-    result = run_cli("fastsubs-query", small_index, "--dask", cluster.scheduler_address,
+def test_missing_inputs_are_one_clear_line(cluster, demo_index: Path, tmp_path: Path) -> None:
+    result = run_cli("fastsubs-query", demo_index, "--dask", cluster.scheduler_address,
                      "-i", f"{tmp_path}/nothing/*.txt", "-o", tmp_path / "out", check=False)
     assert result.returncode == 1 and b"no input file matches" in result.stderr
     assert result.stderr.count(b"\n") == 1
 
 
-def test_bag_files_are_byte_identical_to_the_cli(cluster, corpus: Path, small_index: Path, tmp_path: Path) -> None:
+def test_notes_on_the_options_are_those_of_a_serial_run(cluster, tiny_index: Path, tmp_path: Path) -> None:
+    """-n above the vocabulary and an excluded word the model lacks: the same lines on stderr."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_bytes(b"the cat\n")
+    options = ["-n", "1000", "--exclude", "no-such-word"]
+    on_cluster = run_cli("fastsubs-query", tiny_index, *options, "--dask", cluster.scheduler_address,
+                         "-i", f"{tmp_path}/in/*.txt", "-o", tmp_path / "out")
+    serial = run_cli("fastsubs-query", tiny_index, *options, "-i", tmp_path / "in" / "a.txt")
+    said = [[line for line in run.stderr.decode().splitlines() if line.startswith("fastsubs-query: ")]
+            for run in (on_cluster, serial)]  # not what Dask may log
+    assert "note: -n 1,000 is more than" in serial.stderr.decode() and "'no-such-word'" in serial.stderr.decode()
+    assert said[0] == said[1] and len(said[1]) == 2 and (tmp_path / "out" / "a.txt").read_bytes() == serial.stdout
+
+
+def test_a_cluster_out_of_reach_is_one_line_and_leaves_nothing(tiny_index: Path, tmp_path: Path) -> None:
+    """Nothing listens at the scheduler's address: the run ends at Dask's connect timeout
+    (shortened here through Dask's own setting) with one line naming the address, and
+    makes no -o directory (an empty one would look like a run that found no input)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_bytes(b"the cat\n")
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    result = subprocess.run([str(BIN / "fastsubs-query"), str(tiny_index), "--dask", address,
+                             "-i", f"{tmp_path}/in/*.txt", "-o", str(tmp_path / "out" / "subs")],
+                            capture_output=True, timeout=120,
+                            env={**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"})
+    assert result.returncode == 1
+    [line] = result.stderr.decode().splitlines()
+    assert line.startswith("fastsubs-query: error: ") and address in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+def test_bag_files_are_byte_identical_to_the_cli(cluster, corpus: Path, demo_index: Path, tmp_path: Path) -> None:
     """Any bytes, an empty line, an empty file, a last line without newline; text and JSON lines."""
     from distributed import Client
 
@@ -77,10 +111,10 @@ def test_bag_files_are_byte_identical_to_the_cli(cluster, corpus: Path, small_in
                                   ["-p", "0.5", "--format", "jsonl", "--sample", "3", "--seed", "2"])]:
         lines = dask_bag.read_text([str(s) for s in sources], encoding="utf-8", errors="surrogateescape")
         with Client(cluster):
-            written = to_textfiles(substitutes_bag(lines, small_index, options), f"{tmp_path}/{name}/*.txt")
+            written = to_textfiles(substitutes_bag(lines, demo_index, options), f"{tmp_path}/{name}/*.txt")
         assert len(written) == len(sources)
         for source, path in zip(sources, sorted(written, key=lambda p: int(Path(p).stem))):
-            serial = run_cli("fastsubs-query", small_index, *flags, "-i", source).stdout
+            serial = run_cli("fastsubs-query", demo_index, *flags, "-i", source).stdout
             assert Path(path).read_bytes() == serial, (name, source.name)
 
 
@@ -91,33 +125,33 @@ def stats_of(stderr: bytes) -> tuple[int, int, int]:
     return int(found[1]), int(found[2]), int(found[3])
 
 
-def test_threads_of_a_worker_search_at_once_and_count_their_own_work(small_index: Path, tmp_path: Path) -> None:
+def test_threads_of_a_worker_search_at_once_and_count_their_own_work(demo_index: Path, tmp_path: Path) -> None:
     """One worker process with four threads runs four files at once on one open index:
     each output is the serial run's, and --stats adds up the serial runs' work (each
     thread counts its own searches, not what the others search meanwhile)."""
-    lines = shared("heldout-dev.txt").read_bytes().split(b"\n")
+    lines = demo_text(600).split(b"\n")
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for part in range(4):
         (corpus / f"part{part}.txt").write_bytes(b"\n".join(lines[part * 150:(part + 1) * 150]) + b"\n")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=4, processes=True,
                                   dashboard_address=":0") as threaded:
-        result = run_cli("fastsubs-query", small_index, "-n", "10", "--stats", "--dask", threaded.scheduler_address,
+        result = run_cli("fastsubs-query", demo_index, "-n", "10", "--stats", "--dask", threaded.scheduler_address,
                          "-i", f"{corpus}/*.txt", "-o", tmp_path / "out")
     expected = [0, 0, 0]
     for source in sorted(corpus.iterdir()):
-        serial = run_cli("fastsubs-query", small_index, "-n", "10", "--stats", "-i", source)
+        serial = run_cli("fastsubs-query", demo_index, "-n", "10", "--stats", "-i", source)
         assert (tmp_path / "out" / source.name).read_bytes() == serial.stdout, source.name
         expected = [total + part for total, part in zip(expected, stats_of(serial.stderr))]
     assert list(stats_of(result.stderr)) == expected
 
 
-def test_the_documented_dask_example_runs_as_written(corpus: Path, small_index: Path, tmp_path: Path) -> None:
+def test_the_documented_dask_example_runs_as_written(corpus: Path, demo_index: Path, tmp_path: Path) -> None:
     """The block of docs/dask.md, pasted into a file and run in a directory holding corpus/
     and model.fsidx: one file per input file, each what the CLI writes for it."""
     script = tmp_path / "pipeline.py"
     script.write_text(python_block(REPO / "docs" / "dask.md"))
-    (tmp_path / "model.fsidx").symlink_to(small_index)
+    (tmp_path / "model.fsidx").symlink_to(demo_index)
     assert corpus == tmp_path / "corpus"
     result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, timeout=300,
                             env={**os.environ, "PYTHONWARNINGS": "ignore"})
@@ -126,6 +160,6 @@ def test_the_documented_dask_example_runs_as_written(corpus: Path, small_index: 
     sources = sorted(corpus.iterdir())
     assert len(written) == len(sources)
     for source, path in zip(sources, written):
-        serial = run_cli("fastsubs-query", small_index, "-n", "100", "--exclude", "</s>", "--exclude", "<unk>",
+        serial = run_cli("fastsubs-query", demo_index, "-n", "100", "--exclude", "</s>", "--exclude", "<unk>",
                          "-i", source).stdout
         assert path.read_bytes() == serial, source.name

@@ -133,13 +133,14 @@ def test_unknown_words_back_off_through_their_known_context() -> None:
     assert ArpaModel.from_text(text).logprob("zz", ["a", "b"]) == 0.25 + 0.5 - 100  # the case is the one meant
     check_model(text, [["a", "b", "zz"], ["c", "b", "zz", "yy"], ["b", "zz"]])
 
-def test_kn4_small_sentences_equal_exhaustive(small_index: Path) -> None:
-    """A real model: the first sentences of the held-out text, every position, against the oracle."""
-    from conftest import shared
+def test_demo_model_sentences_equal_exhaustive(demo_index: Path) -> None:
+    """A real model (the demo's 20K words, Kneser-Ney): every position of a few sentences
+    drawn from it, against the oracle."""
+    from conftest import demo_model, demo_sentences
 
-    oracle = ArpaModel.from_file(str(shared("kn4-small.arpa.gz"))).stored_as_float32()
-    lines = shared("heldout-dev.txt").read_text().splitlines()[:3]
-    with fastsubs.open_index(small_index) as index:
+    oracle = demo_model().stored_as_float32()
+    lines = demo_sentences(4)
+    with fastsubs.open_index(demo_index) as index:
         for line in lines:
             tokens = line.split()[:12]
             for position in range(len(tokens) + 1):

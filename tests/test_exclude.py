@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import fastsubs
 from arpa_gen import arpa_models, sentences
-from conftest import run_cli, shared
+from conftest import demo_model, demo_sentences, run_cli
 from exhaustive import BOS, ArpaModel
 from test_exactness import assert_exact
 
@@ -55,14 +55,14 @@ def test_excluded_words_are_skipped_by_the_search(case) -> None:
                                      f"{tokens} position {position} n={n} p={p} excluding {sorted(excluded)}")
 
 
-def test_kn4_small_without_its_best_words_equals_exhaustive(small_index: Path) -> None:
+def test_demo_model_without_its_best_words_equals_exhaustive(demo_index: Path) -> None:
     """A real model, every position of a sentence, without the markers, punctuation and the
     five best words of the first position (so the exclusion bites where the search starts)."""
-    oracle = ArpaModel.from_file(str(shared("kn4-small.arpa.gz"))).stored_as_float32()
-    tokens = shared("heldout-dev.txt").read_text().splitlines()[0].split()[:10]
+    oracle = demo_model().stored_as_float32()
+    tokens = next(line.split() for line in demo_sentences(20) if len(line.split()) >= 10)[:10]
     best = [word for word, _ in oracle.ranked(oracle.substitute_scores(tokens, 0))[:5]]
     excluded = {"</s>", "<unk>", ".", ",", "the", *best}
-    with fastsubs.open_index(small_index) as index:
+    with fastsubs.open_index(demo_index) as index:
         for position in range(len(tokens) + 1):
             for n, p in [(1, None), (100, None), (None, 0.5), (50, 0.9)]:
                 ours = index.position(tokens, position, n=n, p=p, exclude=excluded)
@@ -71,16 +71,16 @@ def test_kn4_small_without_its_best_words_equals_exhaustive(small_index: Path) -
                              f"{tokens} {position} n={n} p={p}")
 
 
-def test_cli_exclude_options_equal_the_api(small_index: Path, tmp_path: Path) -> None:
-    lines = shared("heldout-dev.txt").read_text().splitlines()[:4]
+def test_cli_exclude_options_equal_the_api(demo_index: Path, tmp_path: Path) -> None:
+    lines = demo_sentences(4)
     listed = tmp_path / "excluded.txt"
     listed.write_text("<unk>\n\n  .  \n,\nno-such-word\n")
-    result = run_cli("fastsubs-query", small_index, "-n", "20", "--exclude", "</s>", "--exclude", "the",
+    result = run_cli("fastsubs-query", demo_index, "-n", "20", "--exclude", "</s>", "--exclude", "the",
                      "--exclude-from", listed, input="\n".join(lines).encode() + b"\n")
     assert result.stderr.decode().splitlines() == [
         "fastsubs-query: warning: excluded word 'no-such-word' is not in the model's vocabulary"]
     excluded = ["</s>", "the", "<unk>", ".", ",", "no-such-word"]
-    with fastsubs.open_index(small_index) as index, pytest.warns(UserWarning, match="'no-such-word'"):
+    with fastsubs.open_index(demo_index) as index, pytest.warns(UserWarning, match="'no-such-word'"):
         expected = [[f"{s.word} {s.logprob:.8f}" for s in subs]
                     for line in lines for subs in index.sentence(line, n=20, exclude=excluded)]
     rows = [row.split("\t")[1:] for row in result.stdout.decode().splitlines()]

@@ -2,8 +2,8 @@
 
 ``--force`` once deleted whatever sat at the target: a user's directory, a file.  Now
 a build replaces only what a build made (an index, an index whose build never wrote
-its metadata, an empty directory) and refuses anything else with one line naming the
-path, with or without ``--force``, leaving it untouched.  A build stopped by SIGTERM
+its metadata) and refuses anything else with one line naming the path, with or without
+``--force``, leaving it untouched; an empty directory it builds into, ``--force`` or not.  A build stopped by SIGTERM
 or SIGINT removes its temporary directory and exits 143 / 130 with one line.
 """
 
@@ -19,7 +19,7 @@ import lmdb
 import pytest
 
 import fastsubs
-from conftest import BIN, TEST_DATA, children, run_cli, shared
+from conftest import BIN, DEMO_MODEL, TEST_DATA, children, run_cli
 from fastsubs.errors import IndexExistsError, TargetNotAnIndexError
 from fastsubs.indexer.publish import TEMP_PREFIX
 from generated_models import write_model
@@ -152,6 +152,23 @@ def test_an_existing_index_needs_force_which_each_interface_names_its_way(tmp_pa
     assert snapshot(target) == before
 
 
+def test_an_empty_directory_is_built_into_without_force(tmp_path: Path) -> None:
+    """An empty directory made for the index beforehand (a job script's ``mkdir -p``) holds
+    no index to protect: the build goes there as to a new path, from the command line and
+    from Python; once it holds the index, --force is needed again."""
+    for number, build in enumerate([
+            lambda target: run_cli("fastsubs-index", "build", TINY, "-o", target, "-q"),
+            lambda target: fastsubs.build_index(TINY, target)]):
+        target = tmp_path / f"made-{number}.fsidx"
+        target.mkdir()
+        build(target)
+        with fastsubs.open_index(target) as index:
+            assert index.vocab_size == unigram_count(TINY)
+        with pytest.raises(IndexExistsError):
+            fastsubs.build_index(TINY, target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["made-0.fsidx", "made-1.fsidx"]
+
+
 def start_build(model: Path, target: Path, *options: str) -> subprocess.Popen[bytes]:
     """A build in a session of its own (its process group: the build and its jobs)."""
     return subprocess.Popen([str(BIN / "fastsubs-index"), "build", str(model), "-o", str(target), "-q", *options],
@@ -183,7 +200,7 @@ def test_a_stopped_build_removes_its_temporary_directory(tmp_path: Path, stop: s
     or to its whole process group (a terminal's Ctrl-C, a batch system's SIGTERM, which its
     jobs get too): it ends at once, with its status and one line, leaving nothing."""
     target = tmp_path / "model.fsidx"
-    build = start_build(shared("demo-kn4-20k.arpa.gz"), target, "--jobs", "2")
+    build = start_build(DEMO_MODEL, target, "--jobs", "2")
     temp = wait_for_temp_dir(build, tmp_path, moment)
     assert build.poll() is None
     if whom == "build":
@@ -200,7 +217,7 @@ def test_a_stopped_build_removes_its_temporary_directory(tmp_path: Path, stop: s
 def test_a_build_whose_job_process_is_killed_fails_at_once(tmp_path: Path) -> None:
     """A job process killed (out of memory, by hand) while the build reads the model: the
     build ends at once with one line saying so, and leaves nothing."""
-    build = start_build(shared("demo-kn4-20k.arpa.gz"), tmp_path / "model.fsidx", "--jobs", "2")
+    build = start_build(DEMO_MODEL, tmp_path / "model.fsidx", "--jobs", "2")
     wait_for_temp_dir(build, tmp_path, "runs")
     jobs = children(build.pid)
     assert len(jobs) == 2
@@ -214,7 +231,7 @@ def test_a_build_whose_job_process_is_killed_fails_at_once(tmp_path: Path) -> No
 
 def test_a_build_removes_what_dead_builds_of_other_targets_left(tmp_path: Path) -> None:
     """A build killed with SIGKILL cannot clean up: the next build beside it does, whatever its target."""
-    build = start_build(shared("demo-kn4-20k.arpa.gz"), tmp_path / "first.fsidx")
+    build = start_build(DEMO_MODEL, tmp_path / "first.fsidx")
     left = wait_for_temp_dir(build, tmp_path, "runs")
     build.kill()
     build.communicate(timeout=60)

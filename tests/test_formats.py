@@ -23,8 +23,8 @@ from fastsubs.tokens import tokenize
 
 
 @pytest.fixture(scope="module")
-def index(small_index: Path):
-    with SubstituteIndex(small_index) as opened:
+def index(demo_index: Path):
+    with SubstituteIndex(demo_index) as opened:
         yield opened
 
 

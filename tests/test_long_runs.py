@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import BIN, TEST_DATA, children, run_cli, shared
+from conftest import BIN, TEST_DATA, children, demo_text, run_cli
 from fastsubs.query.lines import CHUNK_LINES, TAIL_LINES
 from fastsubs.query.output_files import PARTIAL_SUFFIX, STATE_SUFFIX
 
@@ -60,9 +60,9 @@ def one_line(stderr: bytes) -> str:
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """400 real sentences (a few seconds of kn4-small at -n 10)."""
+    """400 sentences of the demo model's (a few seconds of its index at -n 10)."""
     path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    path.write_bytes(b"".join(shared("heldout-dev.txt").read_bytes().splitlines(keepends=True)[:400]))
+    path.write_bytes(demo_text(400))
     return path
 
 
@@ -174,17 +174,17 @@ def _case_id(case: tuple | object) -> str:
 
 
 @pytest.mark.parametrize("sig, name, args", CASES, ids=[_case_id(case) for case in CASES])
-def test_a_stopped_run_resumes_to_the_uninterrupted_bytes(small_index: Path, corpus: Path, tmp_path: Path,
+def test_a_stopped_run_resumes_to_the_uninterrupted_bytes(demo_index: Path, corpus: Path, tmp_path: Path,
                                                           sig: signal.Signals, name: str, args: list[str]) -> None:
     rng = random.Random(f"{sig.name}{name}")
     expected = tmp_path / f"expected-{name}"
-    whole = run_cli(QUERY, small_index, "-i", corpus, "-o", expected, "--stats", *args)
+    whole = run_cli(QUERY, demo_index, "-i", corpus, "-o", expected, "--stats", *args)
     out = tmp_path / name
-    interrupted_run(small_index, corpus.read_bytes(), out, args, sig, rng.uniform(0.0, 1.5))
+    interrupted_run(demo_index, corpus.read_bytes(), out, args, sig, rng.uniform(0.0, 1.5))
     done = recorded_lines(out)
     if sig != signal.SIGKILL:  # a stop it sees records every line it wrote
         assert done > 0
-    resumed = run_cli(QUERY, small_index, "-i", corpus, "-o", out, "--resume", "--stats", *args)
+    resumed = run_cli(QUERY, demo_index, "-i", corpus, "-o", out, "--resume", "--stats", *args)
     assert out.read_bytes() == expected.read_bytes()
     assert not partial(out).exists() and not Path(f"{out}{STATE_SUFFIX}").exists()
     if "--sample" not in args and "--no-eos" not in args:
@@ -193,30 +193,31 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_bytes(small_index: Path, cor
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["SIGKILL", "SIGTERM", "SIGINT"])
-def test_workers_die_with_the_parent_quietly(small_index: Path, tmp_path: Path, sig: signal.Signals) -> None:
+def test_workers_die_with_the_parent_quietly(demo_index: Path, tmp_path: Path, sig: signal.Signals) -> None:
     """Stopped while waiting for input, workers started; SIGINT goes to the whole group, as Ctrl-C does."""
-    interrupted_run(small_index, b"", tmp_path / "subs.txt", ["--workers", "2"], sig, 0.0,
+    interrupted_run(demo_index, b"", tmp_path / "subs.txt", ["--workers", "2"], sig, 0.0,
                     group=sig == signal.SIGINT)
 
 
-def test_ctrl_c_mid_run_stops_every_process_with_one_line(small_index: Path, corpus: Path, tmp_path: Path) -> None:
+def test_ctrl_c_mid_run_stops_every_process_with_one_line(demo_index: Path, corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "subs.txt"
-    interrupted_run(small_index, corpus.read_bytes(), out, ["--workers", "2"], signal.SIGINT,
+    interrupted_run(demo_index, corpus.read_bytes(), out, ["--workers", "2"], signal.SIGINT,
                     random.Random(3).uniform(0.0, 1.0), group=True)
-    run_cli(QUERY, small_index, "-i", corpus, "-o", out, "--resume")
-    assert out.read_bytes() == run_cli(QUERY, small_index, "-i", corpus).stdout
+    run_cli(QUERY, demo_index, "-i", corpus, "-o", out, "--resume")
+    assert out.read_bytes() == run_cli(QUERY, demo_index, "-i", corpus).stdout
 
 
 # --- refusals ----------------------------------------------------------------------------
 
-def test_resume_refuses_a_partial_output_of_another_run(small_index: Path, tiny_index: Path, corpus: Path,
+def test_resume_refuses_a_partial_output_of_another_run(demo_index: Path, tiny_index: Path, corpus: Path,
                                                         tmp_path: Path) -> None:
+    """Every run asks for -n 5, which the other index (the tiny one: its 6 words but <s>) gives too."""
     lines = corpus.read_bytes().splitlines(keepends=True)
     truncated = tmp_path / "corpus.txt.gz"
     whole = gzip.compress(b"".join(lines))
     truncated.write_bytes(whole[: len(whole) // 2])
     out = tmp_path / "subs.txt"
-    stopped = run_cli(QUERY, small_index, "-n", "10", "-i", truncated, "-o", out, check=False)
+    stopped = run_cli(QUERY, demo_index, "-n", "5", "-i", truncated, "-o", out, check=False)
     assert stopped.returncode == 1 and not out.exists()
     kept = partial(out).read_bytes()
     assert recorded_lines(out) > 0
@@ -224,14 +225,14 @@ def test_resume_refuses_a_partial_output_of_another_run(small_index: Path, tiny_
     other_input = tmp_path / "other.txt"
     other_input.write_bytes(b"".join(reversed(lines)))
     refusals = {
-        "another input": [small_index, "-n", "10", "-i", other_input],
-        "options": [small_index, "-n", "11", "-i", corpus],
-        "another index": [tiny_index, "-n", "10", "-i", corpus],
+        "another input": [demo_index, "-n", "5", "-i", other_input],
+        "with other options (-n was 5)": [demo_index, "-n", "6", "-i", corpus],
+        "another index": [tiny_index, "-n", "5", "-i", corpus],
         "fewer than": None,  # an input shorter than what is done
     }
     short = tmp_path / "short.txt"
     short.write_bytes(b"".join(lines[:3]))
-    refusals["fewer than"] = [small_index, "-n", "10", "-i", short]
+    refusals["fewer than"] = [demo_index, "-n", "5", "-i", short]
     for words, args in refusals.items():
         refused = run_cli(QUERY, *args, "-o", out, "--resume", check=False)
         assert refused.returncode == 1
@@ -244,13 +245,13 @@ def test_resume_refuses_a_partial_output_of_another_run(small_index: Path, tiny_
     older = json.loads(record)
     older["version"] -= 1  # what an earlier fastsubs-query recorded
     state.write_text(json.dumps(older))
-    refused = run_cli(QUERY, small_index, "-n", "10", "-i", corpus, "-o", out, "--resume", check=False)
+    refused = run_cli(QUERY, demo_index, "-n", "5", "-i", corpus, "-o", out, "--resume", check=False)
     assert refused.returncode == 1 and "written by another version of fastsubs-query" in one_line(refused.stderr)
     assert partial(out).read_bytes() == kept and not out.exists()
     state.write_bytes(record)
 
-    run_cli(QUERY, small_index, "-n", "10", "-i", corpus, "-o", out, "--resume")
-    assert out.read_bytes() == run_cli(QUERY, small_index, "-n", "10", "-i", corpus).stdout
+    run_cli(QUERY, demo_index, "-n", "5", "-i", corpus, "-o", out, "--resume")
+    assert out.read_bytes() == run_cli(QUERY, demo_index, "-n", "5", "-i", corpus).stdout
 
 
 def test_resume_needs_a_file_and_starts_over_when_there_is_nothing_to_resume(tiny_index: Path,
@@ -422,21 +423,21 @@ def test_the_api_raises_fastsubs_errors_for_bad_arguments(tiny_index: Path) -> N
 @pytest.mark.parametrize("name, args", [("subs.txt", ["--workers", "2"]), ("subs.txt.gz", []),
                                         ("subs.txt.gz", ["--workers", "2"]),
                                         ("subs.txt.xz", ["-n", "20", "-p", "0.9"])])
-def test_a_run_killed_again_and_again_resumes_to_the_uninterrupted_bytes(small_index: Path, tmp_path: Path,
+def test_a_run_killed_again_and_again_resumes_to_the_uninterrupted_bytes(demo_index: Path, tmp_path: Path,
                                                                          name: str, args: list[str]) -> None:
     """Kill, resume, kill the resumed run… with random signals at random moments, then let it finish."""
     corpus = tmp_path / "corpus.txt"
-    corpus.write_bytes(b"".join(shared("heldout-dev.txt").read_bytes().splitlines(keepends=True)[:1500]))
+    corpus.write_bytes(demo_text(1500))
     rng = random.Random(17)
     expected = tmp_path / f"expected-{name}"
-    run_cli(QUERY, small_index, "-i", corpus, "-o", expected, *args)
+    run_cli(QUERY, demo_index, "-i", corpus, "-o", expected, *args)
     out = tmp_path / name
     signals = [signal.SIGKILL, signal.SIGTERM, signal.SIGINT]
     progress = []
     for attempt in range(12):
-        interrupted_run(small_index, corpus.read_bytes(), out, args, rng.choice(signals), rng.uniform(0, 2.5),
+        interrupted_run(demo_index, corpus.read_bytes(), out, args, rng.choice(signals), rng.uniform(0, 2.5),
                         resume=attempt > 0)
         progress.append(recorded_lines(out))
     assert max(progress) > 0
-    run_cli(QUERY, small_index, "-i", corpus, "-o", out, "--resume", *args)
+    run_cli(QUERY, demo_index, "-i", corpus, "-o", out, "--resume", *args)
     assert out.read_bytes() == expected.read_bytes()

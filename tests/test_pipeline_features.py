@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import BIN, run_cli, run_on_a_terminal, shared
+from conftest import BIN, DEMO_SENTENCES, demo_text, run_cli, run_on_a_terminal
 from fastsubs.query.progress import text_size
 from fastsubs.textio import DEFAULT_LEVELS, open_binary
 
@@ -49,12 +49,12 @@ def sample(index: Path, *options: str, text: bytes = TEXT) -> bytes:
     return run_cli("fastsubs-query", index, "--sample", "7", *options, input=text).stdout
 
 
-def test_sampling_is_reproducible_and_independent_of_workers(small_index: Path) -> None:
-    text = b"\n".join(shared("heldout-dev.txt").read_bytes().split(b"\n")[:40]) + b"\n"
-    first = sample(small_index, "--seed", "5", "-n", "20", text=text)
-    assert sample(small_index, "--seed", "5", "-n", "20", text=text) == first
-    assert sample(small_index, "--seed", "5", "-n", "20", "--workers", "2", text=text) == first
-    assert sample(small_index, "--seed", "6", "-n", "20", text=text) != first
+def test_sampling_is_reproducible_and_independent_of_workers(demo_index: Path) -> None:
+    text = demo_text(40)
+    first = sample(demo_index, "--seed", "5", "-n", "20", text=text)
+    assert sample(demo_index, "--seed", "5", "-n", "20", text=text) == first
+    assert sample(demo_index, "--seed", "5", "-n", "20", "--workers", "2", text=text) == first
+    assert sample(demo_index, "--seed", "6", "-n", "20", text=text) != first
     positions = sum(len(line.split()) + 1 for line in text.split(b"\n")[:-1])
     assert first.count(b"\n") == 7 * positions
 
@@ -74,10 +74,10 @@ def test_samples_follow_the_listed_probabilities(tiny_index: Path) -> None:
         assert abs(counts[sub.word] / draws - p) <= tolerance, sub
 
 
-def test_progress_is_drawn_on_a_terminal_only(small_index: Path, tmp_path: Path) -> None:
+def test_progress_is_drawn_on_a_terminal_only(demo_index: Path, tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.txt"
-    corpus.write_bytes(b"\n".join(shared("heldout-dev.txt").read_bytes().split(b"\n")[:60]) + b"\n")
-    command = [str(BIN / "fastsubs-query"), str(small_index), "-n", "10", "-i", str(corpus), "-o", str(tmp_path / "o")]
+    corpus.write_bytes(demo_text(60))
+    command = [str(BIN / "fastsubs-query"), str(demo_index), "-n", "10", "-i", str(corpus), "-o", str(tmp_path / "o")]
     controller, terminal = pty.openpty()
     try:
         process = subprocess.run(command, stderr=terminal, timeout=300)
@@ -128,17 +128,17 @@ def test_the_text_of_a_compressed_input_is_estimated_from_the_bytes_read(tmp_pat
 
 
 @pytest.mark.parametrize(("compression", "low", "high"), [("gz", 1, 9), ("bz2", 1, 9), ("xz", 0, 9)])
-def test_the_compression_level_is_the_one_asked_for(small_index: Path, tmp_path: Path, compression: str,
+def test_the_compression_level_is_the_one_asked_for(demo_index: Path, tmp_path: Path, compression: str,
                                                     low: int, high: int) -> None:
     """Every level gives the plain output, recorded in OUT.json; a higher level a smaller file;
     a level the format lacks, or a level for a plain output, is one line and no output."""
     corpus = tmp_path / "corpus.txt"
-    corpus.write_bytes(shared("heldout-dev.txt").read_bytes()[:20_000])
-    plain = run_cli("fastsubs-query", small_index, "-n", "20", "-i", corpus).stdout
+    corpus.write_bytes(demo_text(DEMO_SENTENCES)[:20_000])
+    plain = run_cli("fastsubs-query", demo_index, "-n", "20", "-i", corpus).stdout
     sizes = {}
     for level in (low, high, None):
         out = tmp_path / f"subs-{level}.txt.{compression}"
-        run_cli("fastsubs-query", small_index, "-n", "20", "-i", corpus, "-o", out,
+        run_cli("fastsubs-query", demo_index, "-n", "20", "-i", corpus, "-o", out,
                 *(["--compress-level", str(level)] if level is not None else []))
         with open_binary(out) as stream:
             assert stream.read() == plain
@@ -149,7 +149,7 @@ def test_the_compression_level_is_the_one_asked_for(small_index: Path, tmp_path:
     assert sizes[high] < sizes[low]
     for level, target in ((high + 1, f"bad.txt.{compression}"), (low - 1, f"bad.txt.{compression}"),
                           (high, "bad.txt")):
-        refused = run_cli("fastsubs-query", small_index, "-i", corpus, "-o", tmp_path / target,
+        refused = run_cli("fastsubs-query", demo_index, "-i", corpus, "-o", tmp_path / target,
                           "--compress-level", str(level), check=False)
         assert refused.returncode == 1 and refused.stderr.count(b"\n") == 1 and b"--compress-level" in refused.stderr
         assert not (tmp_path / target).exists()

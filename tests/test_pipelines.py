@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import random
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -192,6 +193,27 @@ def test_output_file_has_its_provenance_beside_it(tiny_index: Path, tmp_path: Pa
     # stdout has no file to sit beside
     run_cli("fastsubs-query", tiny_index, "-n", "3", "-i", corpus)
     assert len(os.listdir(tmp_path)) == 5
+
+
+def test_the_recorded_command_names_the_workers_of_the_run(tiny_index: Path, tmp_path: Path) -> None:
+    """--workers decides nothing in the output (``arguments`` leave it out), but it is part
+    of the command that made it: OUT.json's ``command`` names it, as the run used it (capped
+    at the cores), and runs as it is recorded."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"the cat sat\ncat the\n" * 300)
+    one, two = tmp_path / "one.txt", tmp_path / "two.txt"
+    run_cli("fastsubs-query", tiny_index, "-n", "3", "-i", corpus, "-o", one)
+    run_cli("fastsubs-query", tiny_index, "-n", "3", "-w", "2", "-i", corpus, "-o", two)
+    used = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    alone, parallel = shlex.split(provenance_of(one)["command"]), shlex.split(provenance_of(two)["command"])
+    assert "--workers" not in alone
+    assert parallel == alone[:-1] + [str(two)] if used == 1 else \
+        parallel == alone[:4] + ["--workers", str(used)] + alone[4:-1] + [str(two)]
+    assert provenance_of(two)["arguments"] == provenance_of(one)["arguments"] == ["-n", "3"]
+    again = tmp_path / "again.txt"
+    subprocess.run([str(BIN / "fastsubs-query"), *parallel[1:-1], str(again)], check=True)
+    assert again.read_bytes() == two.read_bytes() == one.read_bytes()
+    assert shlex.split(provenance_of(again)["command"])[:-1] == parallel[:-1]
 
 
 def test_provenance_of_a_resumed_run_is_that_of_an_uninterrupted_one(tiny_index: Path, tmp_path: Path) -> None:

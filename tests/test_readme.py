@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TEST_DATA, python_block, run_cli
+import fastsubs
+from conftest import BIN, REPO, TEST_DATA, python_block, run_cli
 
 README = REPO / "README.md"
 DOCUMENTS = [README, *sorted((REPO / "docs").glob("*.md"))]
@@ -49,6 +50,40 @@ def test_every_option_of_fastsubs_query_is_in_the_readmes_table() -> None:
     table = section(README, "## Options of `fastsubs-query INDEX`")
     missing = {option for option in options if not re.search(rf"`{re.escape(option)}[` ]", table)}
     assert len(options) > 20 and not missing, sorted(missing)
+
+
+@pytest.mark.parametrize("command", ["build", "info", "verify"])
+def test_every_option_of_fastsubs_index_is_in_the_readmes_synopsis(command: str) -> None:
+    """The README's one-line synopsis of each command of fastsubs-index lists its options."""
+    shown = run_cli("fastsubs-index", command, "--help").stdout.decode()
+    options = set(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", shown[shown.index("Options:"):])) - {"--help"}
+    synopsis = re.search(rf"`fastsubs-index {command} [^`]*`", " ".join(README.read_text().split()))
+    assert synopsis, f"no synopsis of fastsubs-index {command}"
+    said = set(re.findall(r"\[(--?[a-z][\w-]*)", synopsis.group(0)))
+    # an option is named by any of its spellings (-j or --jobs)
+    spelled = [set(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", line)) for line in shown.splitlines()]
+    missing = {option for option in options if not any(option in names and names & said for names in spelled)}
+    assert not missing, sorted(missing)
+
+
+def test_the_demo_output_the_readme_shows_is_the_demos(demo_index: Path) -> None:
+    """What "Try it" says ``make demo`` prints first is what the demo's index answers for
+    examples/sentences.txt with the Makefile's options."""
+    makefile = (REPO / "Makefile").read_text()
+    [options] = re.findall(r"fastsubs-query \$\(DEMO_INDEX\) (.*) -i examples/sentences\.txt", makefile)
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", section(README, "## Try it"), re.M | re.S)
+    shown = next(text for language, text in blocks if not language).splitlines()
+    assert shown[-1] == "..." and len(shown) > 5
+    printed = run_cli("fastsubs-query", demo_index, *options.split(), "-i", REPO / "examples" / "sentences.txt")
+    assert printed.stdout.decode().splitlines()[:len(shown) - 1] == shown[:-1]
+
+
+def test_the_tools_the_readme_runs_from_the_venv_are_installed_there() -> None:
+    """After make demo / make test, the README sends a user to .venv/bin: each command it
+    names there is one the install made (this suite runs in such an environment)."""
+    named = set(re.findall(r"\.venv/bin/([\w-]+)", section(README, "## Try it")))
+    assert {"fastsubs-query", "fastsubs-index", "python", "activate"} <= named
+    assert all((BIN / name).exists() for name in named), sorted(n for n in named if not (BIN / n).exists())
 
 
 #: ``pip install`` and what follows: its flags, then what to install.
@@ -89,3 +124,36 @@ def test_the_readme_says_how_to_cite_and_the_licence() -> None:
     assert "10.1109/LSP.2012.2215587" in cite and "@article{" in cite and "@software{" in cite
     assert "Apache License 2.0" in section(README, "## Licence and data")
     assert (REPO / "LICENSE").read_text().split()[:3] == ["Apache", "License", "Version"]
+
+
+def test_the_readmes_figures_of_p_are_the_demo_models(demo_index: Path) -> None:
+    """What "Choosing the options" says -p lists over the positions of examples/sentences.txt
+    on the demo model: how many it listed, how few would have held share P (from every
+    candidate's score, listed with -n V), and the share the listed ones held."""
+    import numpy as np
+
+    said = " ".join(section(README, "## Choosing the options").split())
+    number = r"([\d,]+)"
+    found = re.search(rf"`-p 0\.5` listed {number}–{number} substitutes where {number}–{number} already held half "
+                      rf"the mass \(the listed ones held {number}–{number}% of it\), and `-p 0\.9` {number}–{number} "
+                      rf"where {number}–{number} held 90%", said)
+    assert found, "the figures of -p are not where this test looks for them"
+    figures = [int(value.replace(",", "")) for value in found.groups()]
+    lines = (REPO / "examples" / "sentences.txt").read_text().splitlines()
+    measured: dict[float, list[tuple[int, int, float]]] = {0.5: [], 0.9: []}
+    with fastsubs.open_index(demo_index) as index:
+        for tokens in (line.split() for line in lines):
+            for position in range(len(tokens) + 1):
+                scores = np.array([s.logprob for s in index.position(tokens, position, n=index.vocab_size)])
+                held = np.cumsum(10.0 ** (scores - scores[0]))
+                held /= held[-1]
+                for share, rows in measured.items():
+                    listed = len(index.position(tokens, position, p=share))
+                    fewest = int(np.searchsorted(held, share)) + 1
+                    assert listed >= fewest
+                    rows.append((listed, fewest, held[listed - 1]))
+    half, most = measured[0.5], measured[0.9]
+    assert figures == [min(r[0] for r in half), max(r[0] for r in half), min(r[1] for r in half),
+                       max(r[1] for r in half), round(100 * min(r[2] for r in half)),
+                       round(100 * max(r[2] for r in half)), min(r[0] for r in most), max(r[0] for r in most),
+                       min(r[1] for r in most), max(r[1] for r in most)]

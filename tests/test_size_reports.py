@@ -17,13 +17,13 @@ from fastsubs import format as fmt
 from fastsubs.indexer.patterns import PARTS
 
 
-def test_the_size_report_accounts_for_every_stored_byte(small_index: Path) -> None:
-    with fastsubs.open_index(small_index) as index:
+def test_the_size_report_accounts_for_every_stored_byte(demo_index: Path) -> None:
+    with fastsubs.open_index(demo_index) as index:
         meta = index.meta
     order, id_bytes = meta["order"], meta["id_bytes"]
     lines = {line["part"]: line for line in meta["sizes"]}
     assert list(lines) == ["arrays", *(f"{m}-grams" for m in range(2, order + 1))]
-    env = lmdb.open(str(small_index), readonly=True, lock=False, max_dbs=order + 2)
+    env = lmdb.open(str(demo_index), readonly=True, lock=False, max_dbs=order + 2)
     try:
         for m in range(2, order + 1):
             line, ngrams = lines[f"{m}-grams"], meta["counts"][m - 1]
@@ -41,7 +41,7 @@ def test_the_size_report_accounts_for_every_stored_byte(small_index: Path) -> No
                                                      + stat["overflow_pages"])
     finally:
         env.close()
-    printed = subprocess.run([sys.executable, "-m", "fastsubs.bench.index_size", str(small_index)],
+    printed = subprocess.run([sys.executable, "-m", "fastsubs.bench.index_size", str(demo_index)],
                              capture_output=True, text=True, check=True).stdout
     assert f"{sum(meta['counts']):,} n-grams" in printed and "4-grams" in printed
 

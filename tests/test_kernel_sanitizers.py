@@ -362,7 +362,8 @@ def test_ids_outside_the_vocabulary_under_a_valid_checksum_end_the_driver_with_t
         txn.put(copy.key, bytes(value))
     env.close()
     message = copy.damage_message(kernel_check)
-    assert f"damaged index: pattern {copy.key.hex()}: word ids not increasing inside the vocabulary" in message
+    assert f"damaged index: pattern {copy.key.hex()}: word id {vocab_size + 5} (entry {count - 1}) is outside the " \
+           "vocabulary" in message
 
 
 @pytest.mark.parametrize("keep", [0, 4096, 0.5])

@@ -15,7 +15,9 @@ a search holds it, a front-coded key decoded from its start, ...).  For each, th
    and lays the package out in a folder put first on ``PYTHONPATH`` (``fastsubs`` with
    ``indexer``, ``query`` and ``bench`` inside, as pyproject.toml's package-dir maps them),
    checking that Python then imports *that* build;
-3. runs the default test suite of the copy against it, and reports which tests failed.
+3. runs the default test suite of the copy against it (the mutation still in the copy's
+   file, for the tests that compile the kernel's sources themselves: tests/c_programs.py),
+   and reports which tests failed.
 
 A mutation the suite does not catch is a hole in the safety net; a mutation whose line
 is no longer in its file is reported as such (update the table after a rewrite).  With
@@ -413,6 +415,10 @@ def main() -> int:
         runs: list[tuple[str, Mutation | None]] = [("baseline", None)] if args.baseline else []
         runs += [(m.name, m) for m in chosen]
         for name, mutation in runs:
+            # the unmutated files, then this run's mutation, kept while its suite runs: the tests
+            # that compile kernel/ themselves (tests/c_programs.py) compile the mutation too
+            for file, text in originals.items():
+                (copy / file).write_text(text)
             if mutation is not None:
                 try:
                     (copy / mutation.file).write_text(mutate(originals[mutation.file], mutation))
@@ -429,9 +435,6 @@ def main() -> int:
                     outcomes.append((name, mutation.file, "does not build"))
                 caught_all = False
                 continue
-            finally:
-                if mutation is not None:
-                    (copy / mutation.file).write_text(originals[mutation.file])
             summary, failed, seconds = run_suite(copy, site, args.pytest_args, args.timeout)
             failing = bool(failed) or re.search(r"\d+ (failed|errors?)\b", summary) is not None
             if mutation is None:

@@ -206,6 +206,7 @@ def assert_tiny_caches_evict(totals: dict[tuple[int, int], Totals]) -> None:
 # --------------------------------------------------------------------------- real and generated models
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_kn4_small_under_the_sanitizers_equals_the_module(kernel_check_with_lmdb: Path, small_index: Path) -> None:
     lines = shared("heldout-dev.txt").read_text().splitlines()[:30]
     with SubstituteIndex(small_index) as index:
@@ -232,6 +233,7 @@ def model_and_sentences(draw):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model_and_sentences())
 def test_generated_models_under_the_sanitizers_equal_the_module(kernel_check_with_lmdb: Path, case) -> None:
@@ -267,6 +269,7 @@ def test_a_model_with_big_patterns_under_the_sanitizers_equals_the_module(kernel
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_two_level_rank_maps_under_the_sanitizers_equal_the_module(kernel_check_with_lmdb: Path,
                                                                    tmp_path: Path) -> None:
     """70,000 words with contexts of 260 continuations: big patterns (256+ words) that

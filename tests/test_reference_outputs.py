@@ -89,6 +89,7 @@ def test_reference_table_covers_every_reference_file() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_matches_original_tool_on_kn4_64k(tmp_path: Path) -> None:
     import fastsubs
 

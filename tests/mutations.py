@@ -376,12 +376,32 @@ def run_suite(copy: Path, site: Path, pytest_args: list[str], timeout: float) ->
         os.killpg(suite.pid, signal.SIGKILL)
         suite.communicate()
         return "timed out", [], time.monotonic() - start
+    finally:
+        end_group(suite.pid)
     seconds = time.monotonic() - start
     failed = sorted({m.group(1) for m in re.finditer(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", stdout, re.MULTILINE)})
     summary = (stdout.strip().splitlines() or ["(no output)"])[-1]
     if suite.returncode < 0:
         summary = f"crashed (signal {-suite.returncode}); {summary}"
+    elif suite.returncode == 1 and not failed and TIMEOUT_BANNER.search(stdout):
+        summary = "crashed (a test timed out: pytest-timeout ended pytest)"
     return summary, failed, seconds
+
+
+#: What pytest-timeout writes before it ends a process whose test ran out of time (its
+#: thread method, pyproject.toml): under pytest-xdist the worker's test is then listed as
+#: failed ("worker crashed"); in a run of one process, pytest itself ends.
+TIMEOUT_BANNER = re.compile(r"^\++ Timeout \++$", re.MULTILINE)
+
+
+def end_group(leader: int) -> None:
+    """Kill what is left of a suite's process group: programs that a test started and that
+    outlived it (pytest-timeout ends the process of a test that ran out of time, not the
+    programs it waits for, which may loop forever under a mutation)."""
+    try:
+        os.killpg(leader, signal.SIGKILL)
+    except ProcessLookupError:  # nothing left
+        pass
 
 
 def main() -> int:
@@ -448,10 +468,11 @@ def main() -> int:
             new = [test for test in failed if test not in baseline_failed]
             # A test may fail once for reasons of its own (a build or a signal under a loaded
             # machine): a failure catches the mutation when it fails again, the failed tests
-            # run once more against the same build, one process, up to the first that fails.
+            # run once more against the same build, in one worker process (one that runs out
+            # of time again is then listed as failed), up to the first that fails.
             again: list[str] = []
             if new and "crashed" not in summary:
-                _, again, _ = run_suite(copy, site, ["-x", *new], args.timeout)
+                _, again, _ = run_suite(copy, site, ["-x", "-n", "1", *new], args.timeout)
             confirmed = [test for test in new if test in again]
             # failures the summary counts but no line names (e.g. a crashed worker) count too
             stopped = "crashed" in summary or summary == "timed out"

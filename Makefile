@@ -29,7 +29,9 @@ PYTHON_3_13 ?= $(PYENV_VERSIONS)/3.13.0/bin/python3
 # no setuptools at all, older ones one too old for the SPDX licence).
 BUILD_REQUIRES := 'setuptools>=77'
 
-KERNEL_SOURCES := $(wildcard kernel/*.c kernel/*.h kernel/lmdb/*.c kernel/lmdb/*.h kernel/ryu/*.c kernel/ryu/*.h) indexer/native.c
+# What the core is compiled from (kernel/SOURCES names the sources; the headers come along):
+# a change to any of them recompiles it.
+KERNEL_SOURCES := kernel/SOURCES $(wildcard kernel/*.c kernel/*.h kernel/lmdb/*.c kernel/lmdb/*.h kernel/ryu/*.c kernel/ryu/*.h) indexer/native.c
 PACKAGE := fastsubs indexer query bench
 
 .PHONY: demo test test-slow lint check-package test-pythons

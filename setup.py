@@ -9,11 +9,14 @@ index in place through LMDB's C API; kernel/ryu/ is Ryu's d2s (Apache-2.0 or Boo
 README), which writes numbers in JSON as Python's repr() does.
 """
 
+from pathlib import Path
+
 from setuptools import Extension, setup
 
 KERNEL = "kernel/"
-SOURCES = ["module.c", "module_search.c", "index.c", "store.c", "cache.c", "terms.c", "lists.c", "score.c",
-           "search.c", "output.c", "render.c", "sample.c", "lmdb/mdb.c", "lmdb/midl.c", "ryu/d2s.c"]
+#: kernel/SOURCES lists the core's sources, once (the tests' C programs read it too).
+SOURCES = [line for line in (Path(__file__).parent / KERNEL / "SOURCES").read_text().splitlines()
+           if line.strip() and not line.startswith("#")]
 
 FLAGS = ["-fvisibility=hidden", "-Wno-unused-but-set-variable"]
 

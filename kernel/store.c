@@ -450,45 +450,46 @@ void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, int h
 
 /* Checks what a checksum cannot vouch for (the builder's work): ids strictly increasing and
  * in the vocabulary, positions a permutation that orders the alphas best first (ties by
- * lower id: positions ascend among equal alphas); derives the bound on the back-off weights. */
+ * lower id: positions ascend among equal alphas); derives the bound on the back-off weights.
+ * Each check names what it found (fastsubs-index verify shows it), and each would still stop
+ * a pattern that only another one trips (a repeated position is also a tie out of order). */
 static int check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_t *key, size_t key_len) {
-    char shown[65];
+    char shown[65], what[96] = "";
     uint32_t previous = 0;
-    for (uint32_t i = 0; i < p->count; i++) {
+    for (uint32_t i = 0; i < p->count && !what[0]; i++) {
         uint32_t id = pattern_id(s, p, i);
-        if (id >= s->vocab_size || (i && id <= previous)) {
-            fail(failure, FS_EDAMAGED, "damaged index: pattern %s: word ids not increasing inside the vocabulary",
-                 hex(key, key_len, shown));
-            return -1;
-        }
+        if (id >= s->vocab_size)
+            snprintf(what, sizeof(what), "word id %u (entry %u) is outside the vocabulary", id, i);
+        else if (i && id <= previous)
+            snprintf(what, sizeof(what), "its word ids do not increase (entry %u)", i);
         previous = id;
     }
-    if (p->count > 1) {
+    if (!what[0] && p->count > 1) {
         uint64_t small[4] = {0, 0, 0, 0}, *seen = p->count <= 256 ? small : calloc((p->count + 63) / 64, 8);
         if (!seen) {
             fail(failure, FS_ENOMEM, "out of memory");
             return -1;
         }
-        int ok = 1;
-        for (uint32_t i = 0; i < p->count && ok; i++) {
-            uint32_t at = position_at(p, i);
-            ok = at < p->count && !(seen[at / 64] >> (at % 64) & 1);
-            if (ok) {
-                seen[at / 64] |= 1ull << (at % 64);
-                if (i) {
-                    uint32_t before = position_at(p, i - 1);
-                    float a = p->alpha[before], b = p->alpha[at];
-                    ok = a > b || (a == b && before < at);
-                }
+        for (uint32_t i = 0; i < p->count && !what[0]; i++) {
+            uint32_t at = position_at(p, i), before = i ? position_at(p, i - 1) : 0;
+            if (at >= p->count) {
+                snprintf(what, sizeof(what), "its positions by score hold %u, past its %u words", at, p->count);
+                break;
             }
+            if (seen[at / 64] >> (at % 64) & 1)
+                snprintf(what, sizeof(what), "its positions by score repeat %u", at);
+            else if (i && !(p->alpha[before] >= p->alpha[at]))
+                snprintf(what, sizeof(what), "its positions by score do not order its scores (entry %u)", i);
+            else if (i && p->alpha[before] == p->alpha[at] && before >= at)
+                snprintf(what, sizeof(what), "its positions by score put tied scores out of id order (entry %u)", i);
+            seen[at / 64] |= 1ull << (at % 64);
         }
         if (seen != small)
             free(seen);
-        if (!ok) {
-            fail(failure, FS_EDAMAGED, "damaged index: pattern %s: its positions by score are not a permutation "
-                 "ordering its scores", hex(key, key_len, shown));
-            return -1;
-        }
+    }
+    if (what[0]) {
+        fail(failure, FS_EDAMAGED, "damaged index: pattern %s: %s", hex(key, key_len, shown), what);
+        return -1;
     }
     float sup = 0.0f;
     if (p->beta)

@@ -15,7 +15,9 @@ a search holds it, a front-coded key decoded from its start, ...).  For each, th
    and lays the package out in a folder put first on ``PYTHONPATH`` (``fastsubs`` with
    ``indexer``, ``query`` and ``bench`` inside, as pyproject.toml's package-dir maps them),
    checking that Python then imports *that* build;
-3. runs the default test suite of the copy against it, and reports which tests failed.
+3. runs the default test suite of the copy against it (the mutation still in the copy's
+   file, for the tests that compile the kernel's sources themselves: tests/c_programs.py),
+   and reports which tests failed.
 
 A mutation the suite does not catch is a hole in the safety net; a mutation whose line
 is no longer in its file is reported as such (update the table after a rewrite).  With
@@ -113,6 +115,25 @@ MUTATIONS = [
     Mutation("verify-scores-not-checked", STORE,
              "verify takes a positive log-probability for a score",
              "if (!(isfinite(p->alpha[i]) && p->alpha[i] <= 0.0f) ||", "if (!(isfinite(p->alpha[i])) ||"),
+    # store.c: check_pattern, each of its checks removed (records forged in tests/test_forged_records.py)
+    Mutation("pattern-id-past-vocabulary-not-checked", STORE,
+             "a pattern's word id past the vocabulary is taken: the search indexes its per-word arrays with it",
+             "if (id >= s->vocab_size)", "if (0)"),
+    Mutation("pattern-ids-increasing-not-checked", STORE,
+             "a pattern's ids are not checked to increase: its words are looked up by bisection all the same",
+             "else if (i && id <= previous)", "else if (0)"),
+    Mutation("pattern-position-range-not-checked", STORE,
+             "a position by score past the pattern's words is taken: scores are read past its alphas",
+             "if (at >= p->count) {", "if (0) {"),
+    Mutation("pattern-position-repeat-not-checked", STORE,
+             "a repeated position by score is not named as one (the tie check stops it, naming a tie out of order)",
+             "if (seen[at / 64] >> (at % 64) & 1)", "if (0)"),
+    Mutation("pattern-score-order-not-checked", STORE,
+             "positions by score that do not order the scores are taken: the search's bound is wrong",
+             "else if (i && !(p->alpha[before] >= p->alpha[at]))", "else if (0)"),
+    Mutation("pattern-tie-order-not-checked", STORE,
+             "tied scores listed higher id first are taken: ties are listed out of the promised order",
+             "else if (i && p->alpha[before] == p->alpha[at] && before >= at)", "else if (0)"),
     # format.h: the format's constants (fastsubs/format.py holds them too)
     Mutation("position-width-boundary-65536", FORMAT,
              "a pattern of exactly 65,536 words read with 4-byte positions: the index wrote 2-byte ones",
@@ -379,12 +400,32 @@ def run_suite(copy: Path, site: Path, pytest_args: list[str], timeout: float) ->
         os.killpg(suite.pid, signal.SIGKILL)
         suite.communicate()
         return "timed out", [], time.monotonic() - start
+    finally:
+        end_group(suite.pid)
     seconds = time.monotonic() - start
     failed = sorted({m.group(1) for m in re.finditer(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", stdout, re.MULTILINE)})
     summary = (stdout.strip().splitlines() or ["(no output)"])[-1]
     if suite.returncode < 0:
         summary = f"crashed (signal {-suite.returncode}); {summary}"
+    elif suite.returncode == 1 and not failed and TIMEOUT_BANNER.search(stdout):
+        summary = "crashed (a test timed out: pytest-timeout ended pytest)"
     return summary, failed, seconds
+
+
+#: What pytest-timeout writes before it ends a process whose test ran out of time (its
+#: thread method, pyproject.toml): under pytest-xdist the worker's test is then listed as
+#: failed ("worker crashed"); in a run of one process, pytest itself ends.
+TIMEOUT_BANNER = re.compile(r"^\++ Timeout \++$", re.MULTILINE)
+
+
+def end_group(leader: int) -> None:
+    """Kill what is left of a suite's process group: programs that a test started and that
+    outlived it (pytest-timeout ends the process of a test that ran out of time, not the
+    programs it waits for, which may loop forever under a mutation)."""
+    try:
+        os.killpg(leader, signal.SIGKILL)
+    except ProcessLookupError:  # nothing left
+        pass
 
 
 def main() -> int:
@@ -418,6 +459,10 @@ def main() -> int:
         runs: list[tuple[str, Mutation | None]] = [("baseline", None)] if args.baseline else []
         runs += [(m.name, m) for m in chosen]
         for name, mutation in runs:
+            # the unmutated files, then this run's mutation, kept while its suite runs: the tests
+            # that compile kernel/ themselves (tests/c_programs.py) compile the mutation too
+            for file, text in originals.items():
+                (copy / file).write_text(text)
             if mutation is not None:
                 try:
                     (copy / mutation.file).write_text(mutate(originals[mutation.file], mutation))
@@ -434,9 +479,6 @@ def main() -> int:
                     outcomes.append((name, mutation.file, "does not build"))
                 caught_all = False
                 continue
-            finally:
-                if mutation is not None:
-                    (copy / mutation.file).write_text(originals[mutation.file])
             summary, failed, seconds = run_suite(copy, site, args.pytest_args, args.timeout)
             failing = bool(failed) or re.search(r"\d+ (failed|errors?)\b", summary) is not None
             if mutation is None:
@@ -450,10 +492,11 @@ def main() -> int:
             new = [test for test in failed if test not in baseline_failed]
             # A test may fail once for reasons of its own (a build or a signal under a loaded
             # machine): a failure catches the mutation when it fails again, the failed tests
-            # run once more against the same build, one process, up to the first that fails.
+            # run once more against the same build, in one worker process (one that runs out
+            # of time again is then listed as failed), up to the first that fails.
             again: list[str] = []
             if new and "crashed" not in summary:
-                _, again, _ = run_suite(copy, site, ["-x", *new], args.timeout)
+                _, again, _ = run_suite(copy, site, ["-x", "-n", "1", *new], args.timeout)
             confirmed = [test for test in new if test in again]
             # failures the summary counts but no line names (e.g. a crashed worker) count too
             stopped = "crashed" in summary or summary == "timed out"

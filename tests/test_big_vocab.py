@@ -189,6 +189,7 @@ def test_an_index_that_would_not_open_is_not_published(tmp_path: Path, monkeypat
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_every_real_chunk_boundary_of_every_section(tmp_path: Path) -> None:
     """A 3-gram model whose every section is longer than the reader's chunk (real sizes)."""
     size = arpa.BATCH_LINES + 5_000
@@ -201,6 +202,7 @@ def test_every_real_chunk_boundary_of_every_section(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_kn4_338k_equals_exhaustive_on_held_out_text(tmp_path: Path) -> None:
     """The 338,528-word model against the exhaustive scorer on a few hundred held-out positions."""
     model_path = shared("kn4-338k-pruned.arpa.gz")

@@ -161,6 +161,7 @@ def test_a_build_killed_while_writing_leaves_the_old_index(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_many_killed_builds_leave_the_old_index(old_index: tuple[Path, tuple[int, list]], tmp_path: Path) -> None:
     rng = random.Random(15)
     moments = [rng.choice(["any time", "writing", "publishing"]) for _ in range(40)]  # the demo's moments

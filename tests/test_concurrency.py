@@ -84,6 +84,7 @@ def test_readers_share_one_copy_of_the_index(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_128_processes_read_one_index_at_once(tmp_path: Path) -> None:
     """A generated index of ~12 MiB in few records, so 128 readers read it whole in seconds
     (kn4-small's 739K records would take each of them 2 s of Python)."""

@@ -490,6 +490,7 @@ def check_flips(source: Path, tmp_path: Path, flips: int, seed: int) -> dict[str
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_flipped_bytes_anywhere_give_a_clear_error_or_the_right_answer(demo_index: Path, tmp_path: Path) -> None:
     """Random offsets of the whole file (most land in records these queries never read):
     every query run ends in the right answer or one clear line, and verify finds some."""

@@ -63,6 +63,7 @@ def test_search_equals_exhaustive_scoring(case) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model_and_sentences())
 def test_search_equals_exhaustive_scoring_long_run(case) -> None:

@@ -85,6 +85,7 @@ def test_search_equals_exhaustive_scoring_on_big_models(shape: BigModelShape, dr
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(big_models(), st.integers(1, 3000))
 def test_search_equals_exhaustive_scoring_on_big_models_long_run(shape: BigModelShape, drawn_k: int) -> None:

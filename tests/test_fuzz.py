@@ -103,6 +103,7 @@ def test_reader_accepts_or_names_the_line(content: bytes) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @settings(max_examples=6000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_models())
 def test_reader_accepts_or_names_the_line_long_run(content: bytes) -> None:
@@ -156,6 +157,7 @@ def test_every_input_line_yields_exactly_its_output(engine: SubstituteIndex, lin
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 @settings(max_examples=10000, deadline=None)
 @given(LINES)
 def test_every_input_line_yields_exactly_its_output_long_run(engine: SubstituteIndex, lines: list[bytes]) -> None:

@@ -1,10 +1,10 @@
 """The C core under AddressSanitizer and UndefinedBehaviorSanitizer.
 
 tests/c/kernel_check.c drives the open index (kernel/{index,store,cache,terms,search,
-output,render,sample}.c, the vendored LMDB and Ryu) with no Python, from several threads at once, and is
-compiled here with ``-fsanitize=address,undefined -fno-sanitize-recover=all``: any
-out-of-bounds read or write, use after free, leak (LeakSanitizer runs at exit) or
-undefined behaviour ends the run with a report, which fails the test.  The driver's
+output,render,sample}.c, the vendored LMDB and Ryu) with no Python, from several threads at
+once, and is compiled with ``-fsanitize=address,undefined -fno-sanitize-recover=all``
+(tests/c_programs.py): any out-of-bounds read or write, use after free, leak or undefined
+behaviour ends the run with a report, which fails the test.  The driver's
 answers must equal the Python module's (the same C compiled into it) exactly: ids,
 scores bit for bit, the fields text byte for byte as Python's ``b"%.8f"`` writes it, and
 the JSON and sampled JSON lines byte for byte as the module renders them,
@@ -16,8 +16,11 @@ maps and sorted prefixes), one thread and three, so the pool, the eviction paths
 shared rank maps run under the sanitizers too.  Damaged and truncated indexes must end
 the driver with the damage message and no report.
 
-LMDB (mdb.c, midl.c) is compiled with the same sanitizers; it triggered no report on
-these runs.  Slow suite only: compiling with the sanitizers takes ~15 s.
+The default suite runs the model with big patterns and the damaged indexes (a few
+seconds, on models built here: a generated one and the bundled demo model), with LMDB
+compiled without the sanitizers (tests/c_programs.py says why); the slow suite runs the
+rest (kn4-small, a hypothesis search over generated models, two-level rank maps) with LMDB
+compiled under them too, which has triggered no report so far.
 """
 
 from __future__ import annotations
@@ -39,24 +42,13 @@ from hypothesis import strategies as st
 
 import fastsubs
 from arpa_gen import EOS, UNK, BigModelShape, arpa_models, sentences
+from c_programs import build_program, no_sanitizer_report, run_program
 from conftest import REPO, shared
 from fastsubs import format as fmt
 from fastsubs.index import Render, SubstituteIndex
 from fastsubs.limits import Limits
 from generated_models import write_model
 from test_damaged_index import first_pattern, flip_byte, value_at
-
-pytestmark = pytest.mark.slow
-
-KERNEL = REPO / "kernel"
-SOURCES = [REPO / "tests" / "c" / "kernel_check.c"] + [KERNEL / name for name in (
-    "index.c", "store.c", "cache.c", "terms.c", "lists.c", "score.c", "search.c", "output.c", "render.c", "sample.c",
-    "ryu/d2s.c", "lmdb/mdb.c", "lmdb/midl.c")]
-FLAGS = ["-std=c11", "-g", "-O1", "-pthread", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-         "-fno-omit-frame-pointer", f"-I{KERNEL}"]
-#: Exit statuses of a sanitizer's report, told apart from the driver's own failure (1).
-SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:exitcode=86", "UBSAN_OPTIONS": "print_stacktrace=1:exitcode=87"}
-REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
 #: (record slots, kept bytes): the index's sizes (kernel/index.h), then tiny caches.
 DEFAULT_CACHE = (1 << 17, 24 << 20)
@@ -68,23 +60,14 @@ THREADS = (1, 3)
 
 @pytest.fixture(scope="module")
 def kernel_check(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The driver, compiled with the sanitizers (one object per source, two at a time)."""
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("gcc is not installed")
-    folder = tmp_path_factory.mktemp("kernel_check")
-    objects = [folder / f"{source.parent.name}-{source.stem}.o" for source in SOURCES]
-    jobs = [[gcc, *FLAGS, "-c", str(source), "-o", str(obj)] for source, obj in zip(SOURCES, objects)]
-    jobs.sort(key=lambda job: "mdb.c" not in job[-3])  # the long one first
-    for first in range(0, len(jobs), 2):
-        running = [subprocess.Popen(job, stderr=subprocess.PIPE) for job in jobs[first:first + 2]]
-        for process in running:
-            _, errors = process.communicate()
-            assert process.returncode == 0, errors.decode()
-    binary = folder / "kernel_check"
-    subprocess.run([gcc, *FLAGS, *map(str, objects), "-o", str(binary), "-lm", "-lpthread"], check=True,
-                   capture_output=True)
-    return binary
+    """The driver, compiled with the sanitizers (LMDB without them)."""
+    return build_program(tmp_path_factory, "kernel_check.c")
+
+
+@pytest.fixture(scope="module")
+def kernel_check_with_lmdb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The driver, compiled with the sanitizers, LMDB too (the slow suite's)."""
+    return build_program(tmp_path_factory, "kernel_check.c", sanitize_lmdb=True)
 
 
 # --------------------------------------------------------------------------- running the driver
@@ -130,18 +113,11 @@ class Totals:
     kept_peak: int
 
 
-def no_sanitizer_report(result: subprocess.CompletedProcess[bytes]) -> str:
-    errors = result.stderr.decode(errors="replace")
-    assert result.returncode not in (86, 87) and not any(report in errors for report in REPORTS), errors
-    return errors
-
-
 def run_driver(binary: Path, index: Path, lines: list[str], cache: tuple[int, int],
                threads: int = 1) -> subprocess.CompletedProcess:
     """The driver's run over the query ``lines``."""
-    return subprocess.run([str(binary), str(index), *map(str, cache), str(threads)],
-                          input="".join(line + "\n" for line in lines).encode(), capture_output=True,
-                          env={**os.environ, **SANITIZER_ENV}, timeout=600)
+    return run_program(binary, index, *map(str, cache), str(threads),
+                       input="".join(line + "\n" for line in lines).encode())
 
 
 def driver_answers(binary: Path, index: Path, queries: list[Query], cache: tuple[int, int],
@@ -225,7 +201,9 @@ def assert_tiny_caches_evict(totals: dict[tuple[int, int], Totals]) -> None:
 
 # --------------------------------------------------------------------------- real and generated models
 
-def test_kn4_small_under_the_sanitizers_equals_the_module(kernel_check: Path, small_index: Path) -> None:
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_kn4_small_under_the_sanitizers_equals_the_module(kernel_check_with_lmdb: Path, small_index: Path) -> None:
     lines = shared("heldout-dev.txt").read_text().splitlines()[:30]
     with SubstituteIndex(small_index) as index:
         vocab_size = index.vocab_size
@@ -234,7 +212,7 @@ def test_kn4_small_under_the_sanitizers_equals_the_module(kernel_check: Path, sm
         excluded = [np.frombuffer(index.excluded(tuple(sentence[:3])), fmt.ID_DTYPE) for sentence in tokens[:5]]
     queries = limited(ids, vocab_size, whole=2)
     queries += [Query(sentence, 100, None, words) for sentence, words in zip(ids, excluded)]
-    totals = check_index(kernel_check, small_index, queries)
+    totals = check_index(kernel_check_with_lmdb, small_index, queries)
     assert_tiny_caches_evict(totals)
     assert totals[(8, 1 << 30)].kept_peak > 0 and totals[(8, 0)].kept_peak == 0
 
@@ -250,9 +228,11 @@ def model_and_sentences(draw):
     return model, draw(st.lists(sentences(model), min_size=1, max_size=3))
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model_and_sentences())
-def test_generated_models_under_the_sanitizers_equal_the_module(kernel_check: Path, case) -> None:
+def test_generated_models_under_the_sanitizers_equal_the_module(kernel_check_with_lmdb: Path, case) -> None:
     """Models of orders 1-6 without <unk> (unknown words match no n-gram), with positive
     back-off weights."""
     model, sentence_list = case
@@ -263,7 +243,7 @@ def test_generated_models_under_the_sanitizers_equal_the_module(kernel_check: Pa
         with SubstituteIndex(index) as opened:
             vocab_size = opened.vocab_size
             ids = [sentence_ids(opened, [t.encode() for t in tokens]) for tokens in sentence_list]
-        check_index(kernel_check, index, limited(ids, vocab_size, whole=len(ids)))
+        check_index(kernel_check_with_lmdb, index, limited(ids, vocab_size, whole=len(ids)))
 
 
 def test_a_model_with_big_patterns_under_the_sanitizers_equals_the_module(kernel_check: Path,
@@ -284,7 +264,10 @@ def test_a_model_with_big_patterns_under_the_sanitizers_equals_the_module(kernel
     assert totals[(8, 1 << 30)].kept_peak > 0 and totals[(8, 0)].kept_peak == 0
 
 
-def test_two_level_rank_maps_under_the_sanitizers_equal_the_module(kernel_check: Path, tmp_path: Path) -> None:
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_two_level_rank_maps_under_the_sanitizers_equal_the_module(kernel_check_with_lmdb: Path,
+                                                                   tmp_path: Path) -> None:
     """70,000 words with contexts of 260 continuations: big patterns (256+ words) that
     hold fewer than V / 256 words get two-level rank maps (store.c, FLAT_MAP_RATIO)."""
     vocab_size, fan_out = 70_000, 260
@@ -302,7 +285,7 @@ def test_two_level_rank_maps_under_the_sanitizers_equal_the_module(kernel_check:
                      rng.sample(words, 2) for hub in rng.sample(hubs, 8)]
     with SubstituteIndex(index) as opened:
         ids = [sentence_ids(opened, [t.encode() for t in tokens]) for tokens in sentence_list]
-    totals = check_index(kernel_check, index, limited(ids, vocab_size, whole=1))
+    totals = check_index(kernel_check_with_lmdb, index, limited(ids, vocab_size, whole=1))
     assert_tiny_caches_evict(totals)
     assert totals[(8, 1 << 30)].kept_peak > 0
 
@@ -311,9 +294,9 @@ def test_two_level_rank_maps_under_the_sanitizers_equal_the_module(kernel_check:
 
 @dataclass(frozen=True)
 class Copy:
-    """A copy of kn4-small to damage, the key of the pattern ``<s> _`` (the first position of
-    any sentence reads it; a pattern record of its own: it holds thousands of words) and a
-    query that reads it."""
+    """A copy of the bundled demo model's index to damage, the key of the pattern ``<s> _``
+    (the first position of any sentence reads it; a pattern record of its own: it holds
+    thousands of words) and a query that reads it."""
 
     path: Path
     key: bytes
@@ -327,13 +310,21 @@ class Copy:
         return errors
 
 
+@pytest.fixture(scope="module")
+def demo_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled demo model (models/, 20K words, order 4) compiled once per module."""
+    target = tmp_path_factory.mktemp("demo") / "demo.fsidx"
+    fastsubs.build_index(REPO / "models" / "demo-kn4-20k.arpa.gz", target)
+    return target
+
+
 @pytest.fixture()
-def copy(small_index: Path, tmp_path: Path) -> Copy:
+def copy(demo_index: Path, tmp_path: Path) -> Copy:
     path = tmp_path / "copy.fsidx"
-    shutil.copytree(small_index, path)
+    shutil.copytree(demo_index, path)
     with SubstituteIndex(path) as index:
         key = fmt.pattern_key(1, (index.bos_id,), index.id_bytes)
-        line = shared("heldout-dev.txt").read_text().splitlines()[0]
+        line = (REPO / "examples" / "sentences.txt").read_text().splitlines()[0]
         lines = [Query(sentence_ids(index, line.encode().split()), 10).line()]
     return Copy(path, key, lines)
 
@@ -362,7 +353,8 @@ def test_ids_outside_the_vocabulary_under_a_valid_checksum_end_the_driver_with_t
         txn.put(copy.key, bytes(value))
     env.close()
     message = copy.damage_message(kernel_check)
-    assert f"damaged index: pattern {copy.key.hex()}: word ids not increasing inside the vocabulary" in message
+    assert f"damaged index: pattern {copy.key.hex()}: word id {vocab_size + 5} (entry {count - 1}) is outside the " \
+           "vocabulary" in message
 
 
 @pytest.mark.parametrize("keep", [0, 4096, 0.5])

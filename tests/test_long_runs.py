@@ -173,6 +173,7 @@ def _case_id(case: tuple | object) -> str:
     return f"{sig.name}-{name}-{'-'.join(args)}"
 
 
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("sig, name, args", CASES, ids=[_case_id(case) for case in CASES])
 def test_a_stopped_run_resumes_to_the_uninterrupted_bytes(demo_index: Path, corpus: Path, tmp_path: Path,
                                                           sig: signal.Signals, name: str, args: list[str]) -> None:
@@ -420,6 +421,7 @@ def test_the_api_raises_fastsubs_errors_for_bad_arguments(tiny_index: Path) -> N
 # --- slow: many kills in a row ------------------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("name, args", [("subs.txt", ["--workers", "2"]), ("subs.txt.gz", []),
                                         ("subs.txt.gz", ["--workers", "2"]),
                                         ("subs.txt.xz", ["-n", "20", "-p", "0.9"])])

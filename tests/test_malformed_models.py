@@ -382,6 +382,7 @@ def test_the_command_line_says_it_in_one_line(bad: Bad, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("bad", BAD, ids=[bad.name for bad in BAD])
 def test_every_malformed_model_through_the_command_line(bad: Bad, cli_builds: dict[str, Built]) -> None:
     check_cli_error(cli_builds[bad.name], bad)

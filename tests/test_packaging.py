@@ -26,7 +26,12 @@ import pytest
 
 from conftest import REPO, run_cli
 
-packaging = pytest.mark.packaging
+
+def packaging(test):
+    """Marked ``packaging`` (make check-package), with time to build the sdist and the wheel
+    and install them from PyPI (the module's fixtures do, in the setup of the first test)."""
+    return pytest.mark.packaging(pytest.mark.timeout(900)(test))
+
 
 DEMO_MODEL = REPO / "models" / "demo-kn4-20k.arpa.gz"
 SENTENCES = REPO / "examples" / "sentences.txt"

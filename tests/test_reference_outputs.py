@@ -94,6 +94,7 @@ def test_reference_table_covers_every_reference_file() -> None:
     assert files - set(CASES) == {"kn4-64k.dev300.n100.out.gz"}
 
 
+@pytest.mark.timeout(600)
 def test_matches_original_tool_on_kn4_64k(tmp_path: Path) -> None:
     import fastsubs
 

@@ -1,0 +1,280 @@
+"""Every check of a pattern record has a record that trips it.
+
+A record's checksum vouches for its bytes, not for the builder's work: ``check_pattern``
+(kernel/store.c) checks, whenever a search reads a pattern and when ``fastsubs-index
+verify`` reads them all, that its ids strictly increase and lie inside the vocabulary, and
+that its positions by score are a permutation (none repeated, none past its words) that
+orders its scores best first, ties by lower id.  Here each of those is broken in turn in
+one pattern, the record's checksum made right again, as a faulty builder (or a forger)
+would leave it: in a PATTERN record (a big pattern alone) and in a BLOCK record (an entry
+front-coded after the one before it).  The pattern is one that a search of the query's
+sentence reads, so the search must end in DamagedIndexError naming the damage, the command
+line in one line saying the same, and verify too (exit 1).  Each check is written to be
+the one that names its damage, so removing any one of them changes what is reported
+(tests/mutations.py removes each).
+
+The index is built here from a generated model (no shared data): a vocabulary of a few
+hundred words, with contexts of hundreds of continuations (PATTERN records, 2-byte
+positions) and scores rounded so that many tie.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmdb
+import numpy as np
+import pytest
+
+import fastsubs
+from conftest import run_cli
+from fastsubs import format as fmt
+from fastsubs.bench.reference_terms import TermBuilder
+from fastsubs.index import SubstituteIndex
+from generated_models import write_model
+from test_damaged_index import put
+
+
+@dataclass(frozen=True)
+class Located:
+    """One pattern as it lies in its record: the record's kind and LMDB key, the pattern's
+    key, where its data starts in the record's value and how many words it holds, and how
+    many leading key bytes it shares with the entry before it (front coding; 0 at a restart
+    and in a PATTERN record)."""
+
+    order: int
+    kind: int
+    record_key: bytes
+    key: bytes
+    data_at: int
+    count: int
+    shared: int
+
+
+def data_bytes(count: int, id_bytes: int, has_beta: bool) -> int:
+    """Bytes of a pattern's data (fastsubs/format.py): ids, positions by score, alphas, betas."""
+    return count * (id_bytes + 4 + 4 * has_beta) + (count * fmt.position_bytes(count) if count > 1 else 0)
+
+
+def patterns_of(record_key: bytes, value: bytes, order: int, id_bytes: int, has_beta: bool) -> Iterator[Located]:
+    """Every pattern of one record, in key order (a BLOCK's entries decoded as the format
+    lays them out: shared key bytes, the rest of the key, the count, the data)."""
+    kind, head = value[fmt.R_KIND], fmt.R_PREVIOUS + len(record_key)
+    if kind == fmt.PATTERN:
+        yield Located(order, kind, record_key, record_key, head + 4, struct.unpack_from("<I", value, head)[0], 0)
+    elif kind == fmt.BLOCK:
+        n_patterns, n_restarts = struct.unpack_from("<HH", value, head)
+        at, key = head + 4 + 2 * n_restarts, b""
+        for _ in range(n_patterns):
+            shared = value[at]
+            key = key[:shared] + value[at + 1:at + 1 + len(record_key) - shared]
+            at += 1 + len(record_key) - shared
+            count = value[at]
+            yield Located(order, kind, record_key, key, at + 1, count, shared)
+            at += 1 + data_bytes(count, id_bytes, has_beta)
+
+
+@dataclass
+class Fields:
+    """A pattern's ids, positions by score and alphas, as plain lists to forge."""
+
+    ids: list[int]
+    positions: list[int]
+    alphas: list[float]
+
+
+def read_fields(value: bytes, where: Located, id_bytes: int) -> Fields:
+    """The fields of a pattern of 2+ words (one word has no positions by score)."""
+    count, at = where.count, where.data_at
+    width = fmt.position_bytes(count)
+    ids = [int.from_bytes(value[at + i * id_bytes:at + (i + 1) * id_bytes], "little") for i in range(count)]
+    at += count * id_bytes
+    positions = [int.from_bytes(value[at + i * width:at + (i + 1) * width], "little") for i in range(count)]
+    alphas = np.frombuffer(value, fmt.SCORE_DTYPE, count, at + count * width).tolist()
+    return Fields(ids, positions, alphas)
+
+
+def write_fields(value: bytes, where: Located, id_bytes: int, fields: Fields) -> bytes:
+    """``value`` with the pattern's fields replaced and the record's checksum made right."""
+    count, at = where.count, where.data_at
+    width = fmt.position_bytes(count)
+    forged = bytearray(value)
+    forged[at:at + count * id_bytes] = b"".join(i.to_bytes(id_bytes, "little") for i in fields.ids)
+    at += count * id_bytes
+    forged[at:at + count * width] = b"".join(p.to_bytes(width, "little") for p in fields.positions)
+    at += count * width
+    forged[at:at + 4 * count] = np.array(fields.alphas, fmt.SCORE_DTYPE).tobytes()
+    struct.pack_into("<I", forged, fmt.R_CHECKSUM, fmt.record_checksum(where.record_key, bytes(forged[4:])))
+    return bytes(forged)
+
+
+def tied(fields: Fields) -> int | None:
+    """The first i whose score by score equals the next one's (a tie, listed by lower id)."""
+    a = [fields.alphas[p] for p in fields.positions]
+    return next((i for i in range(len(a) - 1) if a[i] == a[i + 1]), None)
+
+
+def descending(fields: Fields) -> int | None:
+    """The first i whose score by score is strictly above the next one's."""
+    a = [fields.alphas[p] for p in fields.positions]
+    return next((i for i in range(len(a) - 1) if a[i] > a[i + 1]), None)
+
+
+def swap_positions(fields: Fields, i: int) -> None:
+    fields.positions[i], fields.positions[i + 1] = fields.positions[i + 1], fields.positions[i]
+
+
+# Each forgery breaks one thing the format promises and nothing else the checks read
+# before it, and says what check_pattern must then report (after "pattern KEY: ").
+def ids_not_increasing(fields: Fields, vocab_size: int) -> str:
+    fields.ids[0], fields.ids[1] = fields.ids[1], fields.ids[0]
+    return "its word ids do not increase (entry 1)"
+
+
+def id_outside_the_vocabulary(fields: Fields, vocab_size: int) -> str:
+    fields.ids[-1] = vocab_size  # the first id past it; the ids still increase
+    return f"word id {vocab_size} (entry {len(fields.ids) - 1}) is outside the vocabulary"
+
+
+def position_repeated(fields: Fields, vocab_size: int) -> str:
+    fields.positions[1] = fields.positions[0]
+    return f"its positions by score repeat {fields.positions[0]}"
+
+
+def position_out_of_range(fields: Fields, vocab_size: int) -> str:
+    count = len(fields.ids)
+    fields.positions[-1] = count  # the first position past the pattern
+    return f"its positions by score hold {count}, past its {count} words"
+
+
+def scores_out_of_order(fields: Fields, vocab_size: int) -> str:
+    i = descending(fields)
+    assert i is not None
+    swap_positions(fields, i)  # the lower score first
+    return f"its positions by score do not order its scores (entry {i + 1})"
+
+
+def tie_out_of_order(fields: Fields, vocab_size: int) -> str:
+    i = tied(fields)
+    assert i is not None
+    swap_positions(fields, i)  # equal scores, the higher id first
+    return f"its positions by score put tied scores out of id order (entry {i + 1})"
+
+
+FORGERIES: dict[str, Callable[[Fields, int], str]] = {
+    f.__name__.replace("_", " "): f for f in (ids_not_increasing, id_outside_the_vocabulary, position_repeated,
+                                               position_out_of_range, scores_out_of_order, tie_out_of_order)}
+KINDS = {"PATTERN": fmt.PATTERN, "BLOCK": fmt.BLOCK}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A pattern to forge, and a sentence whose search reads it."""
+
+    where: Located
+    sentence: list[str]
+
+
+@dataclass(frozen=True)
+class Forgeable:
+    path: Path
+    vocab_size: int
+    id_bytes: int
+    targets: dict[int, Target]  # by record kind
+
+
+def query_sentence(index: SubstituteIndex, where: Located) -> list[str] | None:
+    """The words of a sentence ``A x B`` for the pattern ``A _ B``, x any word of the model
+    (the look-up of the pattern does not depend on it), checked with the reference term
+    builder (which looks up what the C core looks up) to read the pattern; None when no
+    sentence can read it (``<s>`` or ``</s>`` inside it)."""
+    slot, width = where.key[0], index.id_bytes
+    fixed = tuple(int.from_bytes(where.key[1 + i * width:1 + (i + 1) * width], "big")
+                  for i in range(where.order - 1))
+    left, right = list(fixed[:slot]), list(fixed[slot:])
+    if left and left[0] == index.bos_id:
+        left = left[1:]
+    if right and right[-1] == index.eos_id:
+        right = right[:-1]
+    if {index.bos_id, index.eos_id} & set(left + right):
+        return None
+    filler = next(i for i in range(index.vocab_size) if i not in (index.bos_id, index.eos_id, index.unk_id))
+    words = [index.word(i).decode() for i in left + [filler] + right]
+    builder = TermBuilder(index)
+    ids = tuple(np.frombuffer(index.sentence_ids([w.encode() for w in words]), fmt.ID_DTYPE).tolist())
+    builder.position_terms(ids, 1 + len(left))
+    assert builder.patterns.get((slot, fixed)) is not None, (where, words)
+    return words
+
+
+@pytest.fixture(scope="module")
+def forgeable(tmp_path_factory: pytest.TempPathFactory) -> Forgeable:
+    """A generated order-3 model's index, and for each record kind a pattern of it to forge:
+    one with 2+ words (not 256: a position past it must fit its 1-byte positions), a tie and
+    a strict descent in its scores, that a sentence can read; in a BLOCK, one front-coded."""
+    folder = tmp_path_factory.mktemp("forgeable")
+    write_model(folder / "model.arpa", vocab_size=400, higher=[3000, 3000], seed=3, hubs=6, hub_fanout=300)
+    path = folder / "model.fsidx"
+    fastsubs.build_index(folder / "model.arpa", path)
+    targets: dict[int, Target] = {}
+    with SubstituteIndex(path) as index:
+        vocab_size, id_bytes, order = index.vocab_size, index.id_bytes, index.order
+        env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=64)
+        with env.begin() as txn:
+            for m in range(order, 1, -1):
+                for record_key, value in txn.cursor(db=env.open_db(fmt.patterns_db_name(m), txn=txn, create=False)):
+                    for where in patterns_of(record_key, value, m, id_bytes, m < order):
+                        if where.kind in targets or (where.kind == fmt.BLOCK and not where.shared) \
+                                or where.count < 2 or where.count == 256:
+                            continue
+                        fields = read_fields(value, where, id_bytes)
+                        if tied(fields) is None or descending(fields) is None:
+                            continue
+                        sentence = query_sentence(index, where)
+                        if sentence is not None:
+                            targets[where.kind] = Target(where, sentence)
+        env.close()
+        assert set(targets) == set(KINDS.values()), f"no pattern to forge in records of kinds {set(KINDS.values())}"
+        for target in targets.values():  # sound, they answer: what fails once forged is the forgery
+            assert len(index.sentence(target.sentence, n=5)) == len(target.sentence) + 1
+    return Forgeable(path, vocab_size, id_bytes, targets)
+
+
+def query_error(index: Path, sentence: list[str]) -> str:
+    """What fastsubs-query says of a damaged index: exit 1, nothing on stdout, one line."""
+    result = run_cli("fastsubs-query", index, "-n", "5", input=" ".join(sentence).encode() + b"\n", check=False)
+    message = result.stderr.decode()
+    assert result.returncode == 1 and result.stdout == b"", (result.returncode, message)
+    assert message.count("\n") == 1 and "Traceback" not in message, message
+    return message
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("forgery", FORGERIES)
+def test_a_forged_pattern_is_named_by_the_search_and_by_verify(forgeable: Forgeable, tmp_path: Path, kind: str,
+                                                              forgery: str) -> None:
+    target = forgeable.targets[KINDS[kind]]
+    where = target.where
+    copy = tmp_path / "forged.fsidx"
+    shutil.copytree(forgeable.path, copy)
+    env = lmdb.open(str(copy), readonly=True, lock=False, max_dbs=64)
+    with env.begin() as txn:
+        value = txn.get(where.record_key, db=env.open_db(fmt.patterns_db_name(where.order), txn=txn, create=False))
+    env.close()
+    fields = read_fields(value, where, forgeable.id_bytes)
+    damage = FORGERIES[forgery](fields, forgeable.vocab_size)
+    put(copy, fmt.patterns_db_name(where.order), where.record_key, write_fields(value, where, forgeable.id_bytes,
+                                                                                  fields))
+    expected = f"damaged index: pattern {where.key.hex()}: {damage}"
+
+    with fastsubs.open_index(copy) as index:
+        with pytest.raises(fastsubs.DamagedIndexError) as raised:
+            index.sentence(target.sentence, n=5)
+    assert str(raised.value) == f"{copy}: {expected}"
+    assert expected in query_error(copy, target.sentence)
+    verified = run_cli("fastsubs-index", "verify", copy, check=False)
+    assert verified.returncode == 1 and expected in verified.stderr.decode(), verified.stderr.decode()

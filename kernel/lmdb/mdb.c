@@ -1362,6 +1362,10 @@ struct MDB_env {
 	/** fastsubs: what the checks of the meta pages found damaged when the
 	 *	environment was opened (#mdb_env_damage()); NULL while nothing was. */
 	const char	*me_damage;
+	/** fastsubs: a bit for each page of the file that #mdb_page_check()
+	 *	found sound (read-only environments; NULL where not kept). */
+	unsigned char	*me_checked;
+	pgno_t		me_checked_pages;	/**< pages the bits cover */
 };
 
 	/** Nested transaction */
@@ -4624,6 +4628,18 @@ mdb_env_open2(MDB_env *env)
 	rc = mdb_env_map(env, (flags & MDB_FIXEDMAP) ? meta.mm_address : NULL);
 	if (rc)
 		return rc;
+#if defined(__GNUC__) && !defined(_WIN32)
+	/* fastsubs: a page is checked once (mdb_page_check()): a bit for each page
+	 * of the file, as it is now (calloc maps its zeros lazily: opening stays
+	 * independent of the file's size) */
+	if (flags & MDB_RDONLY) {
+		struct stat st;
+		if (fstat(env->me_fd, &st) == 0 && st.st_size / meta.mm_psize > 0) {
+			env->me_checked_pages = st.st_size / meta.mm_psize;
+			env->me_checked = calloc((env->me_checked_pages + 7) / 8, 1);
+		}
+	}
+#endif
 
 	if (newenv) {
 		if (flags & MDB_FIXEDMAP)
@@ -5259,6 +5275,7 @@ mdb_env_close0(MDB_env *env, int excl)
 	}
 
 	free(env->me_pbuf);
+	free(env->me_checked);	/* fastsubs */
 	free(env->me_dbiseqs);
 	free(env->me_dbflags);
 	free(env->me_path);
@@ -5604,6 +5621,14 @@ mdb_cursor_push(MDB_cursor *mc, MDB_page *mp)
 	return MDB_SUCCESS;
 }
 
+#if defined(__GNUC__)
+#define MDB_ATOMIC_LOAD(p)	__atomic_load_n((p), __ATOMIC_RELAXED)
+#define MDB_ATOMIC_OR(p, v)	__atomic_fetch_or((p), (v), __ATOMIC_RELAXED)
+#else	/* (no bits are kept: me_checked stays NULL) */
+#define MDB_ATOMIC_LOAD(p)	(*(p))
+#define MDB_ATOMIC_OR(p, v)	(*(p) |= (v))
+#endif
+
 /** fastsubs: the damage a check found in \b txn: kept for #mdb_txn_damage()
  *	(with the page it is on), and the transaction made unusable, as LMDB does
  *	after a page it cannot find (a cursor may be left half moved). */
@@ -5631,14 +5656,26 @@ static int
 mdb_page_check(MDB_cursor *mc, MDB_page *mp, pgno_t pgno)
 {
 	MDB_txn *txn = mc->mc_txn;
-	unsigned int psize = txn->mt_env->me_psize, flags = mp->mp_flags;
+	MDB_env *env = txn->mt_env;
+	unsigned int psize = env->me_psize, flags = mp->mp_flags;
 	unsigned int lower, upper, i, n, any_db = !mc->mc_db;
+	/* A page found sound once is not checked again (the file of a read-only
+	 * environment does not change; a search follows the same root and branch
+	 * pages at every look-up): unless it was checked as a page of a database
+	 * of duplicates or of free pages, which allow what others must not read. */
+	int keep = env->me_checked && pgno < env->me_checked_pages && !any_db && !mc->mc_xcursor &&
+		mc->mc_dbi != FREE_DBI && !(mc->mc_db->md_flags & (MDB_DUPSORT|MDB_DUPFIXED));
+	unsigned char bit = 1u << (pgno & 7), *bits = keep ? &env->me_checked[pgno >> 3] : NULL;
 
+	if (keep && (MDB_ATOMIC_LOAD(bits) & bit))
+		return MDB_SUCCESS;
 	if (mp->mp_pgno != pgno)
 		return mdb_damaged(txn, pgno, "its header holds another page number (or what led to it is damaged)");
-	if (flags == P_OVERFLOW)
-		return mp->mp_pages >= 1 && mp->mp_pages <= txn->mt_next_pgno - pgno ? MDB_SUCCESS :
-			mdb_damaged(txn, pgno, "an overflow page's count of pages runs past the file");
+	if (flags == P_OVERFLOW) {
+		if (mp->mp_pages < 1 || mp->mp_pages > txn->mt_next_pgno - pgno)
+			return mdb_damaged(txn, pgno, "an overflow page's count of pages runs past the file");
+		goto sound;
+	}
 	if (flags != P_BRANCH && flags != P_LEAF &&
 		!(flags == (P_LEAF|P_LEAF2) && (any_db || (mc->mc_db->md_flags & MDB_DUPFIXED))))
 		return mdb_damaged(txn, pgno, "the page's flags are not a B-tree page's");
@@ -5677,6 +5714,9 @@ mdb_page_check(MDB_cursor *mc, MDB_page *mp, pgno_t pgno)
 		if (end > psize)
 			return mdb_damaged(txn, pgno, "a node runs past the end of its page");
 	}
+sound:
+	if (keep)
+		MDB_ATOMIC_OR(bits, bit);
 	return MDB_SUCCESS;
 }
 

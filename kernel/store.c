@@ -335,8 +335,12 @@ int store_open(Store *s, const char *path, Failure *failure) {
         MDB_dbi beyond;
         snprintf(name, sizeof(name), FS_PATTERNS_DB, m);
         if (m > s->order) {  /* the header's order must be the databases' */
-            if (mdb_dbi_open(s->txn, name, 0, &beyond) != MDB_NOTFOUND) {
-                damaged(failure, "the header's order is not the index's");
+            rc = mdb_dbi_open(s->txn, name, 0, &beyond);
+            if (rc != MDB_NOTFOUND) {
+                if (rc)
+                    store_read_failed(failure, s->txn, rc, "the main database (opening %s)", name);
+                else
+                    damaged(failure, "the header's order is not the index's");
                 goto failed;
             }
         } else if (open_dbi(s, name, &s->patterns[m], FS_EDAMAGED, failure) < 0) {

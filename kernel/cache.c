@@ -415,7 +415,7 @@ static int read_record(Reader *r, Record *rec, int order, const uint8_t *key, si
         int rc = mdb_cursor_open(r->txn, s->patterns[order], &r->cursors[order]);
         if (rc) {
             r->cursors[order] = NULL;
-            fail(&r->failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
+            store_read_failed(&r->failure, r->txn, rc, "patterns%d", order);
             return -1;
         }
     }

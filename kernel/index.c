@@ -192,7 +192,7 @@ int index_find_pattern(FsIndex *ix, int slot, const uint32_t *ids, int n, Patter
         found = store_find_pattern(s, cursor, n + 1, key, key_len, out, failure);
         mdb_cursor_close(cursor);
     } else {
-        fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
+        store_read_failed(failure, txn, rc, "patterns%d", n + 1);
     }
     mdb_txn_abort(txn);
     return found;

@@ -26,6 +26,21 @@ static int lmdb_failed(Failure *failure, int rc, const char *what) {
     return -1;
 }
 
+int store_read_failed(Failure *failure, MDB_txn *txn, int rc, const char *db_format, ...) {
+    char db[64];
+    va_list args;
+    va_start(args, db_format);
+    vsnprintf(db, sizeof(db), db_format, args);
+    va_end(args);
+    size_t pgno;
+    const char *what = txn ? mdb_txn_damage(txn, &pgno) : NULL;
+    if (what)  /* (also when a later call found the transaction unusable: MDB_BAD_TXN) */
+        fail(failure, FS_EDAMAGED, "damaged index: %s: LMDB page %zu: %s", db, pgno, what);
+    else
+        fail(failure, FS_EDAMAGED, "damaged index: %s (%s)", db, mdb_strerror(rc));
+    return -1;
+}
+
 static int damaged(Failure *failure, const char *what) {
     fail(failure, FS_EDAMAGED, "damaged index: %s", what);
     return -1;
@@ -78,6 +93,12 @@ static int open_environment(Store *s, const char *path, Failure *failure) {
         if (rc)
             return lmdb_failed(failure, rc, "cannot create an LMDB environment");
         mdb_env_set_maxdbs(s->env, FS_MAX_ORDER + 4);
+        /* The map is the file, not the map size its meta page asks for (the builder's is
+         * 1 TiB): LMDB's page numbers are then checked against the file's pages (mdb.c
+         * keeps a transaction's last page inside the map), and a damaged map size is not
+         * followed.  A published index never grows. */
+        if (before.st_size > 0)
+            mdb_env_set_mapsize(s->env, (size_t)before.st_size);
         /* Read-only, no lock file (nothing writes a published index), read transactions
          * not tied to threads.  The OS reads ahead around the pages a search touches. */
         rc = mdb_env_open(s->env, path, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0444);
@@ -87,12 +108,16 @@ static int open_environment(Store *s, const char *path, Failure *failure) {
         if (!same) {
             struct stat now;
             int swapped = rc == 0 || stat(data, &now) < 0 || now.st_ino != before.st_ino;
+            const char *damage = mdb_env_damage(s->env);  /* what mdb.c's checks of the meta pages found */
+            if (!swapped && damage)
+                fail(failure, FS_EDAMAGED, "damaged index: LMDB's meta pages: %s", damage);
+            else if (!swapped)
+                fail(failure, FS_EDAMAGED, "damaged index: data.mdb cannot be read as LMDB (truncated or "
+                     "overwritten?) (%s)", mdb_strerror(rc));
             mdb_env_close(s->env);
             s->env = NULL;
             if (swapped)
                 continue;
-            fail(failure, FS_EDAMAGED, "damaged index: data.mdb cannot be read as LMDB (truncated or overwritten?) (%s)",
-                 mdb_strerror(rc));
             return -1;
         }
         MDB_envinfo info;
@@ -133,7 +158,7 @@ static int no_metadata(Store *s, Failure *failure) {
     for (rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
         entries++;
         ours |= (k.mv_size == strlen(FS_ARRAYS_DB) && !memcmp(k.mv_data, FS_ARRAYS_DB, k.mv_size)) ||
-                (k.mv_size > 8 && !memcmp(k.mv_data, "patterns", 8));
+                (k.mv_size > 8 && !memcmp(k.mv_data, FS_PATTERNS_DB, 8));  /* "patterns%d" */
     }
     mdb_cursor_close(cursor);
     if (rc != MDB_NOTFOUND)
@@ -146,29 +171,47 @@ static int no_metadata(Store *s, Failure *failure) {
 
 static int open_dbi(Store *s, const char *name, MDB_dbi *dbi, int code, Failure *failure) {
     int rc = mdb_dbi_open(s->txn, name, 0, dbi);
+    unsigned int flags = 0, main_flags = 0;
+    MDB_dbi main_db;
     if (rc == MDB_NOTFOUND) {
-        if (code == FS_ENOTINDEX)
+        /* (LMDB finds no database in a main database whose flags say it holds no names) */
+        if (mdb_dbi_open(s->txn, NULL, 0, &main_db) == 0)
+            mdb_dbi_flags(s->txn, main_db, &main_flags);
+        if (main_flags)
+            fail(failure, FS_EDAMAGED, "damaged index: LMDB's main database has flags (0x%x); an index's has none",
+                 main_flags);
+        else if (code == FS_ENOTINDEX)
             return no_metadata(s, failure);
-        fail(failure, code, "damaged index: database %s is missing", name);
+        else
+            fail(failure, code, "damaged index: database %s is missing", name);
         return -1;
     }
-    return rc ? lmdb_failed(failure, rc, "damaged index") : 0;
+    if (rc)
+        return store_read_failed(failure, s->txn, rc, "the main database (opening %s)", name);
+    /* an index's databases are plain: flags would change how LMDB reads their pages */
+    if (mdb_dbi_flags(s->txn, *dbi, &flags) || flags) {
+        fail(failure, FS_EDAMAGED, "damaged index: database %s has LMDB flags (0x%x); an index's have none", name,
+             flags);
+        return -1;
+    }
+    return 0;
 }
 
-/* The value of ``key`` in ``dbi`` through the store's transaction: 1 found, 0 not, -1 on error. */
-static int get(Store *s, MDB_dbi dbi, const char *key, MDB_val *value, Failure *failure) {
+/* The value of ``key`` in ``dbi`` (named ``db``) through the store's transaction: 1 found,
+ * 0 not, -1 on error. */
+static int get(Store *s, MDB_dbi dbi, const char *db, const char *key, MDB_val *value, Failure *failure) {
     MDB_val k = {strlen(key), (void *)key};
     int rc = mdb_get(s->txn, dbi, &k, value);
     if (rc == MDB_NOTFOUND)
         return 0;
-    return rc ? lmdb_failed(failure, rc, "damaged index") : 1;
+    return rc ? store_read_failed(failure, s->txn, rc, "%s", db) : 1;
 }
 
 /* Why an environment with a metadata database but no header is no index of this format:
  * the msgpack map of formats 1 and 2 carries the magic and its version. */
 static int no_header(Store *s, MDB_dbi meta, Failure *failure) {
     MDB_val value;
-    int found = get(s, meta, FS_META_KEY, &value, failure);
+    int found = get(s, meta, FS_META_DB, FS_META_KEY, &value, failure);
     if (found < 0)
         return -1;
     static const char magic[] = FS_META_MAGIC, version_key[] = "\xae" "format_version";  /* msgpack str */
@@ -194,7 +237,7 @@ static int no_header(Store *s, MDB_dbi meta, Failure *failure) {
 /* Reads and checks the header (its checksum before any field it holds, but the magic). */
 static int read_header(Store *s, MDB_dbi meta, const uint8_t **header, Failure *failure) {
     MDB_val value;
-    int found = get(s, meta, FS_HEADER_KEY, &value, failure);
+    int found = get(s, meta, FS_META_DB, FS_HEADER_KEY, &value, failure);
     if (found <= 0)
         return found < 0 ? -1 : no_header(s, meta, failure);
     const uint8_t *h = value.mv_data;
@@ -213,9 +256,12 @@ static int read_header(Store *s, MDB_dbi meta, const uint8_t **header, Failure *
              newer ? " or upgrade fastsubs" : "");
         return -1;
     }
-    uint32_t order = load_u32(h + FS_H_ORDER), vocab_size = load_u32(h + FS_H_VOCAB_SIZE);
-    if (order < 1 || order > FS_MAX_ORDER || len != FS_HEADER_BYTES(order) || vocab_size < 1 ||
-        vocab_size == FS_NO_WORD || load_u32(h + FS_H_ID_BYTES) != FS_ID_BYTES(vocab_size))
+    /* (the other fields are read once the length is the order's: a short header, its
+     * checksum forged, ends before them) */
+    uint32_t order = load_u32(h + FS_H_ORDER), vocab_size = 0;
+    if (order >= 1 && order <= FS_MAX_ORDER && len == FS_HEADER_BYTES(order))
+        vocab_size = load_u32(h + FS_H_VOCAB_SIZE);
+    if (vocab_size < 1 || vocab_size == FS_NO_WORD || load_u32(h + FS_H_ID_BYTES) != FS_ID_BYTES(vocab_size))
         return damaged(failure, "the header's fields disagree (order, vocabulary size, id width)");
     s->order = (int)order;
     s->vocab_size = vocab_size;
@@ -243,7 +289,7 @@ static int read_arrays(Store *s, MDB_dbi arrays, MDB_dbi meta, const uint8_t *h,
     for (int a = 0; a < FS_N_ARRAYS; a++) {
         const uint8_t *entry = h + FS_H_ARRAYS + FS_H_ARRAY_ENTRY * a;
         MDB_val value;
-        int found = get(s, arrays, names[a], &value, failure);
+        int found = get(s, arrays, FS_ARRAYS_DB, names[a], &value, failure);
         if (found < 0)
             return -1;
         size_t items = a == FS_ARRAY_WORD_OFFSETS ? v + 1 : a == FS_ARRAY_WORD_BYTES ? value.mv_size : v;
@@ -266,7 +312,7 @@ static int read_arrays(Store *s, MDB_dbi arrays, MDB_dbi meta, const uint8_t *h,
     s->word_bytes = data[FS_ARRAY_WORD_BYTES];
     s->spelling_order = data[FS_ARRAY_SPELLING_ORDER];
     MDB_val value;
-    int found = get(s, meta, FS_META_KEY, &value, failure);
+    int found = get(s, meta, FS_META_DB, FS_META_KEY, &value, failure);
     if (found < 0)
         return -1;
     if (!found || value.mv_size != load_u64(h + FS_H_META_BYTES) ||
@@ -322,8 +368,12 @@ int store_open(Store *s, const char *path, Failure *failure) {
         MDB_dbi beyond;
         snprintf(name, sizeof(name), FS_PATTERNS_DB, m);
         if (m > s->order) {  /* the header's order must be the databases' */
-            if (mdb_dbi_open(s->txn, name, 0, &beyond) != MDB_NOTFOUND) {
-                damaged(failure, "the header's order is not the index's");
+            rc = mdb_dbi_open(s->txn, name, 0, &beyond);
+            if (rc != MDB_NOTFOUND) {
+                if (rc)
+                    store_read_failed(failure, s->txn, rc, "the main database (opening %s)", name);
+                else
+                    damaged(failure, "the header's order is not the index's");
                 goto failed;
             }
         } else if (open_dbi(s, name, &s->patterns[m], FS_EDAMAGED, failure) < 0) {
@@ -593,7 +643,7 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
         return -1;
     }
     if (rc)
-        return lmdb_failed(failure, rc, "damaged index");
+        return store_read_failed(failure, mdb_cursor_txn(cursor), rc, "patterns%d", order);
     RecordView r;
     if (open_record(s, order, &k, &v, &r, failure) < 0)
         return -1;
@@ -671,7 +721,7 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
     MDB_cursor *cursor;
     int rc = mdb_cursor_open(txn, s->patterns[order], &cursor);
     if (rc)
-        return lmdb_failed(failure, rc, "damaged index");
+        return store_read_failed(failure, txn, rc, "patterns%d", order);
     memset(counts, 0, sizeof(*counts));
     size_t key_len = FS_KEY_BYTES((unsigned)order, s->id_bytes);
     uint8_t last[1 + 4 * FS_MAX_ORDER], key[1 + 4 * FS_MAX_ORDER];
@@ -751,7 +801,7 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
     result = 0;
     goto out;
 lmdb:
-    lmdb_failed(failure, rc, "damaged index");
+    store_read_failed(failure, txn, rc, "patterns%d", order);
     goto out;
 disorder:
     fail(failure, FS_EDAMAGED, "damaged index: the keys of patterns%d do not ascend at %s", order,

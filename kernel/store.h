@@ -60,6 +60,14 @@ typedef struct {
 /* 0, or -1 with the failure set: FS_ENOTINDEX (no index at ``path``, or an interrupted
  * build), FS_EVERSION (another format version), FS_EDAMAGED, FS_ELMDB, FS_ENOMEM. */
 int store_open(Store *s, const char *path, Failure *failure);
+
+/* Sets the failure for LMDB's ``rc`` reading the database ``db_format`` names (a printf
+ * format) through ``txn``: "damaged index: DB: LMDB page N: what" when LMDB's checks (mdb.c,
+ * "fastsubs:") found damage in this transaction, else "damaged index: DB (LMDB's error)".
+ * Returns -1. */
+int store_read_failed(Failure *failure, MDB_txn *txn, int rc, const char *db_format, ...)
+    __attribute__((format(printf, 4, 5)));
+
 void store_close(Store *s);
 
 /* The spelling of word ``id`` (< vocab_size) in place, and its length in bytes. */

@@ -10,6 +10,7 @@ that the bytes are those it means to change, and reads the copy as a user would.
 
 from __future__ import annotations
 
+import re
 import shutil
 import struct
 from pathlib import Path
@@ -26,7 +27,10 @@ from test_damaged_index import map_base, query_error, value_at
 #: Where MDB_meta keeps the main database's flags, its root page and the transaction id,
 #: in each of the two meta pages at the start of data.mdb (64-bit LMDB 0.9).
 MAIN_FLAGS, MAIN_ROOT, TXNID = 92, 128, 144
-DAMAGED_LMDB = "damaged index: its databases are there but not its metadata"
+#: What such damage is named: by the LMDB checks of mdb.c where they see it (a meta page or a
+#: page that does not hold together), else by the open finding the index's databases
+#: without its metadata.
+DAMAGED_LMDB = r"damaged index: (its databases are there but not its metadata|LMDB's meta pages: |.*LMDB page \d+: )"
 
 
 @pytest.fixture()
@@ -80,7 +84,7 @@ def test_a_flipped_byte_in_lmdbs_meta_pages_is_damage(copy: Path, where: str) ->
     rewrite(copy, offset, change)
     with pytest.raises(fastsubs.DamagedIndexError, match=DAMAGED_LMDB):
         fastsubs.open_index(copy)
-    assert DAMAGED_LMDB in query_error(copy)
+    assert re.search(DAMAGED_LMDB, query_error(copy))
 
 
 def test_a_lost_header_record_is_damage_not_an_older_format(copy: Path) -> None:

@@ -1417,6 +1417,25 @@ int  mdb_cursor_renew(MDB_txn *txn, MDB_cursor *cursor);
 	 */
 MDB_txn *mdb_cursor_txn(MDB_cursor *cursor);
 
+/** @brief fastsubs: what the checks of a read-only transaction found damaged
+ * in the file, and on which page.
+ *
+ * Read-only transactions check the pages, nodes and B-tree records they
+ * follow (see "fastsubs: checks" in mdb.c); a damaged one makes the call that
+ * found it return #MDB_CORRUPTED (#MDB_PAGE_NOTFOUND for a page number past
+ * the file's last page) and the transaction unusable.
+ * @param[in] txn A transaction handle returned by #mdb_txn_begin()
+ * @param[out] pgno Where the page's number is stored (may be NULL)
+ * @return What was found, as a phrase, or NULL if nothing was.
+ */
+const char *mdb_txn_damage(MDB_txn *txn, size_t *pgno);
+
+/** @brief fastsubs: what the checks of the meta pages found damaged when
+ * #mdb_env_open() returned #MDB_CORRUPTED, or NULL.
+ * @param[in] env An environment handle returned by #mdb_env_create()
+ */
+const char *mdb_env_damage(MDB_env *env);
+
 	/** @brief Return the cursor's database handle.
 	 *
 	 * @param[in] cursor A cursor handle returned by #mdb_cursor_open()

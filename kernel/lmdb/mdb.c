@@ -1198,6 +1198,10 @@ struct MDB_txn {
 	 *	dirty_list into mt_parent after freeing hidden mt_parent pages.
 	 */
 	unsigned int	mt_dirty_room;
+	/** fastsubs: what a check of a read-only transaction found damaged, and
+	 *	on which page (#mdb_txn_damage()); NULL while nothing was. */
+	const char	*mt_damage;
+	pgno_t		mt_damage_pgno;
 };
 
 /** Enough space for 2^32 nodes with minimum of 2 keys per node. I.e., plenty.
@@ -1355,6 +1359,13 @@ struct MDB_env {
 #endif
 	void		*me_userctx;	 /**< User-settable context */
 	MDB_assert_func *me_assert_func; /**< Callback for assertion failures */
+	/** fastsubs: what the checks of the meta pages found damaged when the
+	 *	environment was opened (#mdb_env_damage()); NULL while nothing was. */
+	const char	*me_damage;
+	/** fastsubs: a bit for each page of the file that #mdb_page_check()
+	 *	found sound (read-only environments; NULL where not kept). */
+	unsigned char	*me_checked;
+	pgno_t		me_checked_pages;	/**< pages the bits cover */
 };
 
 	/** Nested transaction */
@@ -2842,6 +2853,7 @@ mdb_txn_renew0(MDB_txn *txn)
 	txn->mt_next_pgno = meta->mm_last_pg+1;
 
 	txn->mt_flags = flags;
+	txn->mt_damage = NULL;	/* fastsubs */
 
 	/* Setup db info */
 	txn->mt_numdbs = env->me_numdbs;
@@ -3745,6 +3757,85 @@ mdb_txn_commit(MDB_txn *txn)
 	return _mdb_txn_commit(txn);
 }
 
+/* fastsubs: checks of what a reader follows in the file.
+ *
+ * LMDB trusts its file: a page number, a page header or a node is used as it
+ * is read, so one damaged byte sends a reader outside its page or its map
+ * (SIGSEGV, SIGBUS) or has it read one structure as another.  A fastsubs
+ * index promises that damage is an error, never a crash nor a different
+ * answer, and fastsubs reads it only in read-only transactions.  So, in
+ * read-only transactions, every structure is checked before it is followed:
+ * the meta pages when the environment is opened (mdb_env_read_header), each
+ * B-tree's record when it is read (mdb_db_damage: meta pages, mdb_dbi_open,
+ * mdb_page_search), each page when it is taken from the map (mdb_page_get:
+ * its number, its flags, its free-space bounds, every node pointer and node
+ * header inside the page), each page against its level in its tree (a leaf
+ * at the tree's depth, branches above: mdb_page_search, _search_root,
+ * mdb_cursor_sibling), and a value on overflow pages against them
+ * (mdb_node_read).  A page is checked when it is followed, not the whole file
+ * at open: opening stays independent of the file's size.  Page numbers are
+ * checked against the transaction's last page, which mdb_txn_renew0 already
+ * keeps inside the map; fastsubs maps exactly the file (store.c).
+ *
+ * A violation returns MDB_CORRUPTED and leaves what was wrong, and where, for
+ * mdb_txn_damage() / mdb_env_damage().  Write transactions are unchanged:
+ * nothing in fastsubs writes with this copy of LMDB.  Not checked: the
+ * sub-pages and sub-databases of MDB_DUPSORT databases (a fastsubs index has
+ * none, and store.c refuses a database with any flags), and the keys'
+ * contents (fastsubs checks its records' keys itself).  All the checks are
+ * marked "fastsubs:". */
+
+/** fastsubs: a B-tree's record (MDB_db): its root inside the first ``pages``
+ *	pages of the file and a depth a cursor can hold, or an empty tree with
+ *	neither; no flags LMDB does not know.  What is wrong, or NULL. */
+static const char *
+mdb_db_damage(const MDB_db *db, pgno_t pages)
+{
+	if (db->md_flags & ~(VALID_FLAGS & ~MDB_CREATE))
+		return "a B-tree's record has unknown flags";
+	if (db->md_root == P_INVALID)
+		return db->md_depth ? "an empty B-tree's record has a depth" : NULL;
+	if (db->md_root < NUM_METAS || db->md_root >= pages)
+		return "a B-tree's root page is outside the file";
+	if (db->md_depth < 1 || db->md_depth > CURSOR_STACK)
+		return "a B-tree's depth is out of range";
+	return NULL;
+}
+
+/** fastsubs: the meta pages.  Every read starts from the newer (higher
+ *	txnid): its page size places every page, its last page bounds every page
+ *	number, its main database's record is the root of everything.  A writer
+ *	commits to the two in turn, meta page (txnid & 1) getting a txnid one past
+ *	the other's: a damaged txnid would otherwise pick the older snapshot,
+ *	whose pages later commits may have reused.  What is wrong, or NULL. */
+static const char *
+mdb_metas_damage(const MDB_meta *metas)
+{
+	txnid_t t0 = metas[0].mm_txnid, t1 = metas[1].mm_txnid;
+	int i, newer = t1 > t0;
+
+	if ((t0 || t1) && ((newer ? t1 - t0 : t0 - t1) != 1 || (metas[newer].mm_txnid & 1) != (txnid_t)newer))
+		return "the meta pages' transaction ids are not two consecutive commits";
+	if (metas[1].mm_psize != metas[0].mm_psize)
+		return "the meta pages' page sizes differ";
+	if (metas[!newer].mm_last_pg > metas[newer].mm_last_pg)
+		return "the older meta page has more pages than the newer";
+	for (i = 0; i < NUM_METAS; i++) {
+		const char *what;
+		pgno_t pages = metas[i].mm_last_pg + 1;
+		/* (the pages' bytes must be a size_t) */
+		if (metas[i].mm_last_pg < NUM_METAS - 1 || metas[i].mm_last_pg >= ~(size_t)0 / metas[0].mm_psize)
+			return "a meta page's last page is out of range";
+		if ((what = mdb_db_damage(&metas[i].mm_dbs[MAIN_DBI], pages)))
+			return what;
+		/* (the free-space database's flags are the environment's) */
+		if (metas[i].mm_dbs[FREE_DBI].md_root != P_INVALID &&
+			(metas[i].mm_dbs[FREE_DBI].md_root < NUM_METAS || metas[i].mm_dbs[FREE_DBI].md_root >= pages))
+			return "the free-space B-tree's root page is outside the file";
+	}
+	return NULL;
+}
+
 /** Read the environment parameters of a DB environment before
  * mapping it into memory.
  * @param[in] env the environment handle
@@ -3757,6 +3848,7 @@ mdb_env_read_header(MDB_env *env, MDB_meta *meta)
 	MDB_metabuf	pbuf;
 	MDB_page	*p;
 	MDB_meta	*m;
+	MDB_meta	metas[NUM_METAS];	/* fastsubs: both, to check them together */
 	int			i, rc, off;
 	enum { Size = sizeof(pbuf) };
 
@@ -3785,6 +3877,9 @@ mdb_env_read_header(MDB_env *env, MDB_meta *meta)
 		}
 
 		p = (MDB_page *)&pbuf;
+		/* fastsubs: past a sound first meta page, a second that is none is damage */
+		if (i == 1)
+			env->me_damage = "meta page 1 is not a meta page (its flags, magic or version)";
 
 		if (!F_ISSET(p->mp_flags, P_META)) {
 			DPRINTF(("page %"Z"u not a meta page", p->mp_pgno));
@@ -3803,9 +3898,23 @@ mdb_env_read_header(MDB_env *env, MDB_meta *meta)
 			return MDB_VERSION_MISMATCH;
 		}
 
+		/* fastsubs: meta page i is page i, of flags P_META alone; the second
+		 * is read at the first's page size, so that is checked first. */
+		if (p->mp_pgno != (pgno_t)i || p->mp_flags != P_META) {
+			env->me_damage = "a meta page's header (page number, flags) is wrong";
+			return MDB_CORRUPTED;
+		}
+		if (i == 0 && (m->mm_psize < 512 || m->mm_psize > MAX_PAGESIZE || (m->mm_psize & (m->mm_psize - 1)))) {
+			env->me_damage = "the meta page's page size is no page size";
+			return MDB_CORRUPTED;
+		}
+		metas[i] = *m;
+
 		if (off == 0 || m->mm_txnid > meta->mm_txnid)
 			*meta = *m;
 	}
+	if ((env->me_damage = mdb_metas_damage(metas)) != NULL)	/* fastsubs */
+		return MDB_CORRUPTED;
 	return 0;
 }
 
@@ -4519,6 +4628,18 @@ mdb_env_open2(MDB_env *env)
 	rc = mdb_env_map(env, (flags & MDB_FIXEDMAP) ? meta.mm_address : NULL);
 	if (rc)
 		return rc;
+#if defined(__GNUC__) && !defined(_WIN32)
+	/* fastsubs: a page is checked once (mdb_page_check()): a bit for each page
+	 * of the file, as it is now (calloc maps its zeros lazily: opening stays
+	 * independent of the file's size) */
+	if (flags & MDB_RDONLY) {
+		struct stat st;
+		if (fstat(env->me_fd, &st) == 0 && st.st_size / meta.mm_psize > 0) {
+			env->me_checked_pages = st.st_size / meta.mm_psize;
+			env->me_checked = calloc((env->me_checked_pages + 7) / 8, 1);
+		}
+	}
+#endif
 
 	if (newenv) {
 		if (flags & MDB_FIXEDMAP)
@@ -5154,6 +5275,7 @@ mdb_env_close0(MDB_env *env, int excl)
 	}
 
 	free(env->me_pbuf);
+	free(env->me_checked);	/* fastsubs */
 	free(env->me_dbiseqs);
 	free(env->me_dbflags);
 	free(env->me_path);
@@ -5499,6 +5621,121 @@ mdb_cursor_push(MDB_cursor *mc, MDB_page *mp)
 	return MDB_SUCCESS;
 }
 
+#if defined(__GNUC__)
+#define MDB_ATOMIC_LOAD(p)	__atomic_load_n((p), __ATOMIC_RELAXED)
+#define MDB_ATOMIC_OR(p, v)	__atomic_fetch_or((p), (v), __ATOMIC_RELAXED)
+#else	/* (no bits are kept: me_checked stays NULL) */
+#define MDB_ATOMIC_LOAD(p)	(*(p))
+#define MDB_ATOMIC_OR(p, v)	(*(p) |= (v))
+#endif
+
+/** fastsubs: the damage a check found in \b txn: kept for #mdb_txn_damage()
+ *	(with the page it is on), and the transaction made unusable, as LMDB does
+ *	after a page it cannot find (a cursor may be left half moved). */
+static int
+mdb_damaged(MDB_txn *txn, pgno_t pgno, const char *what)
+{
+	txn->mt_flags |= MDB_TXN_ERROR;
+	txn->mt_damage = what;
+	txn->mt_damage_pgno = pgno;
+	return MDB_CORRUPTED;
+}
+
+/** fastsubs: a page taken from the map in a read-only transaction, before
+ *	anything on it is used: it is the page its number names; an overflow page
+ *	ends within the file; a B-tree page is a branch or a leaf (#P_LEAF2 only in
+ *	an #MDB_DUPFIXED database), holds a node or more (two or more on a branch:
+ *	mdb_node_search and the cursor assume so) between its free-space bounds,
+ *	and each node pointer points inside the page, to a node whose header, key
+ *	and data (or overflow page number) end inside the page, with the flags of
+ *	a node of its database.  A leaf at its tree's depth and branches above it
+ *	are checked where a page is followed (#mdb_page_level()); a branch node's
+ *	child, when it is followed (here).  (mdb_env_cwalk's cursor has no
+ *	database: it walks every tree, whatever its flags.) */
+static int
+mdb_page_check(MDB_cursor *mc, MDB_page *mp, pgno_t pgno)
+{
+	MDB_txn *txn = mc->mc_txn;
+	MDB_env *env = txn->mt_env;
+	unsigned int psize = env->me_psize, flags = mp->mp_flags;
+	unsigned int lower, upper, i, n, any_db = !mc->mc_db;
+	/* A page found sound once is not checked again (the file of a read-only
+	 * environment does not change; a search follows the same root and branch
+	 * pages at every look-up): unless it was checked as a page of a database
+	 * of duplicates or of free pages, which allow what others must not read. */
+	int keep = env->me_checked && pgno < env->me_checked_pages && !any_db && !mc->mc_xcursor &&
+		mc->mc_dbi != FREE_DBI && !(mc->mc_db->md_flags & (MDB_DUPSORT|MDB_DUPFIXED));
+	unsigned char bit = 1u << (pgno & 7), *bits = keep ? &env->me_checked[pgno >> 3] : NULL;
+
+	if (keep && (MDB_ATOMIC_LOAD(bits) & bit))
+		return MDB_SUCCESS;
+	if (mp->mp_pgno != pgno)
+		return mdb_damaged(txn, pgno, "its header holds another page number (or what led to it is damaged)");
+	if (flags == P_OVERFLOW) {
+		if (mp->mp_pages < 1 || mp->mp_pages > txn->mt_next_pgno - pgno)
+			return mdb_damaged(txn, pgno, "an overflow page's count of pages runs past the file");
+		goto sound;
+	}
+	if (flags != P_BRANCH && flags != P_LEAF &&
+		!(flags == (P_LEAF|P_LEAF2) && (any_db || (mc->mc_db->md_flags & MDB_DUPFIXED))))
+		return mdb_damaged(txn, pgno, "the page's flags are not a B-tree page's");
+	lower = mp->mp_lower;
+	upper = mp->mp_upper;
+	if (lower < PAGEHDRSZ || ((lower - PAGEHDRSZ) & 1) || lower > upper || upper > psize)
+		return mdb_damaged(txn, pgno, "the page's free-space bounds (lower, upper) are out of order");
+	n = NUMKEYS(mp);
+	if (n < (IS_BRANCH(mp) && mc->mc_dbi != FREE_DBI ? 2u : 1u))
+		return mdb_damaged(txn, pgno, "the page holds too few nodes");
+	if (IS_LEAF2(mp))	/* keys of md_pad bytes each, from mp_ptrs on */
+		return any_db || (size_t)n * mc->mc_db->md_pad <= psize - PAGEHDRSZ ? MDB_SUCCESS :
+			mdb_damaged(txn, pgno, "the page's keys run past its end");
+	for (i = 0; i < n; i++) {
+		unsigned int at = mp->mp_ptrs[i], node_flags;
+		MDB_node *node;
+		size_t end;
+		/* nodes lie between mp_upper and the page's end, at even offsets */
+		if (at < upper || (at & 1) || at > psize - NODESIZE)
+			return mdb_damaged(txn, pgno, "a node pointer points outside the page's nodes");
+		node = (MDB_node *)((char *)mp + at);
+		end = at + NODESIZE + node->mn_ksize;
+		node_flags = node->mn_flags;
+		if (IS_LEAF(mp)) {	/* (a branch node's flags are bits of its child's number) */
+			if (node_flags & F_BIGDATA)
+				end += sizeof(pgno_t);
+			else
+				end += NODEDSZ(node);
+			if ((node_flags & ~(F_BIGDATA|F_SUBDATA|F_DUPDATA)) ||
+				((node_flags & F_BIGDATA) && node_flags != F_BIGDATA) ||
+				((node_flags & F_DUPDATA) && !mc->mc_xcursor && !any_db) ||
+				((node_flags & F_SUBDATA) && (NODEDSZ(node) != sizeof(MDB_db) ||
+					(!(node_flags & F_DUPDATA) && mc->mc_dbi != MAIN_DBI && !any_db))))
+				return mdb_damaged(txn, pgno, "a node's flags are not those of a node of its database");
+		}
+		if (end > psize)
+			return mdb_damaged(txn, pgno, "a node runs past the end of its page");
+	}
+sound:
+	if (keep)
+		MDB_ATOMIC_OR(bits, bit);
+	return MDB_SUCCESS;
+}
+
+/** fastsubs: the page \b mp just put at the top of \b mc's stack is a leaf
+ *	if the stack is as deep as the tree (its record's md_depth), a branch if
+ *	not: what reads it next reads it as that kind. */
+static int
+mdb_page_level(MDB_cursor *mc, MDB_page *mp)
+{
+	unsigned int depth;
+
+	if (!(mc->mc_txn->mt_flags & MDB_TXN_RDONLY) || !mc->mc_db)	/* (mdb_env_cwalk's) */
+		return MDB_SUCCESS;
+	depth = mc->mc_db->md_depth;
+	if (mc->mc_snum < depth ? IS_BRANCH(mp) : mc->mc_snum == depth && IS_LEAF(mp))
+		return MDB_SUCCESS;
+	return mdb_damaged(mc->mc_txn, mp->mp_pgno, "a page is not the kind (branch, leaf) its level in its tree needs");
+}
+
 /** Find the address of the page corresponding to a given page number.
  * Set #MDB_TXN_ERROR on failure.
  * @param[in] mc the cursor accessing the page.
@@ -5548,9 +5785,18 @@ mdb_page_get(MDB_cursor *mc, pgno_t pgno, MDB_page **ret, int *lvl)
 	if (pgno < txn->mt_next_pgno) {
 		level = 0;
 		p = (MDB_page *)(env->me_map + env->me_psize * pgno);
+		if (txn->mt_flags & MDB_TXN_RDONLY) {	/* fastsubs */
+			int rc = pgno < NUM_METAS ? mdb_damaged(txn, pgno, "a page number names a meta page") :
+				mdb_page_check(mc, p, pgno);
+			if (rc)
+				return rc;
+		}
 	} else {
+		/* fastsubs: named with the page that holds the number (the top of the
+		 * cursor's stack when a node is followed; a root was checked before) */
+		MDB_page *from = mc->mc_snum ? mc->mc_pg[mc->mc_top] : NULL;
 		DPRINTF(("page %"Z"u not found", pgno));
-		txn->mt_flags |= MDB_TXN_ERROR;
+		mdb_damaged(txn, from ? from->mp_pgno : pgno, "a page number on it is past the file's last page");
 		return MDB_PAGE_NOTFOUND;
 	}
 
@@ -5618,7 +5864,7 @@ mdb_page_search_root(MDB_cursor *mc, MDB_val *key, int flags)
 			return rc;
 
 		mc->mc_ki[mc->mc_top] = i;
-		if ((rc = mdb_cursor_push(mc, mp)))
+		if ((rc = mdb_cursor_push(mc, mp)) || (rc = mdb_page_level(mc, mp)))	/* fastsubs */
 			return rc;
 
 ready:
@@ -5644,6 +5890,26 @@ ready:
 	return MDB_SUCCESS;
 }
 
+/** fastsubs: a named database's record, \b data of the main database's node
+ *	under \b mc, in a read-only transaction: a whole #MDB_db, whose tree is
+ *	inside the file (#mdb_db_damage()). */
+static int
+mdb_subdb_check(MDB_cursor *mc, const MDB_val *data)
+{
+	MDB_db db;
+	const char *what;
+
+	if (!(mc->mc_txn->mt_flags & MDB_TXN_RDONLY))
+		return MDB_SUCCESS;
+	if (data->mv_size != sizeof(MDB_db))
+		what = "a named database's record is not a record's size";
+	else {
+		memcpy(&db, data->mv_data, sizeof(db));	/* (unaligned in the page) */
+		what = mdb_db_damage(&db, mc->mc_txn->mt_next_pgno);
+	}
+	return what ? mdb_damaged(mc->mc_txn, mc->mc_pg[mc->mc_top]->mp_pgno, what) : MDB_SUCCESS;
+}
+
 /** Search for the lowest key under the current branch page.
  * This just bypasses a NUMKEYS check in the current page
  * before calling mdb_page_search_root(), because the callers
@@ -5661,7 +5927,7 @@ mdb_page_search_lowest(MDB_cursor *mc)
 		return rc;
 
 	mc->mc_ki[mc->mc_top] = 0;
-	if ((rc = mdb_cursor_push(mc, mp)))
+	if ((rc = mdb_cursor_push(mc, mp)) || (rc = mdb_page_level(mc, mp)))	/* fastsubs */
 		return rc;
 	return mdb_page_search_root(mc, NULL, MDB_PS_FIRST);
 }
@@ -5712,6 +5978,8 @@ mdb_page_search(MDB_cursor *mc, MDB_val *key, int flags)
 					rc = mdb_node_read(&mc2, leaf, &data);
 					if (rc)
 						return rc;
+					if ((rc = mdb_subdb_check(&mc2, &data)))	/* fastsubs */
+						return rc;
 					memcpy(&flags, ((char *) data.mv_data + offsetof(MDB_db, md_flags)),
 						sizeof(uint16_t));
 					/* The txn may not know this DBI, or another process may
@@ -5738,6 +6006,8 @@ mdb_page_search(MDB_cursor *mc, MDB_val *key, int flags)
 
 	mc->mc_snum = 1;
 	mc->mc_top = 0;
+	if ((rc = mdb_page_level(mc, mc->mc_pg[0])))	/* fastsubs */
+		return rc;
 
 	DPRINTF(("db %d root page %"Z"u has flags 0x%X",
 		DDBI(mc), root, mc->mc_pg[0]->mp_flags));
@@ -5856,6 +6126,10 @@ mdb_node_read(MDB_cursor *mc, MDB_node *leaf, MDB_val *data)
 		DPRINTF(("read overflow page %"Z"u failed", pgno));
 		return rc;
 	}
+	/* fastsubs: the value is on the overflow pages the node names */
+	if ((mc->mc_txn->mt_flags & MDB_TXN_RDONLY) && (!IS_OVERFLOW(omp) ||
+		data->mv_size > (size_t)omp->mp_pages * mc->mc_txn->mt_env->me_psize - PAGEHDRSZ))
+		return mdb_damaged(mc->mc_txn, pgno, "a value runs past its overflow pages");
 	data->mv_data = METADATA(omp);
 
 	return MDB_SUCCESS;
@@ -5933,6 +6207,10 @@ mdb_cursor_sibling(MDB_cursor *mc, int move_right)
 	}
 
 	mdb_cursor_push(mc, mp);
+	if ((rc = mdb_page_level(mc, mp))) {	/* fastsubs */
+		mc->mc_flags &= ~(C_INITIALIZED|C_EOF);
+		return rc;
+	}
 	if (!move_right)
 		mc->mc_ki[mc->mc_top] = NUMKEYS(mp)-1;
 
@@ -9831,6 +10109,21 @@ mdb_env_info(MDB_env *env, MDB_envinfo *arg)
 	return MDB_SUCCESS;
 }
 
+/* fastsubs: what the checks found damaged (see "fastsubs: checks" above) */
+const char *
+mdb_txn_damage(MDB_txn *txn, size_t *pgno)
+{
+	if (pgno)
+		*pgno = txn->mt_damage_pgno;
+	return txn->mt_damage;
+}
+
+const char *
+mdb_env_damage(MDB_env *env)
+{
+	return env->me_damage;
+}
+
 /** Set the default comparison functions for a database.
  * Called immediately after a database is opened to set the defaults.
  * The user can then override them with #mdb_set_compare() or
@@ -9925,6 +10218,8 @@ int mdb_dbi_open(MDB_txn *txn, const char *name, unsigned int flags, MDB_dbi *db
 		MDB_node *node = NODEPTR(mc.mc_pg[mc.mc_top], mc.mc_ki[mc.mc_top]);
 		if ((node->mn_flags & (F_DUPDATA|F_SUBDATA)) != F_SUBDATA)
 			return MDB_INCOMPATIBLE;
+		if ((rc = mdb_subdb_check(&mc, &data)))	/* fastsubs */
+			return rc;
 	} else {
 		if (rc != MDB_NOTFOUND || !(flags & MDB_CREATE))
 			return rc;

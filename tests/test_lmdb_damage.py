@@ -1,0 +1,201 @@
+"""No byte of an index crashes a reader (issue 34): damage to LMDB's own structures (the meta
+pages, page headers, node pointers and headers, B-tree records, overflow pages) is checked
+before LMDB follows it (kernel/lmdb/mdb.c, "fastsubs:"), and reaches the user as one line
+naming what is wrong, never a signal, a traceback or a different answer.
+
+The structures are found by walking the B-trees in the raw file (lmdb_layout.py); each byte
+is flipped in turn in a working copy and the copy opened, queried, info'd and verified
+(damage_checks.py).  The default suite sweeps a generated model's index through the API in
+a child process (a crash is seen as the child's death) and a sample through the tools
+themselves; the slow suite sweeps kn4-small through the tools.  Set FASTSUBS_DAMAGE_TABLES
+to a folder to keep each sweep's table (a row per flip) there.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import damage_checks as damage
+from conftest import TEST_DATA, run_cli, shared
+from damage_checks import Flip, Result, WorkingCopy
+from exhaustive import ArpaModel
+from generated_models import model_sentences, write_model
+from lmdb_layout import PAGE_HEADER, Layout, walk
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
+    """An index with every kind of LMDB page (branch, leaf, overflow: arrays of 600 words and
+    patterns of 300 words are values too big for a page) and sentences that read its
+    patterns."""
+    folder = tmp_path_factory.mktemp("lmdb-damage")
+    model = folder / "model.arpa"
+    write_model(model, 600, [3000, 3000], seed=34)
+    index = folder / "model.fsidx"
+    run_cli("fastsubs-index", "build", model, "-o", index)
+    sentences = model_sentences(ArpaModel.from_file(str(model)), 12, seed=34)
+    return index, "".join(" ".join(tokens) + "\n" for tokens in sentences).encode()
+
+
+def report(results: list[Result], title: str, tmp_path: Path) -> None:
+    """Print the sweep's summary, keep its table, and fail on any unsound outcome."""
+    folder = Path(os.environ.get("FASTSUBS_DAMAGE_TABLES", tmp_path))
+    folder.mkdir(parents=True, exist_ok=True)
+    table = folder / (title.replace(" ", "-") + ".tsv")
+    damage.write_table(results, table)
+    print(f"\n{damage.summary(results, title)}\n(every flip: {table})")
+    bad = list(damage.unsound(results))
+    assert not bad, f"{len(bad)} checks ended badly, e.g.:\n" + "\n".join(bad[:20])
+
+
+def test_the_walk_finds_every_kind_of_page(generated: tuple[Path, bytes]) -> None:
+    """(The sweeps below are only as good as the walk.)  Every page the walk finds holds its
+    own number, as LMDB writes it, and every database of the index is found."""
+    index, _ = generated
+    layout = walk(index)
+    data = (index / "data.mdb").read_bytes()
+    kinds = {(page.db, page.kind) for page in layout.pages}
+    for db in ("patterns2", "patterns3"):
+        assert {(db, "branch"), (db, "leaf"), (db, "overflow")} <= kinds
+    assert ("arrays", "overflow") in kinds and ("meta", b"header") in layout.values
+    for page in layout.pages:
+        assert struct.unpack_from("<Q", data, page.pgno * layout.page_size)[0] == page.pgno
+
+
+def test_every_structural_byte_is_damage_or_nothing(generated: tuple[Path, bytes], tmp_path: Path) -> None:
+    """Both meta pages and every page header, node pointer and node header of a page of each
+    kind of each database (and a branch's child numbers, a value's overflow page number, the
+    databases' records), flipped one byte at a time, through the API in a child process:
+    each check gives the undamaged index's answer or one line of error."""
+    index, sentences = generated
+    layout = walk(index)
+    flips = damage.targeted_flips(layout, per_kind=2, seed=34, nodes=4, header_bytes=16)
+    results = damage.sweep(index, flips, sentences, tmp_path, mode="api")
+    report(results, "structures through the API", tmp_path)
+    # (not vacuous: most flips are found, and the whole of the meta pages' txnid is)
+    errors = sum(r.outcomes["verify"] == "error" for r in results)
+    assert errors > len(results) // 2, damage.summary(results, "structures")
+    assert all(r.outcomes["query"] == "error" for r in results if "txnid" in r.flip.what)
+
+
+def test_damage_through_the_tools(generated: tuple[Path, bytes], tmp_path: Path) -> None:
+    """A sample of the same flips (every 60th) through fastsubs-query, fastsubs-index info
+    and fastsubs-index verify, a process each: no signal, one line of error or the
+    undamaged index's output."""
+    index, sentences = generated
+    flips = damage.targeted_flips(walk(index), per_kind=2, seed=34, nodes=4, header_bytes=16)[::60]
+    report(damage.sweep(index, flips, sentences, tmp_path, mode="cli"), "structures through the tools", tmp_path)
+
+
+def test_the_tiny_index_whole(tiny_index: Path, tmp_path: Path) -> None:
+    """The golden model's index is a handful of pages: every structural byte of all of them."""
+    sentences = (TEST_DATA / "tiny-input.txt").read_bytes()
+    layout = walk(tiny_index)
+    flips = damage.structural_flips(layout) + damage.value_flips(layout, "meta", b"header", 8, seed=34)
+    report(damage.sweep(tiny_index, flips, sentences, tmp_path, mode="api"), "tiny structures", tmp_path)
+
+
+# ---------------------------------------------------------------- named damage
+
+def newest_meta(layout: Layout, index: Path) -> int:
+    """Offset of the newer meta (the MDB_meta after its page header)."""
+    data = (index / "data.mdb").read_bytes()
+    txnids = [struct.unpack_from("<Q", data, pgno * layout.page_size + PAGE_HEADER + 128)[0] for pgno in (0, 1)]
+    return (txnids[1] > txnids[0]) * layout.page_size + PAGE_HEADER
+
+
+def field(layout: Layout, db: str, kind: str, name: str) -> int:
+    """Offset of the first field called ``name`` on the first ``kind`` page of ``db``."""
+    page = next(p for p in layout.pages if p.db == db and p.kind == kind)
+    return next(f.offset for f in page.fields if f.what.endswith(name))
+
+
+def record_of(layout: Layout, name: str) -> int:
+    """Offset of the MDB_db record of database ``name`` in the main database."""
+    return next(f.offset for p in layout.pages if p.db == "main" for f in p.fields
+                if f.what.endswith(f"record of {name}: pad"))
+
+
+#: (where, XOR, what the message says; {} is the page the flip is on): the crashes issue 34
+#: lists, and their kin.
+NAMED: dict[str, tuple[Callable[[Layout, Path], int], int, str]] = {
+    # the flags of the metadata record's node: every open and info crashed
+    "a node's flags": (lambda layout, index: field(layout, "meta", "leaf", "node 1 flags"), 0xFF,
+                       "meta: LMDB page {}: a node's flags are not those of a node of its database"),
+    # the high byte of a page header's mp_lower
+    "mp_lower": (lambda layout, index: field(layout, "patterns3", "leaf", "header lower") + 1, 0xFF,
+                 "patterns3: LMDB page {}: the page's free-space bounds (lower, upper) are out of order"),
+    "a node pointer": (lambda layout, index: field(layout, "patterns2", "branch", "node pointer 1") + 1, 0xFF,
+                       "patterns2: LMDB page {}: a node pointer points outside the page's nodes"),
+    # (a child number turned into another real page's is found by fastsubs's own checks:
+    # the look-up lands on the wrong record, verify finds records out of order)
+    "a branch's child": (lambda layout, index: field(layout, "patterns3", "branch", "node 1 child (low bits)") + 2,
+                         0xFF, "patterns3: LMDB page {}: a page number on it is past the file's last page"),
+    "an overflow page number": (lambda layout, index: field(layout, "arrays", "leaf", "node 0 overflow pgno") + 2,
+                                0xFF, "arrays: LMDB page {}: a page number on it is past the file's last page"),
+    "a database's root": (lambda layout, index: record_of(layout, "patterns2") + 40 + 1, 0xFF,
+                          "the main database (opening patterns2): LMDB page {}: a B-tree's root page is outside"),
+    "the newer meta's txnid": (lambda layout, index: newest_meta(layout, index) + 128, 0x01,
+                               "LMDB's meta pages: the meta pages' transaction ids are not two consecutive commits"),
+    "the main database's depth": (lambda layout, index: newest_meta(layout, index) + 72 + 6, 0x01,
+                                  "LMDB's meta pages: a B-tree's depth is out of range"),
+    "a leaf above its tree's depth": (lambda layout, index: newest_meta(layout, index) + 72 + 6, 0x03,
+                                      "the main database (opening meta): LMDB page "),
+}
+
+
+#: The tools, with their arguments before the index's path, and their input.
+TOOLS = {"query": (["fastsubs-query", "-n", "5"], True), "info": (["fastsubs-index", "info", "--json"], False),
+         "verify": (["fastsubs-index", "verify"], False)}
+
+
+@pytest.fixture(scope="module")
+def sound_outputs(generated: tuple[Path, bytes], tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """What each tool writes for the undamaged index (under the working copies' name)."""
+    index, sentences = generated
+    copy = WorkingCopy(index, tmp_path_factory.mktemp("sound"))
+    return {tool: run_cli(args[0], *args[1:], copy.path, input=sentences if reads else None).stdout
+            for tool, (args, reads) in TOOLS.items()}
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_damage_is_named(generated: tuple[Path, bytes], sound_outputs: dict[str, bytes], tmp_path: Path,
+                         name: str) -> None:
+    """Each tool names the damage in one line: the database, the page, what is wrong (a tool
+    that does not read the damaged page gives the undamaged index's output); verify, which
+    reads every page, always names it."""
+    index, sentences = generated
+    layout = walk(index)
+    where, xor, message = NAMED[name]
+    offset = where(layout, index)
+    expected = "damaged index: " + message.format(offset // layout.page_size)
+    copy = WorkingCopy(index, tmp_path / "a")
+    with copy.flipped(Flip(offset, xor, name)) as damaged:
+        for tool, (args, reads) in TOOLS.items():
+            result = run_cli(args[0], *args[1:], damaged, input=sentences if reads else None, check=False)
+            lines = result.stderr.decode().splitlines()
+            if result.returncode == 0 and tool != "verify":
+                assert result.stdout == sound_outputs[tool], tool
+                continue
+            assert result.returncode == 1 and lines and expected in lines[0], (tool, lines)
+            assert len(lines) == 1 or (tool == "verify" and "DAMAGED" in lines[-1]), lines
+
+
+# ---------------------------------------------------------------- kn4-small, whole
+
+@pytest.mark.slow
+def test_damage_sweep_of_kn4_small(small_index: Path, tmp_path: Path) -> None:
+    """The sweep of issue 34 on kn4-small through the tools (two at a time): the meta pages,
+    three pages of each kind of each database (six of a page's nodes at most), the header
+    and samples of the arrays and metadata; then 1,500 flips at random offsets anywhere."""
+    sentences = b"\n".join(shared("heldout-dev.txt").read_bytes().split(b"\n")[:20]) + b"\n"
+    flips = damage.targeted_flips(walk(small_index), per_kind=3, seed=34, nodes=6)
+    report(damage.sweep(small_index, flips, sentences, tmp_path, mode="cli", jobs=2), "kn4-small structures", tmp_path)
+    size = (small_index / "data.mdb").stat().st_size
+    anywhere = [Flip(offset, 0xFF, "anywhere") for offset in range(7, size, size // 1500)]
+    report(damage.sweep(small_index, anywhere, sentences, tmp_path, mode="cli", jobs=2), "kn4-small anywhere", tmp_path)

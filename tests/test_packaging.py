@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import email.parser
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,8 @@ packaging = pytest.mark.packaging
 DEMO_MODEL = REPO / "models" / "demo-kn4-20k.arpa.gz"
 SENTENCES = REPO / "examples" / "sentences.txt"
 LICENCES = ["LICENSE", "kernel/lmdb/LICENSE", "kernel/ryu/LICENSE-Apache2"]
+#: What the package is built from (docs/development.md, "Layout").
+PACKAGE_FOLDERS = ["fastsubs", "indexer", "query", "bench", "src"]
 
 
 def run(*command: str | Path, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[bytes]:
@@ -140,6 +143,33 @@ def parent_of_a_clone(tmp_path: Path) -> Path:
     return parent
 
 
+def source_tree_without_kernel(tmp_path: Path) -> Path:
+    """The clone's root as a fresh clone has it: the package's folders (links kept as
+    links), pyproject.toml beside them, and no compiled kernel."""
+    root = tmp_path / "fresh" / "fastsubs"
+    for folder in PACKAGE_FOLDERS:
+        shutil.copytree(REPO / folder, root / folder, symlinks=True,
+                        ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", root)
+    return root
+
+
+def says_what_to_do_in_the_source_tree(python: str | Path, tmp_path: Path, entry: str) -> None:
+    """``import fastsubs`` in a clone's root without a built kernel fails at once, its last
+    line saying what to do (Python, not the install, puts the clone's ``fastsubs/`` first:
+    no install can be imported there instead)."""
+    root = source_tree_without_kernel(tmp_path)
+    # PYTHONSAFEPATH (tests/mutations.py sets it) would leave the current directory off sys.path
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONSAFEPATH"}
+    command = [str(python), "-c", "import fastsubs"] if entry == "-c" else [str(python), "-"]
+    result = subprocess.run(command, input=b"import fastsubs\n", cwd=root, env=env, capture_output=True,
+                            timeout=60)
+    assert result.returncode == 1, f"import fastsubs gave {result.returncode}: {result.stderr.decode()}"
+    assert result.stderr.decode().strip().splitlines()[-1] == (
+        f"ImportError: {root} is fastsubs's source tree, without its compiled kernel: start Python outside it "
+        "to import an installed fastsubs, or build the kernel here (make demo)")
+
+
 @packaging
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_the_installed_package_is_imported_from_the_parent_of_a_clone(installed: Path, tmp_path: Path,
@@ -152,14 +182,19 @@ def test_the_installed_package_is_imported_from_the_parent_of_a_clone(installed:
 
 
 @packaging
-def test_the_api_works_in_the_clones_root_after_pip_install(installed: Path, tmp_path: Path) -> None:
-    """Python started in the clone's root finds the clone's fastsubs/ first (the current
-    directory leads sys.path): it hands over to the installed package."""
-    run(installed / "fastsubs-index", "build", DEMO_MODEL, "-o", tmp_path / "demo.fsidx", cwd=tmp_path)
-    answer = json.loads(run(installed / "python", "-c", API, tmp_path / "demo.fsidx", cwd=REPO).stdout)
-    assert Path(answer["file"]).is_relative_to(installed.parent)
-    expected = json.loads(run(sys.executable, "-c", API, tmp_path / "demo.fsidx", cwd=tmp_path).stdout)
-    assert answer["subs"] == expected["subs"] and len(answer["subs"]) == 7
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_python_in_a_clones_root_after_pip_install_says_what_to_do(installed: Path, tmp_path: Path,
+                                                                   entry: str) -> None:
+    says_what_to_do_in_the_source_tree(installed / "python", tmp_path, entry)
+
+
+@packaging
+def test_the_installed_tools_work_in_a_clones_root(installed: Path, tmp_path: Path) -> None:
+    """A console script's sys.path starts with its own folder, not the current directory."""
+    root = source_tree_without_kernel(tmp_path)
+    run(installed / "fastsubs-index", "build", DEMO_MODEL, "-o", tmp_path / "demo.fsidx", cwd=root)
+    answer = run(installed / "fastsubs-query", tmp_path / "demo.fsidx", "-n", "5", "-i", SENTENCES, cwd=root)
+    assert answer.stdout == run_cli("fastsubs-query", tmp_path / "demo.fsidx", "-n", "5", "-i", SENTENCES).stdout
 
 
 @pytest.mark.parametrize("where", ["root", "parent"])
@@ -174,3 +209,8 @@ def test_the_editable_install_is_imported_from_the_clones_root_and_its_parent(ti
     expected = api(sys.executable, tiny_index, tmp_path, "-c")
     assert Path(answer["file"]).resolve() == Path(expected["file"]).resolve()
     assert answer["subs"] == expected["subs"] and len(answer["subs"]) == 7
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_python_in_a_clones_root_without_its_kernel_says_what_to_do(tmp_path: Path, entry: str) -> None:
+    says_what_to_do_in_the_source_tree(sys.executable, tmp_path, entry)

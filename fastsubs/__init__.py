@@ -16,49 +16,16 @@ tools) costs next to nothing.
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
-import sys
 from typing import TYPE_CHECKING, Any
 
-
-def _hand_over_to_the_installed_copy() -> None:
-    """When this file is the clone's ``fastsubs/`` imported in place of an installed
-    ``fastsubs``, make the installed one what ``import fastsubs`` gives (the usual case,
-    no clone, is decided by one ``stat``).
-
-    In the clone, ``fastsubs/``, ``query/``, ``indexer/`` and ``bench/`` are sibling
-    folders; an install maps the last three into the package as ``fastsubs.query``,
-    ``fastsubs.indexer`` and ``fastsubs.bench`` (pyproject.toml's package-dir), and builds
-    the C kernel into it.  Python started in the clone's root puts that directory first on
-    ``sys.path``, so ``import fastsubs`` finds the clone's folder, which has neither the
-    subpackages nor the kernel: after ``pip install .``, ``fastsubs.open_index`` failed
-    there with ``No module named 'fastsubs.query'``.  So the clone's copy (recognised by
-    the clone's pyproject.toml beside it) looks for another ``fastsubs`` on the rest of
-    ``sys.path`` and, if there is one, loads it in its place: the user gets the package they
-    installed, whole, and no mix of the clone's Python files with another build's kernel.
-    An editable install (``make``) leaves no other copy on ``sys.path`` (its import hook
-    maps the subpackages to the clone's folders), so the clone's copy stays and is the one
-    meant.
-    """
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(here)
-    if not os.path.isfile(os.path.join(root, "pyproject.toml")):
-        return
-    import importlib.machinery
-    import importlib.util
-
-    elsewhere = [entry for entry in sys.path if os.path.realpath(entry or os.curdir) != os.path.realpath(root)]
-    spec = importlib.machinery.PathFinder.find_spec(__name__, elsewhere)
-    if spec is None or spec.loader is None or spec.origin is None or os.path.samefile(spec.origin, __file__):
-        return
-    installed = importlib.util.module_from_spec(spec)
-    sys.modules[__name__] = installed  # what ``import fastsubs`` returns, and what its submodules belong to
-    spec.loader.exec_module(installed)
-
-
-# After a hand-over, the rest of this file only fills in the module object that the import
-# drops (its imports are the installed package's, already loaded).
-_hand_over_to_the_installed_copy()
+# Python started in the clone's root imports the clone's fastsubs/ whatever is installed (the
+# current directory leads sys.path). That folder is the whole package (docs/development.md,
+# "Layout") but has no C kernel until one is built in place: then say what to do, in one line.
+if importlib.machinery.PathFinder.find_spec(f"{__name__}._kernel", __path__) is None:
+    raise ImportError(f"{os.path.dirname(__path__[0])} is fastsubs's source tree, without its compiled kernel: "
+                      "start Python outside it to import an installed fastsubs, or build the kernel here (make demo)")
 
 __version__ = "0.2.0"
 
@@ -105,6 +72,4 @@ def __getattr__(name: str) -> Any:
     module = _LOCATIONS.get(name)
     if module is None:
         raise AttributeError(f"module 'fastsubs' has no attribute {name!r}")
-    import importlib
-
     return getattr(importlib.import_module(module), name)

@@ -38,7 +38,7 @@ from fastsubs.errors import FastsubsError
 #: What a worker makes once, as it starts (a query's: its open index; None for a build).
 Prepare = Callable[[], Any]
 #: What a worker does with each item it is sent, given what it prepared.
-Work = Callable[[Any, object], object]
+Work = Callable[[Any, Any], object]
 #: What a worker sends back: the result of one item, or what stopped it.
 Message = object
 #: A result pipe holds this many bytes, so a worker hands over a chunk's output (~20 KB

@@ -72,7 +72,7 @@ def encode_slot(job: SlotJob) -> SlotRecords:
             records = writer.records(rows, job.slot)
             out.write(_BATCH.pack(len(records), len(records.keys), len(records.values)))
             out.write(records.keys)
-            out.write(records.offsets.astype("<u8").tobytes())
+            out.write(np.asarray(records.offsets, dtype="<u8").tobytes())
             out.write(records.values)
     return SlotRecords(path, writer.written, ngrams, writer.parts)
 

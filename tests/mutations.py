@@ -13,8 +13,8 @@ a search holds it, a front-coded key decoded from its start, ...).  For each, th
    does (every source it names: ``kernel/*.c`` with the vendored ``kernel/lmdb`` and
    ``kernel/ryu`` into ``fastsubs._kernel``, and the indexer's ``fastsubs.indexer._native``)
    and lays the package out in a folder put first on ``PYTHONPATH`` (``fastsubs`` with
-   ``indexer``, ``query`` and ``bench`` inside, as pyproject.toml's package-dir maps them),
-   checking that Python then imports *that* build;
+   ``indexer``, ``query`` and ``bench`` inside, its links copied as folders, as a wheel
+   has them), checking that Python then imports *that* build;
 3. runs the default test suite of the copy against it (the mutation still in the copy's
    file, for the tests that compile the kernel's sources themselves: tests/c_programs.py),
    and reports which tests failed.
@@ -52,8 +52,6 @@ FORMAT, STORE, CACHE, INDEX = "kernel/format.h", "kernel/store.c", "kernel/cache
 TERMS, SEARCH = "kernel/terms.c", "kernel/search.c"
 LISTS, SCORE, SEARCHER = "kernel/lists.c", "kernel/score.c", "kernel/searcher.h"
 RENDER, SAMPLE = "kernel/render.c", "kernel/sample.c"
-#: The folders an installation maps into the package as ``fastsubs.<name>`` (pyproject.toml's package-dir).
-SUBPACKAGES = ("indexer", "query", "bench")
 
 
 @dataclass(frozen=True)
@@ -351,9 +349,9 @@ def copy_repository(target: Path, ref: str | None) -> None:
                             check=True, capture_output=True).stdout
     for name in filter(None, listed.decode("utf-8", "surrogateescape").split("\0")):
         source = REPO / name
-        if source.is_file():  # listed but deleted in the working tree: not copied
+        if source.is_file() or source.is_symlink():  # listed but deleted in the working tree: not copied
             (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name)
+            shutil.copy2(source, target / name, follow_symlinks=False)  # fastsubs/'s links stay links
 
 
 def install(copy: Path, site: Path) -> None:
@@ -361,14 +359,12 @@ def install(copy: Path, site: Path) -> None:
     ``kernel/*.c``, the vendored LMDB and Ryu, and the indexer's native reader, so a change
     to any of them or to a header is built) and lay the package out in ``site`` as an
     installation would (``fastsubs`` with the kernel ``fastsubs._kernel``, and ``indexer``,
-    ``query`` and ``bench`` inside it, pyproject.toml's package-dir); check that Python
-    then imports that build, not the repository's."""
+    ``query`` and ``bench`` inside it, copied from its links); check that Python then
+    imports that build, not the repository's."""
     subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], check=True, cwd=copy,
                    capture_output=True)
     shutil.rmtree(site, ignore_errors=True)
     shutil.copytree(copy / "fastsubs", site / "fastsubs")
-    for package in SUBPACKAGES:
-        shutil.copytree(copy / package, site / "fastsubs" / package)
     for built in [*(copy / "fastsubs").glob("_kernel*.so"), *(copy / "indexer").glob("_native*.so")]:
         built.unlink()  # the next mutation compiles its own
     where = subprocess.run([sys.executable, "-c", "import fastsubs._kernel as k; print(k.__file__)"],

@@ -1,5 +1,6 @@
 """The package as a user gets it: built from the tree, installed into fresh virtual
-environments outside it, and run from outside it (and from the clone's root).
+environments outside it, and run from outside it, from the folder that holds a clone
+named ``fastsubs`` and from the clone's root (docs/development.md, "Layout").
 
 Two installs: ``pip install CLONE`` (a wheel built from the tree, as a user's ``pip install
 .``), and the wheel that ``python -m build`` builds from the sdist it makes (so the sdist
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 import email.parser
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +39,8 @@ def packaging(test):
 DEMO_MODEL = REPO / "models" / "demo-kn4-20k.arpa.gz"
 SENTENCES = REPO / "examples" / "sentences.txt"
 LICENCES = ["LICENSE", "kernel/lmdb/LICENSE", "kernel/ryu/LICENSE-Apache2"]
+#: What the package is built from (docs/development.md, "Layout").
+PACKAGE_FOLDERS = ["fastsubs", "indexer", "query", "bench", "src"]
 
 
 def run(*command: str | Path, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[bytes]:
@@ -118,21 +123,99 @@ with fastsubs.open_index(sys.argv[1]) as index:
 print(json.dumps({"file": fastsubs.__file__, "subs": [[[s.word, s.logprob] for s in p] for p in subs]}))
 """
 
+#: How Python is given the API script: ``python -c SCRIPT``, and ``python -`` reading it from
+#: stdin (what a REPL does); both put the current directory first on sys.path.
+ENTRIES = ["-c", "-"]
+
+
+def api(python: str | Path, index: Path, cwd: Path, entry: str) -> dict[str, Any]:
+    """The API script's answer (the file fastsubs was imported from, the substitutes)."""
+    if entry == "-c":
+        return json.loads(run(python, "-c", API, index, cwd=cwd).stdout)
+    result = subprocess.run([str(python), "-", str(index)], input=API.encode(), cwd=cwd, capture_output=True,
+                            timeout=600)
+    assert result.returncode == 0, f"python - failed ({result.returncode}):\n{result.stderr.decode()[-4000:]}"
+    return json.loads(result.stdout)
+
+
+def parent_of_a_clone(tmp_path: Path) -> Path:
+    """A folder holding the clone under the name ``fastsubs`` (a link to it), as where a
+    user ran ``git clone``: in it, ``fastsubs`` is the clone's root, a folder without
+    ``__init__.py`` that Python takes as a namespace package unless it finds a package."""
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    (parent / "fastsubs").symlink_to(REPO)
+    return parent
+
+
+def source_tree_without_kernel(tmp_path: Path) -> Path:
+    """The clone's root as a fresh clone has it: the package's folders (links kept as
+    links), pyproject.toml beside them, and no compiled kernel."""
+    root = tmp_path / "fresh" / "fastsubs"
+    for folder in PACKAGE_FOLDERS:
+        shutil.copytree(REPO / folder, root / folder, symlinks=True,
+                        ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", root)
+    return root
+
+
+def says_what_to_do_in_the_source_tree(python: str | Path, tmp_path: Path, entry: str) -> None:
+    """``import fastsubs`` in a clone's root without a built kernel fails at once, its last
+    line saying what to do (Python, not the install, puts the clone's ``fastsubs/`` first:
+    no install can be imported there instead)."""
+    root = source_tree_without_kernel(tmp_path)
+    # PYTHONSAFEPATH (tests/mutations.py sets it) would leave the current directory off sys.path
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONSAFEPATH"}
+    command = [str(python), "-c", "import fastsubs"] if entry == "-c" else [str(python), "-"]
+    result = subprocess.run(command, input=b"import fastsubs\n", cwd=root, env=env, capture_output=True,
+                            timeout=60)
+    assert result.returncode == 1, f"import fastsubs gave {result.returncode}: {result.stderr.decode()}"
+    assert result.stderr.decode().strip().splitlines()[-1] == (
+        f"ImportError: {root} is fastsubs's source tree, without its compiled kernel: start Python outside it "
+        "to import an installed fastsubs, or build the kernel here (make demo)")
+
 
 @packaging
-def test_the_api_works_in_the_clones_root_after_pip_install(installed: Path, tmp_path: Path) -> None:
-    """Python started in the clone's root finds the clone's fastsubs/ first (the current
-    directory leads sys.path): it hands over to the installed package."""
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_the_installed_package_is_imported_from_the_parent_of_a_clone(installed: Path, tmp_path: Path,
+                                                                      entry: str) -> None:
     run(installed / "fastsubs-index", "build", DEMO_MODEL, "-o", tmp_path / "demo.fsidx", cwd=tmp_path)
-    answer = json.loads(run(installed / "python", "-c", API, tmp_path / "demo.fsidx", cwd=REPO).stdout)
+    answer = api(installed / "python", tmp_path / "demo.fsidx", parent_of_a_clone(tmp_path), entry)
     assert Path(answer["file"]).is_relative_to(installed.parent)
-    expected = json.loads(run(sys.executable, "-c", API, tmp_path / "demo.fsidx", cwd=tmp_path).stdout)
+    expected = api(sys.executable, tmp_path / "demo.fsidx", tmp_path, "-c")
     assert answer["subs"] == expected["subs"] and len(answer["subs"]) == 7
 
 
-def test_the_api_works_in_the_clones_root_with_the_editable_install(tiny_index: Path, tmp_path: Path) -> None:
-    """The development install: the clone's own fastsubs/ is the package (no hand-over)."""
-    answer = json.loads(run(sys.executable, "-c", API, tiny_index, cwd=REPO).stdout)
-    assert Path(answer["file"]) == REPO / "fastsubs" / "__init__.py"
-    expected = json.loads(run(sys.executable, "-c", API, tiny_index, cwd=tmp_path).stdout)
+@packaging
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_python_in_a_clones_root_after_pip_install_says_what_to_do(installed: Path, tmp_path: Path,
+                                                                   entry: str) -> None:
+    says_what_to_do_in_the_source_tree(installed / "python", tmp_path, entry)
+
+
+@packaging
+def test_the_installed_tools_work_in_a_clones_root(installed: Path, tmp_path: Path) -> None:
+    """A console script's sys.path starts with its own folder, not the current directory."""
+    root = source_tree_without_kernel(tmp_path)
+    run(installed / "fastsubs-index", "build", DEMO_MODEL, "-o", tmp_path / "demo.fsidx", cwd=root)
+    answer = run(installed / "fastsubs-query", tmp_path / "demo.fsidx", "-n", "5", "-i", SENTENCES, cwd=root)
+    assert answer.stdout == run_cli("fastsubs-query", tmp_path / "demo.fsidx", "-n", "5", "-i", SENTENCES).stdout
+
+
+@pytest.mark.parametrize("where", ["root", "parent"])
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_the_editable_install_is_imported_from_the_clones_root_and_its_parent(tiny_index: Path, tmp_path: Path,
+                                                                              where: str, entry: str) -> None:
+    """The development install (make): Python started in the clone's root or in the folder
+    that holds it imports the package it imports anywhere else (in the root, the clone's
+    own ``fastsubs/``, whole: the same files)."""
+    cwd = REPO if where == "root" else parent_of_a_clone(tmp_path)
+    answer = api(sys.executable, tiny_index, cwd, entry)
+    expected = api(sys.executable, tiny_index, tmp_path, "-c")
+    assert Path(answer["file"]).resolve() == Path(expected["file"]).resolve()
     assert answer["subs"] == expected["subs"] and len(answer["subs"]) == 7
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_python_in_a_clones_root_without_its_kernel_says_what_to_do(tmp_path: Path, entry: str) -> None:
+    says_what_to_do_in_the_source_tree(sys.executable, tmp_path, entry)

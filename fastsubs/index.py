@@ -37,7 +37,7 @@ from fastsubs import format as fmt
 from fastsubs._kernel import Index, thread_counters
 from fastsubs.errors import ArgumentError
 from fastsubs.limits import Limits, SearchStats
-from fastsubs.tokens import SENTENCE_MARKERS, Token, as_bytes, tokenize, word_list
+from fastsubs.tokens import Token, as_bytes, sentence_tokens, word_list
 
 if TYPE_CHECKING:
     import numpy as np
@@ -204,10 +204,7 @@ class SubstituteIndex(Index):
         >>> [subs[0].word for subs in index.sentence("the cat sat", n=1)]   # doctest: +SKIP
         ['the', 'dog', 'down', '</s>']
         """
-        if isinstance(tokens, str):
-            words = tokenize(as_bytes(tokens))
-        else:
-            words = [w for w in map(as_bytes, tokens) if w not in SENTENCE_MARKERS]
+        words = sentence_tokens(tokens)
         return self.search(self.sentence_ids(words), 1, len(words) + 2, Limits.from_options(n, p),
                            self._checked_exclusion(exclude), Answer.SUBSTITUTES)
 
@@ -231,11 +228,7 @@ class SubstituteIndex(Index):
         tokens: list[bytes] = []
         starts = [0]
         for sentence in sentences:
-            if isinstance(sentence, str):
-                words = tokenize(as_bytes(sentence))
-            else:
-                words = [w for w in map(as_bytes, sentence) if w not in SENTENCE_MARKERS]
-            tokens += [b"<s>", *words, b"</s>"]
+            tokens += [b"<s>", *sentence_tokens(sentence), b"</s>"]
             starts.append(len(tokens))
         unknown = self.unk_id
         ids = self.ids(tokens, fmt.NO_WORD if unknown is None else unknown)

@@ -83,6 +83,15 @@ class Render(enum.IntEnum):
     SAMPLE_JSON = 4           #: a JSON object listing the draws (``--sample --format jsonl``)
 
 
+class Rendered(NamedTuple):
+    """What :meth:`SubstituteIndex.render_chunk` made of a chunk of input lines."""
+
+    data: bytes               #: the output of the lines done
+    done: int                 #: the lines it covers: all, or those before a -t record that cannot be read
+    problem: str | None       #: what is wrong with that record (line ``first_line + done``), or None
+    stats: SearchStats        #: the searches it took
+
+
 class SubstituteIndex(Index):
     """An open index.  Use as a context manager (or call :meth:`close`).
 
@@ -171,12 +180,24 @@ class SubstituteIndex(Index):
 
     def render(self, ids: bytes, first: int, last: int, limits: Limits, excluded: bytes,  # type: ignore[override]
                kind: Render, words: list[bytes], **place: Any) -> bytes:
-        """The output fastsubs-query writes for positions ``first`` … ``last - 1`` of ``ids``,
-        ``words`` being the tokens shown for them; ``place``: ``line`` (from 1),
+        """fastsubs-query's output for positions ``first`` … ``last - 1`` of a sentence given as
+        ``ids``, ``words`` being the tokens shown for them; ``place``: ``line`` (from 1),
         ``first_position`` (from 0), ``normalize`` (-z), ``name`` and ``id`` (-t), ``draws``
-        and ``seed`` (--sample).  Searched and written in C."""
+        and ``seed`` (--sample).  Searched and written in C as :meth:`render_chunk` does for
+        lines of text (the tests and the bench compare and time the output formats with it)."""
         return super().render(ids, first, last, limits.count, limits.mass, excluded, int(kind), words,  # type: ignore
                               **place)
+
+    def render_chunk(self, lines: list[bytes], first_line: int, limits: Limits,  # type: ignore[override]
+                     excluded: bytes, kind: Render, **options: Any) -> Rendered:
+        """fastsubs-query's output for input ``lines`` (numbered from ``first_line``), made in
+        C in one call (``kernel/chunk.h``): each line tokenized, searched and written.
+        ``options``: ``targets`` (the lines are -t records), ``eos`` (False: --no-eos),
+        ``normalize`` (-z), ``draws`` and ``seed`` (--sample).  Stops before a -t record
+        that cannot be read (:class:`Rendered`)."""
+        data, done, problem, work = super().render_chunk(lines, first_line, limits.count, limits.mass, excluded,
+                                                         int(kind), **options)
+        return Rendered(data, done, problem, SearchStats(*work))
 
     # ------------------------------------------------------------------ the API
 

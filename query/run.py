@@ -26,7 +26,7 @@ from fastsubs.cli_support import signals_held, usable_cores
 from fastsubs.errors import ArgumentError, QueryInputError, ResumeError
 from fastsubs.index import SubstituteIndex
 from fastsubs.limits import SearchStats
-from fastsubs.query.formats import render_line
+from fastsubs.query.formats import render_lines
 from fastsubs.query.lines import Chunk, InputLines
 from fastsubs.query.options import QueryOptions, missing_word_warning
 from fastsubs.query.output_files import PartialOutput, StreamOutput, destination, refuse_the_input_as_output
@@ -38,9 +38,11 @@ if TYPE_CHECKING:
     from fastsubs.workers import WorkerProcesses
 
 #: Chunks a forked worker holds: the one it searches and the next.  The run's own process
-#: tops its workers up between the lines it searches itself, so one more would only
-#: lengthen the end of a run, where this process waits for what the workers still hold
-#: (kn4-64k, 3,000 lines, --workers 2: 4 were no faster, 1 left the worker idle).
+#: tops its workers up between the chunks it searches itself (one call into C each), while
+#: the worker still has the next, so one more would only lengthen the end of a run, where
+#: this process waits for what the workers still hold (kn4-64k, 3,000 lines, --workers 2:
+#: 4 were no faster, 1 left the worker idle; topping up between chunks instead of lines
+#: lost nothing, 5 interleaved rounds).
 CHUNKS_AHEAD = 2
 WORKER_DIED = "a worker process died (killed, or out of memory?); the output is incomplete"
 
@@ -62,30 +64,37 @@ class ChunkResult:
 
 
 def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, source: str,
-                  compress: Compressor | None = None,
-                  after_each_line: Callable[[], None] = lambda: None) -> ChunkResult:
-    """The output of every line of ``chunk``, finished as the output file takes it (compressed
-    by ``compress``, if any): the process that searched a chunk also formats and compresses
-    it, so the writing process only writes.  Bad -t records are skipped only when asked.
-    Its stats count this thread's searches alone: other threads may search the same index."""
-    before = index.thread_stats()
-    outputs: list[bytes] = []
+                  compress: Compressor | None = None) -> ChunkResult:
+    """The output of every line of ``chunk`` (consecutive lines), finished as the output file
+    takes it (compressed by ``compress``, if any): the process that searched a chunk also
+    formats and compresses it, so the writing process only writes.  The chunk is made in
+    one call into the C core, and one more after each bad -t record, which is skipped only
+    when asked.  Its stats count this thread's searches alone: other threads may search
+    the same index."""
+    first = chunk[0][0] if chunk else 1
+    lines = [line for _, line in chunk]
+    pieces: list[bytes] = []
     warnings = []
+    stats = SearchStats()
+    done = 0
     error = None
-    for number, line in chunk:
-        after_each_line()
-        try:
-            outputs.append(render_line(index, line, options, source, number))
-        except QueryInputError as bad:
-            if not options.skip_bad_records:
-                error = bad
-                break
-            outputs.append(b"")
-            warnings.append(f"fastsubs-query: warning: skipped {bad}")
-    data = b"".join(outputs)
+    while done < len(lines):
+        rendered = render_lines(index, lines[done:], first + done, options)
+        pieces.append(rendered.data)
+        stats.add(rendered.stats)
+        done += rendered.done
+        if rendered.problem is None:
+            break
+        bad = QueryInputError(source, first + done, rendered.problem)
+        if not options.skip_bad_records:
+            error = bad
+            break
+        warnings.append(f"fastsubs-query: warning: skipped {bad}")
+        done += 1
+    data = b"".join(pieces)
     if compress is not None and data:
         data = compress(data)
-    return ChunkResult(data, len(outputs), warnings, index.thread_stats().since(before), error)
+    return ChunkResult(data, done, warnings, stats, error)
 
 
 Results = Generator[tuple[Chunk, ChunkResult], None, None]
@@ -108,7 +117,7 @@ def parallel_results(index_path: str, chunks: Iterable[Chunk], options: QueryOpt
 
     This process is one of them: it forks ``workers - 1``, keeps each holding
     CHUNKS_AHEAD chunks, and searches a chunk itself whenever the next result to write is
-    not ready (topping the workers up between its lines), so ``--workers 2`` is two
+    not ready (topping the workers up between its chunks), so ``--workers 2`` is two
     processes busy on two cores, not two and a parent that mostly waits; with many
     workers it mostly writes.  Closing this generator early (the run stops for any
     reason) stops the workers.
@@ -132,7 +141,7 @@ def parallel_results(index_path: str, chunks: Iterable[Chunk], options: QueryOpt
                 taken = run.take()
                 if taken is not None:  # the next result is not ready: search meanwhile
                     number, chunk = taken
-                    pool.answered[number] = process_chunk(index, chunk, options, source, compress, run.feed)
+                    pool.answered[number] = process_chunk(index, chunk, options, source, compress)
                 else:
                     pool.collect(block=True)
         finally:

@@ -16,7 +16,7 @@ import os
 import sys
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
-from contextlib import ExitStack, closing
+from contextlib import AbstractContextManager, ExitStack, closing
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -100,52 +100,48 @@ def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, s
 Results = Generator[tuple[Chunk, ChunkResult], None, None]
 
 
-def serial_results(index_path: str, chunks: Iterable[Chunk], options: QueryOptions, source: str,
+def serial_results(index: SubstituteIndex, chunks: Iterable[Chunk], options: QueryOptions, source: str,
                    compress: Compressor | None) -> Results:
     """Every chunk with its result, computed in this process."""
-    index = SubstituteIndex(index_path)
-    try:
-        for chunk in chunks:
-            yield chunk, process_chunk(index, chunk, options, source, compress)
-    finally:
-        index.close()
+    for chunk in chunks:
+        yield chunk, process_chunk(index, chunk, options, source, compress)
 
 
-def parallel_results(index_path: str, chunks: Iterable[Chunk], options: QueryOptions, source: str,
-                     compress: Compressor | None, workers: int) -> Results:
-    """Every chunk with its result from ``workers`` processes, in input order, memory bounded.
-
-    This process is one of them: it forks ``workers - 1``, keeps each holding
-    CHUNKS_AHEAD chunks, and searches a chunk itself whenever the next result to write is
-    not ready (topping the workers up between its chunks), so ``--workers 2`` is two
-    processes busy on two cores, not two and a parent that mostly waits; with many
-    workers it mostly writes.  Closing this generator early (the run stops for any
-    reason) stops the workers.
-    """
+def search_workers(count: int, index_path: str, options: QueryOptions, source: str,
+                   compress: Compressor | None) -> AbstractContextManager[WorkerProcesses]:
+    """``count`` forked workers, each of which opens the index once and then processes the
+    chunks it is sent."""
     # Imported here: a one-process run (the common case) should not pay for multiprocessing.
     from fastsubs.workers import worker_processes
 
     def work(index: SubstituteIndex, chunk: Chunk) -> ChunkResult:
         return process_chunk(index, chunk, options, source, compress)
 
-    with worker_processes(workers - 1, partial(SubstituteIndex, index_path), work, os.getpid(),
-                          WORKER_DIED) as pool:
-        index = SubstituteIndex(index_path)  # opened after the fork: no LMDB environment crosses it
-        try:
-            run = InOrder(pool, chunks, CHUNKS_AHEAD * workers * 2)
-            while True:
-                run.feed()
-                yield from run.ready()
-                if run.finished:
-                    return
-                taken = run.take()
-                if taken is not None:  # the next result is not ready: search meanwhile
-                    number, chunk = taken
-                    pool.answered[number] = process_chunk(index, chunk, options, source, compress)
-                else:
-                    pool.collect(block=True)
-        finally:
-            index.close()
+    return worker_processes(count, partial(SubstituteIndex, index_path), work, os.getpid(), WORKER_DIED)
+
+
+def parallel_results(index: SubstituteIndex, pool: WorkerProcesses, chunks: Iterable[Chunk], options: QueryOptions,
+                     source: str, compress: Compressor | None) -> Results:
+    """Every chunk with its result from this process and the ``pool``'s workers, in input
+    order, memory bounded.
+
+    This process keeps each worker holding CHUNKS_AHEAD chunks, and searches a chunk
+    itself whenever the next result to write is not ready (topping the workers up between
+    its chunks), so ``--workers 2`` is two processes busy on two cores, not two and a
+    parent that mostly waits; with many workers it mostly writes.
+    """
+    run = InOrder(pool, chunks, CHUNKS_AHEAD * (len(pool.workers) + 1) * 2)
+    while True:
+        run.feed()
+        yield from run.ready()
+        if run.finished:
+            return
+        taken = run.take()
+        if taken is not None:  # the next result is not ready: search meanwhile
+            number, chunk = taken
+            pool.answered[number] = process_chunk(index, chunk, options, source, compress)
+        else:
+            pool.collect(block=True)
 
 
 class InOrder:
@@ -209,14 +205,19 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
              f"{'core' if cores == 1 else 'cores'} here; using {cores}")
         workers = cores
     index_path = str(index)
-    with SubstituteIndex(index_path) as index:  # fails early, in this process, on a bad index
-        record = run_record(index_path, index.meta, options, compress)
-        for word in index.unknown(options.excluded_words):
-            warn(f"fastsubs-query: warning: {missing_word_warning(word)}")
-    # workers fork after this: no open index crosses a fork
     source = str(input_path) if input_path is not None else "<stdin>"
     totals = SearchStats()
     with ExitStack() as stack:
+        # This process opens the index once and keeps it for the whole run (the check, the
+        # run's record, the search), after forking its workers, which open their own: an
+        # LMDB environment must not cross a fork.  The workers run until they are waited
+        # for below, or the run stops them.
+        pool = stack.enter_context(search_workers(workers - 1, index_path, options, source, compress)) \
+            if workers > 1 else None
+        opened = stack.enter_context(SubstituteIndex(index_path))  # fails early on a bad index
+        record = run_record(index_path, opened.meta, options, compress)
+        for word in opened.unknown(options.excluded_words):
+            warn(f"fastsubs-query: warning: {missing_word_warning(word)}")
         stream = stack.enter_context(open_binary(input_path)) if input_path else sys.stdin.buffer
         lines = InputLines(stream, source)
         out = destination(output_path, record, source, warn, sys.stdout.buffer, compress)
@@ -226,10 +227,10 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
             if isinstance(out, PartialOutput):
                 out.start(resume, lines.first)
             progress = Progress(stream) if Progress.wanted() else None
-            if workers > 1:
-                results = parallel_results(index_path, lines.chunks(), options, source, compress, workers)
+            if pool is not None:
+                results = parallel_results(opened, pool, lines.chunks(), options, source, compress)
             else:
-                results = serial_results(index_path, lines.chunks(), options, source, compress)
+                results = serial_results(opened, lines.chunks(), options, source, compress)
             for chunk, result in stack.enter_context(closing(results)):
                 for warning in result.warnings:
                     warn(warning)
@@ -242,6 +243,8 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
                     raise result.error
             if lines.failure is not None:
                 raise lines.failure
+            if pool is not None:
+                pool.wait()  # a worker that died after its last answer fails the run before its output is out
             out.finish()
         except BaseException as error:
             out.abandon(error)

@@ -3,11 +3,14 @@ lines split into tokens as :func:`fastsubs.tokens.tokenize` splits them, -t reco
 as the rule that was Python's read them (``int()`` for the index, ``repr()`` of the bytes
 in the message), each line's output that of the id-level ``render``, for any bytes; bad
 records first, in the middle and last in a chunk, skipped or not; one call into C per
-chunk."""
+chunk; and one open of the index per process of a run."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
+from fastsubs.cli_support import usable_cores
 from fastsubs.index import Render, SubstituteIndex
 from fastsubs.jsonl import text_fields
 from fastsubs.query.formats import render_lines
@@ -188,3 +192,38 @@ def test_the_cli_splits_lines_as_tokenize_splits_them(tiny_index: Path) -> None:
     assert places == [{"sentence": number, "position": position, **text_fields("word", word)}
                       for number, line in enumerate(text, start=1)
                       for position, word in enumerate(tokenize(line) + [EOS])]
+
+
+#: Runs fastsubs-query as its entry point does, writing the id of the process to the file
+#: named first on its command line each time it opens an index.
+_COUNT_OPENS = """
+import os, sys
+from fastsubs.index import SubstituteIndex
+log = sys.argv.pop(1)
+open_index = SubstituteIndex.__init__
+def counted(self, path):
+    with open(log, "a") as out:
+        out.write(f"{os.getpid()}\\n")
+    open_index(self, path)
+SubstituteIndex.__init__ = counted
+from fastsubs.query.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_each_process_of_a_run_opens_the_index_once(tmp_path: Path, tiny_index: Path, workers: int) -> None:
+    """The run's own process opens the index once, for the check, the run's record, the
+    warnings and the search; each forked worker once, its own."""
+    (tmp_path / "in.txt").write_bytes(b"the cat sat\n" * (8 * CHUNK_LINES))
+    log = tmp_path / "opens"
+    command = [sys.executable, "-c", _COUNT_OPENS, str(log), str(tiny_index), "-n", "2", "-w", str(workers),
+               "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt"), "--exclude", "dog"]
+    with subprocess.Popen(command, stderr=subprocess.PIPE) as run:
+        _, errors = run.communicate(timeout=300)
+    assert run.returncode == 0, errors.decode()
+    assert (tmp_path / "out.txt").read_bytes() == run_cli("fastsubs-query", tiny_index, "-n", "2",
+                                                          input=b"the cat sat\n" * (8 * CHUNK_LINES)).stdout
+    opens = Counter(int(pid) for pid in log.read_text().split())
+    assert opens[run.pid] == 1
+    assert sorted(opens.values()) == [1] * min(workers, usable_cores())

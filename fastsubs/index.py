@@ -77,7 +77,7 @@ class Render(enum.IntEnum):
     """How :meth:`SubstituteIndex.render` writes each position (``kernel/render.h``)."""
 
     LINE = 0                  #: ``word<TAB>fields``: fastsubs-query's text
-    FIELDS = 1                #: the fields alone (after a -t record)
+    FIELDS = 1                #: the fields alone (render_chunk writes each -t record before them)
     JSON = 2                  #: a JSON object (``--format jsonl``)
     SAMPLE_LINES = 3          #: ``word<TAB>sub`` per draw (``--sample``)
     SAMPLE_JSON = 4           #: a JSON object listing the draws (``--sample --format jsonl``)

@@ -1,9 +1,9 @@
 """The compiled core; everything else is configured in pyproject.toml.
 
 kernel/ holds the C core: the index format and its checks (format.h, store.c), the
-reader's cache (cache.c), the search (terms.c, lists.c, score.c, search.c), the open index and its searchers
-(index.c), the output formats (output.c, render.c, sample.c) and the Python glue
-(module.c, module_search.c); kernel/lmdb/ is
+reader's cache (cache.c), the search (terms.c, lists.c, score.c, search.c), the open index and its
+searchers (index.c), the output formats (output.c, render.c, sample.c), fastsubs-query's input
+lines made into output (chunk.c) and the Python glue (module.c, module_search.c); kernel/lmdb/ is
 LMDB 0.9 (OpenLDAP Public License, see its LICENSE), built in so that the core reads the
 index in place through LMDB's C API; kernel/ryu/ is Ryu's d2s (Apache-2.0 or Boost, see its
 README), which writes numbers in JSON as Python's repr() does.

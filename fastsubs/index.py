@@ -39,7 +39,7 @@ from fastsubs._kernel import Index, thread_counters
 from fastsubs.errors import ArgumentError
 from fastsubs.limits import Limits
 from fastsubs.stats import SearchStats
-from fastsubs.tokens import SENTENCE_MARKERS, Token, as_bytes, tokenize, word_list
+from fastsubs.tokens import Token, as_bytes, sentence_tokens, word_list
 
 if TYPE_CHECKING:
     import numpy as np
@@ -79,10 +79,19 @@ class Render(enum.IntEnum):
     """How :meth:`SubstituteIndex.render` writes each position (``kernel/render.h``)."""
 
     LINE = 0                  #: ``word<TAB>fields``: fastsubs-query's text
-    FIELDS = 1                #: the fields alone (after a -t record)
+    FIELDS = 1                #: the fields alone (render_chunk writes each -t record before them)
     JSON = 2                  #: a JSON object (``--format jsonl``)
     SAMPLE_LINES = 3          #: ``word<TAB>sub`` per draw (``--sample``)
     SAMPLE_JSON = 4           #: a JSON object listing the draws (``--sample --format jsonl``)
+
+
+class Rendered(NamedTuple):
+    """What :meth:`SubstituteIndex.render_chunk` made of a chunk of input lines."""
+
+    data: bytes               #: the output of the lines done
+    done: int                 #: the lines it covers: all, or those before a -t record that cannot be read
+    problem: str | None       #: what is wrong with that record (line ``first_line + done``), or None
+    stats: SearchStats        #: the searches it took
 
 
 class SubstituteIndex(Index):
@@ -175,12 +184,24 @@ class SubstituteIndex(Index):
 
     def render(self, ids: bytes, first: int, last: int, limits: Limits, excluded: bytes,  # type: ignore[override]
                kind: Render, words: list[bytes], **place: Any) -> bytes:
-        """The output fastsubs-query writes for positions ``first`` … ``last - 1`` of ``ids``,
-        ``words`` being the tokens shown for them; ``place``: ``line`` (from 1),
+        """fastsubs-query's output for positions ``first`` … ``last - 1`` of a sentence given as
+        ``ids``, ``words`` being the tokens shown for them; ``place``: ``line`` (from 1),
         ``first_position`` (from 0), ``normalize`` (-z), ``name`` and ``id`` (-t), ``draws``
-        and ``seed`` (--sample).  Searched and written in C."""
+        and ``seed`` (--sample).  Searched and written in C as :meth:`render_chunk` does for
+        lines of text (the tests and the bench compare and time the output formats with it)."""
         return super().render(ids, first, last, limits.count, limits.mass, excluded, int(kind), words,  # type: ignore
                               **place)
+
+    def render_chunk(self, lines: list[bytes], first_line: int, limits: Limits,  # type: ignore[override]
+                     excluded: bytes, kind: Render, **options: Any) -> Rendered:
+        """fastsubs-query's output for input ``lines`` (numbered from ``first_line``), made in
+        C in one call (``kernel/chunk.h``): each line tokenized, searched and written.
+        ``options``: ``targets`` (the lines are -t records), ``eos`` (False: --no-eos),
+        ``normalize`` (-z), ``draws`` and ``seed`` (--sample).  Stops before a -t record
+        that cannot be read (:class:`Rendered`)."""
+        data, done, problem, work = super().render_chunk(lines, first_line, limits.count, limits.mass, excluded,
+                                                         int(kind), **options)
+        return Rendered(data, done, problem, SearchStats(*work))
 
     # ------------------------------------------------------------------ the API
 
@@ -208,10 +229,7 @@ class SubstituteIndex(Index):
         >>> [subs[0].word for subs in index.sentence("the cat sat", n=1)]   # doctest: +SKIP
         ['the', 'dog', 'down', '</s>']
         """
-        if isinstance(tokens, str):
-            words = tokenize(as_bytes(tokens))
-        else:
-            words = [w for w in map(as_bytes, tokens) if w not in SENTENCE_MARKERS]
+        words = sentence_tokens(tokens)
         return self.search(self.sentence_ids(words), 1, len(words) + 2, Limits.from_options(n, p),
                            self._checked_exclusion(exclude), Answer.SUBSTITUTES)
 
@@ -235,11 +253,7 @@ class SubstituteIndex(Index):
         tokens: list[bytes] = []
         starts = [0]
         for sentence in sentences:
-            if isinstance(sentence, str):
-                words = tokenize(as_bytes(sentence))
-            else:
-                words = [w for w in map(as_bytes, sentence) if w not in SENTENCE_MARKERS]
-            tokens += [b"<s>", *words, b"</s>"]
+            tokens += [b"<s>", *sentence_tokens(sentence), b"</s>"]
             starts.append(len(tokens))
         unknown = self.unk_id
         ids = self.ids(tokens, fmt.NO_WORD if unknown is None else unknown)

@@ -8,7 +8,7 @@ round trip.  Tokens become word ids in the index (:meth:`fastsubs.index.Substitu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from fastsubs.errors import ArgumentError
 
@@ -18,8 +18,18 @@ Token = str | bytes
 
 
 def tokenize(line: bytes) -> list[bytes]:
-    """Split on ASCII whitespace and drop ``<s>``/``</s>`` tokens, as the original tool does."""
+    """Split on ASCII whitespace and drop ``<s>``/``</s>`` tokens, as the original tool does.
+    fastsubs-query splits its lines by this rule in C (``kernel/chunk.c``); a test holds the
+    two equal."""
     return [token for token in line.split() if token not in SENTENCE_MARKERS]
+
+
+def sentence_tokens(sentence: Sequence[Token] | str) -> list[bytes]:
+    """The tokens of a sentence given to the API: a string split as :func:`tokenize` splits
+    a line, or its tokens as bytes; ``<s>``/``</s>`` tokens dropped either way."""
+    if isinstance(sentence, str):
+        return tokenize(as_bytes(sentence))
+    return [token for token in map(as_bytes, sentence) if token not in SENTENCE_MARKERS]
 
 
 def as_bytes(token: Token) -> bytes:

@@ -130,6 +130,15 @@ class WorkerProcesses:
         for worker in self.workers:
             worker.tasks.close()
 
+    def wait(self) -> None:
+        """Waits for the workers to end, once all the work is handed out and answered; a
+        worker that did not end well (killed after its last answer) is the error ``died``
+        here, before the caller makes use of the answers."""
+        for worker in self.workers:
+            worker.process.join()
+        if any(worker.process.exitcode for worker in self.workers):
+            raise FastsubsError(self.died)
+
     def collect(self, block: bool) -> None:
         """Moves every result sent so far into ``answered`` (waiting for one with ``block``);
         raises what a worker sent instead of a result, or the death of a worker.
@@ -175,7 +184,8 @@ def worker_processes(count: int, prepare: Prepare, work: Work, parent: int, died
         for (task_reader, _), (_, result_writer) in pipes:  # the workers' ends are theirs alone
             task_reader.close()
             result_writer.close()
-        yield WorkerProcesses(workers, died)
+        pool = WorkerProcesses(workers, died)
+        yield pool
         finished = True
     finally:
         for worker in workers:
@@ -185,8 +195,7 @@ def worker_processes(count: int, prepare: Prepare, work: Work, parent: int, died
         for worker in workers:
             worker.process.join()
             worker.results.close()
-    if any(worker.process.exitcode for worker in workers):
-        raise FastsubsError(died)
+    pool.wait()
 
 
 def _widen(pipe: Connection) -> None:

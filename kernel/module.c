@@ -130,40 +130,32 @@ static PyObject *Index_word(Index *self, PyObject *arg) {
 /* ids(tokens, unknown) -> bytes of uint32: each token's id, ``unknown`` for those the
  * vocabulary lacks; looked up without the GIL. */
 static PyObject *Index_ids(Index *self, PyObject *args) {
-    PyObject *tokens;
+    PyObject *tokens, *held;
     unsigned int unknown;
     if (!PyArg_ParseTuple(args, "O!I:ids", &PyList_Type, &tokens, &unknown))
         return NULL;
-    PyObject *held = PyList_AsTuple(tokens);  /* another thread may change the list meanwhile */
-    if (!held)
+    Span *spans = byte_spans(tokens, &held, "tokens");
+    if (!spans)
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(held);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!PyBytes_Check(PyTuple_GET_ITEM(held, i))) {
-            Py_DECREF(held);
-            PyErr_SetString(PyExc_TypeError, "tokens must be bytes");
-            return NULL;
-        }
-    }
     Failure failure = {0};
     PyObject *result = PyBytes_FromStringAndSize(NULL, n * 4);
-    if (!result || index_hold(&self->index, &failure) < 0) {
-        if (result)
-            raise_failure(self->path, &failure);
-        Py_XDECREF(result);
-        Py_DECREF(held);
-        return NULL;
+    if (result && index_hold(&self->index, &failure) < 0) {
+        Py_CLEAR(result);
+        raise_failure(self->path, &failure);
     }
-    uint32_t *ids = (uint32_t *)PyBytes_AS_STRING(result);
-    const Store *store = &self->index.store;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *token = PyTuple_GET_ITEM(held, i);
-        uint32_t id = store_word_id(store, PyBytes_AS_STRING(token), (size_t)PyBytes_GET_SIZE(token));
-        ids[i] = id == FS_NO_WORD ? unknown : id;
+    if (result) {
+        uint32_t *ids = (uint32_t *)PyBytes_AS_STRING(result);
+        const Store *store = &self->index.store;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint32_t id = store_word_id(store, (const char *)spans[i].text, spans[i].len);
+            ids[i] = id == FS_NO_WORD ? unknown : id;
+        }
+        Py_END_ALLOW_THREADS
+        index_release(&self->index);
     }
-    Py_END_ALLOW_THREADS
-    index_release(&self->index);
+    PyMem_Free(spans);
     Py_DECREF(held);
     return result;
 }
@@ -399,6 +391,16 @@ static PyMethodDef Index_methods[] = {
      "formats (``kind``, kernel/render.h: 0 text lines, 1 fields alone, 2 JSON lines, 3 sample lines,\n"
      "4 samples as JSON), ``words`` (bytes) naming the token of each position, ``line`` the input line\n"
      "(from 1), ``first_position`` the position of the first (from 0), ``name`` and ``id`` a -t record's."},
+    {"render_chunk", (PyCFunction)Index_render_chunk, METH_VARARGS | METH_KEYWORDS,
+     "render_chunk(lines, first_line, count, mass, excluded, kind, *, targets=False, eos=True, normalize=False,\n"
+     "draws=0, seed=0) -> (bytes, done, problem, work)\n\n"
+     "fastsubs-query's output for input ``lines`` (bytes; numbered from ``first_line``), in one release\n"
+     "of the GIL (kernel/chunk.h): each a sentence (its tokens and, with ``eos``, </s>), or with\n"
+     "``targets`` a -t record (kind 1, fields alone, writes the record before them); searched as\n"
+     "search() does and written as render() writes.  ``done``: the lines the output covers, all of\n"
+     "them unless a -t record cannot be read: then ``problem`` says why (else None) and it is line\n"
+     "``first_line + done``.  ``work``: this call's (searches, words evaluated, list entries read,\n"
+     "substitutes listed)."},
     {"fields", (PyCFunction)Index_fields, METH_VARARGS,
      "fields(ids: uint32 array, values: float64 array) -> bytes: ``word value`` fields joined by tabs,\n"
      "each value as ``b\"%.8f\" % value`` would write it."},

@@ -5,8 +5,7 @@
 
 #include <Python.h>
 
-#include "index.h"
-#include "render.h"
+#include "chunk.h"
 
 /* An open index as Python sees it. */
 typedef struct {
@@ -24,10 +23,16 @@ int check_open(Index *self);
 /* Reads ``a`` as ``*n`` items of ``size`` bytes (*n < 0: any number, set): 0, or -1. */
 int get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, const char *what);
 
+/* The items of ``list``, each bytes (else TypeError naming ``what``), as spans into the
+ * tuple ``*held`` that holds them (another thread may change the list meanwhile): an
+ * array to PyMem_Free, or NULL with an exception set (*held NULL). */
+Span *byte_spans(PyObject *list, PyObject **held, const char *what);
+
 /* The methods of module_search.c (their arguments are documented there). */
 PyObject *Index_search(Index *self, PyObject *args);
 PyObject *Index_search_batch(Index *self, PyObject *args);
 PyObject *Index_render(Index *self, PyObject *args, PyObject *kwds);
+PyObject *Index_render_chunk(Index *self, PyObject *args, PyObject *kwds);
 PyObject *Index_fields(Index *self, PyObject *args);
 
 #endif

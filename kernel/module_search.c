@@ -1,7 +1,10 @@
-/* The searches of fastsubs._kernel's Index and their answers as Python objects, arrays
- * or finished output text (module.c holds the module and the type).  A search runs
- * without the GIL, in runs of positions (search_runs), each run's answers made into
- * objects once the GIL is taken again, or rendered before. */
+/* The searches of fastsubs._kernel's Index and their answers as Python objects, arrays or
+ * finished output text (module.c holds the module and the type).  Every entry reads its
+ * limits with one parser (limits_args), the rendering ones their format with another
+ * (rendering_args).  search() runs without the GIL in runs of positions, each run's answers
+ * made into objects once the GIL is taken again; search_batch(), render() and
+ * render_chunk() (fastsubs-query's lines, chunk.h) run whole in one release of the GIL, on
+ * one searcher (on_a_searcher). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -96,113 +99,113 @@ static PyObject *answer_object(Index *self, const Answers *a, int64_t position, 
     return answer_arrays(a->answers + start, length);
 }
 
+/* ---------------------------------------------------------------- arguments */
+
+/* The limits every search takes: ``count`` substitutes, probability mass ``mass`` (None:
+ * no -p rule) and the ``excluded`` ids (a uint32 buffer, held in ``view``): 0, or -1 with
+ * an exception set (nothing held). */
+static int limits_args(SearchLimits *limits, Py_buffer *view, long long count, PyObject *mass, PyObject *excluded) {
+    *limits = (SearchLimits){count, mass != Py_None, 0.0, NULL, 0};
+    if (limits->use_mass && (limits->mass = PyFloat_AsDouble(mass)) == -1.0 && PyErr_Occurred())
+        return -1;
+    Py_ssize_t n = -1;
+    if (get_array(excluded, view, 4, &n, "excluded") < 0)
+        return -1;
+    limits->excluded = view->buf;
+    limits->n_excluded = n;
+    return 0;
+}
+
+/* A sentence's ids (a uint32 buffer, held in ``view``) and its positions first ... last - 1:
+ * its length, or -1 with an exception set (nothing held). */
+static Py_ssize_t sentence_args(Py_buffer *view, PyObject *sentence, Py_ssize_t first, Py_ssize_t last) {
+    Py_ssize_t n = -1;
+    if (get_array(sentence, view, 4, &n, "sentence") < 0)
+        return -1;
+    if (first < 1 || last > n || first > last || n > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "targets outside 1 ... len(sentence) - 1");
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return n;
+}
+
+/* How the rendering entries write each position: a ``kind`` of render.h, -z, and the draws
+ * and seed of samples (draws >= 1 for them, else ignored): 0, or -1 with an exception set. */
+static int rendering_args(Rendering *r, int kind, int normalize, long long draws, PyObject *seed_object) {
+    unsigned long long seed = seed_object ? PyLong_AsUnsignedLongLong(seed_object) : 0;
+    if (seed == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    int samples = kind == RENDER_SAMPLE_LINES || kind == RENDER_SAMPLE_JSON;
+    if (kind < RENDER_LINE || kind > RENDER_SAMPLE_JSON || (samples && draws < 1)) {
+        PyErr_SetString(PyExc_ValueError, "a kind of render.h, and draws >= 1 for samples");
+        return -1;
+    }
+    *r = (Rendering){kind, normalize, samples ? draws : 0, seed};
+    return 0;
+}
+
+Span *byte_spans(PyObject *list, PyObject **held, const char *what) {
+    if (!(*held = PyList_AsTuple(list)))  /* another thread may change the list meanwhile */
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(*held);
+    Span *spans = PyMem_Malloc((size_t)n * sizeof(Span) + 1);
+    for (Py_ssize_t i = 0; spans && i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(*held, i);
+        if (!PyBytes_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "%s must be bytes", what);
+            PyMem_Free(spans);
+            Py_CLEAR(*held);
+            return NULL;
+        }
+        spans[i] = (Span){(const uint8_t *)PyBytes_AS_STRING(item), (size_t)PyBytes_GET_SIZE(item)};
+    }
+    if (!spans) {
+        Py_CLEAR(*held);
+        PyErr_NoMemory();
+    }
+    return spans;
+}
+
+/* ---------------------------------------------------------------- searches */
+
+/* What runs on a searcher of the index without the GIL: a count, or -1 with ``failure`` set. */
+typedef int64_t (*SearcherWork)(Searcher *searcher, void *context, Failure *failure);
+
+/* Runs ``work`` on a searcher taken from the index, in one release of the GIL: what it
+ * returns, or -1 with an exception set.  ``took``: the calling thread's work meanwhile
+ * (searches, words evaluated, list entries read, substitutes listed), or NULL. */
+static int64_t on_a_searcher(Index *self, SearcherWork work, void *context, unsigned long long took[4]) {
+    Failure failure = {0};
+    unsigned long long before[4], after[4];
+    int64_t result = -1;
+    Py_BEGIN_ALLOW_THREADS
+    index_thread_work(before);
+    Searcher *searcher = index_take(&self->index, &failure);
+    if (searcher) {
+        result = work(searcher, context, &failure);
+        index_give_back(&self->index, searcher);
+    }
+    index_thread_work(after);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; took && i < 4; i++)
+        took[i] = after[i] - before[i];
+    if (result < 0)
+        raise_failure(self->path, &failure);
+    return result;
+}
+
 /* Searches are made into Answers without the GIL in runs of at most this many
  * substitutes (one release per run, not per position), then made into Python objects. */
 #define SEARCH_RUN_ANSWERS ((int64_t)1 << 16)
 
-/* The arguments every search takes: a sentence's ids, its positions first ... last - 1, the
- * limits and the excluded ids. */
-typedef struct {
-    Py_buffer sentence, excluded;
-    SearchLimits limits;
-    Py_ssize_t n, first, last;
-} Query;
-
-static int query_args(Query *q, PyObject *sentence, Py_ssize_t first, Py_ssize_t last, long long count,
-                      PyObject *mass, PyObject *excluded) {
-    q->limits = (SearchLimits){count, mass != Py_None, 0.0, NULL, 0};
-    if (q->limits.use_mass && (q->limits.mass = PyFloat_AsDouble(mass)) == -1.0 && PyErr_Occurred())
-        return -1;
-    Py_ssize_t n_excluded = -1;
-    q->n = -1;
-    if (get_array(sentence, &q->sentence, 4, &q->n, "sentence") < 0)
-        return -1;
-    if (get_array(excluded, &q->excluded, 4, &n_excluded, "excluded") < 0) {
-        PyBuffer_Release(&q->sentence);
-        return -1;
-    }
-    q->limits.excluded = q->excluded.buf;
-    q->limits.n_excluded = n_excluded;
-    q->first = first;
-    q->last = last;
-    if (first < 1 || last > q->n || first > last || q->n > INT_MAX) {
-        PyErr_SetString(PyExc_ValueError, "targets outside 1 ... len(sentence) - 1");
-        PyBuffer_Release(&q->sentence);
-        PyBuffer_Release(&q->excluded);
-        return -1;
-    }
-    return 0;
-}
-
-static void query_release(Query *q) {
-    PyBuffer_Release(&q->sentence);
-    PyBuffer_Release(&q->excluded);
-}
-
-/* What to do with a run's answers (positions run_first ...): 0, or -1 (with the GIL: an
- * exception set; without it: the failure of ``context``'s making). */
-typedef int (*RunDone)(Index *self, const Answers *run, int run_first, void *context);
-
-/* Searches the query's positions run by run into ``run``, calling ``without_gil`` (if any)
- * while the GIL is released and ``with_gil`` (if any) once it is taken again: 0, or -1
- * with an exception set. */
-static int search_runs(Index *self, const Query *q, Answers *run, RunDone without_gil, RunDone with_gil,
-                       void *context) {
-    Failure failure = {0};
-    Searcher *k;
-    Py_BEGIN_ALLOW_THREADS
-    k = index_take(&self->index, &failure);
-    Py_END_ALLOW_THREADS
-    if (!k) {
-        raise_failure(self->path, &failure);
-        return -1;
-    }
-    int rc = 0;
-    for (int target = (int)q->first; rc == 0 && target < q->last;) {
-        int run_first = target, done = 0;
-        run->n = run->n_positions = 0;
-        Py_BEGIN_ALLOW_THREADS
-        rc = search_run(k, q->sentence.buf, (int)q->n, &target, (int)q->last, &q->limits, run, SEARCH_RUN_ANSWERS);
-        if (rc == 0 && without_gil)
-            done = without_gil(self, run, run_first, context);
-        Py_END_ALLOW_THREADS
-        if (rc < 0)
-            raise_failure(self->path, &k->reader.failure);
-        else if (done < 0)
-            rc = (PyErr_NoMemory(), -1);
-        else if (with_gil)
-            rc = with_gil(self, run, run_first, context);
-    }
-    index_give_back(&self->index, k);
-    return rc;
-}
-
-/* search(): each position's answer made a Python object. */
-typedef struct {
-    PyObject *results;
-    Py_ssize_t first;
-    int kind;
-    PyTypeObject *record;
-} Objects;
-
-static int make_objects(Index *self, const Answers *run, int run_first, void *context) {
-    Objects *o = context;
-    for (int64_t p = 0; p < run->n_positions; p++) {
-        PyObject *answer = answer_object(self, run, p, o->kind, o->record);
-        if (!answer)
-            return -1;
-        PyList_SET_ITEM(o->results, run_first + p - o->first, answer);
-    }
-    return 0;
-}
-
 PyObject *Index_search(Index *self, PyObject *args) {
-    PyObject *sentence, *mass, *excluded, *record_object = Py_None;
+    PyObject *sentence, *mass, *excluded_object, *record_object = Py_None;
     Py_ssize_t first, last;
     long long count;
     int kind = ANSWER_ARRAYS;
-    if (!PyArg_ParseTuple(args, "OnnLOO|iO:search", &sentence, &first, &last, &count, &mass, &excluded, &kind,
-                          &record_object))
+    if (!PyArg_ParseTuple(args, "OnnLOO|iO:search", &sentence, &first, &last, &count, &mass, &excluded_object,
+                          &kind, &record_object))
         return NULL;
     int has_record = record_object != Py_None;
     PyTypeObject *record = has_record ? (PyTypeObject *)record_object : NULL;
@@ -211,17 +214,70 @@ PyObject *Index_search(Index *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "answer: 0 arrays, or 1 records (with a tuple subclass)");
         return NULL;
     }
-    Query q;
-    if (query_args(&q, sentence, first, last, count, mass, excluded) < 0)
+    SearchLimits limits;
+    Py_buffer ids, excluded;
+    if (limits_args(&limits, &excluded, count, mass, excluded_object) < 0)
         return NULL;
+    Py_ssize_t n = sentence_args(&ids, sentence, first, last);
+    if (n < 0) {
+        PyBuffer_Release(&excluded);
+        return NULL;
+    }
+    Failure failure = {0};
+    Searcher *searcher;
+    Py_BEGIN_ALLOW_THREADS
+    searcher = index_take(&self->index, &failure);
+    Py_END_ALLOW_THREADS
+    PyObject *results = searcher ? PyList_New(last - first) : raise_failure(self->path, &failure);
     Answers run = {0};
     run.normalized = kind == ANSWER_RECORDS;
-    Objects objects = {PyList_New(last - first), first, kind, record};
-    if (objects.results && search_runs(self, &q, &run, NULL, make_objects, &objects) < 0)
-        Py_CLEAR(objects.results);
+    for (int target = (int)first; results && target < last;) {
+        int run_first = target, rc;
+        run.n = run.n_positions = 0;
+        Py_BEGIN_ALLOW_THREADS
+        rc = search_run(searcher, ids.buf, (int)n, &target, (int)last, &limits, &run, SEARCH_RUN_ANSWERS);
+        Py_END_ALLOW_THREADS
+        if (rc < 0) {
+            raise_failure(self->path, &searcher->reader.failure);
+            Py_CLEAR(results);
+        }
+        for (int64_t p = 0; results && p < run.n_positions; p++) {
+            PyObject *answer = answer_object(self, &run, p, kind, record);
+            if (!answer)
+                Py_CLEAR(results);
+            else
+                PyList_SET_ITEM(results, run_first + p - first, answer);
+        }
+    }
+    if (searcher)
+        index_give_back(&self->index, searcher);
     answers_free(&run);
-    query_release(&q);
-    return objects.results;
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&excluded);
+    return results;
+}
+
+/* search_batch(): every position of every sentence into one Answers. */
+typedef struct {
+    const uint32_t *ids;
+    const int64_t *starts;
+    Py_ssize_t n_sentences;
+    const SearchLimits *limits;
+    int eos;
+    Answers all;
+} Batch;
+
+static int64_t search_sentences(Searcher *searcher, void *context, Failure *failure) {
+    Batch *b = context;
+    for (Py_ssize_t s = 0; s < b->n_sentences; s++) {
+        int n = (int)(b->starts[s + 1] - b->starts[s]), target = 1;
+        if (search_run(searcher, b->ids + b->starts[s], n, &target, b->eos ? n : n - 1, b->limits, &b->all,
+                       INT64_MAX) < 0) {
+            *failure = searcher->reader.failure;
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* search_batch(ids, starts, count, mass, excluded, eos) -> (word ids, scores, offsets): the
@@ -237,166 +293,182 @@ PyObject *Index_search_batch(Index *self, PyObject *args) {
                           &eos))
         return NULL;
     Py_buffer ids, starts, excluded;
-    Py_ssize_t n_ids = -1, n_starts = -1, n_excluded = -1;
-    SearchLimits limits = {count, mass != Py_None, 0.0, NULL, 0};
-    if (limits.use_mass && (limits.mass = PyFloat_AsDouble(mass)) == -1.0 && PyErr_Occurred())
+    Py_ssize_t n_ids = -1, n_starts = -1;
+    SearchLimits limits;
+    if (limits_args(&limits, &excluded, count, mass, excluded_object) < 0)
         return NULL;
-    if (get_array(ids_object, &ids, 4, &n_ids, "ids") < 0)
+    if (get_array(ids_object, &ids, 4, &n_ids, "ids") < 0) {
+        PyBuffer_Release(&excluded);
         return NULL;
+    }
     if (get_array(starts_object, &starts, 8, &n_starts, "starts") < 0) {
         PyBuffer_Release(&ids);
+        PyBuffer_Release(&excluded);
         return NULL;
     }
-    if (get_array(excluded_object, &excluded, 4, &n_excluded, "excluded") < 0) {
-        PyBuffer_Release(&ids);
-        PyBuffer_Release(&starts);
-        return NULL;
-    }
-    limits.excluded = excluded.buf;
-    limits.n_excluded = n_excluded;
     const int64_t *start = starts.buf;
     PyObject *result = NULL;
     int ok = n_starts >= 1 && start[0] == 0 && start[n_starts - 1] == n_ids;
     for (Py_ssize_t s = 0; ok && s + 1 < n_starts; s++)
         ok = start[s + 1] - start[s] >= 2 && start[s + 1] - start[s] <= INT_MAX;
-    Failure failure = {0};
-    Answers all = {0};
-    Searcher *k = NULL;
-    int rc = 0;
+    Batch batch = {ids.buf, start, n_starts - 1, &limits, eos, {0}};
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "starts: 0, ..., len(ids), each sentence two ids or more");
-        goto out;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    if (!(k = index_take(&self->index, &failure)))
-        rc = -1;
-    for (Py_ssize_t s = 0; rc == 0 && s + 1 < n_starts; s++) {
-        int n = (int)(start[s + 1] - start[s]), target = 1;
-        rc = search_run(k, (const uint32_t *)ids.buf + start[s], n, &target, eos ? n : n - 1, &limits, &all,
-                        INT64_MAX);
-    }
-    Py_END_ALLOW_THREADS
-    if (rc < 0) {
-        raise_failure(self->path, k ? &k->reader.failure : &failure);
-    } else {
-        PyObject *words = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)all.n * 4);
-        PyObject *scores = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)all.n * 8);
-        PyObject *offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(all.n_positions + 1) * 8);
+    } else if (on_a_searcher(self, search_sentences, &batch, NULL) == 0) {
+        const Answers *all = &batch.all;
+        PyObject *words = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)all->n * 4);
+        PyObject *scores = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)all->n * 8);
+        PyObject *offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(all->n_positions + 1) * 8);
         if (words && scores && offsets) {
-            for (int64_t i = 0; i < all.n; i++) {
-                ((uint32_t *)PyBytes_AS_STRING(words))[i] = all.answers[i].word;
-                ((double *)PyBytes_AS_STRING(scores))[i] = all.answers[i].score;
+            for (int64_t i = 0; i < all->n; i++) {
+                ((uint32_t *)PyBytes_AS_STRING(words))[i] = all->answers[i].word;
+                ((double *)PyBytes_AS_STRING(scores))[i] = all->answers[i].score;
             }
             int64_t *out_offsets = (int64_t *)PyBytes_AS_STRING(offsets);
             out_offsets[0] = 0;
-            if (all.n_positions)
-                memcpy(out_offsets, all.starts, (size_t)(all.n_positions + 1) * 8);
+            if (all->n_positions)
+                memcpy(out_offsets, all->starts, (size_t)(all->n_positions + 1) * 8);
             result = PyTuple_Pack(3, words, scores, offsets);
         }
         Py_XDECREF(words);
         Py_XDECREF(scores);
         Py_XDECREF(offsets);
     }
-    if (k)
-        index_give_back(&self->index, k);
-out:
-    answers_free(&all);
+    answers_free(&batch.all);
     PyBuffer_Release(&ids);
     PyBuffer_Release(&starts);
     PyBuffer_Release(&excluded);
     return result;
 }
 
-/* render(): the positions' output text, with the places it names. */
-typedef struct {
-    Text text;
-    Rendering rendering;
-    PyObject *words;            /* a tuple: the word shown for each position */
-    Place place;                /* line, name and id; position and word set per position */
-    Py_ssize_t first, first_position;
-    int64_t *draws;
-    double *cumulative;
-} Rendered;
+/* ---------------------------------------------------------------- output text */
 
-static int render_run(Index *self, const Answers *run, int run_first, void *context) {
-    Rendered *r = context;
-    const Store *s = &self->index.store;
-    for (int64_t p = 0; p < run->n_positions; p++) {
-        int64_t start = run->starts[p], n = run->starts[p + 1] - start;
-        PyObject *word = PyTuple_GET_ITEM(r->words, run_first + p - r->first);
-        r->place.position = r->first_position + run_first + p - r->first;
-        r->place.word = (const uint8_t *)PyBytes_AS_STRING(word);
-        r->place.word_len = (size_t)PyBytes_GET_SIZE(word);
-        if (r->rendering.draws && n > 0) {
-            double *cumulative = realloc(r->cumulative, (size_t)n * sizeof(double));
-            if (!cumulative)
-                return -1;
-            r->cumulative = cumulative;
-        }
-        render_position(&r->text, s, &r->rendering, &r->place, run->answers + start, run->probabilities + start, n,
-                        r->draws, r->cumulative);
+/* render(): the positions of one sentence given as ids. */
+typedef struct {
+    const ChunkRequest *request;
+    Place place;
+    const uint32_t *sentence;
+    int n, first, last;
+    const Span *words;
+    Text out;
+} Positions;
+
+static int64_t render_sentence(Searcher *searcher, void *context, Failure *failure) {
+    Positions *p = context;
+    Scratch scratch;
+    if (scratch_init(&scratch, &p->request->rendering) < 0) {
+        fail(failure, FS_ENOMEM, "out of memory");
+        return -1;
     }
-    return r->text.failed ? -1 : 0;
+    int rc = render_positions(searcher, p->request, &p->place, p->sentence, p->n, p->first, p->last, p->words, &scratch,
+                              &p->out, failure);
+    scratch_free(&scratch);
+    return rc;
 }
 
 PyObject *Index_render(Index *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"sentence", "first", "last", "count", "mass", "excluded", "kind", "words", "line",
                             "first_position", "normalize", "name", "id", "draws", "seed", NULL};
-    PyObject *sentence, *mass, *excluded, *words, *name = Py_None, *id = Py_None, *seed_object = NULL;
+    PyObject *sentence, *mass, *excluded_object, *words, *name = Py_None, *id = Py_None, *seed = NULL;
     Py_ssize_t first, last, first_position = 0;
     long long count, line = 0, draws = 0;
     int kind, normalize = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OnnLOOiO!|$LnpOOLO!:render", names, &sentence, &first, &last,
-                                     &count, &mass, &excluded, &kind, &PyList_Type, &words, &line,
-                                     &first_position, &normalize, &name, &id, &draws, &PyLong_Type, &seed_object))
+                                     &count, &mass, &excluded_object, &kind, &PyList_Type, &words, &line,
+                                     &first_position, &normalize, &name, &id, &draws, &PyLong_Type, &seed))
         return NULL;
-    unsigned long long seed = seed_object ? PyLong_AsUnsignedLongLong(seed_object) : 0;
-    if (seed == (unsigned long long)-1 && PyErr_Occurred())
+    ChunkRequest request = {.eos = 1};
+    if (rendering_args(&request.rendering, kind, normalize, draws, seed) < 0)
         return NULL;
-    int samples = kind == RENDER_SAMPLE_LINES || kind == RENDER_SAMPLE_JSON;
-    if (kind < RENDER_LINE || kind > RENDER_SAMPLE_JSON || PyList_GET_SIZE(words) != last - first ||
-        (samples && draws < 1) || (name == Py_None) != (id == Py_None) ||
+    if (PyList_GET_SIZE(words) != last - first || (name == Py_None) != (id == Py_None) ||
         (name != Py_None && (!PyBytes_Check(name) || !PyBytes_Check(id)))) {
-        PyErr_SetString(PyExc_ValueError, "render: a kind of render.h, a word per position, draws >= 1 for "
-                        "samples, and name and id both bytes or both None");
+        PyErr_SetString(PyExc_ValueError, "render: a word per position, and name and id both bytes or both None");
         return NULL;
     }
-    Rendered r = {{0}};
-    r.rendering = (Rendering){kind, normalize, samples ? draws : 0, seed};
-    r.place.line = line;
+    Positions p = {&request, {.line = line, .position = first_position}, NULL, 0, (int)first, (int)last, NULL, {0}};
     if (name != Py_None) {
-        r.place.name = (const uint8_t *)PyBytes_AS_STRING(name);
-        r.place.name_len = (size_t)PyBytes_GET_SIZE(name);
-        r.place.id = (const uint8_t *)PyBytes_AS_STRING(id);
-        r.place.id_len = (size_t)PyBytes_GET_SIZE(id);
+        p.place.name = (const uint8_t *)PyBytes_AS_STRING(name);
+        p.place.name_len = (size_t)PyBytes_GET_SIZE(name);
+        p.place.id = (const uint8_t *)PyBytes_AS_STRING(id);
+        p.place.id_len = (size_t)PyBytes_GET_SIZE(id);
     }
-    r.first = first;
-    r.first_position = first_position;
-    if (!(r.words = PyList_AsTuple(words)))  /* another thread may change the list meanwhile */
+    Py_buffer ids, excluded;
+    PyObject *held, *result = NULL;
+    if (limits_args(&request.limits, &excluded, count, mass, excluded_object) < 0)
         return NULL;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(r.words); i++) {
-        if (!PyBytes_Check(PyTuple_GET_ITEM(r.words, i))) {
-            Py_DECREF(r.words);
-            PyErr_SetString(PyExc_TypeError, "words must be bytes");
-            return NULL;
-        }
+    if ((p.n = (int)sentence_args(&ids, sentence, first, last)) < 0) {
+        PyBuffer_Release(&excluded);
+        return NULL;
     }
-    PyObject *result = NULL;
-    Query q;
-    if (query_args(&q, sentence, first, last, count, mass, excluded) == 0) {
-        Answers run = {0};
-        run.normalized = 1;
-        if (samples && !(r.draws = malloc((size_t)draws * sizeof(int64_t))))
-            PyErr_NoMemory();
-        else if (search_runs(self, &q, &run, render_run, NULL, &r) == 0)
-            result = PyBytes_FromStringAndSize(r.text.data, (Py_ssize_t)r.text.len);
-        answers_free(&run);
-        query_release(&q);
+    p.sentence = ids.buf;
+    Span *spans = byte_spans(words, &held, "words");
+    if (spans && (p.words = spans, on_a_searcher(self, render_sentence, &p, NULL) == 0))
+        result = PyBytes_FromStringAndSize(p.out.data, (Py_ssize_t)p.out.len);
+    text_free(&p.out);
+    PyMem_Free(spans);
+    Py_XDECREF(held);
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&excluded);
+    return result;
+}
+
+/* render_chunk(): input lines into output. */
+typedef struct {
+    const ChunkRequest *request;
+    const Span *lines;
+    Py_ssize_t n;
+    long long first_line;
+    Text out, problem;
+} Chunk;
+
+static int64_t render_chunk(Searcher *searcher, void *context, Failure *failure) {
+    Chunk *c = context;
+    return render_lines(searcher, c->request, c->lines, c->n, c->first_line, &c->out, &c->problem, failure);
+}
+
+PyObject *Index_render_chunk(Index *self, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"lines", "first_line", "count", "mass", "excluded", "kind", "targets", "eos",
+                            "normalize", "draws", "seed", NULL};
+    PyObject *lines, *mass, *excluded_object, *seed = NULL;
+    long long first_line, count, draws = 0;
+    int kind, targets = 0, eos = 1, normalize = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!LLOOi|$pppLO!:render_chunk", names, &PyList_Type, &lines,
+                                     &first_line, &count, &mass, &excluded_object, &kind, &targets, &eos,
+                                     &normalize, &draws, &PyLong_Type, &seed))
+        return NULL;
+    ChunkRequest request = {.targets = targets, .eos = eos};
+    if (rendering_args(&request.rendering, kind, normalize, draws, seed) < 0)
+        return NULL;
+    if (first_line < 1 || (kind == RENDER_FIELDS && !targets)) {
+        PyErr_SetString(PyExc_ValueError, "render_chunk: lines from 1, and fields alone only after -t records");
+        return NULL;
     }
-    text_free(&r.text);
-    free(r.draws);
-    free(r.cumulative);
-    Py_DECREF(r.words);
+    Py_buffer excluded;
+    if (limits_args(&request.limits, &excluded, count, mass, excluded_object) < 0)
+        return NULL;
+    PyObject *held, *result = NULL;
+    Chunk chunk = {&request, byte_spans(lines, &held, "lines"), 0, first_line, {0}, {0}};
+    unsigned long long took[4];
+    int64_t done = -1;
+    if (chunk.lines) {
+        chunk.n = PyTuple_GET_SIZE(held);
+        done = on_a_searcher(self, render_chunk, &chunk, took);
+    }
+    if (done >= 0) {
+        PyObject *problem = chunk.problem.len ? PyUnicode_DecodeUTF8(chunk.problem.data,
+                                                                     (Py_ssize_t)chunk.problem.len, "strict")
+                                              : Py_NewRef(Py_None);
+        PyObject *data = problem ? PyBytes_FromStringAndSize(chunk.out.data, (Py_ssize_t)chunk.out.len) : NULL;
+        if (data)
+            result = Py_BuildValue("(NLN(KKKK))", data, (long long)done, problem, took[0], took[1], took[2], took[3]);
+        else
+            Py_XDECREF(problem);
+    }
+    text_free(&chunk.out);
+    text_free(&chunk.problem);
+    PyMem_Free((void *)chunk.lines);
+    Py_XDECREF(held);
+    PyBuffer_Release(&excluded);
     return result;
 }
 

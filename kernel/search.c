@@ -305,6 +305,11 @@ void normalize(const double *scores, int64_t n, double *out) {
     normalize_strided((const char *)scores, sizeof(double), n, out);
 }
 
+void normalize_scored(const Scored *answers, int64_t n, double *out) {
+    if (n > 0)
+        normalize_strided((const char *)&answers->score, sizeof(Scored), n, out);
+}
+
 /* Appends the searcher's answer to ``a`` as its next position: 0, or -1 when out of memory. */
 static int keep_answer(Answers *a, const Searcher *searcher) {
     if (GROW64(a->starts, a->cap_starts, a->n_positions + 2) < 0)
@@ -326,9 +331,8 @@ static int keep_answer(Answers *a, const Searcher *searcher) {
     if (a->n_positions == 0)
         a->starts[0] = 0;
     memcpy(a->answers + a->n, searcher->listed, (size_t)searcher->n_listed * sizeof(Scored));
-    if (a->normalized && searcher->n_listed > 0)
-        normalize_strided((const char *)&searcher->listed->score, sizeof(Scored), searcher->n_listed,
-                          a->probabilities + a->n);
+    if (a->normalized)
+        normalize_scored(searcher->listed, searcher->n_listed, a->probabilities + a->n);
     a->n += searcher->n_listed;
     a->starts[++a->n_positions] = a->n;
     return 0;

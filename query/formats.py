@@ -1,12 +1,12 @@
-"""What one input line becomes, in each output format.
+"""What input lines become, in each output format.
 
 A plain line is a sentence; it yields output for every token plus the closing ``</s>``
-(unless ``no_eos``).  A target record (``-t``, :mod:`fastsubs.query.lines`) yields the
-record itself, then the substitutes of its token (0-based; the token count means
-``</s>``).  Every line yields its output, in order, or raises naming its line.
-
-The C core writes the output of a line's positions (``kernel/render.h``), so no format
-costs a Python call per substitute:
+(unless ``no_eos``).  A target record (``-t``: ``name<TAB>id<TAB>index<TAB>text``) yields
+the record itself, then the substitutes of its token (0-based; the token count means
+``</s>``).  The lines of a chunk are tokenized, read as records, searched and written by the
+C core in one call (``kernel/chunk.h``, which also holds the rule of a record and the
+message that says what is wrong with a bad one), so no format costs a Python call per
+line or per substitute:
 
 * ``text`` (the original tool's, ai-ku/fastsubs, byte for byte):
   ``word<TAB>sub1 lp1<TAB>sub2 lp2 …`` with ``%.8f`` scores, best first; with ``-z`` each
@@ -29,12 +29,8 @@ costs a Python call per substitute:
 
 from __future__ import annotations
 
-from fastsubs.index import Render, SubstituteIndex
-from fastsubs.query.lines import parse_target_record
+from fastsubs.index import Render, Rendered, SubstituteIndex
 from fastsubs.query.options import QueryOptions
-from fastsubs.tokens import tokenize
-
-EOS = b"</s>"
 
 
 def _rendering(options: QueryOptions) -> Render:
@@ -46,21 +42,9 @@ def _rendering(options: QueryOptions) -> Render:
     return Render.FIELDS if options.targets else Render.LINE
 
 
-def render_line(index: SubstituteIndex, line: bytes, options: QueryOptions, source: str, number: int) -> bytes:
-    """The complete output of one input line (``number``, from 1)."""
-    kind = _rendering(options)
-    excluded = index.excluded(options.excluded_words)
-    place = {"line": number, "normalize": options.normalize, "draws": options.sample or 0, "seed": options.seed}
-    if options.targets:
-        record = parse_target_record(line, source, number)
-        target = record.position + 1
-        word = record.tokens[record.position] if record.position < len(record.tokens) else EOS
-        text = index.render(index.sentence_ids(record.tokens), target, target + 1, options.limits, excluded, kind,
-                            [word], first_position=record.position, name=record.name, id=record.id, **place)
-        if kind == Render.FIELDS:  # the record itself, then its substitutes
-            return (line if line.endswith(b"\n") else line + b"\n") + text
-        return text
-    tokens = tokenize(line)
-    shown = tokens if options.no_eos else [*tokens, EOS]
-    return index.render(index.sentence_ids(tokens), 1, len(shown) + 1, options.limits, excluded, kind, shown,
-                        **place)
+def render_lines(index: SubstituteIndex, lines: list[bytes], first_line: int, options: QueryOptions) -> Rendered:
+    """The output of consecutive input ``lines``, the first numbered ``first_line`` (from 1),
+    up to a -t record that cannot be read (:class:`fastsubs.index.Rendered`)."""
+    return index.render_chunk(lines, first_line, options.limits, index.excluded(options.excluded_words),
+                              _rendering(options), targets=options.targets, eos=not options.no_eos,
+                              normalize=options.normalize, draws=options.sample or 0, seed=options.seed)

@@ -1,4 +1,5 @@
-"""The input of a run: numbered lines, read in chunks, and the ``-t`` records they may hold.
+"""The input of a run: numbered lines, read in chunks (a -t record is read in C, with the
+rest of its chunk: :mod:`fastsubs.query.formats`).
 
 A run's input is handed out in chunks whose boundaries depend on the input alone, not on
 the number of workers: blocks of CHUNK_LINES lines counted from the first line, except
@@ -20,7 +21,6 @@ from typing import BinaryIO
 
 from fastsubs.errors import QueryInputError
 from fastsubs.textio import DECOMPRESSION_ERRORS, read_failure
-from fastsubs.tokens import tokenize
 
 #: Input lines in a chunk.
 CHUNK_LINES = 32
@@ -98,30 +98,3 @@ def numbered_chunks(stream: BinaryIO, source: str = "<input>") -> Iterator[Chunk
     yield from lines.chunks()
     if lines.failure is not None:
         raise lines.failure
-
-
-@dataclass(frozen=True)
-class TargetRecord:
-    """A ``-t`` record: its name and id (as written), its tokens and the target position."""
-
-    name: bytes
-    id: bytes
-    tokens: list[bytes]
-    position: int
-
-
-def parse_target_record(line: bytes, source: str, number: int) -> TargetRecord:
-    """The fields of a ``-t`` record ``name<TAB>id<TAB>index<TAB>text``, or QueryInputError
-    naming the line."""
-    fields = line.rstrip(b"\r\n").split(b"\t", 3)
-    if len(fields) != 4:
-        raise QueryInputError(source, number,
-                              f"expected 'name<TAB>id<TAB>index<TAB>text', found {len(fields)} field(s)")
-    tokens = tokenize(fields[3])
-    try:
-        position = int(fields[2])
-    except ValueError:
-        raise QueryInputError(source, number, f"expected a whole-number token index, found {fields[2]!r}") from None
-    if not 0 <= position <= len(tokens):
-        raise QueryInputError(source, number, f"token index {position} is outside 0 … {len(tokens)} for this text")
-    return TargetRecord(fields[0], fields[1], tokens, position)

@@ -16,7 +16,7 @@ import os
 import sys
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
-from contextlib import ExitStack, closing
+from contextlib import AbstractContextManager, ExitStack, closing
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from fastsubs.cli_support import signals_held, usable_cores
 from fastsubs.errors import ArgumentError, QueryInputError, ResumeError
 from fastsubs.index import SubstituteIndex
-from fastsubs.query.formats import render_line
+from fastsubs.query.formats import render_lines
 from fastsubs.query.lines import Chunk, InputLines
 from fastsubs.query.options import QueryOptions, missing_word_warning
 from fastsubs.query.output_files import PartialOutput, StreamOutput, destination, refuse_the_input_as_output
@@ -38,9 +38,11 @@ if TYPE_CHECKING:
     from fastsubs.workers import WorkerProcesses
 
 #: Chunks a forked worker holds: the one it searches and the next.  The run's own process
-#: tops its workers up between the lines it searches itself, so one more would only
-#: lengthen the end of a run, where this process waits for what the workers still hold
-#: (kn4-64k, 3,000 lines, --workers 2: 4 were no faster, 1 left the worker idle).
+#: tops its workers up between the chunks it searches itself (one call into C each), while
+#: the worker still has the next, so one more would only lengthen the end of a run, where
+#: this process waits for what the workers still hold (kn4-64k, 3,000 lines, --workers 2:
+#: 4 were no faster, 1 left the worker idle; topping up between chunks instead of lines
+#: lost nothing, 5 interleaved rounds).
 CHUNKS_AHEAD = 2
 WORKER_DIED = "a worker process died (killed, or out of memory?); the output is incomplete"
 
@@ -62,81 +64,84 @@ class ChunkResult:
 
 
 def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, source: str,
-                  compress: Compressor | None = None,
-                  after_each_line: Callable[[], None] = lambda: None) -> ChunkResult:
-    """The output of every line of ``chunk``, finished as the output file takes it (compressed
-    by ``compress``, if any): the process that searched a chunk also formats and compresses
-    it, so the writing process only writes.  Bad -t records are skipped only when asked.
-    Its stats count this thread's searches alone: other threads may search the same index."""
-    before = index.thread_stats()
-    outputs: list[bytes] = []
+                  compress: Compressor | None = None) -> ChunkResult:
+    """The output of every line of ``chunk`` (consecutive lines), finished as the output file
+    takes it (compressed by ``compress``, if any): the process that searched a chunk also
+    formats and compresses it, so the writing process only writes.  The chunk is made in
+    one call into the C core, and one more after each bad -t record, which is skipped only
+    when asked.  Its stats count this thread's searches alone: other threads may search
+    the same index."""
+    first = chunk[0][0] if chunk else 1
+    lines = [line for _, line in chunk]
+    pieces: list[bytes] = []
     warnings = []
+    stats = SearchStats()
+    done = 0
     error = None
-    for number, line in chunk:
-        after_each_line()
-        try:
-            outputs.append(render_line(index, line, options, source, number))
-        except QueryInputError as bad:
-            if not options.skip_bad_records:
-                error = bad
-                break
-            outputs.append(b"")
-            warnings.append(f"fastsubs-query: warning: skipped {bad}")
-    data = b"".join(outputs)
+    while done < len(lines):
+        rendered = render_lines(index, lines[done:], first + done, options)
+        pieces.append(rendered.data)
+        stats.add(rendered.stats)
+        done += rendered.done
+        if rendered.problem is None:
+            break
+        bad = QueryInputError(source, first + done, rendered.problem)
+        if not options.skip_bad_records:
+            error = bad
+            break
+        warnings.append(f"fastsubs-query: warning: skipped {bad}")
+        done += 1
+    data = b"".join(pieces)
     if compress is not None and data:
         data = compress(data)
-    return ChunkResult(data, len(outputs), warnings, index.thread_stats().since(before), error)
+    return ChunkResult(data, done, warnings, stats, error)
 
 
 Results = Generator[tuple[Chunk, ChunkResult], None, None]
 
 
-def serial_results(index_path: str, chunks: Iterable[Chunk], options: QueryOptions, source: str,
+def serial_results(index: SubstituteIndex, chunks: Iterable[Chunk], options: QueryOptions, source: str,
                    compress: Compressor | None) -> Results:
     """Every chunk with its result, computed in this process."""
-    index = SubstituteIndex(index_path)
-    try:
-        for chunk in chunks:
-            yield chunk, process_chunk(index, chunk, options, source, compress)
-    finally:
-        index.close()
+    for chunk in chunks:
+        yield chunk, process_chunk(index, chunk, options, source, compress)
 
 
-def parallel_results(index_path: str, chunks: Iterable[Chunk], options: QueryOptions, source: str,
-                     compress: Compressor | None, workers: int) -> Results:
-    """Every chunk with its result from ``workers`` processes, in input order, memory bounded.
-
-    This process is one of them: it forks ``workers - 1``, keeps each holding
-    CHUNKS_AHEAD chunks, and searches a chunk itself whenever the next result to write is
-    not ready (topping the workers up between its lines), so ``--workers 2`` is two
-    processes busy on two cores, not two and a parent that mostly waits; with many
-    workers it mostly writes.  Closing this generator early (the run stops for any
-    reason) stops the workers.
-    """
+def search_workers(count: int, index_path: str, options: QueryOptions, source: str,
+                   compress: Compressor | None) -> AbstractContextManager[WorkerProcesses]:
+    """``count`` forked workers, each of which opens the index once and then processes the
+    chunks it is sent."""
     # Imported here: a one-process run (the common case) should not pay for multiprocessing.
     from fastsubs.workers import worker_processes
 
     def work(index: SubstituteIndex, chunk: Chunk) -> ChunkResult:
         return process_chunk(index, chunk, options, source, compress)
 
-    with worker_processes(workers - 1, partial(SubstituteIndex, index_path), work, os.getpid(),
-                          WORKER_DIED) as pool:
-        index = SubstituteIndex(index_path)  # opened after the fork: no LMDB environment crosses it
-        try:
-            run = InOrder(pool, chunks, CHUNKS_AHEAD * workers * 2)
-            while True:
-                run.feed()
-                yield from run.ready()
-                if run.finished:
-                    return
-                taken = run.take()
-                if taken is not None:  # the next result is not ready: search meanwhile
-                    number, chunk = taken
-                    pool.answered[number] = process_chunk(index, chunk, options, source, compress, run.feed)
-                else:
-                    pool.collect(block=True)
-        finally:
-            index.close()
+    return worker_processes(count, partial(SubstituteIndex, index_path), work, os.getpid(), WORKER_DIED)
+
+
+def parallel_results(index: SubstituteIndex, pool: WorkerProcesses, chunks: Iterable[Chunk], options: QueryOptions,
+                     source: str, compress: Compressor | None) -> Results:
+    """Every chunk with its result from this process and the ``pool``'s workers, in input
+    order, memory bounded.
+
+    This process keeps each worker holding CHUNKS_AHEAD chunks, and searches a chunk
+    itself whenever the next result to write is not ready (topping the workers up between
+    its chunks), so ``--workers 2`` is two processes busy on two cores, not two and a
+    parent that mostly waits; with many workers it mostly writes.
+    """
+    run = InOrder(pool, chunks, CHUNKS_AHEAD * (len(pool.workers) + 1) * 2)
+    while True:
+        run.feed()
+        yield from run.ready()
+        if run.finished:
+            return
+        taken = run.take()
+        if taken is not None:  # the next result is not ready: search meanwhile
+            number, chunk = taken
+            pool.answered[number] = process_chunk(index, chunk, options, source, compress)
+        else:
+            pool.collect(block=True)
 
 
 class InOrder:
@@ -216,14 +221,19 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
              f"{'core' if cores == 1 else 'cores'} here; using {cores}")
         workers = cores
     index_path = str(index)
-    with SubstituteIndex(index_path) as index:  # fails early, in this process, on a bad index
-        record = run_record(index_path, index.meta, options, compress)
-        for note in run_notes(index, options, count_given):
-            warn(note)
-    # workers fork after this: no open index crosses a fork
     source = str(input_path) if input_path is not None else "<stdin>"
     totals = SearchStats()
     with ExitStack() as stack:
+        # This process opens the index once and keeps it for the whole run (the check, the
+        # run's record, the search), after forking its workers, which open their own: an
+        # LMDB environment must not cross a fork.  The workers run until they are waited
+        # for below, or the run stops them.
+        pool = stack.enter_context(search_workers(workers - 1, index_path, options, source, compress)) \
+            if workers > 1 else None
+        opened = stack.enter_context(SubstituteIndex(index_path))  # fails early on a bad index
+        record = run_record(index_path, opened.meta, options, compress)
+        for note in run_notes(opened, options, count_given):
+            warn(note)
         stream = stack.enter_context(open_binary(input_path)) if input_path else sys.stdin.buffer
         lines = InputLines(stream, source)
         out = destination(output_path, record, source, warn, sys.stdout.buffer, compress, workers)
@@ -233,10 +243,10 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
             if isinstance(out, PartialOutput):
                 out.start(resume, lines.first)
             progress = Progress(stream) if Progress.wanted() else None
-            if workers > 1:
-                results = parallel_results(index_path, lines.chunks(), options, source, compress, workers)
+            if pool is not None:
+                results = parallel_results(opened, pool, lines.chunks(), options, source, compress)
             else:
-                results = serial_results(index_path, lines.chunks(), options, source, compress)
+                results = serial_results(opened, lines.chunks(), options, source, compress)
             for chunk, result in stack.enter_context(closing(results)):
                 for warning in result.warnings:
                     warn(warning)
@@ -249,6 +259,8 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
                     raise result.error
             if lines.failure is not None:
                 raise lines.failure
+            if pool is not None:
+                pool.wait()  # a worker that died after its last answer fails the run before its output is out
             out.finish()
         except BaseException as error:
             out.abandon(error)

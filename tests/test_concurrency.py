@@ -13,6 +13,8 @@ import pytest
 
 import fastsubs
 from conftest import BIN, DEMO_SENTENCES, children, demo_text
+from fastsubs.errors import FastsubsError
+from fastsubs.workers import worker_processes
 
 READER = r"""
 import sys
@@ -118,6 +120,27 @@ def killed_worker_run(index: Path, tmp_path: Path, args: list[str], delay: float
 
 def test_a_dead_worker_fails_the_run_loudly(demo_index: Path, tmp_path: Path) -> None:
     killed_worker_run(demo_index, tmp_path, [], 1.0)
+
+
+def _answer_then_die(prepared: None, item: object) -> object:
+    """A worker's work that answers, and has the worker killed (SIGALRM) a moment later,
+    while it waits for more work: a death after its last answer."""
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+    return item
+
+
+def test_a_worker_that_died_after_its_last_answer_fails_the_wait() -> None:
+    """fastsubs-query waits for its workers before it publishes an output: a worker that did
+    not end well fails the run there, though every answer came."""
+    with pytest.raises(FastsubsError, match="^died$"):  # leaving the workers' context says so too
+        with worker_processes(1, lambda: None, _answer_then_die, os.getpid(), "died") as pool:
+            pool.send(pool.least_busy(), 0, "item")
+            pool.collect(block=True)
+            assert pool.answered == {0: "item"}
+            time.sleep(1.0)  # the worker is killed meanwhile
+            pool.finish_sending()
+            with pytest.raises(FastsubsError, match="^died$"):
+                pool.wait()
 
 
 @pytest.mark.slow

@@ -17,9 +17,11 @@ from fastsubs import _kernel
 from fastsubs.index import SubstituteIndex
 from fastsubs.jsonl import text_fields
 from fastsubs.limits import Limits
-from fastsubs.query.formats import EOS, render_line
+from fastsubs.query.formats import render_lines
 from fastsubs.query.options import QueryOptions
 from fastsubs.tokens import tokenize
+
+EOS = b"</s>"
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +90,7 @@ def test_numbers_at_the_edges_of_fixed_notation() -> None:
 @given(tokens=TOKENS, line=st.integers(1, 10**12), n=st.integers(1, 40))
 def test_json_lines_are_pythons_to_the_byte(index: SubstituteIndex, tokens: list[bytes], line: int, n: int) -> None:
     options = QueryOptions(n=n, format="jsonl")
-    written = render_line(index, b" ".join(tokens) + b"\n", options, "<test>", line)
+    written = render_lines(index, [b" ".join(tokens) + b"\n"], line, options).data
     assert written == python_json(index, tokens, line, options.limits)
     for object_line in written.splitlines():
         json.loads(object_line)  # strict JSON, valid UTF-8
@@ -101,7 +103,7 @@ def test_sample_draws_are_numpys(index: SubstituteIndex, tokens: list[bytes], li
                                  p: float | None) -> None:
     """The same draws as numpy's Generator.choice, for any seed (up to 64 bits), line and position."""
     options = QueryOptions(n=None if p else 30, p=p, sample=draws, seed=seed)
-    written = render_line(index, b" ".join(tokens) + b"\n", options, "<test>", line)
+    written = render_lines(index, [b" ".join(tokens) + b"\n"], line, options).data
     expected = b""
     for position, (ids, scores) in enumerate(substitutes(index, tokens, options.limits)):
         word = (tokens + [EOS])[position]
@@ -127,12 +129,14 @@ def test_target_records_in_json_and_samples(index: SubstituteIndex, name: bytes,
         {"word": index.word(i).decode(), "lp": lp, "p": q} for i, lp, q in zip(ids.tolist(), scores.tolist(),
                                                                             p.tolist())]},
         ensure_ascii=False).encode() + b"\n"
-    assert render_line(index, record, QueryOptions(n=12, format="jsonl", targets=True), "<t>", line) == expected_json
+
+    def written(**options) -> bytes:
+        return render_lines(index, [record], line, QueryOptions(n=12, targets=True, **options)).data
+
+    assert written(format="jsonl") == expected_json
     drawn = [index.word(i) for i in numpy_draws(ids, scores, draws, 5, line, position)]
     expected_lines = b"".join(name + b"\t" + record_id + b"\t" + word + b"\t" + sub + b"\n" for sub in drawn)
-    assert render_line(index, record, QueryOptions(n=12, sample=draws, seed=5, targets=True), "<t>",
-                         line) == expected_lines
+    assert written(sample=draws, seed=5) == expected_lines
     expected_samples = json.dumps({**fields, "samples": [w.decode() for w in drawn]},
                                   ensure_ascii=False).encode() + b"\n"
-    assert render_line(index, record, QueryOptions(n=12, sample=draws, seed=5, targets=True, format="jsonl"),
-                         "<t>", line) == expected_samples
+    assert written(sample=draws, seed=5, format="jsonl") == expected_samples

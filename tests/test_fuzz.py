@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 import fastsubs
 from conftest import TEST_DATA
 from exhaustive import ArpaFormatError, ArpaModel
-from fastsubs.errors import ModelFormatError, QueryInputError
+from fastsubs.errors import ModelFormatError
 from fastsubs.index import SubstituteIndex
-from fastsubs.query.formats import render_line
 from fastsubs.query.options import QueryOptions
+from fastsubs.query.run import process_chunk
 from fastsubs.tokens import tokenize
 
 MODEL = (TEST_DATA / "tiny.arpa").read_bytes()
@@ -127,26 +127,34 @@ LINES = st.lists(st.one_of(
 
 
 def check_plain_lines(engine: SubstituteIndex, lines: list[bytes]) -> None:
-    options = QueryOptions(n=3)
-    for number, raw in enumerate(lines, start=1):
-        line = raw.replace(b"\n", b" ") + b"\n"
-        out = render_line(engine, line, options, "<fuzz>", number)
-        tokens = tokenize(line)
-        rows = out.split(b"\n")
-        assert rows[-1] == b"" and len(rows) - 1 == len(tokens) + 1
-        assert [row.split(b"\t")[0] for row in rows[:-1]] == tokens + [b"</s>"]
+    """The lines, as one chunk, give a row per token and one for </s>, in order."""
+    chunk = [(number, raw.replace(b"\n", b" ") + b"\n") for number, raw in enumerate(lines, start=1)]
+    result = process_chunk(engine, chunk, QueryOptions(n=3), "<fuzz>")
+    rows = result.data.split(b"\n")
+    assert result.error is None and result.done == len(chunk) and rows[-1] == b""
+    assert [row.split(b"\t")[0] for row in rows[:-1]] == [word for _, line in chunk
+                                                          for word in [*tokenize(line), b"</s>"]]
 
 
 def check_target_lines(engine: SubstituteIndex, lines: list[bytes]) -> None:
-    options = QueryOptions(n=2, targets=True)
-    for number, raw in enumerate(lines, start=1):
-        line = raw.replace(b"\n", b" ") + b"\n"
-        try:
-            out = render_line(engine, line, options, "<fuzz>", number)
-        except QueryInputError as error:
-            assert f"<fuzz>:{number}:" in str(error) and "\n" not in str(error)
-            continue
-        assert out.startswith(line) and out.count(b"\n") == 2
+    """Each record gives itself and one row of fields, or is skipped with a one-line
+    warning naming it; without --skip-bad-records the first bad one ends the chunk."""
+    chunk = [(number, raw.replace(b"\n", b" ") + b"\n") for number, raw in enumerate(lines, start=1)]
+    result = process_chunk(engine, chunk, QueryOptions(n=2, targets=True, skip_bad_records=True), "<fuzz>")
+    skipped = [int(warning.split(":")[3]) for warning in result.warnings]
+    for warning in result.warnings:
+        assert re.fullmatch(r"fastsubs-query: warning: skipped <fuzz>:\d+: \S.*", warning)
+    out = result.data
+    for number, line in chunk:
+        if number not in skipped:
+            assert out.startswith(line)
+            out = out[len(line):]
+            out = out[out.index(b"\n") + 1:]
+    assert out == b"" and result.done == len(chunk)
+    stopped = process_chunk(engine, chunk, QueryOptions(n=2, targets=True), "<fuzz>")
+    first_bad = skipped[0] if skipped else None
+    assert (stopped.error and stopped.error.line) == first_bad and stopped.warnings == []
+    assert stopped.done == (first_bad - 1 if first_bad else len(chunk)) and result.data.startswith(stopped.data)
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,0 +1,61 @@
+/* fastsubs-query's input lines made into its output in C, a chunk of lines at a time, so
+ * that a query crosses from Python into C once per chunk, not once or twice per line.
+ *
+ * A plain line is a sentence: its tokens are split as ``bytes.split()`` splits (on ASCII
+ * whitespace), ``<s>`` and ``</s>`` tokens dropped (fastsubs/tokens.py ``tokenize``, the
+ * original tool's rule), and every token has a position, plus the closing ``</s>``
+ * unless left out (--no-eos).  A -t record ``name<TAB>id<TAB>index<TAB>text`` has one
+ * position, its token ``index`` (from 0; the token count means ``</s>``); the rule that
+ * reads it, and the message that names what is wrong with a bad one, live here alone.
+ * Each position is searched (search.h) and written (render.h). */
+#ifndef FASTSUBS_CHUNK_H
+#define FASTSUBS_CHUNK_H
+
+#include "index.h"
+#include "render.h"
+
+/* Bytes held elsewhere (a line, a token, a word). */
+typedef struct {
+    const uint8_t *text;
+    size_t len;
+} Span;
+
+/* How a chunk's lines are made into output. */
+typedef struct {
+    SearchLimits limits;
+    Rendering rendering;        /* RENDER_FIELDS: each -t record's line is written before its fields */
+    int targets;                /* the lines are -t records */
+    int eos;                    /* a sentence's closing </s> is a position too */
+} ChunkRequest;
+
+/* What the positions of one line need besides the searcher, kept from line to line. */
+typedef struct {
+    Span *tokens;
+    int64_t cap_tokens;
+    uint32_t *ids;
+    int64_t cap_ids;
+    double *probabilities;      /* p / sum p of a position's substitutes */
+    int64_t cap_probabilities;
+    double *cumulative;         /* room for sampling */
+    int64_t cap_cumulative;
+    int64_t *draws;             /* room for the rendering's draws */
+} Scratch;
+
+/* 0, or -1 when out of memory. */
+int scratch_init(Scratch *scratch, const Rendering *r);
+void scratch_free(Scratch *scratch);
+
+/* Appends the output of positions first ... last - 1 of ``sentence`` (n ids, <s> and </s>
+ * included; 1 <= first <= last <= n - 1 ... n), the one at ``first`` shown as words[0] and
+ * numbered place->position (from 0), and so on: 0, or -1 with ``failure`` set. */
+int render_positions(Searcher *searcher, const ChunkRequest *request, Place *place, const uint32_t *sentence, int n,
+                     int first, int last, const Span *words, Scratch *scratch, Text *out, Failure *failure);
+
+/* Appends the output of lines[0 .. n), numbered first_line ...: the number of lines done,
+ * which is n, or that of the lines before a -t record that cannot be read (its message,
+ * naming what was expected, in ``problem``, and no output of it in ``out``); or -1 with
+ * ``failure`` set. */
+int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span *lines, int64_t n, int64_t first_line,
+                     Text *out, Text *problem, Failure *failure);
+
+#endif

@@ -78,6 +78,10 @@ class Layout:
     pages: list[Page]
     #: (database, key) -> (offset of the value in data.mdb, its size)
     values: dict[tuple[str, bytes], tuple[int, int]]
+    #: (database, key) -> (the leaf page holding its node, the node's index on it)
+    leaves: dict[tuple[str, bytes], tuple[int, int]]
+    #: database -> its root page
+    roots: dict[str, int]
 
     def of_kind(self, kind: str) -> list[Page]:
         return [page for page in self.pages if page.kind == kind]
@@ -94,6 +98,8 @@ def walk(index: Path) -> Layout:
     page_size = struct.unpack_from("<I", data, PAGE_HEADER + 24)[0]
     pages: list[Page] = []
     values: dict[tuple[str, bytes], tuple[int, int]] = {}
+    leaves: dict[tuple[str, bytes], tuple[int, int]] = {}
+    roots: dict[str, int] = {}
     metas = []
     for pgno in (0, 1):
         base = pgno * page_size
@@ -106,6 +112,7 @@ def walk(index: Path) -> Layout:
     main_root = DB_RECORD.unpack_from(data, newest + 72)[7]
 
     def tree(db: str, root: int) -> None:
+        roots[db] = root
         stack = [root]
         while stack:
             pgno = stack.pop()
@@ -132,6 +139,7 @@ def walk(index: Path) -> Layout:
                            Field(node + 4, 2, f"{where}node {i} flags"),
                            Field(node + 6, 2, f"{where}node {i} key size")]
                 value = node + NODE_HEADER + key_size
+                leaves[(db, key)] = (pgno, i)
                 if node_flags & F_BIGDATA:
                     overflow = struct.unpack_from("<Q", data, value)[0]
                     fields.append(Field(value, 8, f"{where}node {i} overflow pgno", True))
@@ -148,4 +156,4 @@ def walk(index: Path) -> Layout:
                         tree(name, sub_root)
 
     tree("main", main_root)
-    return Layout(page_size, pages, values)
+    return Layout(page_size, pages, values, leaves, roots)

@@ -48,6 +48,7 @@ from fastsubs import format as fmt
 from fastsubs.index import Render, SubstituteIndex
 from fastsubs.limits import Limits
 from generated_models import write_model
+from lmdb_layout import walk
 from test_damaged_index import first_pattern, flip_byte, value_at
 
 #: (record slots, kept bytes): the index's sizes (kernel/index.h), then tiny caches.
@@ -355,6 +356,53 @@ def test_ids_outside_the_vocabulary_under_a_valid_checksum_end_the_driver_with_t
     message = copy.damage_message(kernel_check)
     assert f"damaged index: pattern {copy.key.hex()}: word id {vocab_size + 5} (entry {count - 1}) is outside the " \
            "vocabulary" in message
+
+
+def lmdb_field(copy: Copy, where: str) -> int:
+    """Offset of a field of LMDB's own on the way to the pattern ``<s> _`` of patterns2:
+    ``where`` is "root: FIELD" (patterns2's root page), "leaf: FIELD" (the leaf holding its
+    node; "node" is its node), "meta: OFFSET" (in the newer meta, after the page header);
+    "+1" at its end: the field's second byte."""
+    layout = walk(copy.path)
+    page_of = {page.pgno: page for page in layout.pages if page.kind != "meta"}
+    part, name = where.split(": ")
+    second = name.endswith(" +1")
+    name = name.removesuffix(" +1")
+    if part == "meta":
+        data = (copy.path / "data.mdb").read_bytes()
+        txnids = [int.from_bytes(data[p * layout.page_size + 144:p * layout.page_size + 152], "little") for p in (0, 1)]
+        return (txnids[1] > txnids[0]) * layout.page_size + 16 + int(name) + second
+    leaf, node = layout.leaves[("patterns2", copy.key)]
+    page = page_of[layout.roots["patterns2"] if part == "root" else leaf]
+    name = name.replace("node ", f"node {node} ") if part == "leaf" else name
+    return next(f.offset for f in page.fields if f.what.endswith(name)) + second
+
+
+#: LMDB's structures a look-up of ``<s> _`` follows (mdb.c's "fastsubs:" checks), the XOR that
+#: damages them and what the message says: the driver ends with the damage, and no report
+#: (no read outside a page, nothing unaligned).
+LMDB_DAMAGE = {"root: header lower +1": (0xFF, "the page's free-space bounds"),
+               "root: node pointer 0 +1": (0xFF, "a node pointer"),
+               "root: node 1 child (high bits)": (0xFF, "a page number on it is past the file's last page"),
+               "leaf: header lower +1": (0xFF, "the page's free-space bounds"),
+               "leaf: node flags": (0xFF, "a node's flags"), "leaf: node data size": (0xFF, ""),
+               "leaf: node overflow pgno": (0xFF, ""),
+               "meta: 128": (0x01, "transaction ids"),  # the txnid
+               "meta: 112 +1": (0xFF, "a B-tree's root page")}  # the main database's root
+
+
+@pytest.mark.parametrize("where", LMDB_DAMAGE)
+def test_damage_to_lmdb_s_structures_ends_the_driver_with_the_damage(kernel_check: Path, copy: Copy,
+                                                                      where: str) -> None:
+    offset = lmdb_field(copy, where)
+    xor = LMDB_DAMAGE[where][0]
+    with open(copy.path / "data.mdb", "r+b") as data:
+        data.seek(offset)
+        byte = data.read(1)[0]
+        data.seek(offset)
+        data.write(bytes([byte ^ xor]))
+    message = copy.damage_message(kernel_check)
+    assert "damaged index: " in message and LMDB_DAMAGE[where][1] in message, message
 
 
 @pytest.mark.parametrize("keep", [0, 4096, 0.5])

@@ -5,10 +5,11 @@ naming what is wrong, never a signal, a traceback or a different answer.
 
 The structures are found by walking the B-trees in the raw file (lmdb_layout.py); each byte
 is flipped in turn in a working copy and the copy opened, queried, info'd and verified
-(damage_checks.py).  The default suite sweeps a generated model's index through the API in
-a child process (a crash is seen as the child's death) and a sample through the tools
-themselves; the slow suite sweeps kn4-small through the tools.  Set FASTSUBS_DAMAGE_TABLES
-to a folder to keep each sweep's table (a row per flip) there.
+(damage_checks.py).  The default suite sweeps a generated model's index and the tiny one
+through the API in a child process (a crash is seen as the child's death, and a new child
+goes on) and a sample through the tools themselves; the slow suite sweeps kn4-small both
+ways.  Set FASTSUBS_DAMAGE_TABLES to a folder to keep each sweep's table (a row per flip)
+there.
 """
 
 from __future__ import annotations
@@ -190,12 +191,22 @@ def test_damage_is_named(generated: tuple[Path, bytes], sound_outputs: dict[str,
 
 @pytest.mark.slow
 def test_damage_sweep_of_kn4_small(small_index: Path, tmp_path: Path) -> None:
-    """The sweep of issue 34 on kn4-small through the tools (two at a time): the meta pages,
-    three pages of each kind of each database (six of a page's nodes at most), the header
-    and samples of the arrays and metadata; then 1,500 flips at random offsets anywhere."""
+    """The sweep of issue 34 on kn4-small: the meta pages, two pages of each kind of each
+    database (three of a page's nodes at most: the first, the middle, the last), B-tree
+    records, overflow page numbers, and samples of the header, arrays and metadata, through
+    the API, and every fourth of those flips through the tools (two processes at a time);
+    then 1,500 flips at offsets anywhere in the file, through the API.
+    FASTSUBS_DAMAGE_SWEEP=issue sweeps as issue 34's figures were taken, all through the
+    tools (three pages of each kind, six nodes, the whole header; 3,000 offsets)."""
     sentences = b"\n".join(shared("heldout-dev.txt").read_bytes().split(b"\n")[:20]) + b"\n"
-    flips = damage.targeted_flips(walk(small_index), per_kind=3, seed=34, nodes=6)
-    report(damage.sweep(small_index, flips, sentences, tmp_path, mode="cli", jobs=2), "kn4-small structures", tmp_path)
-    size = (small_index / "data.mdb").stat().st_size
-    anywhere = [Flip(offset, 0xFF, "anywhere") for offset in range(7, size, size // 1500)]
-    report(damage.sweep(small_index, anywhere, sentences, tmp_path, mode="cli", jobs=2), "kn4-small anywhere", tmp_path)
+    issue = os.environ.get("FASTSUBS_DAMAGE_SWEEP") == "issue"
+    flips = damage.targeted_flips(walk(small_index), per_kind=3 if issue else 2, seed=34, nodes=6 if issue else 3,
+                                  header_bytes=None if issue else 16)
+    if not issue:
+        report(damage.sweep(small_index, flips, sentences, tmp_path, mode="api", jobs=2),
+               "kn4-small structures through the API", tmp_path)
+    report(damage.sweep(small_index, flips if issue else flips[::4], sentences, tmp_path, mode="cli", jobs=2),
+           "kn4-small structures through the tools", tmp_path)
+    anywhere = damage.random_flips(small_index, 3000 if issue else 1500, seed=34)
+    report(damage.sweep(small_index, anywhere, sentences, tmp_path, mode="cli" if issue else "api", jobs=2),
+           "kn4-small anywhere", tmp_path)

@@ -190,6 +190,7 @@ def test_damage_is_named(generated: tuple[Path, bytes], sound_outputs: dict[str,
 # ---------------------------------------------------------------- kn4-small, whole
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_damage_sweep_of_kn4_small(small_index: Path, tmp_path: Path) -> None:
     """The sweep of issue 34 on kn4-small: the meta pages, two pages of each kind of each
     database (three of a page's nodes at most: the first, the middle, the last), B-tree

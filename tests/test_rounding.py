@@ -179,7 +179,8 @@ def test_search_equals_exhaustive_scoring_whatever_the_magnitudes(case) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.timeout(1800)
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(adversarial_model_and_sentences())
 def test_search_equals_exhaustive_scoring_whatever_the_magnitudes_long_run(case) -> None:
     model, sentence_list = case

@@ -31,8 +31,8 @@ EOS = b"</s>"
 
 
 @pytest.fixture(scope="module")
-def index(small_index: Path):
-    with SubstituteIndex(small_index) as opened:
+def index(demo_index: Path):
+    with SubstituteIndex(demo_index) as opened:
         yield opened
 
 
@@ -45,7 +45,7 @@ def expected_sentence(index: SubstituteIndex, line: bytes, number: int, options:
                         line=number, normalize=options.normalize)
 
 
-#: Words of kn4-small, markers, <unk>, a word it lacks and bytes that are not UTF-8 ...
+#: Words of the demo model, markers, <unk>, a word it lacks and bytes that are not UTF-8 ...
 WORDS = st.sampled_from([b"the", b"of", b"cat", b".", b",", b"<s>", b"</s>", b"<unk>", b"<S>", b"zzyzx",
                          b"caf\xe9", b"\xff", b"\x00", b"\xc2\xa0the"])
 #: ... between ASCII whitespace and bytes that look like it but are none for bytes.split().

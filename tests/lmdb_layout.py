@@ -82,6 +82,16 @@ class Layout:
     leaves: dict[tuple[str, bytes], tuple[int, int]]
     #: database -> its root page
     roots: dict[str, int]
+    #: page -> (its parent branch page, the parent's node that names it)
+    parents: dict[int, tuple[int, int]]
+
+    def path(self, pgno: int) -> list[tuple[int, int]]:
+        """(branch page, node) from the root down to page ``pgno``."""
+        steps = []
+        while pgno in self.parents:
+            pgno, node = self.parents[pgno]
+            steps.append((pgno, node))
+        return steps[::-1]
 
     def of_kind(self, kind: str) -> list[Page]:
         return [page for page in self.pages if page.kind == kind]
@@ -100,6 +110,7 @@ def walk(index: Path) -> Layout:
     values: dict[tuple[str, bytes], tuple[int, int]] = {}
     leaves: dict[tuple[str, bytes], tuple[int, int]] = {}
     roots: dict[str, int] = {}
+    parents: dict[int, tuple[int, int]] = {}
     metas = []
     for pgno in (0, 1):
         base = pgno * page_size
@@ -133,7 +144,9 @@ def walk(index: Path) -> Layout:
                     fields += [Field(node, 4, f"{where}node {i} child (low bits)", True),
                                Field(node + 4, 2, f"{where}node {i} child (high bits)", True),
                                Field(node + 6, 2, f"{where}node {i} key size")]
-                    stack.append(lo_hi | node_flags << 32)
+                    child = lo_hi | node_flags << 32
+                    parents[child] = (pgno, i)
+                    stack.append(child)
                     continue
                 fields += [Field(node, 4, f"{where}node {i} data size"),
                            Field(node + 4, 2, f"{where}node {i} flags"),
@@ -156,4 +169,4 @@ def walk(index: Path) -> Layout:
                         tree(name, sub_root)
 
     tree("main", main_root)
-    return Layout(page_size, pages, values, leaves, roots)
+    return Layout(page_size, pages, values, leaves, roots, parents)

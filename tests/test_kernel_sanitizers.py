@@ -360,9 +360,9 @@ def test_ids_outside_the_vocabulary_under_a_valid_checksum_end_the_driver_with_t
 
 def lmdb_field(copy: Copy, where: str) -> int:
     """Offset of a field of LMDB's own on the way to the pattern ``<s> _`` of patterns2:
-    ``where`` is "root: FIELD" (patterns2's root page), "leaf: FIELD" (the leaf holding its
-    node; "node" is its node), "meta: OFFSET" (in the newer meta, after the page header);
-    "+1" at its end: the field's second byte."""
+    ``where`` is "root: FIELD" (patterns2's root page; "node" is the node the look-up
+    follows), "leaf: FIELD" (the leaf holding its node; "node" is its node), "meta: OFFSET"
+    (in the newer meta, after the page header); "+1" at its end: the field's second byte."""
     layout = walk(copy.path)
     page_of = {page.pgno: page for page in layout.pages if page.kind != "meta"}
     part, name = where.split(": ")
@@ -373,8 +373,12 @@ def lmdb_field(copy: Copy, where: str) -> int:
         txnids = [int.from_bytes(data[p * layout.page_size + 144:p * layout.page_size + 152], "little") for p in (0, 1)]
         return (txnids[1] > txnids[0]) * layout.page_size + 16 + int(name) + second
     leaf, node = layout.leaves[("patterns2", copy.key)]
-    page = page_of[layout.roots["patterns2"] if part == "root" else leaf]
-    name = name.replace("node ", f"node {node} ") if part == "leaf" else name
+    root, followed = layout.path(leaf)[0]
+    assert root == layout.roots["patterns2"]
+    page = page_of[root if part == "root" else leaf]
+    n = followed if part == "root" else node
+    name = name.replace("node pointer", f"node pointer {n}") if "pointer" in name else \
+        name.replace("node ", f"node {n} ")
     return next(f.offset for f in page.fields if f.what.endswith(name)) + second
 
 
@@ -382,8 +386,8 @@ def lmdb_field(copy: Copy, where: str) -> int:
 #: damages them and what the message says: the driver ends with the damage, and no report
 #: (no read outside a page, nothing unaligned).
 LMDB_DAMAGE = {"root: header lower +1": (0xFF, "the page's free-space bounds"),
-               "root: node pointer 0 +1": (0xFF, "a node pointer"),
-               "root: node 1 child (high bits)": (0xFF, "a page number on it is past the file's last page"),
+               "root: node pointer +1": (0xFF, "a node pointer"), "leaf: node pointer +1": (0xFF, "a node pointer"),
+               "root: node child (high bits)": (0xFF, "a page number on it is past the file's last page"),
                "leaf: header lower +1": (0xFF, "the page's free-space bounds"),
                "leaf: node flags": (0xFF, "a node's flags"), "leaf: node data size": (0xFF, ""),
                "leaf: node overflow pgno": (0xFF, ""),

@@ -28,9 +28,8 @@ def single_threaded_blas() -> None:
     """Ask numpy's BLAS for no threads of its own; call before numpy is imported.
 
     The command-line tools never call BLAS, but OpenBLAS starts a thread per core when it
-    loads, and those threads poll for work: ~3% of a query process's samples, taken from
-    the cores its workers need (kn4-64k, two processes side by side: 3.6-3.7 s instead of
-    3.8 s).  Only the CLIs call this (a library must not change its user's BLAS); a
+    loads, and those threads poll for work, taking time from the cores its workers need
+    (docs/performance.md, "Tuning").  Only the CLIs call this (a library must not change its user's BLAS); a
     user's own setting wins.
     """
     for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):

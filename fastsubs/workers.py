@@ -108,8 +108,7 @@ class WorkerProcesses:
         self.died = died
         self.answered: dict[int, object] = {}
         # One poll set for the whole run: the parent looks for results between every two
-        # lines it searches, and multiprocessing's wait() builds a selector each time
-        # (~60 us a line of the parent's own time at --workers 2).
+        # chunks it searches, and multiprocessing's wait() would build a selector each time.
         self._by_fd = {worker.results.fileno(): worker for worker in workers}
         self._results = select.poll()
         for fd in self._by_fd:

@@ -24,11 +24,11 @@ from fastsubs.textio import DECOMPRESSION_ERRORS, read_failure
 
 #: Input lines in a chunk.
 CHUNK_LINES = 32
-#: Lines at the end of an input given out in chunks of TAIL_CHUNK_LINES: kn4-64k, 3,000
-#: lines, --workers 2: the run's own process waited 36-82 ms at the end for a worker's last
-#: whole chunks, 1-10 ms in most runs with the last 64 lines in chunks of 4; 128 lines are
-#: two small chunks each for 16 processes.  The input is read this far ahead, so output
-#: from a pipe that is still open lags it by as many lines.
+#: Lines at the end of an input given out in chunks of TAIL_CHUNK_LINES, so that the
+#: processes of a parallel run finish together instead of waiting for one worker's last
+#: whole chunk (docs/performance.md, "Tuning"); 128 lines are two small chunks each for 16
+#: processes.  The input is read this far ahead, so output from a pipe that is still open
+#: lags it by as many lines.
 TAIL_LINES = 128
 TAIL_CHUNK_LINES = 4
 

@@ -40,9 +40,8 @@ if TYPE_CHECKING:
 #: Chunks a forked worker holds: the one it searches and the next.  The run's own process
 #: tops its workers up between the chunks it searches itself (one call into C each), while
 #: the worker still has the next, so one more would only lengthen the end of a run, where
-#: this process waits for what the workers still hold (kn4-64k, 3,000 lines, --workers 2:
-#: 4 were no faster, 1 left the worker idle; topping up between chunks instead of lines
-#: lost nothing, 5 interleaved rounds).
+#: this process waits for what the workers still hold; one would leave a worker idle
+#: (docs/performance.md, "Tuning").
 CHUNKS_AHEAD = 2
 WORKER_DIED = "a worker process died (killed, or out of memory?); the output is incomplete"
 

@@ -1,6 +1,6 @@
 """The compiled core; everything else is configured in pyproject.toml.
 
-kernel/ holds the C core: the index format and its checks (format.h, store.c), the
+kernel/ holds the C core: the index format and its checks (format.h, store.c, records.c, verify.c), the
 reader's cache (cache.c), the search (terms.c, lists.c, score.c, search.c), the open index and its
 searchers (index.c), the output formats (output.c, render.c, sample.c), fastsubs-query's input
 lines made into output (chunk.c) and the Python glue (module.c, module_search.c); kernel/lmdb/ is

@@ -1,0 +1,249 @@
+/* Pattern records: keys, reading a record and the patterns in it, and checking each
+ * pattern a look-up finds (see store.h, store_parts.h). */
+#include "store_parts.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- pattern records */
+
+size_t store_pattern_key(const Store *s, int slot, const uint32_t *ids, int n, uint8_t *key) {
+    key[0] = (uint8_t)slot;
+    uint8_t *out = key + 1;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] >= s->vocab_size)
+            return 0;
+        for (int b = (int)s->id_bytes - 1; b >= 0; b--)
+            *out++ = (uint8_t)(ids[i] >> (8 * b));
+    }
+    return (size_t)(out - key);
+}
+
+/* A key as hex, for messages (at most the first 32 bytes). */
+const char *hex(const uint8_t *key, size_t len, char out[65]) {
+    size_t n = len < 32 ? len : 32;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = "0123456789abcdef"[key[i] >> 4];
+        out[2 * i + 1] = "0123456789abcdef"[key[i] & 15];
+    }
+    out[2 * n] = 0;
+    return out;
+}
+
+int key_compare(const uint8_t *a, const uint8_t *b, size_t len) {
+    return memcmp(a, b, len);
+}
+
+/* Bytes of the data of a pattern of ``count`` words. */
+uint64_t data_bytes(const Store *s, uint64_t count, int has_beta) {
+    return FS_PATTERN_DATA_BYTES(count, s->id_bytes, has_beta);
+}
+
+void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, int has_beta, PatternData *p) {
+    p->count = count;
+    p->ids = data;
+    p->position_bytes = FS_POSITION_BYTES(count);
+    p->positions = p->position_bytes ? data + (size_t)count * s->id_bytes : NULL;
+    p->alpha = (const ix_f32 *)(data + (size_t)count * (s->id_bytes + p->position_bytes));
+    p->beta = has_beta ? p->alpha + count : NULL;
+}
+
+/* Checks what a checksum cannot vouch for (the builder's work): ids strictly increasing and
+ * in the vocabulary, positions a permutation that orders the alphas best first (ties by
+ * lower id: positions ascend among equal alphas); derives the bound on the back-off weights.
+ * Each check names what it found (fastsubs-index verify shows it), and each would still stop
+ * a pattern that only another one trips (a repeated position is also a tie out of order). */
+int check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_t *key, size_t key_len) {
+    char shown[65], what[96] = "";
+    uint32_t previous = 0;
+    for (uint32_t i = 0; i < p->count && !what[0]; i++) {
+        uint32_t id = pattern_id(s, p, i);
+        if (id >= s->vocab_size)
+            snprintf(what, sizeof(what), "word id %u (entry %u) is outside the vocabulary", id, i);
+        else if (i && id <= previous)
+            snprintf(what, sizeof(what), "its word ids do not increase (entry %u)", i);
+        previous = id;
+    }
+    if (!what[0] && p->count > 1) {
+        uint64_t small[4] = {0, 0, 0, 0}, *seen = p->count <= 256 ? small : calloc((p->count + 63) / 64, 8);
+        if (!seen) {
+            fail(failure, FS_ENOMEM, "out of memory");
+            return -1;
+        }
+        for (uint32_t i = 0; i < p->count && !what[0]; i++) {
+            uint32_t at = position_at(p, i), before = i ? position_at(p, i - 1) : 0;
+            if (at >= p->count) {
+                snprintf(what, sizeof(what), "its positions by score hold %u, past its %u words", at, p->count);
+                break;
+            }
+            if (seen[at / 64] >> (at % 64) & 1)
+                snprintf(what, sizeof(what), "its positions by score repeat %u", at);
+            else if (i && !(p->alpha[before] >= p->alpha[at]))
+                snprintf(what, sizeof(what), "its positions by score do not order its scores (entry %u)", i);
+            else if (i && p->alpha[before] == p->alpha[at] && before >= at)
+                snprintf(what, sizeof(what), "its positions by score put tied scores out of id order (entry %u)", i);
+            seen[at / 64] |= 1ull << (at % 64);
+        }
+        if (seen != small)
+            free(seen);
+    }
+    if (what[0]) {
+        fail(failure, FS_EDAMAGED, "damaged index: pattern %s: %s", hex(key, key_len, shown), what);
+        return -1;
+    }
+    float sup = 0.0f;
+    if (p->beta)
+        for (uint32_t i = 0; i < p->count; i++)
+            if (p->beta[i] > sup)
+                sup = p->beta[i];
+    p->beta_sup = sup;
+    return 0;
+}
+
+
+int open_record(const Store *s, int order, const MDB_val *k, const MDB_val *v, RecordView *r,
+                       Failure *failure) {
+    const uint8_t *value = v->mv_data;
+    size_t key_len = FS_KEY_BYTES((unsigned)order, s->id_bytes);
+    char shown[65];
+    r->key = k->mv_data;
+    r->key_len = key_len;
+    if (k->mv_size != key_len && k->mv_size != key_len + 1) {  /* a pattern's key, or an END record's */
+        fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a key of %zu bytes, not %zu "
+             "(bytes flipped?)", order, k->mv_size, key_len);
+        return -1;
+    }
+    if (v->mv_size < FS_R_PREVIOUS + key_len || v->mv_size % 4 ||
+        fs_checksum(k->mv_data, k->mv_size, value + 4, v->mv_size - 4) != load_u32(value + FS_R_CHECKSUM)) {
+        fail(failure, FS_EDAMAGED, "damaged index: the record of patterns%d at key %s fails its checksum "
+             "(bytes flipped?)", order, hex(k->mv_data, k->mv_size, shown));
+        return -1;
+    }
+    r->kind = value[FS_R_KIND];
+    r->has_previous = value[FS_R_FLAGS] & FS_HAS_PREVIOUS;
+    r->previous = value + FS_R_PREVIOUS;
+    r->body = r->previous + key_len;
+    r->end = value + v->mv_size;
+    int key_ok = r->kind == FS_END ? k->mv_size == key_len + 1 : k->mv_size == key_len;
+    if (!key_ok || (r->kind != FS_BLOCK && r->kind != FS_PATTERN && r->kind != FS_END)) {
+        fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a malformed key or kind", order);
+        return -1;
+    }
+    return 0;
+}
+
+
+int open_block(const RecordView *r, BlockView *b) {
+    if (r->end - r->body < 4)
+        return -1;
+    b->n_patterns = load_u16(r->body);
+    b->n_restarts = load_u16(r->body + 2);
+    b->restarts = r->body + 4;
+    b->entries = b->restarts + 2 * (size_t)b->n_restarts;
+    return b->n_patterns && b->n_restarts && b->entries <= r->end && load_u16(b->restarts) == 0 ? 0 : -1;
+}
+
+/* Decodes the entry at ``p`` (the key before it in ``key``, which it turns into its own):
+ * its count and data; returns where the next entry starts, or NULL if it does not fit. */
+const uint8_t *read_entry(const Store *s, const RecordView *r, const uint8_t *p, uint8_t *key,
+                                 uint32_t *count, const uint8_t **data, int has_beta) {
+    size_t len = r->key_len;
+    if (r->end - p < 2 || p[0] > len || (size_t)(r->end - p) < 2 + len - p[0])
+        return NULL;
+    memcpy(key + p[0], p + 1, len - p[0]);
+    p += 1 + len - p[0];
+    *count = *p++;
+    uint64_t bytes = data_bytes(s, *count, has_beta);
+    if (*count == 0 || (uint64_t)(r->end - p) < bytes)
+        return NULL;
+    *data = p;
+    return p + bytes;
+}
+
+/* The pattern of a PATTERN record: 0, or -1 when its layout is malformed. */
+int alone_pattern(const Store *s, const RecordView *r, int has_beta, PatternData *out) {
+    if (r->end - r->body < 4)
+        return -1;
+    uint32_t count = load_u32(r->body);
+    uint64_t used = 4 + data_bytes(s, count, has_beta), left = (uint64_t)(r->end - r->body);
+    if (count == 0 || used > left || left - used > 3)
+        return -1;
+    store_pattern_at(s, r->body + 4, count, has_beta, out);
+    return 0;
+}
+
+int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
+                       PatternData *out, Failure *failure) {
+    MDB_val k = {key_len, (void *)key}, v;
+    char shown[65];
+    int rc = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE);
+    if (rc == MDB_NOTFOUND) {
+        fail(failure, FS_EDAMAGED, "damaged index: patterns%d ends before its END record", order);
+        return -1;
+    }
+    if (rc)
+        return store_read_failed(failure, mdb_cursor_txn(cursor), rc, "patterns%d", order);
+    RecordView r;
+    if (open_record(s, order, &k, &v, &r, failure) < 0)
+        return -1;
+    /* The record must be the one whose keys span ``key``: after the previous record's last
+     * key, at most its own.  A damaged B-tree may land elsewhere; never read that as absence. */
+    if ((r.has_previous && key_compare(r.previous, key, key_len) >= 0) ||
+        (r.kind != FS_END && key_compare(r.key, key, key_len) < 0)) {
+        fail(failure, FS_EDAMAGED, "damaged index: the look-up of pattern %s landed on the wrong record of patterns%d",
+             hex(key, key_len, shown), order);
+        return -1;
+    }
+    int has_beta = order < s->order;
+    if (r.kind == FS_END)
+        return 0;
+    if (r.kind == FS_PATTERN) {
+        if (key_compare(r.key, key, key_len))
+            return 0;
+        if (alone_pattern(s, &r, has_beta, out) < 0)
+            goto malformed;
+        return check_pattern(s, out, failure, key, key_len) < 0 ? -1 : 1;
+    }
+    BlockView b;
+    if (open_block(&r, &b) < 0)
+        goto malformed;
+    /* the last restart whose key is at most ``key``, then entry by entry from it */
+    size_t room = (size_t)(r.end - b.entries);
+    uint32_t low = 0, high = b.n_restarts;
+    while (high - low > 1) {
+        uint32_t mid = (low + high) / 2, at = load_u16(b.restarts + 2 * mid);
+        if (room - at < 2 + key_len || at >= room || b.entries[at])
+            goto malformed;
+        if (key_compare(b.entries + at + 1, key, key_len) <= 0)
+            low = mid;
+        else
+            high = mid;
+    }
+    const uint8_t *p = b.entries + load_u16(b.restarts + 2 * low);
+    const uint8_t *stop = high < b.n_restarts ? b.entries + load_u16(b.restarts + 2 * high) : r.end;
+    if (stop > r.end || p >= stop || p[0])
+        goto malformed;
+    uint8_t entry_key[1 + 4 * FS_MAX_ORDER];
+    /* (the last run ends where the record's padding, under 4 bytes, begins) */
+    while (p < stop && !(stop == r.end && r.end - p < 4)) {
+        uint32_t count;
+        const uint8_t *data;
+        if (!(p = read_entry(s, &r, p, entry_key, &count, &data, has_beta)))
+            goto malformed;
+        int c = key_compare(entry_key, key, key_len);
+        if (c == 0) {
+            store_pattern_at(s, data, count, has_beta, out);
+            return check_pattern(s, out, failure, key, key_len) < 0 ? -1 : 1;
+        }
+        if (c > 0)
+            return 0;
+    }
+    if (stop != r.end)
+        return 0;  /* the next restart's key is above ``key`` */
+    /* every key of the record is below ``key``, but the record's key is not */
+malformed:
+    fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d at key %s has a malformed layout", order,
+         hex(r.key, key_len, shown));
+    return -1;
+}

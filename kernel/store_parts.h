@@ -1,0 +1,49 @@
+/* What the three files of the open index share (store.h is the public side):
+ *
+ *   store.c    opening an index and checking its header, arrays and metadata; words;
+ *   records.c  pattern records: keys, reading a record and the patterns in it, and
+ *              checking each pattern a look-up finds;
+ *   verify.c   the whole-index checks of fastsubs-index verify. */
+#ifndef FASTSUBS_STORE_PARTS_H
+#define FASTSUBS_STORE_PARTS_H
+
+#include "store.h"
+
+/* -1, with ``failure`` a damaged index (``what`` after "damaged index: "), or an LMDB error. */
+int damaged(Failure *failure, const char *what);
+int lmdb_failed(Failure *failure, int rc, const char *what);
+/* memcmp order, a prefix first: the builder's sort of the spellings (Python's bytes order). */
+int compare_spelling(const char *a, size_t a_len, const char *b, size_t b_len);
+
+/* A record as every kind starts: checked against its checksum and its key's length. */
+typedef struct {
+    int kind, has_previous;
+    const uint8_t *key, *previous, *body, *end;  /* body: after the common part; end: of the value */
+    size_t key_len;             /* of the database's pattern keys */
+} RecordView;
+
+/* Where a record's entries are, and its restart points. */
+typedef struct {
+    uint32_t n_patterns, n_restarts;
+    const uint8_t *restarts, *entries;
+} BlockView;
+
+/* A key as hex, for messages (at most the first 32 bytes). */
+const char *hex(const uint8_t *key, size_t len, char out[65]);
+int key_compare(const uint8_t *a, const uint8_t *b, size_t len);
+/* Bytes of the data of a pattern of ``count`` words. */
+uint64_t data_bytes(const Store *s, uint64_t count, int has_beta);
+/* Checks what a checksum cannot vouch for (ids, positions by score) and derives the bound
+ * on the back-off weights: 0, or -1 with the failure set. */
+int check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_t *key, size_t key_len);
+/* A record checked against its checksum and its key's length: 0, or -1 with the failure set. */
+int open_record(const Store *s, int order, const MDB_val *k, const MDB_val *v, RecordView *r, Failure *failure);
+/* A BLOCK record's entries and restart points: 0, or -1 when its layout is malformed. */
+int open_block(const RecordView *r, BlockView *b);
+/* Decodes the entry at ``p``; returns where the next starts, or NULL if it does not fit. */
+const uint8_t *read_entry(const Store *s, const RecordView *r, const uint8_t *p, uint8_t *key, uint32_t *count,
+                          const uint8_t **data, int has_beta);
+/* The pattern of a PATTERN record: 0, or -1 when its layout is malformed. */
+int alone_pattern(const Store *s, const RecordView *r, int has_beta, PatternData *out);
+
+#endif

@@ -1,0 +1,143 @@
+/* The whole-index checks of fastsubs-index verify: every record of an order read in key
+ * order and checked, and the arrays an open takes on trust (see store.h). */
+#include "store_parts.h"
+
+#include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- whole-index checks */
+
+static int scores_ok(const PatternData *p) {
+    for (uint32_t i = 0; i < p->count; i++)
+        if (!(isfinite(p->alpha[i]) && p->alpha[i] <= 0.0f) || (p->beta && !isfinite(p->beta[i])))
+            return 0;
+    return 1;
+}
+
+int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *counts, Failure *failure) {
+    MDB_cursor *cursor;
+    int rc = mdb_cursor_open(txn, s->patterns[order], &cursor);
+    if (rc)
+        return store_read_failed(failure, txn, rc, "patterns%d", order);
+    memset(counts, 0, sizeof(*counts));
+    size_t key_len = FS_KEY_BYTES((unsigned)order, s->id_bytes);
+    uint8_t last[1 + 4 * FS_MAX_ORDER], key[1 + 4 * FS_MAX_ORDER];
+    int has_last = 0, ended = 0, has_beta = order < s->order, result = -1;
+    char shown[65];
+    MDB_val k, v;
+    for (rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
+        RecordView r;
+        if (ended) {
+            damaged(failure, "records follow the END record");
+            goto out;
+        }
+        if (open_record(s, order, &k, &v, &r, failure) < 0)
+            goto out;
+        counts->records++;
+        if (r.has_previous != has_last || (has_last && memcmp(r.previous, last, key_len))) {
+            fail(failure, FS_EDAMAGED, "damaged index: the record of patterns%d at key %s does not name the record "
+                 "before it", order, hex(r.key, k.mv_size, shown));
+            goto out;
+        }
+        if (r.kind == FS_END) {
+            ended = 1;
+            continue;
+        }
+        PatternData p;
+        if (r.kind == FS_PATTERN) {
+            memcpy(key, r.key, key_len);
+            if (has_last && memcmp(last, key, key_len) >= 0)
+                goto disorder;
+            if (alone_pattern(s, &r, has_beta, &p) < 0)
+                goto malformed;
+            if (check_pattern(s, &p, failure, key, key_len) < 0)
+                goto out;
+            counts->patterns++;
+            counts->entries += p.count;
+            if (!scores_ok(&p))
+                goto scores;
+        } else {
+            BlockView b;
+            if (open_block(&r, &b) < 0)
+                goto malformed;
+            const uint8_t *at = b.entries;
+            uint32_t restart = 0;
+            for (uint32_t e = 0; e < b.n_patterns; e++) {
+                uint32_t count;
+                const uint8_t *data;
+                int restarts_here = restart < b.n_restarts && at == b.entries + load_u16(b.restarts + 2 * restart);
+                if ((restarts_here && at[0]) || (e == 0 && !restarts_here))
+                    goto malformed;
+                restart += restarts_here;
+                if (!(at = read_entry(s, &r, at, key, &count, &data, has_beta)))
+                    goto malformed;
+                if (has_last && memcmp(last, key, key_len) >= 0)
+                    goto disorder;
+                memcpy(last, key, key_len);
+                has_last = 1;
+                store_pattern_at(s, data, count, has_beta, &p);
+                if (check_pattern(s, &p, failure, key, key_len) < 0)
+                    goto out;
+                if (!scores_ok(&p))
+                    goto scores;
+                counts->patterns++;
+                counts->entries += count;
+            }
+            if (restart != b.n_restarts || (size_t)(r.end - at) > 3 || memcmp(key, r.key, key_len))
+                goto malformed;
+        }
+        memcpy(last, r.key, key_len);
+        has_last = 1;
+    }
+    if (rc != MDB_NOTFOUND)
+        goto lmdb;
+    if (!ended) {
+        fail(failure, FS_EDAMAGED, "damaged index: patterns%d has no END record", order);
+        goto out;
+    }
+    result = 0;
+    goto out;
+lmdb:
+    store_read_failed(failure, txn, rc, "patterns%d", order);
+    goto out;
+disorder:
+    fail(failure, FS_EDAMAGED, "damaged index: the keys of patterns%d do not ascend at %s", order,
+         hex(key, key_len, shown));
+    goto out;
+scores:
+    fail(failure, FS_EDAMAGED, "damaged index: pattern %s holds a score that is no log-probability",
+         hex(key, key_len, shown));
+    goto out;
+malformed:
+    fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d at key %s has a malformed layout", order,
+         hex(k.mv_data, k.mv_size, shown));
+out:
+    mdb_cursor_close(cursor);
+    return result;
+}
+
+int store_check_arrays(const Store *s, Failure *failure) {
+    size_t v = s->vocab_size;
+    uint8_t *seen = calloc(v, 2);
+    if (!seen) {
+        fail(failure, FS_ENOMEM, "out of memory");
+        return -1;
+    }
+    int ok = 1;
+    for (size_t i = 0; ok && i < v; i++) {
+        uint32_t by_score = s->unigram_order[i], by_spelling = s->spelling_order[i];
+        ok = !seen[2 * by_score] && !seen[2 * by_spelling + 1] && s->unigram_alpha[i] <= 0.0f;
+        seen[2 * by_score] = seen[2 * by_spelling + 1] = 1;
+        if (ok && i) {
+            uint32_t before = s->unigram_order[i - 1];
+            float a = s->unigram_alpha[before], b = s->unigram_alpha[by_score];
+            size_t la, lb;
+            const char *wa = store_word(s, s->spelling_order[i - 1], &la), *wb = store_word(s, by_spelling, &lb);
+            ok = (a > b || (a == b && before < by_score)) && compare_spelling(wa, la, wb, lb) < 0;
+        }
+    }
+    free(seen);
+    return ok ? 0 : damaged(failure, "unigram_order or spelling_order does not sort the vocabulary");
+}

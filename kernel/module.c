@@ -1,6 +1,6 @@
 /* fastsubs._kernel: the glue between Python and the C core.  It converts arguments and
  * results and maps failures to exceptions; what an open index is and does lives in
- * index.c (lifecycle, searchers), store.c (the format), search.c and output.c.
+ * index.c (lifecycle, searchers), store.c (the format), search.c and render.c.
  *
  * ``Index(path)`` opens and checks an index in one call; fastsubs.index.SubstituteIndex
  * subclasses it with the Python API.  This file holds the module, the type and the
@@ -509,7 +509,6 @@ static struct PyModuleDef kernel_module = {
     "The C core: indexes opened, checked and read in place, the exact search, output formatting.", -1,
     module_methods, NULL, NULL, NULL, NULL,
 };
-
 
 PyMODINIT_FUNC PyInit__kernel(void) {
     if (PyType_Ready(&IndexType) < 0)

@@ -26,7 +26,7 @@ static PyObject *word_text(Index *self, uint32_t id) {
 
 /* ---------------------------------------------------------------- answers */
 
-/* ``word value`` fields joined by tabs (output.h) as bytes. */
+/* ``word value`` fields joined by tabs (render.h) as bytes. */
 static PyObject *fields_bytes(Index *self, const Scored *answers, const double *values, Py_ssize_t n) {
     int64_t size = fields_size(&self->index.store, answers, values, n);
     if (size < 0) {
@@ -472,7 +472,7 @@ PyObject *Index_render_chunk(Index *self, PyObject *args, PyObject *kwds) {
     return result;
 }
 
-/* fields(ids, values) -> bytes: ``word value`` fields joined by tabs (output.h). */
+/* fields(ids, values) -> bytes: ``word value`` fields joined by tabs (render.h). */
 PyObject *Index_fields(Index *self, PyObject *args) {
     PyObject *ids_object, *values_object, *result = NULL;
     if (!PyArg_ParseTuple(args, "OO:fields", &ids_object, &values_object) || check_open(self) < 0)

@@ -2,7 +2,7 @@
  * written in C so that no format costs a Python call per substitute.
  *
  * * text (the original tool's, ai-ku/fastsubs, byte for byte): ``word<TAB>fields`` with the
- *   fields of output.h (``-z``: p / sum p down to the first below NORMALIZED_FLOOR); a -t
+ *   fields below (``-z``: p / sum p down to the first below NORMALIZED_FLOOR); a -t
  *   record's line gets the fields alone (its caller writes the record before them);
  * * JSON lines: one object per position, as Python's ``json.dumps(..., ensure_ascii=False)``
  *   writes it: ``sentence``, for -t ``name`` and ``id``, ``position``, ``word``, and
@@ -17,7 +17,18 @@
 #ifndef FASTSUBS_RENDER_H
 #define FASTSUBS_RENDER_H
 
-#include "output.h"
+#include "search.h"
+
+/* The original tool's text: ``word score`` fields joined by tabs, each score as ``"%.8f"``
+ * writes it, the words read in place from the index. */
+/* Bytes write_fields needs at most for the fields of ``answers`` with ``values`` (NULL: their
+ * scores); -1 if a word is outside the vocabulary. */
+int64_t fields_size(const Store *s, const Scored *answers, const double *values, int64_t n);
+/* Writes the fields at ``out`` (room: fields_size); returns the end of what it wrote. */
+char *write_fields(const Store *s, const Scored *answers, const double *values, int64_t n, char *out);
+/* -z lists substitutes down to the first whose p / Σp is below this (the original's rule). */
+#define NORMALIZED_FLOOR 1e-8
+
 
 /* A growing byte buffer. */
 typedef struct {

@@ -46,7 +46,7 @@
 #include <string.h>
 
 #include "index.h"
-#include "output.h"
+#include "render.h"
 #include "render.h"
 
 static int failed(const char *message) {

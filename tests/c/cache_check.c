@@ -62,12 +62,16 @@ static Record *look_up(Reader *r, const Known *known) {
     return reader_pattern(r, 1, &known->word, 1);
 }
 
+/* Whether ``rec`` is one of the reader's slots (else a record that found none). */
+static int in_slots(const Reader *r, const Record *rec) {
+    return (uintptr_t)rec - (uintptr_t)r->slots < r->n_sets * RECORD_WAYS * sizeof(Record);
+}
+
 /* Whether ``rec`` holds the pattern ``known``: its data where the store finds it, its count
  * (and, for a slot, its key: a record that found no slot serves one search and keeps none). */
 static int holds(const Reader *r, const Record *rec, const Known *known) {
-    int in_slot = rec >= r->slots && rec < r->slots + r->n_sets * RECORD_WAYS;
     return rec->data == known->data.ids && rec->count == known->data.count &&
-           (!in_slot || (rec->key_len == known->key_len && !memcmp(rec->key, known->key, known->key_len)));
+           (!in_slots(r, rec) || (rec->key_len == known->key_len && !memcmp(rec->key, known->key, known->key_len)));
 }
 
 /* Every pattern "w _" the model has, in word order. */
@@ -123,7 +127,7 @@ static void held_slots_outlive_a_full_set(const Store *s, const Known *known) {
     unsigned long long misses = r.misses;
     reader_begin_search(&r);
     Record *held = look_up(&r, &known[0]), *got[RECORD_WAYS];
-    check(r.misses == misses && held && held >= r.slots && held < r.slots + RECORD_WAYS,
+    check(r.misses == misses && held && in_slots(&r, held),
           "search 2: pattern %u _, read by search 1, was not a hit in its slot", known[0].word);
     for (int j = 0; j < RECORD_WAYS; j++)
         got[j] = look_up(&r, &known[RECORD_WAYS + j]);
@@ -145,9 +149,10 @@ static void held_slots_outlive_a_full_set(const Store *s, const Known *known) {
 
 /* ---------------------------------------------------------------- kept: rank maps and sorted prefixes */
 
-/* The first ``need`` entries of the pattern by score, as the store reads them. */
+/* Entries of a sorted prefix asked for. */
 #define NEED 2
 
+/* Whether the sorted prefix holds the pattern's first NEED entries by score, as the store reads them. */
 static int prefix_ok(const Store *s, const Kept *k, const Known *known) {
     if (k->sorted_len < NEED)
         return 0;
@@ -184,8 +189,16 @@ static int map_ok(const Store *s, const Block *map, const Super *supers, const K
 typedef enum { SORTED_PREFIX, RANK_MAP } KeptKind;
 static const char *const KEPT_NAMES[] = {"sorted prefix", "rank map"};
 
-/* Asks for a Kept of ``rec``: 1 given (and right), 0 refused for want of room. */
+/* The rank map of the pattern (looked up), or NULL. */
+static const Block *rank_map_of(Reader *r, const Known *known, const Super **supers) {
+    Record *rec = look_up(r, known);
+    return rec ? record_rank_map(r, rec, supers) : NULL;
+}
+
+/* Asks for a Kept of ``rec``: 1 given (and right), 0 refused for want of room (or no ``rec``). */
 static int keep(Reader *r, Record *rec, KeptKind kind, const Known *known) {
+    if (!rec)
+        return 0;
     if (kind == SORTED_PREFIX) {
         Kept *k = record_sorted_prefix(r, rec, NEED);
         return k ? check(prefix_ok(r->store, k, known), "the sorted prefix of pattern %u _ is wrong", known->word)
@@ -261,14 +274,14 @@ static void a_shared_map_outlives_its_builder(const Store *s, const Known *known
                reader_init(&c, s, maps, 64, SIZE_MAX) == 0, "cannot make three readers"))
         stop();
     reader_begin_search(&a);
-    const Block *built = record_rank_map(&a, look_up(&a, known), &supers);
+    const Block *built = rank_map_of(&a, known, &supers);
     reader_begin_search(&b);
-    const Block *taken = record_rank_map(&b, look_up(&b, known), &supers);
+    const Block *taken = rank_map_of(&b, known, &supers);
     check(built && taken == built, "reader B built a rank map of its own, not the one A published");
     reader_end_search(&a);
     reader_free(&a);
     reader_begin_search(&c);
-    const Block *again = record_rank_map(&c, look_up(&c, known), &supers);
+    const Block *again = rank_map_of(&c, known, &supers);
     if (!check(taken && again == taken, "the rank map reader B keeps left the table with reader A (freed?)"))
         stop();  /* B's release of it would free it again */
     check(map_ok(s, taken, supers, known), "the rank map reader B keeps is wrong");

@@ -16,6 +16,7 @@ import select
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -54,13 +55,15 @@ def copy_of(old_index: tuple[Path, tuple[int, list]], directory: Path) -> Path:
 
 # --- builds killed with SIGKILL --------------------------------------------------------
 
-#: When to kill: any time from the start; while writing LMDB (after the model is read);
-#: around publishing (after the last table is written).
+#: When to kill: the marker the build prints before that stretch (None: its start), and
+#: the share of what is left of the build to spread the kill over. What is left is timed
+#: on a build of the same model just before, so builds are really killed (not finished
+#: first) however fast this machine builds: the demo model builds in under a second.
 MOMENTS = {
-    "any time": (None, 3.5),
-    "writing": (b"read 4-gram model", 1.0),
+    "any time": (None, 0.9),
+    "writing": (b"read 4-gram model", 0.9),
     "writing a bigram model now": (b"read 2-gram model", 0.0),
-    "publishing": (b"4-grams with the slot at 4", 0.1),
+    "publishing": (b"4-grams with the slot at 4", 0.9),
 }
 
 
@@ -100,6 +103,20 @@ class TerminalBuild:
         return self.process.returncode
 
 
+def time_build(model: Path, markers: list[bytes]) -> dict[bytes | None, float]:
+    """Seconds a whole build of MODEL (into a scratch directory) still had to run after
+    each marker appeared (None: after it started), so kills can be spread over them."""
+    with tempfile.TemporaryDirectory() as scratch:
+        build = TerminalBuild(model, Path(scratch) / "timing.fsidx")
+        started, seen_at = time.monotonic(), {}
+        while build.read(0.005):
+            seen_at.update({m: time.monotonic() for m in markers if m not in seen_at and m in build.seen})
+        assert build.end() == 0, build.seen.decode()
+        ended = time.monotonic()
+    assert set(seen_at) == set(markers), f"markers not printed: {build.seen.decode()}"
+    return {None: ended - started, **{m: ended - at for m, at in seen_at.items()}}
+
+
 def kill_builds(target: Path, moments: list[str], rng: random.Random, enough: int | None = None,
                 model: Path | None = None) -> dict[str, int]:
     """Start ``build MODEL --force`` over ``target`` and SIGKILL it, once per moment
@@ -110,19 +127,22 @@ def kill_builds(target: Path, moments: list[str], rng: random.Random, enough: in
     the build already published, as the new one).
     """
     demo = model or DEMO_MODEL
+    spread = {MOMENTS[moment] for moment in moments if MOMENTS[moment][1] > 0}
+    remaining = time_build(demo, [marker for marker, _ in spread if marker is not None]) if spread else {}
     old_size, old_answer = answer(target)
     new_answers = []
     stats = {"killed": 0, "finished first": 0, "leftover dirs seen": 0}
     for number, moment in enumerate(moments):
         if stats["killed"] == enough:
             break
-        marker, spread = MOMENTS[moment]
+        marker, share = MOMENTS[moment]
         build = TerminalBuild(demo, target)
         process = build.process
         try:
             if marker is not None:
                 build.wait_for(marker)
-            time.sleep(rng.uniform(0, spread))
+            if share:
+                time.sleep(rng.uniform(0, share * remaining[marker]))
             if process.poll() is None:
                 process.kill()  # SIGKILL: no handler, no cleanup
         finally:

@@ -69,10 +69,11 @@ def test_the_walk_finds_every_kind_of_page(generated: tuple[Path, bytes]) -> Non
 
 
 def test_every_structural_byte_is_damage_or_nothing(generated: tuple[Path, bytes], tmp_path: Path) -> None:
-    """Both meta pages and every page header, node pointer and node header of a page of each
-    kind of each database (and a branch's child numbers, a value's overflow page number, the
-    databases' records), flipped one byte at a time, through the API in a child process:
-    each check gives the undamaged index's answer or one line of error."""
+    """Both meta pages and every page header, node pointer and node header of two pages of
+    each kind of each database (four of a page's nodes at most; a branch's child numbers, a
+    value's overflow page number, the databases' records), and bytes of the header, arrays
+    and metadata, flipped one byte at a time (1,516 flips), through the API in a child
+    process: each check gives the undamaged index's answer or one line of error."""
     index, sentences = generated
     layout = walk(index)
     flips = damage.targeted_flips(layout, per_kind=2, seed=34, nodes=4, header_bytes=16)

@@ -5792,9 +5792,10 @@ mdb_page_get(MDB_cursor *mc, pgno_t pgno, MDB_page **ret, int *lvl)
 				return rc;
 		}
 	} else {
-		/* fastsubs: named with the page that holds the number (the top of the
-		 * cursor's stack when a node is followed; a root was checked before) */
-		MDB_page *from = mc->mc_snum ? mc->mc_pg[mc->mc_top] : NULL;
+		/* fastsubs: named with the page that holds the number (in a read, the
+		 * top of the cursor's stack when a node is followed; a root was checked
+		 * before) */
+		MDB_page *from = (txn->mt_flags & MDB_TXN_RDONLY) && mc->mc_snum ? mc->mc_pg[mc->mc_top] : NULL;
 		DPRINTF(("page %"Z"u not found", pgno));
 		mdb_damaged(txn, from ? from->mp_pgno : pgno, "a page number on it is past the file's last page");
 		return MDB_PAGE_NOTFOUND;

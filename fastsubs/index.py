@@ -83,6 +83,7 @@ class Render(enum.IntEnum):
     JSON = 2                  #: a JSON object (``--format jsonl``)
     SAMPLE_LINES = 3          #: ``word<TAB>sub`` per draw (``--sample``)
     SAMPLE_JSON = 4           #: a JSON object listing the draws (``--sample --format jsonl``)
+    COLUMNS = 5               #: numbers, not text (``--format parquet``; render_chunk alone)
 
 
 class Rendered(NamedTuple):

@@ -203,14 +203,27 @@ int render_positions(Searcher *searcher, const ChunkRequest *request, Place *pla
         render_position(out, searcher->reader.store, r, place, searcher->listed, scratch->probabilities, listed,
                         scratch->draws, scratch->cumulative);
     }
-    if (out->failed) {
-        fail(failure, FS_ENOMEM, "out of memory");
-        return -1;
-    }
+    for (int i = 0; i < (r->kind == RENDER_COLUMNS ? COLUMN_COUNT : 1); i++)
+        if (out[i].failed) {
+            fail(failure, FS_ENOMEM, "out of memory");
+            return -1;
+        }
     return 0;
 }
 
 /* ---------------------------------------------------------------- lines */
+
+/* Appends RENDER_COLUMNS's columns to ``out`` as chunk.h says, and empties them. */
+static void pack_columns(Text *out, Text *columns) {
+    for (int i = 0; i < COLUMN_COUNT; i++) {
+        int64_t length = (int64_t)columns[i].len;
+        text_append(out, &length, sizeof(length));
+    }
+    for (int i = 0; i < COLUMN_COUNT; i++) {
+        text_append(out, columns[i].data, columns[i].len);
+        text_free(&columns[i]);
+    }
+}
 
 static const Span EOS = {(const uint8_t *)"</s>", 4};
 
@@ -223,6 +236,8 @@ int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span
     bos = bos == FS_NO_WORD ? unknown : bos;
     eos = eos == FS_NO_WORD ? unknown : eos;
     Scratch scratch;
+    Text columns[COLUMN_COUNT] = {{0}};
+    Text *target = request->rendering.kind == RENDER_COLUMNS ? columns : out;
     int64_t done = 0;
     *failure = (Failure){0};
     if (scratch_init(&scratch, &request->rendering) < 0) {
@@ -280,9 +295,14 @@ int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span
         scratch.ids[n_tokens + 1] = eos;
         scratch.tokens[n_tokens] = EOS;
         if (render_positions(searcher, request, &place, scratch.ids, (int)n_tokens + 2, (int)first, (int)last,
-                             scratch.tokens + first - 1, &scratch, out, failure) < 0)
+                             scratch.tokens + first - 1, &scratch, target, failure) < 0)
             break;
     }
     scratch_free(&scratch);
+    if (target == columns) {
+        pack_columns(out, columns);
+        if (out->failed && !failure->code)
+            fail(failure, FS_ENOMEM, "out of memory");
+    }
     return failure->code ? -1 : done;
 }

@@ -52,6 +52,8 @@ int render_positions(Searcher *searcher, const ChunkRequest *request, Place *pla
                      int first, int last, const Span *words, Scratch *scratch, Text *out, Failure *failure);
 
 /* Appends the output of lines[0 .. n), numbered first_line ...: the number of lines done,
+ * (for RENDER_COLUMNS: COLUMN_COUNT int64 lengths, then the columns of render.h, each that
+ * long, of the lines done),
  * which is n, or that of the lines before a -t record that cannot be read (its message,
  * naming what was expected, in ``problem``, and no output of it in ``out``); or -1 with
  * ``failure`` set. */

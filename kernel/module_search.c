@@ -130,18 +130,22 @@ static Py_ssize_t sentence_args(Py_buffer *view, PyObject *sentence, Py_ssize_t 
     return n;
 }
 
-/* How the rendering entries write each position: a ``kind`` of render.h, -z, and the draws
- * and seed of samples (draws >= 1 for them, else ignored): 0, or -1 with an exception set. */
-static int rendering_args(Rendering *r, int kind, int normalize, long long draws, PyObject *seed_object) {
+/* How the rendering entries write each position: a ``kind`` of render.h (``columns``: may
+ * it be RENDER_COLUMNS), -z, and the draws and seed of samples (draws >= 1 for them, >= 0
+ * for columns, else ignored): 0, or -1 with an exception set. */
+static int rendering_args(Rendering *r, int kind, int columns, int normalize, long long draws,
+                          PyObject *seed_object) {
     unsigned long long seed = seed_object ? PyLong_AsUnsignedLongLong(seed_object) : 0;
     if (seed == (unsigned long long)-1 && PyErr_Occurred())
         return -1;
     int samples = kind == RENDER_SAMPLE_LINES || kind == RENDER_SAMPLE_JSON;
-    if (kind < RENDER_LINE || kind > RENDER_SAMPLE_JSON || (samples && draws < 1)) {
-        PyErr_SetString(PyExc_ValueError, "a kind of render.h, and draws >= 1 for samples");
+    if (kind < RENDER_LINE || kind > (columns ? RENDER_COLUMNS : RENDER_SAMPLE_JSON) || (samples && draws < 1) ||
+        (kind == RENDER_COLUMNS && draws < 0)) {
+        PyErr_SetString(PyExc_ValueError, "a kind of render.h (columns for chunks alone), and draws >= 1 for "
+                                          "samples");
         return -1;
     }
-    *r = (Rendering){kind, normalize, samples ? draws : 0, seed};
+    *r = (Rendering){kind, normalize, samples || kind == RENDER_COLUMNS ? draws : 0, seed};
     return 0;
 }
 
@@ -378,7 +382,7 @@ PyObject *Index_render(Index *self, PyObject *args, PyObject *kwds) {
                                      &first_position, &normalize, &name, &id, &draws, &PyLong_Type, &seed))
         return NULL;
     ChunkRequest request = {.eos = 1};
-    if (rendering_args(&request.rendering, kind, normalize, draws, seed) < 0)
+    if (rendering_args(&request.rendering, kind, 0, normalize, draws, seed) < 0)
         return NULL;
     if (PyList_GET_SIZE(words) != last - first || (name == Py_None) != (id == Py_None) ||
         (name != Py_None && (!PyBytes_Check(name) || !PyBytes_Check(id)))) {
@@ -437,7 +441,7 @@ PyObject *Index_render_chunk(Index *self, PyObject *args, PyObject *kwds) {
                                      &normalize, &draws, &PyLong_Type, &seed))
         return NULL;
     ChunkRequest request = {.targets = targets, .eos = eos};
-    if (rendering_args(&request.rendering, kind, normalize, draws, seed) < 0)
+    if (rendering_args(&request.rendering, kind, 1, normalize, draws, seed) < 0)
         return NULL;
     if (first_line < 1 || (kind == RENDER_FIELDS && !targets)) {
         PyErr_SetString(PyExc_ValueError, "render_chunk: lines from 1, and fields alone only after -t records");

@@ -405,6 +405,38 @@ static void render_samples(Text *t, const Store *s, const Rendering *r, const Pl
     }
 }
 
+/* ---------------------------------------------------------------- columns */
+
+static void render_columns(Text *columns, const Rendering *r, const Place *place, const Scored *answers,
+                           const double *probabilities, int64_t n, int64_t *draws, double *cumulative) {
+    int64_t drawn = n ? r->draws : 0;
+    if (drawn)
+        draw_samples(probabilities, n, r->seed, (uint64_t)place->line, (uint64_t)place->position, drawn, draws,
+                     cumulative);
+    int targets = place->name && place->id;
+    PlaceRow row = {place->line, place->position, n, drawn, (int64_t)place->word_len,
+                    targets ? (int64_t)place->name_len : 0, targets ? (int64_t)place->id_len : 0,
+                    (int64_t)(!is_utf8(place->word, place->word_len)) |
+                        (int64_t)(targets && !is_utf8(place->name, place->name_len)) << 1 |
+                        (int64_t)(targets && !is_utf8(place->id, place->id_len)) << 2};
+    text_append(&columns[COLUMN_PLACES], &row, sizeof(row));
+    for (int64_t i = 0; i < n; i++) {
+        text_append(&columns[COLUMN_SCORES], &answers[i].score, sizeof(double));
+        text_append(&columns[COLUMN_SUBSTITUTES], &answers[i].word, sizeof(uint32_t));
+    }
+    if (r->normalize)
+        text_append(&columns[COLUMN_PROBABILITIES], probabilities, (size_t)n * sizeof(double));
+    for (int64_t d = 0; d < drawn; d++)
+        text_append(&columns[COLUMN_DRAWS], &answers[draws[d]].word, sizeof(uint32_t));
+    text_append(&columns[COLUMN_WORDS], place->word, place->word_len);
+    if (targets) {
+        text_append(&columns[COLUMN_NAMES], place->name, place->name_len);
+        text_append(&columns[COLUMN_RECORD_IDS], place->id, place->id_len);
+    }
+}
+
+/* ---------------------------------------------------------------- a position */
+
 void render_position(Text *t, const Store *s, const Rendering *r, const Place *place, const Scored *answers,
                      const double *probabilities, int64_t n, int64_t *draws, double *cumulative) {
     switch (r->kind) {
@@ -431,6 +463,9 @@ void render_position(Text *t, const Store *s, const Rendering *r, const Place *p
             APPEND(t, "}");
         }
         APPEND(t, "]}\n");
+        return;
+    case RENDER_COLUMNS:
+        render_columns(t, r, place, answers, probabilities, n, draws, cumulative);
         return;
     default:
         render_samples(t, s, r, place, answers, probabilities, n, draws, cumulative);

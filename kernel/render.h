@@ -10,7 +10,10 @@
  *   fastsubs/jsonl.py: the field's string with each undecodable byte as ``\xHH``
  *   (Python's ``backslashreplace``), and ``<field>_bytes`` holding the bytes in base64;
  * * samples (--sample N): N draws (sample.h) as ``word<TAB>sub`` lines (``name<TAB>id<TAB>``
- *   before them for -t), or as one JSON object whose ``samples`` lists them.
+ *   before them for -t), or as one JSON object whose ``samples`` lists them;
+ * * columns (Parquet, query/parquet.py): no text at all but the numbers of each position
+ *   appended to the columns below, which the chunk's caller packs (chunk.h) and Python
+ *   hands to Apache Arrow without a loop per position.
  *
  * Numbers in JSON are written as Python's repr() writes them (the shortest digits that read
  * back as the number: Ryu, kernel/ryu/), so the JSON is Python's to the byte. */
@@ -58,7 +61,25 @@ enum {
     RENDER_JSON,                /* {...}\n */
     RENDER_SAMPLE_LINES,        /* [name<TAB>id<TAB>]word<TAB>sub\n, once per draw */
     RENDER_SAMPLE_JSON,         /* {..., "samples": [...]}\n */
+    RENDER_COLUMNS,             /* the columns below; draws too when r->draws > 0 */
 };
+
+/* The columns of RENDER_COLUMNS, in the order they are packed (8-byte items first, so
+ * each starts aligned): one PlaceRow per position; its substitutes' scores, their
+ * p / sum p (-z only) and their word ids; the word ids of its draws; the bytes of its
+ * word, and of a -t record's name and id.  query/parquet.py reads them in this order. */
+enum {
+    COLUMN_PLACES, COLUMN_SCORES, COLUMN_PROBABILITIES, COLUMN_SUBSTITUTES, COLUMN_DRAWS, COLUMN_WORDS,
+    COLUMN_NAMES, COLUMN_RECORD_IDS, COLUMN_COUNT
+};
+
+/* A position in COLUMN_PLACES (int64 fields: numpy reads them as one structured array). */
+typedef struct {
+    int64_t line, position;
+    int64_t listed, drawn;      /* its items in COLUMN_SUBSTITUTES and COLUMN_DRAWS */
+    int64_t word_len, name_len, id_len;  /* its bytes in COLUMN_WORDS, COLUMN_NAMES, COLUMN_RECORD_IDS */
+    int64_t not_utf8;           /* bit 0: the word is not UTF-8, bit 1: the name, bit 2: the id */
+} PlaceRow;
 
 typedef struct {
     int kind;
@@ -68,7 +89,8 @@ typedef struct {
 } Rendering;
 
 /* Appends the output of one position (its ``n`` substitutes, best first, with p / sum p in
- * ``probabilities``); ``draws``/``cumulative``: room for r->draws and n items (samples). */
+ * ``probabilities``) to ``t``, for RENDER_COLUMNS to the COLUMN_COUNT texts at ``t``;
+ * ``draws``/``cumulative``: room for r->draws and n items (samples). */
 void render_position(Text *t, const Store *s, const Rendering *r, const Place *place, const Scored *answers,
                      const double *probabilities, int64_t n, int64_t *draws, double *cumulative);
 

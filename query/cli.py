@@ -33,6 +33,8 @@ With -o OUT the output goes to OUT.partial (its progress to OUT.partial.json) an
 becomes OUT only when the whole input is done, with OUT.json beside it (what
 produced it: fastsubs version, model, options, input); an interrupted run (Ctrl-C,
 SIGTERM, kill -9, damaged input) is continued by the same command with --resume.
+With --format parquet, OUT is a directory of Parquet files (a dataset that pandas,
+Dask and DuckDB read), written the same way.
 
 \b
 Examples:
@@ -42,6 +44,7 @@ Examples:
   fastsubs-query demo.fsidx -t -z -n 20 < records.tsv
   fastsubs-query demo.fsidx --workers 2 -i corpus.txt -o subs.txt
   fastsubs-query demo.fsidx --no-eos --format jsonl < sentences.txt
+  fastsubs-query demo.fsidx --format parquet -i corpus.txt.gz -o subs/ --workers 2
   fastsubs-query demo.fsidx -n 100 --sample 20 --seed 1 < sentences.txt
   fastsubs-query demo.fsidx -t -n 100 --exclude '</s>' --exclude-from punct.txt -f jsonl < records.tsv
   fastsubs-query demo.fsidx --dask tcp://scheduler:8786 -i 'corpus/*.txt' -o subs/
@@ -69,8 +72,10 @@ def query(
     input_path: Optional[Path] = typer.Option(None, "-i", "--input", help="Read from this file (.gz/.bz2/.xz ok)."),
     output_path: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file (.gz/.bz2/.xz ok)."),
     output_format: str = typer.Option("text", "--format", "-f",
-                                      help="text (the original's format) or jsonl (one JSON object per position; "
-                                           "with --sample, one per position holding the draws)."),
+                                      help="text (the original's format), jsonl (one JSON object per position; "
+                                           "with --sample, one per position holding the draws) or parquet (-o "
+                                           "names a directory: a dataset of a row per position; needs "
+                                           "pip install '.[parquet]')."),
     no_eos: bool = typer.Option(False, "--no-eos", help="Omit the </s> position of every sentence."),
     sample: Optional[int] = typer.Option(None, "--sample", min=1,
                                          help="Print N 'word<TAB>sub' draws per position ('name<TAB>id<TAB>word"

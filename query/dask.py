@@ -13,23 +13,28 @@ Entry points (the first two are public, as :mod:`fastsubs.dask`):
   to ``fastsubs-query``'s output for that partition's lines;
 * :func:`run_files` (``fastsubs-query --dask ADDRESS -i 'corpus/*.txt' -o out/``)
   processes each input file as one task and writes ``out/<file name>``; each output
-  file is byte-identical to a single-machine run on that input file.
+  file is byte-identical to a single-machine run on that input file (with
+  ``--format parquet``, ``out/<file name>`` is a dataset directory whose parts are those
+  of a single-machine run, published whole as there).
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import shutil
 import threading
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from fastsubs.errors import FastsubsError, missing_extra
+from fastsubs.errors import ArgumentError, FastsubsError, missing_extra
 from fastsubs.index import SubstituteIndex
+from fastsubs.query.formats import input_blocks
 from fastsubs.query.lines import numbered_chunks
 from fastsubs.query.options import QueryOptions, missing_word_warning
+from fastsubs.query.output_files import PARTIAL_SUFFIX, publish_part
 from fastsubs.query.run import process_chunk
 from fastsubs.stats import SearchStats
 from fastsubs.textio import compressor, open_binary
@@ -73,6 +78,9 @@ def substitutes_bag(bag: Any, index_path: str | os.PathLike[str], options: Query
     >>> lines = dask.bag.read_text("corpus/*.txt", encoding="utf-8", errors="surrogateescape")  # doctest: +SKIP
     >>> to_textfiles(substitutes_bag(lines, "/shared/model.fsidx", QueryOptions(n=10)), "out/*.txt")  # doctest: +SKIP
     """
+    if options.format == "parquet":
+        raise ArgumentError("a bag holds lines of text or JSON; for Parquet datasets run fastsubs-query "
+                            "--dask ... --format parquet")
     path = os.path.abspath(index_path)  # workers resolve it, maybe from another directory
     if options.exclude and os.path.isdir(path):
         with SubstituteIndex(path) as index:
@@ -97,6 +105,8 @@ def to_textfiles(bag: Any, path: str, **kwargs: Any) -> Any:
 def _process_file(job: tuple[str, str], index_path: str, options: QueryOptions) -> SearchStats:
     """One input file's output, written as fastsubs-query writes it (a compressed one in the
     same members), with a bad record an error as there."""
+    if options.format == "parquet":
+        return _process_file_into_a_dataset(job, index_path, options)
     source, target = job
     totals = SearchStats()
     compress = compressor(target)
@@ -113,6 +123,31 @@ def _process_file(job: tuple[str, str], index_path: str, options: QueryOptions) 
     return totals
 
 
+def _process_file_into_a_dataset(job: tuple[str, str], index_path: str, options: QueryOptions) -> SearchStats:
+    """One input file's Parquet dataset: its parts written into ``<target>.partial/`` as a
+    single-machine run writes them, which becomes ``<target>`` once whole."""
+    from fastsubs.query.parquet import PartFiles
+
+    source, target = job
+    totals = SearchStats()
+    building = f"{target}{PARTIAL_SUFFIX}"
+    shutil.rmtree(building, ignore_errors=True)  # an earlier attempt's
+    os.mkdir(building)
+    parts = PartFiles(building, options)
+    with open_binary(source) as stream:
+        index = _open(index_path)
+        for chunk in numbered_chunks(stream, source, input_blocks(options)):
+            result = process_chunk(index, chunk, options, source, parts=parts)
+            assert result.part is not None
+            publish_part(result.part, building)
+            totals.add(result.stats)
+            if result.error is not None:
+                raise result.error
+    shutil.rmtree(target, ignore_errors=True)
+    os.rename(building, target)
+    return totals
+
+
 def run_files(scheduler: str, index_path: str, pattern: str, output_dir: Path, options: QueryOptions) -> SearchStats:
     """Process every file matching ``pattern`` on the cluster at ``scheduler``; one output file each."""
     try:
@@ -120,6 +155,10 @@ def run_files(scheduler: str, index_path: str, pattern: str, output_dir: Path, o
         from distributed import Client
     except ImportError as error:
         raise missing_extra("--dask needs Dask", "dask", str(error)) from None
+    if options.format == "parquet":
+        from fastsubs.query.parquet import require_pyarrow
+
+        require_pyarrow()
     sources = sorted(glob.glob(pattern))
     if not sources:
         raise FastsubsError(f"{pattern}: no input file matches")

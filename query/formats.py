@@ -25,16 +25,21 @@ line or per substitute:
   random stream of a position depends only on the seed, the input line number and the
   position (numpy's ``default_rng([seed, line, position]).choice``, written out in
   ``kernel/sample.c``), so the output is the same for any number of workers.
+* ``parquet``: the rows of JSON lines as a dataset of Parquet files, the numbers made in C
+  and handed to Arrow (:mod:`fastsubs.query.parquet`), in parts of their own size.
 """
 
 from __future__ import annotations
 
 from fastsubs.index import Render, Rendered, SubstituteIndex
+from fastsubs.query.lines import TEXT_BLOCKS, Blocks
 from fastsubs.query.options import QueryOptions
 
 
 def _rendering(options: QueryOptions) -> Render:
     """How the positions of a line are written for these options."""
+    if options.format == "parquet":
+        return Render.COLUMNS
     if options.sample is not None:
         return Render.SAMPLE_JSON if options.format == "jsonl" else Render.SAMPLE_LINES
     if options.format == "jsonl":
@@ -48,3 +53,12 @@ def render_lines(index: SubstituteIndex, lines: list[bytes], first_line: int, op
     return index.render_chunk(lines, first_line, options.limits, index.excluded(options.excluded_words),
                               _rendering(options), targets=options.targets, eos=not options.no_eos,
                               normalize=options.normalize, draws=options.sample or 0, seed=options.seed)
+
+
+def input_blocks(options: QueryOptions) -> Blocks:
+    """How the input is cut into chunks for this format: a dataset's chunk is a part file."""
+    if options.format == "parquet":
+        from fastsubs.query.parquet import PART_BLOCKS  # imports pyarrow: a parquet run's alone
+
+        return PART_BLOCKS
+    return TEXT_BLOCKS

@@ -4,7 +4,8 @@ rest of its chunk: :mod:`fastsubs.query.formats`).
 A run's input is handed out in chunks whose boundaries depend on the input alone, not on
 the number of workers: blocks of CHUNK_LINES lines counted from the first line, except
 that the blocks that start within the last TAIL_LINES lines are handed out
-TAIL_CHUNK_LINES lines at a time, so that at the end of a parallel run every process has
+TAIL_CHUNK_LINES lines at a time (a Parquet dataset's parts are chunks too, with sizes of
+their own: :data:`fastsubs.query.parquet.PART_BLOCKS`), so that at the end of a parallel run every process has
 small chunks left to take and they finish together.  Each chunk's output is one piece of
 the output file (one gzip member of a compressed one), so the output's bytes are the same
 for any ``--workers``; a resumed run starts at a block boundary (its partial output records
@@ -35,6 +36,20 @@ TAIL_CHUNK_LINES = 4
 Chunk = list[tuple[int, bytes]]
 
 
+@dataclass(frozen=True)
+class Blocks:
+    """How an input is cut into chunks: blocks of ``lines`` lines, those that start within
+    the last ``tail_lines`` lines cut into ``tail_chunk_lines``."""
+
+    lines: int = CHUNK_LINES
+    tail_lines: int = TAIL_LINES
+    tail_chunk_lines: int = TAIL_CHUNK_LINES
+
+
+#: The chunks of the text outputs.
+TEXT_BLOCKS = Blocks()
+
+
 @dataclass
 class InputLines:
     """The lines of an input, numbered from 1; reading stops at the first line that cannot be
@@ -43,6 +58,7 @@ class InputLines:
 
     stream: BinaryIO
     source: str
+    blocks: Blocks = TEXT_BLOCKS
     read: int = 0
     failure: QueryInputError | None = field(default=None, init=False)
 
@@ -64,16 +80,17 @@ class InputLines:
 
     def chunks(self) -> Iterator[Chunk]:
         """The rest of the lines in chunks (see the module's docstring); the next line must
-        start a block (the first line, or one after a multiple of CHUNK_LINES).
+        start a block (the first line, or one after a multiple of the block's lines).
 
-        The input is read up to CHUNK_LINES + TAIL_LINES lines ahead of the chunks given
-        out, so the end is seen coming.
+        The input is read up to a block and a tail's lines ahead of the chunks given out,
+        so the end is seen coming.
         """
+        size, tail, tail_size = self.blocks.lines, self.blocks.tail_lines, self.blocks.tail_chunk_lines
         numbered = iter(self)
         ahead: deque[tuple[int, bytes]] = deque()
         ended = False
         while True:
-            while not ended and len(ahead) < CHUNK_LINES + TAIL_LINES:
+            while not ended and len(ahead) < size + tail:
                 try:
                     ahead.append(next(numbered))
                 except StopIteration:
@@ -83,18 +100,18 @@ class InputLines:
                     ended = True
             if not ahead:
                 return
-            block = [ahead.popleft() for _ in range(min(CHUNK_LINES, len(ahead)))]
-            if ended and len(block) + len(ahead) <= TAIL_LINES:
-                for first in range(0, len(block), TAIL_CHUNK_LINES):
-                    yield block[first:first + TAIL_CHUNK_LINES]
+            block = [ahead.popleft() for _ in range(min(size, len(ahead)))]
+            if ended and len(block) + len(ahead) <= tail:
+                for first in range(0, len(block), tail_size):
+                    yield block[first:first + tail_size]
             else:
                 yield block
 
 
-def numbered_chunks(stream: BinaryIO, source: str = "<input>") -> Iterator[Chunk]:
+def numbered_chunks(stream: BinaryIO, source: str = "<input>", blocks: Blocks = TEXT_BLOCKS) -> Iterator[Chunk]:
     """Lines of ``stream`` (any length) with 1-based numbers, in chunks; a line that cannot
     be read raises QueryInputError after the chunks before it."""
-    lines = InputLines(stream, source)
+    lines = InputLines(stream, source, blocks)
     yield from lines.chunks()
     if lines.failure is not None:
         raise lines.failure

@@ -19,7 +19,7 @@ from fastsubs.limits import DEFAULT_COUNT, Limits
 from fastsubs.tokens import word_list
 
 #: The values of ``--format``.
-FORMATS = ("text", "jsonl")
+FORMATS = ("text", "jsonl", "parquet")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,11 @@ a resumed run ends with the same bytes as an uninterrupted one.
 
 When OUT is published, ``OUT.json`` (:mod:`fastsubs.query.provenance`) is written just
 before it, so OUT never appears without the record of what produced it.
+
+A Parquet dataset (:class:`DatasetOutput`) is the same with a directory: its parts are
+written by the processes that search, under a temporary name, and published into
+``OUT.partial/`` in input order; its record counts parts instead of bytes, and the whole
+directory becomes OUT at the end, so a reader of OUT never sees a dataset missing parts.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -35,7 +41,7 @@ from typing import Any, BinaryIO
 
 from fastsubs.cli_support import signals_held
 from fastsubs.errors import OutputError, ResumeError
-from fastsubs.query.lines import CHUNK_LINES
+from fastsubs.query.lines import TEXT_BLOCKS, Blocks
 from fastsubs.query.provenance import FLAGS, finished_record
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
 from fastsubs.textio import Compressor
@@ -86,7 +92,7 @@ class StreamOutput:
         self.name = name
         self.owned = owned  # opened here (a device given as -o), so closed here
 
-    def write(self, lines: list[bytes], data: bytes, complete: bool) -> None:
+    def write(self, lines: list[bytes], data: bytes, complete: bool, part: str | None = None) -> None:
         """The output ``data`` of input ``lines`` (a stream cannot be resumed: nothing to record)."""
         with _naming(self.name):
             self.stream.write(data)
@@ -108,8 +114,9 @@ class PartialOutput:
     """``-o OUT``: OUT.partial, its progress in OUT.partial.json, renamed onto OUT at the end."""
 
     def __init__(self, target: Path, run_record: dict[str, Any], source: str, warn: Callable[[str], None],
-                 compress: Compressor | None, workers: int = 1) -> None:
+                 compress: Compressor | None, workers: int = 1, blocks: Blocks = TEXT_BLOCKS) -> None:
         self.target = target
+        self.blocks = blocks  # how the input is cut: a resumed run starts at one of its blocks
         self.run_record = run_record  # for OUT.json (fastsubs.query.provenance), written with OUT
         self.workers = workers  # ... whose command line names them
         self.identity = run_identity(run_record)  # for OUT.partial.json
@@ -132,26 +139,25 @@ class PartialOutput:
         checking that it belongs to this run and that the input starts with the lines it
         was made from (``done_lines(k)`` gives the input's first k lines).  Returns the
         number of input lines already done."""
-        if os.path.isdir(self.target):
-            raise OutputError(str(self.target), "it is a directory")
+        self._check_target()
         state = self._load_state()
         if resume and state is None:
             self.warn(f"fastsubs-query: note: no interrupted run to resume at {self.partial}; "
                       "starting from the first line")
-        if not resume and os.path.exists(self.partial):
+        if not resume and self._partial_exists():
             self.warn(f"fastsubs-query: note: starting over; the partial output of an interrupted run "
                       f"at {self.partial} is replaced (--resume would continue it)")
         with _naming(self.partial):
             if resume and state is not None:
                 self._continue(state, done_lines)
             else:
-                self._raw = open(self.partial, "wb")
+                self._create()
                 self._commit()
         return self.lines
 
     def _load_state(self) -> dict[str, Any] | None:
         """The recorded progress, or None when there is no interrupted run to continue."""
-        if not (os.path.isfile(self.partial) and os.path.isfile(self.state_path)):
+        if not (self._partial_exists() and os.path.isfile(self.state_path)):
             return None
         try:
             with open(self.state_path, "rb") as stream:
@@ -164,8 +170,8 @@ class PartialOutput:
                                  f"{STATE_VERSION}")
             point = state["resume"]
             lines, _, _ = int(point["lines"]), int(point["bytes"]), str(point["input_sha256"])
-            if lines % CHUNK_LINES:
-                raise ValueError(f"{lines:,} lines is not a multiple of {CHUNK_LINES}")
+            if lines % self.blocks.lines:
+                raise ValueError(f"{lines:,} lines is not a multiple of {self.blocks.lines}")
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise ResumeError(f"{self.state_path}: cannot read the record of the interrupted run ({error}); "
                               "run without --resume to start over") from None
@@ -175,7 +181,7 @@ class PartialOutput:
         self._check_identity(state["run"])
         point = state["resume"]
         lines, size = int(point["lines"]), int(point["bytes"])
-        if os.path.getsize(self.partial) < size:
+        if self._size_on_disk() < size:
             raise ResumeError(f"{self.partial} is shorter than its record says; run without --resume to start over")
         digest = hashlib.sha256()
         read = 0
@@ -188,7 +194,7 @@ class PartialOutput:
         if digest.hexdigest() != point["input_sha256"]:
             raise ResumeError(f"{self.partial} belongs to another input: the first {lines:,} lines of "
                               f"{self.source} are not those it was made from; run without --resume to start over")
-        self._raw = _reopened(self.partial, size)  # whatever came after the record is cut off
+        self._reopen(size)  # whatever came after the record is cut off
         self.lines = lines
         self._digest = digest
         self._boundary = (lines, size, digest.copy())
@@ -209,34 +215,32 @@ class PartialOutput:
 
     # --- writing ------------------------------------------------------------------------
 
-    def write(self, lines: list[bytes], data: bytes, complete: bool) -> None:
-        """The finished output ``data`` of input ``lines``: a whole chunk when ``complete``,
+    def write(self, lines: list[bytes], data: bytes, complete: bool, part: str | None = None) -> None:
+        """The finished output ``data`` of input ``lines`` (a dataset's: ``part``, the path
+        of its part file, see :class:`DatasetOutput`): a whole chunk when ``complete``,
         else the lines of a chunk before a bad record (written, to be seen, but not
         recorded).  Records the progress after a whole block, when it is due: a resumed run
         starts at a block, and cuts the rest into the chunks of an uninterrupted run, even
         of an input that has grown or been mended since (the blocks near an input's end
         are cut smaller, so what follows the last whole block is never recorded)."""
-        assert self._raw is not None, "start() first"
         with _naming(self.partial):
-            self._raw.write(data)
+            self._append(data, part)
             if not complete:
                 return
             for line in lines:
                 self._digest.update(line)
             self.lines += len(lines)
-            if len(lines) == CHUNK_LINES:  # a whole block (chunks never cross one)
-                self._boundary = (self.lines, self._raw.tell(), self._digest.copy())
+            if len(lines) == self.blocks.lines:  # a whole block (chunks never cross one)
+                self._boundary = (self.lines, self._size(), self._digest.copy())
                 if time.monotonic() - self._committed_at >= COMMIT_SECONDS:
                     self._commit()
 
     def _commit(self) -> None:
         """Flush what the record will describe to disk, then record the last block boundary
         (atomically)."""
-        assert self._raw is not None
         lines, size, digest = self._boundary
         with signals_held():
-            self._raw.flush()
-            os.fsync(self._raw.fileno())
+            self._sync()
             point = {"lines": lines, "bytes": size, "input_sha256": digest.hexdigest()}
             state = {"format": STATE_FORMAT, "version": STATE_VERSION, "run": self.identity,
                      "input": self.source, "resume": point}
@@ -248,19 +252,14 @@ class PartialOutput:
 
     def finish(self) -> None:
         """The whole input is done: OUT.partial becomes OUT, and the rest goes."""
-        assert self._raw is not None
         with signals_held():
             with _naming(self.partial):
-                if self.compress is not None and self._raw.tell() == 0:  # no output at all: still a valid file
-                    self._raw.write(self.compress(b""))
-                self._raw.flush()
-                os.fsync(self._raw.fileno())
-                self._raw.close()
+                self._close()
             with _naming(str(self.target)):
                 # first: OUT never appears without its record
                 _write_json(f"{self.target}{PROVENANCE_SUFFIX}", finished_record(
                     self.run_record, self.target, self.source, self.lines, self._digest.hexdigest(), self.workers))
-                os.replace(self.partial, self.target)
+                self._publish()
                 os.unlink(self.state_path)
                 _sync_directory(str(self.target))
 
@@ -268,7 +267,7 @@ class PartialOutput:
         """The run stops early (a signal, a bad record, damaged input, a full disk): record
         everything written so far up to the last block boundary, and say on ``error`` where
         it is kept."""
-        if self._raw is None or self._raw.closed:
+        if not self._open():
             return
         try:
             self._commit()
@@ -276,12 +275,154 @@ class PartialOutput:
             pass  # a full disk, say: the last record still describes what is on disk
         finally:
             with suppress(OSError):
-                self._raw.close()
+                self._drop()
         if self.recorded_lines:
             # error.add_note() where Python has it (3.11+): the same list, which the error line reads
             error.__notes__ = [*getattr(error, "__notes__", ()),
                                f"{self.partial} keeps the output of the first {self.recorded_lines:,} input lines; "
                                "the same command with --resume continues it"]
+
+
+    # --- the file OUT.partial (DatasetOutput has a directory instead) -----------------
+
+    def _check_target(self) -> None:
+        if os.path.isdir(self.target):
+            raise OutputError(str(self.target), "it is a directory")
+
+    def _partial_exists(self) -> bool:
+        return os.path.isfile(self.partial)
+
+    def _create(self) -> None:
+        self._raw = open(self.partial, "wb")
+
+    def _size_on_disk(self) -> int:
+        return os.path.getsize(self.partial)
+
+    def _reopen(self, size: int) -> None:
+        self._raw = _reopened(self.partial, size)
+
+    def _append(self, data: bytes, part: str | None) -> None:
+        assert self._raw is not None, "start() first"
+        self._raw.write(data)
+
+    def _size(self) -> int:
+        assert self._raw is not None
+        return self._raw.tell()
+
+    def _sync(self) -> None:
+        assert self._raw is not None
+        self._raw.flush()
+        os.fsync(self._raw.fileno())
+
+    def _close(self) -> None:
+        assert self._raw is not None
+        if self.compress is not None and self._raw.tell() == 0:  # no output at all: still a valid file
+            self._raw.write(self.compress(b""))
+        self._sync()
+        self._raw.close()
+
+    def _publish(self) -> None:
+        os.replace(self.partial, self.target)
+
+    def _open(self) -> bool:
+        return self._raw is not None and not self._raw.closed
+
+    def _drop(self) -> None:
+        """Close what is written, as it is (the run is failing)."""
+        assert self._raw is not None
+        self._raw.close()
+
+
+class DatasetOutput(PartialOutput):
+    """``-o OUT`` of ``--format parquet``: the directory OUT.partial, into which each chunk's
+    part (written by the process that searched it, under a temporary name) is published in
+    input order, its progress in OUT.partial.json (counting parts, not bytes), renamed onto
+    OUT at the end: the dataset's readers (pandas, Dask, DuckDB) never see it half made.
+
+    OUT may be absent, an empty directory or a dataset of part files (an earlier run's,
+    replaced at the end), never another kind of directory: its files would be lost."""
+
+    _parts = 0  # published into OUT.partial
+    _writing = False
+
+    def _check_target(self) -> None:
+        if os.path.lexists(self.target) and not os.path.isdir(self.target):
+            raise OutputError(str(self.target), "it is not a directory; --format parquet writes a dataset directory")
+        if os.path.isdir(self.target):
+            foreign = [name for name in os.listdir(self.target) if not _is_part(name)]
+            if foreign:
+                raise OutputError(str(self.target), f"it holds {foreign[0]!r}, which is not a part of a dataset: "
+                                                    "name a new or empty directory")
+
+    def _partial_exists(self) -> bool:
+        return os.path.isdir(self.partial)
+
+    def _published(self) -> list[str]:
+        return sorted(name for name in os.listdir(self.partial) if _is_part(name))
+
+    def _create(self) -> None:
+        if os.path.lexists(self.partial):
+            shutil.rmtree(self.partial)
+        os.mkdir(self.partial)
+        self._parts, self._writing = 0, True
+
+    def _size_on_disk(self) -> int:
+        return len(self._published())
+
+    def _reopen(self, size: int) -> None:
+        keep = set(self._published()[:size])
+        for name in os.listdir(self.partial):
+            if name not in keep:
+                os.unlink(os.path.join(self.partial, name))
+        self._parts, self._writing = size, True
+
+    def _append(self, data: bytes, part: str | None) -> None:
+        assert self._writing and part is not None, "start() first, and parts only"
+        publish_part(part, self.partial)
+        self._parts += 1
+
+    def _size(self) -> int:
+        return self._parts
+
+    def _sync(self) -> None:
+        _sync_directory(os.path.join(self.partial, "."))
+
+    def _close(self) -> None:
+        self._sync()
+        self._writing = False
+
+    def _publish(self) -> None:
+        """OUT.partial becomes OUT; an earlier dataset there is moved aside first, then removed."""
+        replaced = None
+        if os.path.isdir(self.target):
+            replaced = f"{self.target}.replaced-{os.getpid()}"
+            os.rename(self.target, replaced)
+        os.rename(self.partial, self.target)
+        if replaced is not None:
+            shutil.rmtree(replaced)
+
+    def _open(self) -> bool:
+        return self._writing
+
+    def _drop(self) -> None:
+        self._writing = False
+
+
+#: A dataset's part, by the first input line it holds (so the names sort in input order),
+#: and the prefix of one being written (hidden from dataset readers, which skip names
+#: starting with a dot); query/parquet.py writes them.
+PART_NAME = "part-{:010d}.parquet"
+PART_TEMPORARY_PREFIX = ".writing-"
+
+
+def publish_part(temporary: str, directory: str) -> None:
+    """A finished part, from its temporary name into ``directory`` under its own name."""
+    os.replace(temporary, os.path.join(directory, os.path.basename(temporary).removeprefix(PART_TEMPORARY_PREFIX)))
+
+
+def _is_part(name: str) -> bool:
+    before, after = PART_NAME.split("{:010d}")
+    return name.startswith(before) and name.endswith(after)
 
 
 def _shown(value: Any) -> str:
@@ -325,11 +466,16 @@ def refuse_the_input_as_output(output_path: Path | None, input_path: Path | None
 
 
 def destination(output_path: Path | None, run_record: dict[str, Any], source: str, warn: Callable[[str], None],
-                stdout: BinaryIO, compress: Compressor | None, workers: int = 1) -> StreamOutput | PartialOutput:
+                stdout: BinaryIO, compress: Compressor | None, workers: int = 1,
+                blocks: Blocks | None = None) -> StreamOutput | PartialOutput:
     """The output of a run of ``workers`` processes: stdout, OUT written atomically (with
     OUT.json made from ``run_record``, :func:`fastsubs.query.provenance.run_record`), or a
     device/pipe given as ``-o`` (which takes the chunks as they come, compressed or not as
-    its name asks)."""
+    its name asks); with ``blocks`` (a Parquet dataset's: its parts), the directory OUT."""
+    if blocks is not None:
+        if output_path is None:
+            raise OutputError("<stdout>", "--format parquet writes a dataset directory: name it with -o")
+        return DatasetOutput(output_path, run_record, source, warn, None, workers, blocks)
     if output_path is None:
         return StreamOutput(stdout, "<stdout>")
     try:

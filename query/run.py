@@ -25,16 +25,23 @@ from typing import TYPE_CHECKING
 from fastsubs.cli_support import signals_held, usable_cores
 from fastsubs.errors import ArgumentError, QueryInputError, ResumeError
 from fastsubs.index import SubstituteIndex
-from fastsubs.query.formats import render_lines
+from fastsubs.query.formats import input_blocks, render_lines
 from fastsubs.query.lines import Chunk, InputLines
 from fastsubs.query.options import QueryOptions, missing_word_warning
-from fastsubs.query.output_files import PartialOutput, StreamOutput, destination, refuse_the_input_as_output
+from fastsubs.query.output_files import (
+    PARTIAL_SUFFIX,
+    PartialOutput,
+    StreamOutput,
+    destination,
+    refuse_the_input_as_output,
+)
 from fastsubs.query.progress import Progress
 from fastsubs.query.provenance import run_record
 from fastsubs.stats import SearchStats
 from fastsubs.textio import Compressor, compressor, open_binary
 
 if TYPE_CHECKING:
+    from fastsubs.query.parquet import PartFiles
     from fastsubs.workers import WorkerProcesses
 
 #: Chunks a forked worker holds: the one it searches and the next.  The run's own process
@@ -49,10 +56,12 @@ WORKER_DIED = "a worker process died (killed, or out of memory?); the output is 
 @dataclass
 class ChunkResult:
     """What processing a chunk gives back: its finished output (one member, when the output
-    is compressed), how many of its lines that output covers, warnings, and the work it took.
+    is compressed; for a dataset, ``part``, the path of its part file, written under a
+    temporary name), how many of its lines that output covers, warnings, and the work it
+    took.
 
     A bad record that is not to be skipped ends the chunk: ``error`` holds it, and
-    ``data`` the output of the ``done`` lines before it.
+    ``data`` (``part``) the output of the ``done`` lines before it.
     """
 
     data: bytes
@@ -60,36 +69,50 @@ class ChunkResult:
     warnings: list[str]
     stats: SearchStats
     error: QueryInputError | None = None
+    part: str | None = None
 
 
 def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, source: str,
-                  compress: Compressor | None = None) -> ChunkResult:
+                  compress: Compressor | None = None, parts: PartFiles | None = None) -> ChunkResult:
     """The output of every line of ``chunk`` (consecutive lines), finished as the output file
-    takes it (compressed by ``compress``, if any): the process that searched a chunk also
-    formats and compresses it, so the writing process only writes.  The chunk is made in
-    one call into the C core, and one more after each bad -t record, which is skipped only
+    takes it (compressed by ``compress``, if any; a part file among ``parts``, for a
+    dataset): the process that searched a chunk also formats and compresses it, so the
+    writing process only writes.  The chunk is made in one call into the C core (a part,
+    in one per row group), and one more after each bad -t record, which is skipped only
     when asked.  Its stats count this thread's searches alone: other threads may search
     the same index."""
     first = chunk[0][0] if chunk else 1
     lines = [line for _, line in chunk]
     pieces: list[bytes] = []
+    part = parts.writer(index, first) if parts is not None else None
+    step = parts.row_group_lines if parts is not None else len(lines)
     warnings = []
     stats = SearchStats()
     done = 0
     error = None
-    while done < len(lines):
-        rendered = render_lines(index, lines[done:], first + done, options)
-        pieces.append(rendered.data)
-        stats.add(rendered.stats)
-        done += rendered.done
-        if rendered.problem is None:
-            break
-        bad = QueryInputError(source, first + done, rendered.problem)
-        if not options.skip_bad_records:
-            error = bad
-            break
-        warnings.append(f"fastsubs-query: warning: skipped {bad}")
-        done += 1
+    try:
+        while done < len(lines):
+            rendered = render_lines(index, lines[done:done + step], first + done, options)
+            if part is not None:
+                part.add(rendered.data)
+            else:
+                pieces.append(rendered.data)
+            stats.add(rendered.stats)
+            done += rendered.done
+            if rendered.problem is None:
+                continue
+            bad = QueryInputError(source, first + done, rendered.problem)
+            if not options.skip_bad_records:
+                error = bad
+                break
+            warnings.append(f"fastsubs-query: warning: skipped {bad}")
+            done += 1
+    except BaseException:
+        if part is not None:
+            part.abandon()
+        raise
+    if part is not None:
+        return ChunkResult(b"", done, warnings, stats, error, part.close())
     data = b"".join(pieces)
     if compress is not None and data:
         data = compress(data)
@@ -100,27 +123,27 @@ Results = Generator[tuple[Chunk, ChunkResult], None, None]
 
 
 def serial_results(index: SubstituteIndex, chunks: Iterable[Chunk], options: QueryOptions, source: str,
-                   compress: Compressor | None) -> Results:
+                   compress: Compressor | None, parts: PartFiles | None) -> Results:
     """Every chunk with its result, computed in this process."""
     for chunk in chunks:
-        yield chunk, process_chunk(index, chunk, options, source, compress)
+        yield chunk, process_chunk(index, chunk, options, source, compress, parts)
 
 
 def search_workers(count: int, index_path: str, options: QueryOptions, source: str,
-                   compress: Compressor | None) -> AbstractContextManager[WorkerProcesses]:
+                   compress: Compressor | None, parts: PartFiles | None) -> AbstractContextManager[WorkerProcesses]:
     """``count`` forked workers, each of which opens the index once and then processes the
     chunks it is sent."""
     # Imported here: a one-process run (the common case) should not pay for multiprocessing.
     from fastsubs.workers import worker_processes
 
     def work(index: SubstituteIndex, chunk: Chunk) -> ChunkResult:
-        return process_chunk(index, chunk, options, source, compress)
+        return process_chunk(index, chunk, options, source, compress, parts)
 
     return worker_processes(count, partial(SubstituteIndex, index_path), work, os.getpid(), WORKER_DIED)
 
 
 def parallel_results(index: SubstituteIndex, pool: WorkerProcesses, chunks: Iterable[Chunk], options: QueryOptions,
-                     source: str, compress: Compressor | None) -> Results:
+                     source: str, compress: Compressor | None, parts: PartFiles | None) -> Results:
     """Every chunk with its result from this process and the ``pool``'s workers, in input
     order, memory bounded.
 
@@ -131,14 +154,15 @@ def parallel_results(index: SubstituteIndex, pool: WorkerProcesses, chunks: Iter
     """
     run = InOrder(pool, chunks, CHUNKS_AHEAD * (len(pool.workers) + 1) * 2)
     while True:
-        run.feed()
-        yield from run.ready()
+        pool.collect(block=False)
+        yield from run.ready()  # before topping up, which may wait for input from a pipe
+        run.top_up()
         if run.finished:
             return
         taken = run.take()
         if taken is not None:  # the next result is not ready: search meanwhile
             number, chunk = taken
-            pool.answered[number] = process_chunk(index, chunk, options, source, compress)
+            pool.answered[number] = process_chunk(index, chunk, options, source, compress, parts)
         else:
             pool.collect(block=True)
 
@@ -170,9 +194,8 @@ class InOrder:
         self.pending.append(taken)
         return taken
 
-    def feed(self) -> None:
-        """Takes in the results sent so far and tops every worker up to CHUNKS_AHEAD chunks."""
-        self.pool.collect(block=False)
+    def top_up(self) -> None:
+        """Tops every worker up to CHUNKS_AHEAD chunks."""
         while len((worker := self.pool.least_busy()).held) < CHUNKS_AHEAD:
             taken = self.take()
             if taken is None:
@@ -213,7 +236,10 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
     ``count_given``: ``options.n`` is the user's ``-n`` (a note says when the model has fewer).
     """
     refuse_the_input_as_output(output_path, input_path, sys.stdin.buffer)
-    compress = output_compressor(output_path, compress_level)
+    dataset = options.format == "parquet"
+    compress = None if dataset else output_compressor(output_path, compress_level)
+    parts = dataset_parts(output_path, options, compress_level) if dataset else None
+    blocks = input_blocks(options)
     cores = usable_cores()
     if workers > cores:
         warn(f"fastsubs-query: note: --workers {workers} is more than the {cores} "
@@ -227,15 +253,16 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
         # run's record, the search), after forking its workers, which open their own: an
         # LMDB environment must not cross a fork.  The workers run until they are waited
         # for below, or the run stops them.
-        pool = stack.enter_context(search_workers(workers - 1, index_path, options, source, compress)) \
+        pool = stack.enter_context(search_workers(workers - 1, index_path, options, source, compress, parts)) \
             if workers > 1 else None
         opened = stack.enter_context(SubstituteIndex(index_path))  # fails early on a bad index
         record = run_record(index_path, opened.meta, options, compress)
         for note in run_notes(opened, options, count_given):
             warn(note)
         stream = stack.enter_context(open_binary(input_path)) if input_path else sys.stdin.buffer
-        lines = InputLines(stream, source)
-        out = destination(output_path, record, source, warn, sys.stdout.buffer, compress, workers)
+        lines = InputLines(stream, source, blocks)
+        out = destination(output_path, record, source, warn, sys.stdout.buffer, compress, workers,
+                          blocks if dataset else None)
         if resume and isinstance(out, StreamOutput):
             raise ResumeError(f"--resume needs -o to name a regular file, not {out.name}")
         try:
@@ -243,14 +270,14 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
                 out.start(resume, lines.first)
             progress = Progress(stream) if Progress.wanted() else None
             if pool is not None:
-                results = parallel_results(opened, pool, lines.chunks(), options, source, compress)
+                results = parallel_results(opened, pool, lines.chunks(), options, source, compress, parts)
             else:
-                results = serial_results(opened, lines.chunks(), options, source, compress)
+                results = serial_results(opened, lines.chunks(), options, source, compress, parts)
             for chunk, result in stack.enter_context(closing(results)):
                 for warning in result.warnings:
                     warn(warning)
                 with signals_held():  # a chunk's output and its record are written whole
-                    out.write([line for _, line in chunk[:result.done]], result.data, result.error is None)
+                    out.write([line for _, line in chunk[:result.done]], result.data, result.error is None, result.part)
                 totals.add(result.stats)
                 if progress is not None:
                     progress.advance(sum(len(line) for _, line in chunk), result.stats.positions)
@@ -268,6 +295,20 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
             progress.finish()
     if stats:
         warn(format_stats(totals))
+
+
+def dataset_parts(output_path: Path | None, options: QueryOptions, level: int | None) -> PartFiles:
+    """Where the processes of a parquet run write their parts (OUT.partial); ArgumentError
+    for what a dataset cannot be (no -o, a compressed name, a compression level), and the
+    install line when pyarrow is missing."""
+    if output_path is None:
+        raise ArgumentError("--format parquet writes a dataset directory: name it with -o")
+    if compressor(output_path) is not None or level is not None:
+        raise ArgumentError("--format parquet compresses its columns itself (zstd): name -o without "
+                            ".gz/.bz2/.xz and leave out --compress-level")
+    from fastsubs.query.parquet import PartFiles
+
+    return PartFiles(f"{output_path}{PARTIAL_SUFFIX}", options)
 
 
 def output_compressor(output_path: Path | None, level: int | None) -> Compressor | None:

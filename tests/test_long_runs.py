@@ -76,7 +76,10 @@ def gone(pid: int) -> bool:
 
 
 def written(out: Path) -> bool:
-    """Whether a run has written output for OUT (to OUT.partial)."""
+    """Whether a run has written output for OUT (to OUT.partial; a dataset's: a part, whole
+    or still being written)."""
+    if partial(out).is_dir():
+        return any(os.scandir(partial(out)))
     return partial(out).exists() and partial(out).stat().st_size > 0
 
 

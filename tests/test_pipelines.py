@@ -312,4 +312,4 @@ def test_make_demo_installs_fastsubs_without_extras(tmp_path: Path) -> None:
     installs = [line for line in demo.splitlines() if " install " in line and "--upgrade pip" not in line]
     assert installs and all(line.rstrip().endswith("-e .") for line in installs), installs
     assert "dask" not in demo and "plot" not in demo
-    assert "'.[test,dask,plot,lint]'" in planned("test")
+    assert "'.[test,dask,parquet,plot,lint]'" in planned("test")

@@ -4,10 +4,13 @@
         --input ../shared/data/corpus-sample.txt.gz --lines 3000 --repeats 5 --workers 1 2
 
 For each number of workers, ``fastsubs-query -n 100`` over the same lines writes plain
-text, ``.gz`` and JSON lines to files; every round runs each (format, workers) once, in a
-shuffled order, so that all see the same machine (its speed drifts from minute to
-minute).  Prints the median seconds of each, the ratios of ``.gz`` and JSON lines to
-plain text, and each format's speed-up over one process.  Then one process opens the
+text, ``.gz``, JSON lines and (with pyarrow installed) a Parquet dataset; every round runs
+each (format, workers) once, in a shuffled order, so that all see the same machine (its
+speed drifts from minute to minute).  Prints the median seconds of each, each format's
+ratio to plain text, its speed-up over one process, its bytes per position and the peak
+memory of its one-process run.  With pandas, it then times reading the output back into
+pandas columns (word, substitutes, lp): the Parquet dataset with ``pandas.read_parquet``,
+the text by parsing every line.  Then one process opens the
 index once and searches the same lines with ``index.batch()`` from 1 ... T threads (each
 thread its share of the lines), and prints positions/s and the speed-up over one thread.
 No figure is asserted: this reports, the tests check correctness.
@@ -17,20 +20,23 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
+import os
 import random
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 from fastsubs.bench.bench import machine
-from fastsubs.bench.processes import BIN
+from fastsubs.bench.processes import BIN, private_anon_kib, run_sampling
 from fastsubs.index import SubstituteIndex
 from fastsubs.tokens import tokenize
 
 FORMATS = {"text": ("out.txt", []), ".gz": ("out.txt.gz", []), "jsonl": ("out.jsonl", ["-f", "jsonl"])}
+if importlib.util.find_spec("pyarrow") is not None:
+    FORMATS["parquet"] = ("out.parquet", ["-f", "parquet"])
 
 
 def read_lines(path: Path, count: int) -> list[bytes]:
@@ -39,35 +45,89 @@ def read_lines(path: Path, count: int) -> list[bytes]:
         return [line for _, line in zip(range(count), stream)]
 
 
-def query_seconds(index: str, corpus: Path, out: Path, extra: list[str], workers: int) -> float:
+def query_run(index: str, corpus: Path, out: Path, extra: list[str], workers: int) -> tuple[float, int]:
+    """Seconds of one run, and the peak private (anonymous) memory of its biggest process
+    in KiB (what a worker keeps for itself: the index's pages are shared)."""
     command = [str(BIN / "fastsubs-query"), index, "-n", "100", "-i", str(corpus), "-o", str(out),
                "--workers", str(workers), *extra]
-    start = time.perf_counter()
-    subprocess.run(command, check=True, capture_output=True)
-    return time.perf_counter() - start
+    seconds, _, each = run_sampling(command, private_anon_kib, 0.1)
+    return seconds, each[0]
+
+
+def size_of(path: Path) -> int:
+    """Bytes of an output file, or of a dataset directory's files."""
+    return sum(entry.stat().st_size for entry in os.scandir(path)) if path.is_dir() else path.stat().st_size
 
 
 def formats(args, corpus: Path, positions: int, directory: Path) -> None:
     cases = [(name, workers) for name in FORMATS for workers in args.workers]
     times: dict[tuple[str, int], list[float]] = {case: [] for case in cases}
+    memory: dict[str, list[int]] = {name: [] for name in FORMATS}
     rng = random.Random(1)
     for _ in range(args.repeats):
         for name, workers in rng.sample(cases, len(cases)):
             file_name, extra = FORMATS[name]
-            times[name, workers].append(query_seconds(args.index, corpus, directory / file_name, extra, workers))
+            seconds, peak = query_run(args.index, corpus, directory / file_name, extra, workers)
+            times[name, workers].append(seconds)
+            if workers == 1:
+                memory[name].append(peak)
     median = {case: statistics.median(seconds) for case, seconds in times.items()}
     print(f"\n== fastsubs-query -n 100 -o FILE, {positions} positions (median of {args.repeats} rounds) ==")
     heads = " ".join(f"{name:>18}" for name in FORMATS)
-    print(f"{'workers':>8} {heads} {'.gz / text':>10} {'jsonl / text':>12}")
+    ratios = " ".join(f"{name + ' / text':>15}" for name in FORMATS if name != "text")
+    print(f"{'workers':>8} {heads} {ratios}")
     for workers in args.workers:
         cells = " ".join(f"{median[name, workers]:8.2f} s {positions / median[name, workers]:5.0f}/s"
                          for name in FORMATS)
-        print(f"{workers:>8} {cells} {median['.gz', workers] / median['text', workers]:10.2f} "
-              f"{median['jsonl', workers] / median['text', workers]:12.2f}")
+        shares = " ".join(f"{median[name, workers] / median['text', workers]:15.2f}" for name in FORMATS
+                          if name != "text")
+        print(f"{workers:>8} {cells} {shares}")
     first = args.workers[0]
     for workers in args.workers[1:]:
         print(f"speed-up of --workers {workers} over {first}: " + ", ".join(
             f"{name} {median[name, first] / median[name, workers]:.2f}" for name in FORMATS))
+    print("bytes per position: " + ", ".join(
+        f"{name} {size_of(directory / FORMATS[name][0]) / positions:.0f}" for name in FORMATS))
+    if 1 in args.workers:
+        print("peak private memory of one process (MiB, median): " + ", ".join(
+            f"{name} {statistics.median(memory[name]) / 1024:.1f}" for name in FORMATS))
+
+
+def parsed_text(path: Path):
+    """The text output's positions as pandas columns, every number parsed again."""
+    import pandas as pd
+
+    words, substitutes, scores = [], [], []
+    with open(path, "rb") as stream:
+        for line in stream:
+            fields = line.rstrip(b"\n").split(b"\t")
+            words.append(fields[0].decode("utf-8", "backslashreplace"))
+            pairs = [field.rsplit(b" ", 1) for field in fields[1:]]
+            substitutes.append([word.decode() for word, _ in pairs])
+            scores.append([float(score) for _, score in pairs])
+    return pd.DataFrame({"word": words, "substitutes": substitutes, "lp": scores})
+
+
+def read_back(args, directory: Path) -> None:
+    """Seconds to get the same columns into pandas from the dataset and from the text."""
+    import pandas as pd
+
+    def dataset():  # Arrow-backed columns: the lists are not made into Python objects
+        return pd.read_parquet(directory / FORMATS["parquet"][0], columns=["word", "substitutes", "lp"],
+                               dtype_backend="pyarrow")
+
+    seconds: dict[str, list[float]] = {"parquet": [], "text": []}
+    readers = {"parquet": dataset, "text": lambda: parsed_text(directory / FORMATS["text"][0])}
+    for _ in range(args.repeats):
+        for name in random.sample(list(readers), 2):
+            start = time.perf_counter()
+            frame = readers[name]()
+            seconds[name].append(time.perf_counter() - start)
+            assert len(frame), name
+    median = {name: statistics.median(values) for name, values in seconds.items()}
+    print(f"\n== reading back into pandas (word, substitutes, lp; median of {args.repeats}) ==\n"
+          f"parquet {median['parquet']:.2f} s, text parsed {median['text']:.2f} s: "
+          f"{median['text'] / median['parquet']:.1f}x")
 
 
 def threads(args, lines: list[bytes]) -> None:
@@ -112,6 +172,8 @@ def main() -> None:
         positions = sum(len(tokenize(line)) + 1 for line in lines)
         if "formats" not in args.skip:
             formats(args, corpus, positions, Path(tmp))
+            if "parquet" in FORMATS and importlib.util.find_spec("pandas") is not None:
+                read_back(args, Path(tmp))
     if "threads" not in args.skip:
         threads(args, lines)
 

@@ -54,6 +54,8 @@ PART_BLOCKS = Blocks(lines=1024, tail_lines=2048, tail_chunk_lines=128)
 #: 1,500 positions, 2 MB of numbers at -n 100).
 ROW_GROUP_LINES = 128
 
+#: Words gathered at a time into a string column (Vocabulary.strings).
+GATHER_IDS = 16384
 #: glibc's mallopt() parameter of the size from which malloc maps a block on its own.
 M_MMAP_THRESHOLD = -3
 
@@ -69,7 +71,7 @@ COLUMNS: tuple[tuple[str, np.dtype], ...] = (
 
 def keep_memory_small() -> None:
     """What a parquet run's processes allocate goes back to the system once freed, so each
-    stays within a few tens of MB of a text run's (docs/performance.md, "Parquet"): Arrow
+    stays near a text run's (docs/performance.md, "Parquet datasets"): Arrow
     allocates from the C library's malloc (set above, before it loads), and glibc's malloc
     maps every block over 128 KiB on its own (its threshold otherwise grows as blocks are
     freed, which then stay in its heap).  For the process and the workers it forks."""
@@ -167,12 +169,18 @@ class Vocabulary:
         self.data = np.frombuffer(b"".join(words), np.uint8)
 
     def strings(self, ids: np.ndarray) -> Any:
-        """The words of ``ids``, as an Arrow string array."""
+        """The words of ``ids``, as an Arrow string array.  Gathered GATHER_IDS words at a
+        time: the index arrays of a gather take 16 bytes per byte gathered."""
         lengths = self.lengths[ids]
         offsets = _offsets(lengths)
-        # byte k of the result is byte k - offsets[i] + starts[ids[i]] of the vocabulary, for its word i
-        shift = np.repeat(self.starts[ids] - offsets[:-1], lengths)
-        return _strings(offsets, self.data[np.arange(int(offsets[-1]), dtype=np.int64) + shift])
+        data = np.empty(int(offsets[-1]), np.uint8)
+        for first in range(0, len(ids), GATHER_IDS):
+            last = min(first + GATHER_IDS, len(ids))
+            begin, end = int(offsets[first]), int(offsets[last])
+            # byte k of the result is byte k - offsets[i] + starts[ids[i]] of the vocabulary, for its word i
+            shift = np.repeat(self.starts[ids[first:last]] - offsets[first:last], lengths[first:last])
+            data[begin:end] = self.data[np.arange(begin, end, dtype=np.int64) + shift]
+        return _strings(offsets, data)
 
 
 def table(data: bytes, vocabulary: Vocabulary, options: QueryOptions) -> Any:

@@ -223,9 +223,12 @@ class ApiChecker:
 
     def _start(self) -> subprocess.Popen[str]:
         if self.child is None:
+            # this folder on the child's path, where PYTHONSAFEPATH keeps a script's own off
+            # (tests/mutations.py sets it), for its import of lmdb_layout
+            path = os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))
             self.child = subprocess.Popen([sys.executable, __file__, "child", str(self.copy.path),
                                            str(self.sentences_file)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True)
+                                          stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": path})
         return self.child
 
     def _ask(self, first: int = 0) -> dict[str, tuple[str, str]]:

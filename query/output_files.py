@@ -293,6 +293,8 @@ class PartialOutput:
         return os.path.isfile(self.partial)
 
     def _create(self) -> None:
+        if os.path.isdir(self.partial) and not os.path.islink(self.partial):  # a dataset's partial output
+            shutil.rmtree(self.partial)
         self._raw = open(self.partial, "wb")
 
     def _size_on_disk(self) -> int:
@@ -361,8 +363,10 @@ class DatasetOutput(PartialOutput):
         return sorted(name for name in os.listdir(self.partial) if _is_part(name))
 
     def _create(self) -> None:
-        if os.path.lexists(self.partial):
+        if os.path.isdir(self.partial) and not os.path.islink(self.partial):
             shutil.rmtree(self.partial)
+        elif os.path.lexists(self.partial):  # another format's partial output
+            os.unlink(self.partial)
         os.mkdir(self.partial)
         self._parts, self._writing = 0, True
 

@@ -248,3 +248,16 @@ def test_dask_writes_each_file_as_a_single_machine_dataset(demo_index: Path, tmp
         assert all((out / source.name / name).read_bytes() == (single / name).read_bytes() for name in names)
         same_as_jsonl(dataset_rows(out / source.name), jsonl_rows(demo_index, source, ["-n", "10"]))
     shutil.rmtree(out)
+
+
+def test_a_run_of_another_format_replaces_an_interrupted_one(tiny_index: Path, tmp_path: Path) -> None:
+    """OUT.partial of an interrupted text run is replaced by a parquet run's directory
+    (the record says it was another run: nothing to resume), and the other way round."""
+    out = tmp_path / "subs"
+    Path(f"{out}{PARTIAL_SUFFIX}").write_bytes(b"half a text output")
+    result = run_cli(QUERY, tiny_index, "-f", "parquet", "-o", out, input=b"a b\n")
+    assert result.returncode == 0 and len(dataset_rows(out)) == 3
+    shutil.rmtree(out)
+    (Path(f"{out}{PARTIAL_SUFFIX}") / "part-0000000001.parquet").parent.mkdir()
+    run_cli(QUERY, tiny_index, "-o", out, input=b"a b\n")
+    assert out.is_file() and len(out.read_bytes().splitlines()) == 3

@@ -374,12 +374,20 @@ static void render_fields(Text *t, const Store *s, const Rendering *r, const Sco
     APPEND(t, "\n");
 }
 
-static void render_samples(Text *t, const Store *s, const Rendering *r, const Place *place, const Scored *answers,
-                           const double *probabilities, int64_t n, int64_t *draws, double *cumulative) {
+/* The position's r->draws draws (none when it lists nothing) into ``draws``: their number.
+ * Each position's stream is seeded by the seed, its line and its position (sample.h). */
+static int64_t position_draws(const Rendering *r, const Place *place, const double *probabilities, int64_t n,
+                              int64_t *draws, double *cumulative) {
     int64_t drawn = n ? r->draws : 0;
     if (drawn)
         draw_samples(probabilities, n, r->seed, (uint64_t)place->line, (uint64_t)place->position, drawn, draws,
                      cumulative);
+    return drawn;
+}
+
+static void render_samples(Text *t, const Store *s, const Rendering *r, const Place *place, const Scored *answers,
+                           const double *probabilities, int64_t n, int64_t *draws, double *cumulative) {
+    int64_t drawn = position_draws(r, place, probabilities, n, draws, cumulative);
     if (r->kind == RENDER_SAMPLE_JSON) {
         append_place(t, place);
         APPEND(t, ", \"samples\": [");
@@ -409,10 +417,7 @@ static void render_samples(Text *t, const Store *s, const Rendering *r, const Pl
 
 static void render_columns(Text *columns, const Rendering *r, const Place *place, const Scored *answers,
                            const double *probabilities, int64_t n, int64_t *draws, double *cumulative) {
-    int64_t drawn = n ? r->draws : 0;
-    if (drawn)
-        draw_samples(probabilities, n, r->seed, (uint64_t)place->line, (uint64_t)place->position, drawn, draws,
-                     cumulative);
+    int64_t drawn = position_draws(r, place, probabilities, n, draws, cumulative);
     int targets = place->name && place->id;
     PlaceRow row = {place->line, place->position, n, drawn, (int64_t)place->word_len,
                     targets ? (int64_t)place->name_len : 0, targets ? (int64_t)place->id_len : 0,

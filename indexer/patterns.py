@@ -29,12 +29,13 @@ ENTRY_MAX = 480
 _COMMON = fmt.R_PREVIOUS
 
 #: Where the bytes of the records go (``RecordWriter.parts``, reported by
-#: ``fastsubs-index info``): the patterns' ids, ``by_score`` positions, alphas and betas;
+#: ``fastsubs-index info``): the patterns' ids, ``by_score`` positions, alphas and betas,
+#: the joint orders of patterns ``_ d`` (positions and keys);
 #: their keys (LMDB's key of each record, and the front-coded keys of a block's entries);
 #: and the structure around them (every record's checksum, kind, flags and previous key,
 #: a block's counts and restart offsets, each entry's shared-bytes and count bytes, a
 #: PATTERN's count, padding to whole words).
-PARTS = ("ids", "positions", "alpha", "beta", "keys", "structure")
+PARTS = ("ids", "positions", "alpha", "beta", "joint", "keys", "structure")
 
 
 def check_no_duplicates(rows: np.ndarray, order: int, path: str, words: list[bytes], first_line: int) -> None:
@@ -110,16 +111,23 @@ class RecordWriter:
     sorted rows at a time.
 
     It remembers the last pattern key written, which the next record names as its
-    previous one, and how many records it made (the header counts them).
+    previous one, how many records it made (the header counts them) and the largest
+    magnitude of a finite value it wrote (the header's value bound).  Given the unigram
+    alphas (for the patterns ``_ d``: order 2, the slot first), it gives each pattern of at
+    least ``joint_min`` words its joint order.
     """
 
-    def __init__(self, order: int, model_order: int, id_bytes: int) -> None:
+    def __init__(self, order: int, model_order: int, id_bytes: int, unigram_alpha: np.ndarray | None = None,
+                 joint_min: int = fmt.JOINT_MIN_DEFAULT) -> None:
         self.order = order
         self.has_beta = order < model_order
         self.id_bytes = id_bytes
         self.key_length = fmt.key_length(order, id_bytes)
+        self.unigram_alpha = unigram_alpha
+        self.joint_min = joint_min
         self.last_key: bytes | None = None
         self.written = 0
+        self.value_bound = 0.0
         self.parts = dict.fromkeys(PARTS, 0)
 
     def records(self, rows: np.ndarray, slot: int) -> Records:
@@ -127,11 +135,29 @@ class RecordWriter:
         key and holding whole patterns, with the slot at ``slot``."""
         patterns = _Patterns(rows, slot, self)
         records = patterns.encode(self.last_key)
+        self.value_bound = max(self.value_bound, largest_magnitude(rows["alpha"]),
+                               largest_magnitude(rows["beta"]) if self.has_beta else 0.0)
         self.last_key = bytes(patterns.keys[-1])
         self.written += len(records)
         for part, size in patterns.parts.items():
             self.parts[part] += size
         return records
+
+
+def largest_magnitude(values: np.ndarray) -> float:
+    """The largest ``|v|`` of the finite float32 ``values`` (0 for none)."""
+    finite = np.abs(values.astype(fmt.SCORE_DTYPE)[np.isfinite(values)])
+    return float(finite.max()) if len(finite) else 0.0
+
+
+def joint_keys(unigram_alpha: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """The joint keys of words with ``unigram_alpha`` and pattern ``alpha`` (float32 both):
+    the smallest float32 at or above the float64 sum of the two (kernel/format.h)."""
+    exact = unigram_alpha.astype(np.float64) + alpha.astype(np.float64)
+    keys = exact.astype(np.float32)
+    below = keys.astype(np.float64) < exact
+    keys[below] = np.nextafter(keys[below], np.float32(np.inf))
+    return keys
 
 
 def end_record(order: int, id_bytes: int, previous: bytes | None) -> tuple[bytes, bytes]:
@@ -187,7 +213,9 @@ class _Patterns:
         same[1:] = self.keys[1:] == self.keys[:-1]
         self.shared = np.cumprod(same, axis=1).sum(axis=1)
         entry = 2 + key_length + self.data_bytes  # shared byte, key, count byte, data
-        self.alone = (counts > fmt.BLOCK_MAX_COUNT) | (entry > ENTRY_MAX)
+        self.joint = (counts >= writer.joint_min) if writer.unigram_alpha is not None else np.zeros(groups, bool)
+        self.joint_bytes = np.where(self.joint, fmt.joint_data_bytes(counts), 0)
+        self.alone = (counts > fmt.BLOCK_MAX_COUNT) | (entry > ENTRY_MAX) | self.joint
 
     def encode(self, before: bytes | None) -> Records:
         first, last, kinds = self._records()
@@ -205,13 +233,14 @@ class _Patterns:
         entries_bytes = np.add.reduceat(entry_bytes, first)
         head = _COMMON + key_length
         sizes = np.where(block, head + 4 + 2 * restarts + entries_bytes,
-                         head + 4 + self.data_bytes[first])
+                         head + 4 + self.data_bytes[first] + self.joint_bytes[first])
         sizes = _padded(sizes)
         offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
         buffer = np.zeros(int(offsets[-1]), dtype=np.uint8)
         starts = offsets[:-1]
         last_keys = self.keys[last - 1]
         _common(buffer, starts, kinds, before, last_keys, key_length)
+        buffer[starts[~block] + fmt.R_FLAGS] |= np.where(self.joint[first[~block]], fmt.HAS_JOINT, 0).astype(np.uint8)
         # blocks: counts of patterns and restarts, restart offsets, entries
         body = starts + head
         _put(buffer, body[block], (last - first)[block], 2)
@@ -238,6 +267,7 @@ class _Patterns:
         data_at[in_block] = count_at + 1
         data_at[first[~block]] = alone_at + 4
         self._write_data(buffer, data_at)
+        self._write_joint(buffer, data_at + self.data_bytes)
         words = buffer.view("<u4")
         checksums = fmt.batch_checksums(words, offsets // 4, last_keys)
         words[offsets[:-1] // 4] = checksums
@@ -251,7 +281,8 @@ class _Patterns:
         writer = self.writer
         rows = len(self.words)
         self.parts = {"ids": rows * writer.id_bytes, "positions": int((self.counts * self.position_bytes).sum()),
-                      "alpha": 4 * rows, "beta": 4 * rows * writer.has_beta, "keys": record_keys + entry_keys}
+                      "alpha": 4 * rows, "beta": 4 * rows * writer.has_beta, "joint": int(self.joint_bytes.sum()),
+                      "keys": record_keys + entry_keys}
         self.parts["structure"] = record_keys + values - sum(self.parts.values())
 
     def _records(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -318,3 +349,23 @@ class _Patterns:
         for size in (1, 2, 4):
             chosen = width == size
             _put(buffer, at[chosen], rank[by_score][chosen], size)
+
+    def _write_joint(self, buffer: np.ndarray, joint_at: np.ndarray) -> None:
+        """The joint order of each pattern that has one, starting at ``joint_at``: its
+        positions by joint key descending (ties by id), then the keys in that order."""
+        chosen = np.repeat(self.joint, self.counts)
+        if not chosen.any():
+            return
+        group_of_row = np.repeat(np.arange(len(self.counts)), self.counts)[chosen]
+        rank = (np.arange(len(self.words)) - self.starts[np.repeat(np.arange(len(self.counts)), self.counts)])[chosen]
+        keys = joint_keys(self.writer.unigram_alpha[self.words[chosen]], self.alpha[chosen])
+        by_key = np.argsort((group_of_row.astype(np.uint64) << np.uint64(32)) | _descending_key(keys), kind="stable")
+        group = group_of_row[by_key]
+        key_rank = np.arange(len(by_key)) - np.searchsorted(group, group)
+        counts = self.counts[group]
+        width = self.position_bytes[group]
+        at = joint_at[group]
+        for size in (1, 2, 4):
+            picked = width == size
+            _put(buffer, at[picked] + key_rank[picked] * size, rank[by_key][picked], size)
+        _put(buffer, at + counts * width + 4 * key_rank, keys[by_key].astype("<f4").view("<u4"), 4)

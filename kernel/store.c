@@ -276,6 +276,10 @@ static int read_header(Store *s, MDB_dbi meta, const uint8_t **header, Failure *
         s->records[m] = load_u64(h + FS_H_COUNTS + 8 * order + 8 * (m - 2));
     if (s->counts[1] != vocab_size)
         return damaged(failure, "the header's unigram count is not its vocabulary size");
+    s->joint_min = load_u32(h + FS_H_JOINT_MIN);
+    memcpy(&s->value_bound, h + FS_H_VALUE_BOUND, sizeof(double));
+    if (s->joint_min < 1 || !(s->value_bound >= 0.0 && s->value_bound < INFINITY))
+        return damaged(failure, "the header's joint threshold or value bound is out of range");
     *header = h;
     return 0;
 }
@@ -340,6 +344,9 @@ static int cross_check(Store *s, Failure *failure) {
         float beta = s->unigram_beta[i];
         if (!isfinite(beta))
             return damaged(failure, "a unigram back-off weight is not a number");
+        if (fabs((double)beta) > s->value_bound ||
+            (isfinite(s->unigram_alpha[i]) && fabs((double)s->unigram_alpha[i]) > s->value_bound))
+            return damaged(failure, "a unigram's value is beyond the header's value bound");
         if (beta > sup)
             sup = beta;
     }

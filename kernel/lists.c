@@ -89,17 +89,14 @@ static int add_pattern(Searcher *searcher, Record *rec, int *n_pats) {
 
 /* Whether the joint bound of terms 0 and 1 applies (search.c, pair_bound), and if so sets
  * searcher->joint_list to ``list`` and searcher->joint_alt to term 1's step of the pattern
- * "_ d" that carries a joint order: term 0 predicts x from constant contexts (its back-off
- * weights are constants) down to the unigram alpha of x, and term 1 has such a step.  Else
- * joint_list is NONE. */
+ * "_ d" that carries a joint order; else joint_list is NONE.  Term 0 predicts x: its
+ * contexts hold no x, so its back-off weights are constants (terms.c), down to the unigram
+ * alpha of x. */
 static void plan_joint(Searcher *searcher, int n_terms, int list) {
     searcher->joint_list = NONE;
-    if (n_terms < 2 || !searcher->terms[0].base_unigram)
+    if (n_terms < 2)
         return;
-    const TermC *t0 = &searcher->terms[0], *t1 = &searcher->terms[1];
-    for (int i = t0->first; i < t0->first + t0->n; i++)
-        if (searcher->steps[i].beta != STEP_CONST)
-            return;
+    const TermC *t1 = &searcher->terms[1];
     for (int i = t1->first; i < t1->first + t1->n; i++) {
         const StepC *step = &searcher->steps[i];
         if (step->alpha != NONE && searcher->pats[step->alpha].data.joint) {
@@ -211,10 +208,12 @@ int read_terms(Searcher *searcher, int *n_pats) {
             searcher->alts[n_alts++] = (Alt){unigram, term->n};
         term->fixed = term->base_unigram ? -INFINITY : upper_term(&searcher->steps[term->first], term->n, term->base);
         term->n_alts = n_alts - term->first_alt;
-        if (t == 1 && searcher->joint_list != NONE)
+        if (t == 1 && searcher->joint_list != NONE) {
+            int step = searcher->joint_alt - term->first;
             for (int a = 0; a < term->n_alts; a++)
-                if (searcher->alts[term->first_alt + a].n_longer == searcher->joint_alt - term->first)
+                if (searcher->alts[term->first_alt + a].n_longer == step)
                     searcher->joint_alt = a;
+        }
         term->frozen = 0;
         term->arg = NONE;
     }

@@ -53,6 +53,7 @@ RECORDS, VERIFY = "kernel/records.c", "kernel/verify.c"
 TERMS, SEARCH = "kernel/terms.c", "kernel/search.c"
 LISTS, SCORE, SEARCHER = "kernel/lists.c", "kernel/score.c", "kernel/searcher.h"
 RENDER, SAMPLE = "kernel/render.c", "kernel/sample.c"
+STORE_H = "kernel/store.h"
 
 
 @dataclass(frozen=True)
@@ -241,6 +242,35 @@ MUTATIONS = [
     Mutation("bound-runner-up-not-checked", SEARCH,
              "a term's bound keeps the alternative that was largest, also once it has fallen below another",
              "if (term->arg == NONE || best < term->runner_up) {", "if (term->arg == NONE) {"),
+    Mutation("joint-slack-removed", SEARCH,
+             "the joint sum taken as the bound without the slack that covers the rounding of both chains",
+             "nextafter(pair + searcher->joint_slack, INFINITY);", "pair;"),
+    Mutation("joint-pairs-drop-term-1-pattern", SEARCH,
+             "words in a pattern of term 0 bounded as if none of them were in '_ d' too",
+             "double value[3] = {other0 + all1,", "double value[3] = {other0 + other1,"),
+    Mutation("joint-key-read-one-entry-late", LISTS,
+             "the joint list's sup is the key after its next entry: one step too low for that entry",
+             "list->own_alphas[i] = list->pattern->joint_key[list->depth + i];",
+             "list->own_alphas[i] = list->pattern->joint_key[list->depth + i + (list->depth + i + 1 < "
+             "list->length)];"),
+    Mutation("joint-key-not-rounded-up", STORE_H,
+             "the reader's joint key rounded to nearest, not up: the builder's keys no longer check out",
+             "return (double)key < exact ? nextafterf(key, INFINITY) : key;", "return key;"),
+    Mutation("joint-keys-not-recomputed", RECORDS,
+             "a joint order's keys taken on trust: a key below its word's sum is a wrong answer",
+             "if (p->joint_key[i] != joint_key(", "if (0 && p->joint_key[i] != joint_key("),
+    Mutation("joint-flag-on-any-record", RECORDS,
+             "a joint flag accepted on a BLOCK record: the reader looks for a joint order where entries lie",
+             "int joint_ok = !r->has_joint ||", "int joint_ok = 1 ||"),
+    Mutation("joint-threshold-not-verified", VERIFY,
+             "verify does not hold the builder to the header's joint threshold",
+             "if (wants_joint(s, order, key, p.count) != (p.joint != NULL))", "if (0)"),
+    Mutation("pattern-value-bound-not-checked", RECORDS,
+             "a pattern's values beyond the header's value bound pass: the joint slack is then too small",
+             "return !isfinite(v) || fabs((double)v) <= s->value_bound;", "return 1;"),
+    Mutation("unigram-value-bound-not-checked", STORE,
+             "a unigram's value beyond the header's value bound passes at open",
+             "if (fabs((double)beta) > s->value_bound ||", "if (0 && fabs((double)beta) > s->value_bound ||"),
     Mutation("batch-bound-taken-late", SEARCH,
              "a batch's term bounds taken after each recomputation, not from before its first word was read",
              "if (n == 0)  /* bounds", "if (n >= 0)  /* bounds"),

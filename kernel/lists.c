@@ -103,7 +103,8 @@ static void plan_joint(Searcher *searcher, int n_terms, int list) {
             const Store *s = searcher->reader.store;
             /* Leaves of the two terms' sums: at most N each, every one within max(M, 100)
              * (M the index's value bound, 100 the unknown word's): docs/algorithm.md, "The
-             * joint bound", derives this slack as a bound on the rounding of both sums. */
+             * joint bound", derives this slack as a bound on the rounding of both sums and
+             * of the slack's own addition. */
             double magnitude = s->value_bound > -UNKNOWN_WORD_LOGPROB ? s->value_bound : -UNKNOWN_WORD_LOGPROB;
             searcher->joint_slack = (16.0 * s->order * s->order + 4.0) * 0x1p-53 * magnitude;
             searcher->joint_list = list;

@@ -99,7 +99,7 @@ static double pair_bound(Searcher *searcher, uint64_t stamp) {
     const Alt *d = &searcher->alts[t1->first_alt + d_alt];
     double pair = upper_term(&searcher->steps[t0->first], t0->n,
                              upper_term(&searcher->steps[t1->first], d->n_longer, joint->sup));
-    pair = joint->sup == -INFINITY ? -INFINITY : nextafter(pair + searcher->joint_slack, INFINITY);
+    pair = joint->sup == -INFINITY ? -INFINITY : pair + searcher->joint_slack;
     double separate = base0 + in_d;
     double value[3] = {other0 + all1, base0 + other1, pair < separate ? pair : separate};
     int best = value[1] > value[0], second = !best;

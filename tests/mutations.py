@@ -244,7 +244,7 @@ MUTATIONS = [
              "if (term->arg == NONE || best < term->runner_up) {", "if (term->arg == NONE) {"),
     Mutation("joint-slack-removed", SEARCH,
              "the joint sum taken as the bound without the slack that covers the rounding of both chains",
-             "nextafter(pair + searcher->joint_slack, INFINITY);", "pair;"),
+             "-INFINITY : pair + searcher->joint_slack;", "-INFINITY : pair;"),
     Mutation("joint-pairs-drop-term-1-pattern", SEARCH,
              "words in a pattern of term 0 bounded as if none of them were in '_ d' too",
              "double value[3] = {other0 + all1,", "double value[3] = {other0 + other1,"),

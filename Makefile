@@ -3,6 +3,7 @@
 #   make test       add the test, dask, parquet, plot and lint extras to .venv, run the default test suite
 #   make test-slow  the slow tests (big model, kill loops, long fuzzing), within SLOW_TIMEOUT seconds
 #   make lint       ruff on the package and the tests, mypy on the package (rules in pyproject.toml)
+#   make check-lmdb the vendored LMDB is its upstream base plus the patches kernel/lmdb/UPSTREAM names
 #   make check-package   build the sdist and wheels, install them into fresh environments
 #                   outside the tree and run the tools there (needs PyPI for the dependencies)
 #   make test-pythons    the default suite on the other Pythons the project supports (3.10, 3.13),
@@ -34,7 +35,7 @@ BUILD_REQUIRES := 'setuptools>=77'
 KERNEL_SOURCES := kernel/SOURCES $(wildcard kernel/*.c kernel/*.h kernel/lmdb/*.c kernel/lmdb/*.h kernel/ryu/*.c kernel/ryu/*.h) indexer/native.c
 PACKAGE := fastsubs indexer query bench
 
-.PHONY: demo test test-slow lint check-package test-pythons
+.PHONY: demo test test-slow lint check-lmdb check-package test-pythons
 
 # fastsubs and what it needs to run, nothing more (the demo).  Its modules are byte-compiled
 # here, as pip does for a regular install: an editable one leaves it to each import, which
@@ -66,6 +67,10 @@ test: $(BIN)/.installed $(BIN)/.kernel-built
 
 test-slow: $(BIN)/.installed $(BIN)/.kernel-built
 	timeout $(SLOW_TIMEOUT) $(BIN)/python -m pytest -m slow
+
+# (offline: the base is known by its git blob ids; docs/development.md, "Updating the vendored LMDB")
+check-lmdb: $(BIN)/.installed
+	$(BIN)/python -m pytest tests/test_vendored_lmdb.py -n 0
 
 check-package: $(BIN)/.installed $(BIN)/.kernel-built
 	$(BIN)/python -m pytest -m packaging

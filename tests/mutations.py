@@ -315,6 +315,10 @@ MUTATIONS = [
              "a draw's uniform double made from 52 random bits: every draw halves",
              "return (double)(next >> 11) * (1.0 / 9007199254740992.0);",
              "return (double)(next >> 12) * (1.0 / 9007199254740992.0);"),
+    # kernel/lmdb/: the vendored LMDB is its upstream base and the patches kernel/lmdb/UPSTREAM names
+    Mutation("lmdb-edited-outside-its-patches", "kernel/lmdb/mdb.c",
+             "an edit of the vendored LMDB that no patch holds: an update of LMDB would lose it unseen",
+             " *\t@brief Lightning memory-mapped database library", " *\t@brief Lightning memory-mapped database"),
 ]
 # Left out, as no output can tell them from the kernel (equivalent mutants):
 # - a cached record of the highest order given a back-off pointer (has_beta for every

@@ -28,8 +28,9 @@ int get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, cons
  * array to PyMem_Free, or NULL with an exception set (*held NULL). */
 Span *byte_spans(PyObject *list, PyObject **held, const char *what);
 
-/* module_format.c: fastsubs._kernel.FORMAT (a new reference, or NULL with an exception set). */
+/* module_format.c: fastsubs._kernel.FORMAT and RENDER (new references, or NULL with an exception set). */
 PyObject *format_constants(void);
+PyObject *render_layout(void);
 
 /* The methods of module_search.c (their arguments are documented there). */
 PyObject *Index_search(Index *self, PyObject *args);

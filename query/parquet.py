@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from fastsubs._kernel import RENDER
 from fastsubs.errors import missing_extra
 from fastsubs.index import SubstituteIndex
 from fastsubs.query.lines import Blocks
@@ -59,14 +60,18 @@ GATHER_IDS = 16384
 #: glibc's mallopt() parameter of the size from which malloc maps a block on its own.
 M_MMAP_THRESHOLD = -3
 
-#: One position of the places column (kernel/render.h ``PlaceRow``, int64 fields).
-PLACE_ROW = np.dtype([("line", "<i8"), ("position", "<i8"), ("listed", "<i8"), ("drawn", "<i8"),
-                      ("word_len", "<i8"), ("name_len", "<i8"), ("id_len", "<i8"), ("not_utf8", "<i8")])
-#: The packed columns in kernel/render.h's order, with their item types.
+#: One position of the places column: kernel/render.h's ``PlaceRow`` (signed integer fields),
+#: each field at the offset and of the size the core has it (``fastsubs._kernel.RENDER``).
+PLACE_ROW = np.dtype({"names": [name for name, _, _ in RENDER["place_row"]],
+                      "formats": [f"=i{size}" for _, _, size in RENDER["place_row"]],
+                      "offsets": [offset for _, offset, _ in RENDER["place_row"]],
+                      "itemsize": RENDER["place_row_bytes"]})
+#: The packed columns in kernel/render.h's order, with their item types (the names and order
+#: are the core's, ``RENDER["columns"]``: tests/test_render_layout.py).
 COLUMNS: tuple[tuple[str, np.dtype], ...] = (
     ("places", PLACE_ROW), ("scores", np.dtype(np.float64)), ("probabilities", np.dtype(np.float64)),
     ("substitutes", np.dtype(np.uint32)), ("draws", np.dtype(np.uint32)), ("words", np.dtype(np.uint8)),
-    ("names", np.dtype(np.uint8)), ("ids", np.dtype(np.uint8)))
+    ("names", np.dtype(np.uint8)), ("record_ids", np.dtype(np.uint8)))
 
 
 def keep_memory_small() -> None:
@@ -201,7 +206,7 @@ def table(data: bytes, vocabulary: Vocabulary, options: QueryOptions) -> Any:
     row: dict[str, Any] = {"sentence": _numbers(places["line"], pa.int64())}
     if options.targets:
         row["name"], row["name_bytes"] = _text(columns["names"], places["name_len"], places["not_utf8"] & 2)
-        row["id"], row["id_bytes"] = _text(columns["ids"], places["id_len"], places["not_utf8"] & 4)
+        row["id"], row["id_bytes"] = _text(columns["record_ids"], places["id_len"], places["not_utf8"] & 4)
     row["position"] = _numbers(places["position"], pa.int64())
     row["word"], row["word_bytes"] = _text(columns["words"], places["word_len"], places["not_utf8"] & 1)
     row["substitutes"] = word_lists(columns["substitutes"], listed)

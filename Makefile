@@ -39,7 +39,8 @@ PACKAGE := fastsubs indexer query bench
 
 # fastsubs and what it needs to run, nothing more (the demo).  Its modules are byte-compiled
 # here, as pip does for a regular install: an editable one leaves it to each import, which
-# does not save the result where PYTHONDONTWRITEBYTECODE is set (~20 ms of every start-up).
+# does not save the result where PYTHONDONTWRITEBYTECODE is set (a cost at every start-up:
+# docs/performance.md, "Tuning").
 $(BIN)/.base: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip $(BUILD_REQUIRES)

@@ -38,8 +38,8 @@ def single_threaded_blas() -> None:
 def usable_cores() -> int:
     """The cores this process may run on: its CPU affinity where the system keeps one (a
     SLURM job, ``taskset``), else the machine's.  More working processes than that only
-    take turns on the same cores, each with its own caches and pipes (--workers 1000 once
-    forked 999 processes: 33 s and gigabytes where one process took 1.3 s)."""
+    take turns on the same cores, each with its own caches and pipes, at a cost that grows
+    with their number (docs/performance.md, "Tuning")."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # no affinity on this system (macOS)

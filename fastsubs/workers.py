@@ -41,8 +41,8 @@ Prepare = Callable[[], Any]
 Work = Callable[[Any, Any], object]
 #: What a worker sends back: the result of one item, or what stopped it.
 Message = object
-#: A result pipe holds this many bytes, so a worker hands over a chunk's output (~20 KB
-#: a line at -n 100) in one write instead of waiting for its parent to empty a 64 KiB pipe.
+#: A result pipe holds this many bytes, so a worker hands over a chunk's output in one
+#: write instead of waiting for its parent to empty a pipe of Linux's default 64 KiB.
 RESULT_PIPE_BYTES = 1 << 20
 
 

@@ -37,7 +37,8 @@ from fastsubs.query.options import QueryOptions
 from fastsubs.query.output_files import PART_NAME, PART_TEMPORARY_PREFIX
 
 # Arrow's allocator is chosen as its library loads: the C library's malloc, not mimalloc,
-# which keeps ~50 MB in each process (keep_memory_small; a choice made in the environment stays).
+# which keeps what it has freed in each process (keep_memory_small; a choice made in the
+# environment stays).
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 try:
     import pyarrow as pa
@@ -51,8 +52,7 @@ except ImportError as error:  # the run stops before it starts: see require_pyar
 #: within the last 2,048 lines are cut into 128-line parts, so that the processes of a
 #: parallel run finish together.
 PART_BLOCKS = Blocks(lines=1024, tail_lines=2048, tail_chunk_lines=128)
-#: Input lines per row group: what a process holds of a part before writing it out (about
-#: 1,500 positions, 2 MB of numbers at -n 100).
+#: Input lines per row group: what a process holds of a part before writing it out.
 ROW_GROUP_LINES = 128
 
 #: Words gathered at a time into a string column (Vocabulary.strings).
@@ -76,7 +76,8 @@ COLUMNS: tuple[tuple[str, np.dtype], ...] = (
 
 def keep_memory_small() -> None:
     """What a parquet run's processes allocate goes back to the system once freed, so each
-    stays near a text run's (docs/performance.md, "Parquet datasets"): Arrow
+    stays near a text run's (the memory figures under "Parquet datasets" in
+    docs/performance.md): Arrow
     allocates from the C library's malloc (set above, before it loads), and glibc's malloc
     maps every block over 128 KiB on its own (its threshold otherwise grows as blocks are
     freed, which then stay in its heap).  For the process and the workers it forks."""
@@ -134,8 +135,8 @@ def _strings(offsets: np.ndarray, data: np.ndarray | bytes, kind: Any = None, va
     check), null where ``valid`` is False.
 
     Every array here is built from its buffers, never by pyarrow's converters (``pa.array``)
-    or compute functions (take, cast): the first call of either costs a process about 30 MB
-    for good, more than half again the memory it searches with."""
+    or compute functions (take, cast): the first call of either makes a process keep
+    memory for good, more than it searches with (docs/performance.md, "Tuning")."""
     bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(kind or pa.string(), len(offsets) - 1,
                                  [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)])

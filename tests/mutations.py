@@ -313,7 +313,7 @@ MUTATIONS = [
              "    RENDER_JSON,", "    RENDER_JSON = 9,"),
     Mutation("parquet-columns-reordered", "kernel/render.h",
              "two packed columns swapped in C alone: query/parquet.py reads the scores as p / sum p",
-             "COLUMN_PLACES, COLUMN_SCORES, COLUMN_PROBABILITIES,", "COLUMN_PLACES, COLUMN_PROBABILITIES, COLUMN_SCORES,"),
+             "COLUMN_SCORES, COLUMN_PROBABILITIES,", "COLUMN_PROBABILITIES, COLUMN_SCORES,"),
     # sample.c: the --sample draw, numpy's default_rng([seed, line, position]).choice
     Mutation("sample-seed-high-word-dropped", SAMPLE,
              "a seed (or line) of 2^32 or more enters the seed sequence as its low 32 bits only",

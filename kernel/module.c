@@ -10,6 +10,7 @@
 #include <Python.h>
 
 #include "module.h"
+#include "module_format.h"
 
 static PyObject *NotAnIndexError, *IndexVersionError, *DamagedIndexError;  /* fastsubs.errors */
 

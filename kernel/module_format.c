@@ -8,7 +8,9 @@
 #include <ctype.h>
 #include <stddef.h>
 
-#include "module.h"
+#include "format.h"
+#include "module_format.h"
+#include "render.h"
 
 /* The format's constants as the core was compiled with them (a test compares them with
  * fastsubs/format.py). */

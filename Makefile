@@ -1,6 +1,6 @@
 # Entry points for a fresh clone (only Python 3.10+ needed):
 #   make demo       set up .venv (fastsubs alone), build the bundled demo model's index, print substitutes
-#   make test       add the test, dask, parquet, plot and lint extras to .venv, run the default test suite
+#   make test       add the test, dask, parquet, dataframe, plot and lint extras to .venv, run the default test suite
 #   make test-slow  the slow tests (big model, kill loops, long fuzzing), within SLOW_TIMEOUT seconds
 #   make lint       ruff on the package and the tests, mypy on the package (rules in pyproject.toml)
 #   make check-package   build the sdist and wheels, install them into fresh environments
@@ -48,7 +48,7 @@ $(BIN)/.base: pyproject.toml setup.py
 
 # ... and the extras of development: tests, Dask, Parquet, plots, lint.
 $(BIN)/.installed: $(BIN)/.base
-	$(BIN)/pip install --quiet -e '.[test,dask,parquet,plot,lint]'
+	$(BIN)/pip install --quiet -e '.[test,dask,parquet,dataframe,plot,lint]'
 	touch $@
 
 # The editable install compiles the core once; this recompiles it after an edit.

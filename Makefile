@@ -1,7 +1,7 @@
 # Entry points for a fresh clone (only Python 3.10+ needed):
 #   make demo       set up .venv (fastsubs alone), build the bundled demo model's index, print substitutes
 #   make test       add the test, dask, parquet, dataframe, plot and lint extras to .venv, run the default test suite
-#   make test-slow  the slow tests (big model, kill loops, long fuzzing), within SLOW_TIMEOUT seconds
+#   make test-slow  the slow tests (big model, kill loops, long fuzzing, Spark), within SLOW_TIMEOUT seconds
 #   make lint       ruff on the package and the tests, mypy on the package (rules in pyproject.toml)
 #   make check-package   build the sdist and wheels, install them into fresh environments
 #                   outside the tree and run the tools there (needs PyPI for the dependencies)
@@ -64,7 +64,12 @@ demo: $(BIN)/.kernel-built
 test: $(BIN)/.installed $(BIN)/.kernel-built
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
-test-slow: $(BIN)/.installed $(BIN)/.kernel-built
+# ... and Spark's Python API for the slow test that Spark reads a dataset (~350 MB: not in make test).
+$(BIN)/.spark: $(BIN)/.installed
+	$(BIN)/pip install --quiet -e '.[spark]'
+	touch $@
+
+test-slow: $(BIN)/.installed $(BIN)/.spark $(BIN)/.kernel-built
 	timeout $(SLOW_TIMEOUT) $(BIN)/python -m pytest -m slow
 
 check-package: $(BIN)/.installed $(BIN)/.kernel-built

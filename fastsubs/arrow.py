@@ -43,8 +43,9 @@ def options_of(options: QueryOptions | None, fields: dict[str, Any]) -> QueryOpt
 
 def as_line(sentence: Sequence[Token] | str | bytes) -> bytes:
     """A sentence as the input line the core reads: a string or bytes as it is (split on
-    whitespace by the core), tokens joined by spaces (a token holding whitespace would be
-    read as several: an ArgumentError)."""
+    whitespace by the core; a line's own newline at its end, as ``dask.bag.read_text``
+    keeps it, may stay), tokens joined by spaces (a token holding whitespace would be read
+    as several: an ArgumentError)."""
     if isinstance(sentence, (str, bytes)):
         line = as_bytes(sentence)
     else:
@@ -52,7 +53,7 @@ def as_line(sentence: Sequence[Token] | str | bytes) -> bytes:
         if any(len(token.split()) != 1 for token in tokens):
             raise ArgumentError(f"a token must be one word without whitespace, got {sentence!r}")
         line = b" ".join(tokens)
-    if b"\n" in line:
+    if b"\n" in line[:-1]:
         raise ArgumentError(f"a sentence must be one line, got {sentence!r}")
     return line
 

@@ -21,12 +21,15 @@ KERNEL = "kernel/"
 SOURCES = [line for line in (Path(__file__).parent / KERNEL / "SOURCES").read_text().splitlines()
            if line.strip() and not line.startswith("#")]
 
+#: The package's source: src/fastsubs, a link to fastsubs/ in a clone, the files themselves in an sdist.
+PACKAGE = (Path(__file__).parent / "src" / "fastsubs").resolve()
+
 FLAGS = ["-fvisibility=hidden", "-Wno-unused-but-set-variable"]
 
 
 def _origin():
     """fastsubs/origin.py, loaded from its path (the package cannot be imported before its core is built)."""
-    spec = importlib.util.spec_from_file_location("fastsubs_origin", Path(__file__).parent / "fastsubs" / "origin.py")
+    spec = importlib.util.spec_from_file_location("fastsubs_origin", PACKAGE / "origin.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -37,7 +40,7 @@ def _write_commit(package_dir):
     commit it was built from (fastsubs/origin.py); outside a clone (a wheel built from an sdist,
     which carries the file already) nothing is written."""
     origin = _origin()
-    commit = origin.clone_commit(Path(__file__).parent / "fastsubs")
+    commit = origin.clone_commit(PACKAGE)
     if commit is not None:
         target = Path(package_dir) / f"{origin.COMMIT_MODULE}.py"
         target.write_text(f'"""Written by setup.py: the commit this copy was built from."""\n\nCOMMIT = {commit!r}\n')

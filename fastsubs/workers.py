@@ -113,6 +113,17 @@ class WorkerProcesses:
         self._results = select.poll()
         for fd in self._by_fd:
             self._results.register(fd, select.POLLIN)
+        self._watched: int | None = None
+
+    def watch(self, fd: int | None) -> None:
+        """Also end a blocking :meth:`collect` when ``fd`` becomes readable (the reading
+        thread's wake pipe: input is ready), until watched again with None; the caller
+        empties it."""
+        if self._watched is not None:
+            self._results.unregister(self._watched)
+        self._watched = fd
+        if fd is not None:
+            self._results.register(fd, select.POLLIN)
 
     def least_busy(self) -> Worker:
         return min(self.workers, key=lambda worker: len(worker.held))
@@ -144,8 +155,10 @@ class WorkerProcesses:
 
         A worker's result pipe ends when the worker does: an error while it still holds
         items, its normal end once it holds none."""
-        busy = any(worker.held for worker in self.workers)
+        busy = any(worker.held for worker in self.workers) or self._watched is not None
         for fd, _ in self._results.poll(None if block and busy else 0):
+            if fd == self._watched:
+                continue
             worker = self._by_fd[fd]
             try:
                 message = worker.results.recv()

@@ -22,6 +22,7 @@ parent.
 from __future__ import annotations
 
 import fcntl
+import gc
 import multiprocessing
 import select
 from collections import deque
@@ -183,16 +184,23 @@ def worker_processes(count: int, prepare: Prepare, work: Work, parent: int, died
     every = [end for pair in pipes for pipe in pair for end in pipe]
     workers: list[Worker] = []
     finished = False
+    # Every object made so far goes into the collector's permanent generation before the
+    # forks: a worker's collections then never write to the pages it shares with its
+    # parent (each write copies a page), and the parent takes them back afterwards.
+    gc.freeze()
     try:
-        with signals_held():  # a worker must not see Ctrl-C before it ignores it
-            for (task_reader, task_writer), (result_reader, result_writer) in pipes:
-                _widen(result_writer)
-                mine = (task_reader, result_writer)
-                process = context.Process(target=_serve, daemon=True, args=(
-                    prepare, parent, work, task_reader, result_writer,
-                    [end for end in every if end not in mine]))
-                process.start()
-                workers.append(Worker(process, task_writer, result_reader))
+        try:
+            with signals_held():  # a worker must not see Ctrl-C before it ignores it
+                for (task_reader, task_writer), (result_reader, result_writer) in pipes:
+                    _widen(result_writer)
+                    mine = (task_reader, result_writer)
+                    process = context.Process(target=_serve, daemon=True, args=(
+                        prepare, parent, work, task_reader, result_writer,
+                        [end for end in every if end not in mine]))
+                    process.start()
+                    workers.append(Worker(process, task_writer, result_reader))
+        finally:
+            gc.unfreeze()
         for (task_reader, _), (_, result_writer) in pipes:  # the workers' ends are theirs alone
             task_reader.close()
             result_writer.close()

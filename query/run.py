@@ -36,8 +36,8 @@ from fastsubs.query.output_files import (
     refuse_the_input_as_output,
 )
 from fastsubs.query.progress import Progress
-from fastsubs.query.reading import END, ReadingThread
 from fastsubs.query.provenance import run_record
+from fastsubs.query.reading import END, ReadingThread
 from fastsubs.stats import SearchStats
 from fastsubs.textio import Compressor, compressor, open_binary
 

@@ -61,7 +61,6 @@ def run_record(index_path: str | os.PathLike[str], index_meta: dict[str, Any], o
         "format": FORMAT,
         "version": VERSION,
         "fastsubs": origin.VERSION,
-        "fastsubs_commit": origin.commit(),
         "index": {"path": os.path.abspath(index_path), "format_version": index_meta.get("format_version"),
                   "order": index_meta.get("order"), "vocab_size": index_meta.get("vocab_size"),
                   "model": {"name": source.get("name"), "size": source.get("size"), "sha256": source.get("sha256")}},
@@ -83,6 +82,7 @@ def finished_record(run: dict[str, Any], output: str | os.PathLike[str], source:
     if not source.startswith("<"):
         command += ["-i", input_path]
     command += ["-o", os.path.abspath(output)]
-    return {**run, "command": shlex.join(command),
+    # asked here, at the end, not as the run starts: in a clone it takes git a few processes
+    return {**run, "fastsubs_commit": origin.commit(), "command": shlex.join(command),
             "input": {"path": input_path, "lines": lines, "sha256": input_sha256},
             "output": os.path.abspath(output)}

@@ -72,15 +72,16 @@ def _stop(signum: int, frame: object) -> None:
 
 
 def version_option(program: str) -> Any:
-    """A ``--version`` flag for a typer command or group: prints ``program VERSION`` and exits,
+    """A ``--version`` flag for a typer command or group: prints ``program VERSION`` (and the
+    commit it was built from, where known: :mod:`fastsubs.origin`) and exits,
     before anything else is checked (``fastsubs-query --version`` needs no index)."""
     import typer
 
-    import fastsubs
+    from fastsubs import origin
 
     def show(value: bool) -> None:
         if value:
-            print(f"{program} {fastsubs.__version__}")
+            print(f"{program} {origin.describe()}")
             raise typer.Exit()
 
     return typer.Option(False, "--version", is_eager=True, callback=show, help="Print the fastsubs version and exit.")

@@ -233,8 +233,7 @@ class PartFiles:
         self._vocabulary: Vocabulary | None = None
 
     def writer(self, index: SubstituteIndex, first_line: int) -> PartWriter:
-        if self._vocabulary is None:
-            self._vocabulary = Vocabulary(index)
+        self._vocabulary = index.arrow_vocabulary()
         return PartWriter(self, first_line)
 
 

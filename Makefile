@@ -1,8 +1,9 @@
 # Entry points for a fresh clone (only Python 3.10+ needed):
 #   make demo       set up .venv (fastsubs alone), build the bundled demo model's index, print substitutes
-#   make test       add the test, dask, parquet, plot and lint extras to .venv, run the default test suite
-#   make test-slow  the slow tests (big model, kill loops, long fuzzing), within SLOW_TIMEOUT seconds
+#   make test       add the test, dask, parquet, dataframe, plot and lint extras to .venv, run the default test suite
+#   make test-slow  the slow tests (big model, kill loops, long fuzzing, Spark), within SLOW_TIMEOUT seconds
 #   make lint       ruff on the package and the tests, mypy on the package (rules in pyproject.toml)
+#   make check-lmdb the vendored LMDB is its upstream base plus the patches kernel/lmdb/UPSTREAM names
 #   make check-package   build the sdist and wheels, install them into fresh environments
 #                   outside the tree and run the tools there (needs PyPI for the dependencies)
 #   make test-pythons    the default suite on the other Pythons the project supports (3.10, 3.13),
@@ -34,11 +35,12 @@ BUILD_REQUIRES := 'setuptools>=77'
 KERNEL_SOURCES := kernel/SOURCES $(wildcard kernel/*.c kernel/*.h kernel/lmdb/*.c kernel/lmdb/*.h kernel/ryu/*.c kernel/ryu/*.h) indexer/native.c
 PACKAGE := fastsubs indexer query bench
 
-.PHONY: demo test test-slow lint check-package test-pythons
+.PHONY: demo test test-slow lint check-lmdb check-package test-pythons
 
 # fastsubs and what it needs to run, nothing more (the demo).  Its modules are byte-compiled
 # here, as pip does for a regular install: an editable one leaves it to each import, which
-# does not save the result where PYTHONDONTWRITEBYTECODE is set (~20 ms of every start-up).
+# does not save the result where PYTHONDONTWRITEBYTECODE is set (a cost at every start-up:
+# docs/performance.md, "Tuning").
 $(BIN)/.base: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip $(BUILD_REQUIRES)
@@ -48,7 +50,7 @@ $(BIN)/.base: pyproject.toml setup.py
 
 # ... and the extras of development: tests, Dask, Parquet, plots, lint.
 $(BIN)/.installed: $(BIN)/.base
-	$(BIN)/pip install --quiet -e '.[test,dask,parquet,plot,lint]'
+	$(BIN)/pip install --quiet -e '.[test,dask,parquet,dataframe,plot,lint]'
 	touch $@
 
 # The editable install compiles the core once; this recompiles it after an edit.
@@ -64,8 +66,17 @@ demo: $(BIN)/.kernel-built
 test: $(BIN)/.installed $(BIN)/.kernel-built
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
-test-slow: $(BIN)/.installed $(BIN)/.kernel-built
+# ... and Spark's Python API for the slow test that Spark reads a dataset (~350 MB: not in make test).
+$(BIN)/.spark: $(BIN)/.installed
+	$(BIN)/pip install --quiet -e '.[spark]'
+	touch $@
+
+test-slow: $(BIN)/.installed $(BIN)/.spark $(BIN)/.kernel-built
 	timeout $(SLOW_TIMEOUT) $(BIN)/python -m pytest -m slow
+
+# (offline: the base is known by its git blob ids; docs/development.md, "Updating the vendored LMDB")
+check-lmdb: $(BIN)/.installed
+	$(BIN)/python -m pytest tests/test_vendored_lmdb.py -n 0
 
 check-package: $(BIN)/.installed $(BIN)/.kernel-built
 	$(BIN)/python -m pytest -m packaging

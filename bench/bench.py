@@ -1,7 +1,7 @@
 """One benchmark run of fastsubs, printing every figure the performance issue asks for.
 
     .venv/bin/python -m fastsubs.bench.bench --index /tmp/kn4-64k.fsidx --small-index /tmp/small.fsidx \
-        [--reference data/reference/kn4-64k.dev300.n100.out.gz]
+        --input ../shared/data/heldout-dev.txt [--reference ../shared/data/reference/kn4-64k.dev300.n100.out.gz]
 
 Prints the machine, then: positions/s and candidates evaluated per position for each
 K (with the log-log slope of candidates in K), the same workload through the
@@ -33,8 +33,6 @@ from fastsubs.bench.processes import BIN, run_with_pss, startup_figures
 from fastsubs.index import Render, SubstituteIndex
 from fastsubs.limits import Limits
 from fastsubs.tokens import tokenize
-
-DATA = Path("/work/shared/data")
 
 
 def machine() -> str:
@@ -185,7 +183,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", required=True, help="index of the benchmark model (kn4-64k)")
     parser.add_argument("--small-index", help="a second index for the start-up figure (kn4-small)")
-    parser.add_argument("--input", default=str(DATA / "heldout-dev.txt"))
+    parser.add_argument("--input", required=True, help="held-out text, one sentence per line (heldout-dev.txt)")
     parser.add_argument("--lines", type=int, default=300)
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 10, 100, 1000])
     parser.add_argument("--repeats", type=int, default=3)

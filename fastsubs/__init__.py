@@ -27,7 +27,7 @@ if importlib.machinery.PathFinder.find_spec(f"{__name__}._kernel", __path__) is 
     raise ImportError(f"{os.path.dirname(__path__[0])} is fastsubs's source tree, without its compiled kernel: "
                       "start Python outside it to import an installed fastsubs, or build the kernel here (make demo)")
 
-__version__ = "0.2.0"
+from fastsubs.origin import VERSION as __version__  # noqa: E402, F401  (written once, in origin.py)
 
 __all__ = [
     "build_index", "open_index", "SubstituteIndex", "Substitute", "BuildSummary", "QueryOptions", "field_bytes",

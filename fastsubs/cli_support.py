@@ -38,8 +38,8 @@ def single_threaded_blas() -> None:
 def usable_cores() -> int:
     """The cores this process may run on: its CPU affinity where the system keeps one (a
     SLURM job, ``taskset``), else the machine's.  More working processes than that only
-    take turns on the same cores, each with its own caches and pipes (--workers 1000 once
-    forked 999 processes: 33 s and gigabytes where one process took 1.3 s)."""
+    take turns on the same cores, each with its own caches and pipes, at a cost that grows
+    with their number (docs/performance.md, "Tuning")."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # no affinity on this system (macOS)
@@ -72,15 +72,16 @@ def _stop(signum: int, frame: object) -> None:
 
 
 def version_option(program: str) -> Any:
-    """A ``--version`` flag for a typer command or group: prints ``program VERSION`` and exits,
+    """A ``--version`` flag for a typer command or group: prints ``program VERSION`` (and the
+    commit it was built from, where known: :mod:`fastsubs.origin`) and exits,
     before anything else is checked (``fastsubs-query --version`` needs no index)."""
     import typer
 
-    import fastsubs
+    from fastsubs import origin
 
     def show(value: bool) -> None:
         if value:
-            print(f"{program} {fastsubs.__version__}")
+            print(f"{program} {origin.describe()}")
             raise typer.Exit()
 
     return typer.Option(False, "--version", is_eager=True, callback=show, help="Print the fastsubs version and exit.")

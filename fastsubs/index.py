@@ -119,6 +119,7 @@ class SubstituteIndex(Index):
         self._excluded: dict[tuple[bytes, ...], bytes] = {}
         self._warned: set[tuple[bytes, ...]] = set()
         self._words: list[str] | None = None
+        self._arrow_vocabulary: Any = None
 
     def __enter__(self) -> SubstituteIndex:
         return self
@@ -270,6 +271,33 @@ class SubstituteIndex(Index):
         if self._words is None:
             self._words = [self.word(i).decode("utf-8", "surrogateescape") for i in range(self.vocab_size)]
         return self._words
+
+    def arrow_vocabulary(self) -> Any:
+        """The words by id as Arrow's string columns are gathered from
+        (:class:`fastsubs.query.parquet.Vocabulary`; made once per open index)."""
+        if self._arrow_vocabulary is None:
+            from fastsubs.query.parquet import Vocabulary
+
+            self._arrow_vocabulary = Vocabulary(self)
+        return self._arrow_vocabulary
+
+    def table(self, sentences: Iterable[Sequence[Token] | str | bytes], options: Any = None, **fields: Any) -> Any:
+        """The rows ``--format parquet`` writes for ``sentences`` (or ``-t`` records, with
+        ``targets=True``), as a ``pyarrow.Table``: no file, no text in between
+        (:mod:`fastsubs.arrow`).  ``options``: a :class:`fastsubs.QueryOptions`, or its
+        fields by name (``n=10, normalize=True``).
+
+        >>> index.table(["the cat sat"], n=10).column("substitutes")   # doctest: +SKIP
+        """
+        from fastsubs import arrow
+
+        return arrow.table(self, sentences, options, **fields)
+
+    def frame(self, sentences: Iterable[Sequence[Token] | str | bytes], options: Any = None, **fields: Any) -> Any:
+        """:meth:`table` as a pandas DataFrame of Arrow-backed columns."""
+        from fastsubs import arrow
+
+        return arrow.frame(self, sentences, options, **fields)
 
     def sentences(self, sentences: Iterable[Sequence[Token] | str], *, n: int | None = None,
                   p: float | None = None, exclude: Iterable[Token] = ()) -> Iterator[list[list[Substitute]]]:

@@ -22,6 +22,7 @@ parent.
 from __future__ import annotations
 
 import fcntl
+import gc
 import multiprocessing
 import select
 from collections import deque
@@ -41,8 +42,8 @@ Prepare = Callable[[], Any]
 Work = Callable[[Any, Any], object]
 #: What a worker sends back: the result of one item, or what stopped it.
 Message = object
-#: A result pipe holds this many bytes, so a worker hands over a chunk's output (~20 KB
-#: a line at -n 100) in one write instead of waiting for its parent to empty a 64 KiB pipe.
+#: A result pipe holds this many bytes, so a worker hands over a chunk's output in one
+#: write instead of waiting for its parent to empty a pipe of Linux's default 64 KiB.
 RESULT_PIPE_BYTES = 1 << 20
 
 
@@ -113,6 +114,17 @@ class WorkerProcesses:
         self._results = select.poll()
         for fd in self._by_fd:
             self._results.register(fd, select.POLLIN)
+        self._watched: int | None = None
+
+    def watch(self, fd: int | None) -> None:
+        """Also end a blocking :meth:`collect` when ``fd`` becomes readable (the reading
+        thread's wake pipe: input is ready), until watched again with None; the caller
+        empties it."""
+        if self._watched is not None:
+            self._results.unregister(self._watched)
+        self._watched = fd
+        if fd is not None:
+            self._results.register(fd, select.POLLIN)
 
     def least_busy(self) -> Worker:
         return min(self.workers, key=lambda worker: len(worker.held))
@@ -144,8 +156,10 @@ class WorkerProcesses:
 
         A worker's result pipe ends when the worker does: an error while it still holds
         items, its normal end once it holds none."""
-        busy = any(worker.held for worker in self.workers)
+        busy = any(worker.held for worker in self.workers) or self._watched is not None
         for fd, _ in self._results.poll(None if block and busy else 0):
+            if fd == self._watched:
+                continue
             worker = self._by_fd[fd]
             try:
                 message = worker.results.recv()
@@ -170,16 +184,23 @@ def worker_processes(count: int, prepare: Prepare, work: Work, parent: int, died
     every = [end for pair in pipes for pipe in pair for end in pipe]
     workers: list[Worker] = []
     finished = False
+    # Every object made so far goes into the collector's permanent generation before the
+    # forks: a worker's collections then never write to the pages it shares with its
+    # parent (each write copies a page), and the parent takes them back afterwards.
+    gc.freeze()
     try:
-        with signals_held():  # a worker must not see Ctrl-C before it ignores it
-            for (task_reader, task_writer), (result_reader, result_writer) in pipes:
-                _widen(result_writer)
-                mine = (task_reader, result_writer)
-                process = context.Process(target=_serve, daemon=True, args=(
-                    prepare, parent, work, task_reader, result_writer,
-                    [end for end in every if end not in mine]))
-                process.start()
-                workers.append(Worker(process, task_writer, result_reader))
+        try:
+            with signals_held():  # a worker must not see Ctrl-C before it ignores it
+                for (task_reader, task_writer), (result_reader, result_writer) in pipes:
+                    _widen(result_writer)
+                    mine = (task_reader, result_writer)
+                    process = context.Process(target=_serve, daemon=True, args=(
+                        prepare, parent, work, task_reader, result_writer,
+                        [end for end in every if end not in mine]))
+                    process.start()
+                    workers.append(Worker(process, task_writer, result_reader))
+        finally:
+            gc.unfreeze()
         for (task_reader, _), (_, result_writer) in pipes:  # the workers' ends are theirs alone
             task_reader.close()
             result_writer.close()

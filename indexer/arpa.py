@@ -11,9 +11,11 @@ a model would otherwise be silently misread:
   file must still decompress to its end: a lost or corrupt end of it is an error).
 * counts in the ``\\data\\`` header must match the sections, sections must come in
   order 1..N, every n-gram must have its order's number of words, log-probs must be
-  finite and <= 0 (``-99`` for ``<s>`` is fine), back-off weights finite (either sign),
-  and every number must fit a 32-bit float (the index stores float32).
-  A back-off weight on the highest order is rejected (it would be silently unused).
+  <= 0 and finite or ``-inf`` (log10 of 0, as KenLM writes and reads it, e.g. on ``<s>``;
+  ``-99`` is fine too), back-off weights finite (either sign), and every number must fit
+  a 32-bit float (the index stores float32; ``-1e39`` is refused, not read as ``-inf``).
+  A back-off weight on the highest order is rejected (it would be silently unused),
+  unless it is 0 (or -0): the no-op KenLM's ``build_binary`` accepts there too.
 * every n-gram and every unigram may be given only once.
 * every word of a higher-order n-gram must have a unigram; an n-gram whose lower-order
   prefix is missing is tolerated, as KenLM and SRILM do (its back-off context simply
@@ -187,13 +189,21 @@ def _is_number(text: bytes) -> bool:
     return True
 
 
-def _parse_number(text: bytes, lines: _Lines, what: str) -> float:
+#: How a log-probability of log10(0) is written (as Python's float() reads it: any case).
+MINUS_INFINITY = (b"-inf", b"-infinity")
+
+
+def _parse_number(text: bytes, lines: _Lines, what: str, minus_infinity: bool = False) -> float:
+    """The number ``text``, finite and within float32's range; with ``minus_infinity``,
+    ``-inf`` written as such (:data:`MINUS_INFINITY`) too."""
     try:
         value = float(text)
     except ValueError:
         raise lines.error(f"expected a number for the {what}, found {_show(text)}") from None
+    if minus_infinity and text.lower() in MINUS_INFINITY:
+        return value
     if not math.isfinite(value):
-        raise lines.error(f"expected a finite {what}, found {_show(text)}")
+        raise lines.error(f"expected a finite {what}{' or -inf' * minus_infinity}, found {_show(text)}")
     if abs(value) > FLOAT32_MAX:
         raise lines.error(f"expected a {what} within ±3.4e38 (the index stores 32-bit floats), found {_show(text)}")
     return value
@@ -430,12 +440,14 @@ def _parse_lines(
                     f"expected a number for the back-off weight, found {_show(parts[-1])} "
                     f"(is this a {order + 1}-gram in the \\{order}-grams: section?)")
             beta = _parse_number(parts[-1], lines, "back-off weight")
+        elif fields == long_ and _is_number(parts[-1]) and float(parts[-1]) == 0.0:
+            beta = 0.0  # the no-op weight KenLM accepts on the highest order
         elif fields == long_ and _is_number(parts[-1]):
             raise lines.error(f"expected no back-off weight on a {order}-gram, found {_show(parts[-1])} "
                               f"({order} is the model's highest order)")
         else:
             raise lines.error(f"expected {_ngram_shape(order, has_beta)}, found {fields} field{'s' * (fields != 1)}")
-        alpha = _parse_number(parts[0], lines, "log-probability")
+        alpha = _parse_number(parts[0], lines, "log-probability", minus_infinity=True)
         if alpha > 0:
             raise lines.error(f"expected a log-probability <= 0, found {_show(parts[0])}")
         if order == 1:

@@ -22,8 +22,8 @@ import lmdb
 import msgpack
 import numpy as np
 
-from fastsubs import __version__
 from fastsubs import format as fmt
+from fastsubs import origin
 from fastsubs.errors import FastsubsError, IndexExistsError, ModelFormatError
 from fastsubs.indexer.arpa import ArpaReader, NgramTable
 from fastsubs.indexer.completeness import check_count, check_opens, check_unigram_arrays
@@ -353,7 +353,8 @@ def _metadata(model: _ReadModel, model_path: Path, vocab_size: int, id_bytes: in
         # The bound must cover the stored (float32) weights, which can round up from the text.
         "max_unigram_beta": float(model.unigrams.beta.astype(fmt.SCORE_DTYPE).max()),
         "source": {"name": model_path.name, "size": stat.st_size, "sha256": _file_digest(model_path)},
-        "build": {"fastsubs": __version__, "fastsubs_format": fmt.FORMAT_VERSION, "python": sys.version.split()[0],
+        "build": {"fastsubs": origin.VERSION, "fastsubs_commit": origin.commit(),
+                  "fastsubs_format": fmt.FORMAT_VERSION, "python": sys.version.split()[0],
                   "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
         "sizes": sizes,
     }

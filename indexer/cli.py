@@ -13,6 +13,7 @@ from typing import Optional
 
 import typer
 
+from fastsubs import origin
 from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, usable_cores, version_option
 
 single_threaded_blas()  # before anything imports numpy
@@ -119,7 +120,10 @@ def described(index: Path, meta: dict) -> str:
         "n-grams:     " + ", ".join(f"{n:,} {m}-grams" for m, n in enumerate(meta["counts"], start=1)),
         f"vocabulary:  {words} ({meta.get('id_bytes')}-byte ids)",
         f"size:        {size}",
-        f"built:       {build.get('built_at')} by fastsubs {build.get('fastsubs')} (Python {build.get('python')})",
+        f"built:       {build.get('built_at')} by fastsubs {build.get('fastsubs')}"
+        + (f" (commit {build['fastsubs_commit']})" if build.get("fastsubs_commit") else "")
+        + f" (Python {build.get('python')})",
+        f"read by:     fastsubs {origin.describe()}",
     ])
 
 

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 typedef struct {
     PyObject_HEAD
@@ -96,6 +97,10 @@ static int parse_number(const char *start, const char *end, double *value) {
     size_t n = (size_t)(end - start);
     if (n == 0 || n >= sizeof(text))
         return -1;
+    if ((n == 4 && strncasecmp(start, "-inf", 4) == 0) || (n == 9 && strncasecmp(start, "-infinity", 9) == 0)) {
+        *value = -INFINITY;  /* log10(0), as KenLM writes it (the careful parser's MINUS_INFINITY) */
+        return 0;
+    }
     for (const char *c = start; c < end; c++)
         if (!((*c >= '0' && *c <= '9') || *c == '.' || *c == 'e' || *c == 'E' || *c == '+' || *c == '-'))
             return -1;
@@ -104,7 +109,8 @@ static int parse_number(const char *start, const char *end, double *value) {
     char *stop;
     errno = 0;
     *value = strtod(text, &stop);
-    return stop == text + n ? 0 : -1;
+    /* too big for a double (1e999): not -inf, the careful parser names it */
+    return stop == text + n && isfinite(*value) ? 0 : -1;
 }
 
 /* parse(text, n, order, has_beta) -> (ids, alpha, beta) | None */
@@ -151,9 +157,9 @@ static PyObject *WordTable_parse(WordTable *self, PyObject *args) {
             field[fields++][1] = c;
         }
         double a, b = 0.0;
-        ok = (fields == order + 1 || (fields == order + 2 && has_beta)) &&
-             parse_number(field[0][0], field[0][1], &a) == 0 &&
+        ok = (fields == order + 1 || fields == order + 2) && parse_number(field[0][0], field[0][1], &a) == 0 &&
              (fields == order + 1 || parse_number(field[order + 1][0], field[order + 1][1], &b) == 0);
+        ok = ok && (fields == order + 1 || has_beta || b == 0.0);  /* the highest order: a weight of 0 alone */
         for (int w = 0; ok && w < order; w++) {
             int32_t id = word_id(self, field[w + 1][0], (size_t)(field[w + 1][1] - field[w + 1][0]));
             ids[line * order + w] = id;
@@ -161,7 +167,7 @@ static PyObject *WordTable_parse(WordTable *self, PyObject *args) {
         }
         if (ok) {  /* finite, a log-probability, and finite once narrowed as the index stores it */
             float a32 = (float)a, b32 = (float)b;
-            ok = isfinite(a) && a <= 0.0 && isfinite(a32) && isfinite(b) && isfinite(b32);
+            ok = (a == -INFINITY || (isfinite(a) && isfinite(a32))) && a <= 0.0 && isfinite(b) && isfinite(b32);
             alpha[line] = a32;
             beta[line] = b32;
         }

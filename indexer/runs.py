@@ -34,7 +34,7 @@ from fastsubs.indexer.arpa import NgramTable
 MERGE_ROWS = 1 << 20
 #: Bytes a job needs per row of a run as it sorts it, beyond the row (its ids moved into
 #: key order, the sort's key, order and temporaries), and what merging and encoding
-#: MERGE_ROWS rows take (kn4-64k's 4-grams, measured).
+#: MERGE_ROWS rows take (measured: docs/performance.md, "Tuning").
 SORT_BYTES_PER_ROW = 48
 MERGE_BYTES = 200 << 20
 #: Rows written at a time from a sorted run (bounds the copy that gathers them).

@@ -11,7 +11,6 @@
 #ifndef FASTSUBS_CHUNK_H
 #define FASTSUBS_CHUNK_H
 
-#include "index.h"
 #include "render.h"
 
 /* Bytes held elsewhere (a line, a token, a word). */

@@ -14,9 +14,9 @@
 
 #include "search.h"
 
-/* Cache slots of a Searcher (64 bytes each): 131,072 slots, 8 MiB.  Over the
- * 243K-position corpus sample on kn4-64k a search meets ~40 patterns (present or not);
- * the text's patterns fit many times over in a first pass of thousands of lines. */
+/* Cache slots of a Searcher (64 bytes each): 2^17 slots, 8 MiB.  A search meets a few tens
+ * of patterns (present or not), so a text's patterns fit many times over in a first pass
+ * of thousands of lines (measured: docs/performance.md, "Tuning"). */
 #define INDEX_RECORD_SLOTS ((size_t)1 << 17)
 /* Bytes of rank maps and sorted prefixes a Searcher keeps (cache.h, Kept). */
 #define INDEX_KEPT_BYTES ((size_t)24 << 20)

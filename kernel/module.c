@@ -10,6 +10,7 @@
 #include <Python.h>
 
 #include "module.h"
+#include "module_format.h"
 
 static PyObject *NotAnIndexError, *IndexVersionError, *DamagedIndexError;  /* fastsubs.errors */
 
@@ -525,9 +526,12 @@ PyMODINIT_FUNC PyInit__kernel(void) {
     PyObject *module = PyModule_Create(&kernel_module);
     if (!module)
         return NULL;
-    PyObject *constants = format_constants();
-    int rc = constants ? PyModule_AddObjectRef(module, "FORMAT", constants) : -1;
+    PyObject *constants = format_constants(), *layout = render_layout();
+    int rc = constants && layout ? PyModule_AddObjectRef(module, "FORMAT", constants) : -1;
+    if (rc == 0)
+        rc = PyModule_AddObjectRef(module, "RENDER", layout);
     Py_XDECREF(constants);
+    Py_XDECREF(layout);
     if (rc < 0 || PyModule_AddType(module, &IndexType) < 0) {
         Py_DECREF(module);
         return NULL;

@@ -6,6 +6,7 @@
 #include <Python.h>
 
 #include "chunk.h"
+#include "index.h"
 
 /* An open index as Python sees it. */
 typedef struct {
@@ -27,9 +28,6 @@ int get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, cons
  * tuple ``*held`` that holds them (another thread may change the list meanwhile): an
  * array to PyMem_Free, or NULL with an exception set (*held NULL). */
 Span *byte_spans(PyObject *list, PyObject **held, const char *what);
-
-/* module_format.c: fastsubs._kernel.FORMAT (a new reference, or NULL with an exception set). */
-PyObject *format_constants(void);
 
 /* The methods of module_search.c (their arguments are documented there). */
 PyObject *Index_search(Index *self, PyObject *args);

@@ -1,10 +1,16 @@
 /* fastsubs._kernel.FORMAT: the index format's constants and rules as the core was compiled
  * with them (kernel/format.h), for tests/test_checksums.py to compare with
- * fastsubs/format.py, so that neither spelling of the format changes alone. */
+ * fastsubs/format.py, so that neither spelling of the format changes alone; and
+ * fastsubs._kernel.RENDER: the output layouts Python reads (kernel/render.h), which
+ * query/parquet.py builds its dtype from and tests/test_render_layout.py compares. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <ctype.h>
+#include <stddef.h>
 
-#include "module.h"
+#include "format.h"
+#include "module_format.h"
+#include "render.h"
 
 /* The format's constants as the core was compiled with them (a test compares them with
  * fastsubs/format.py). */
@@ -104,4 +110,59 @@ failed:
     Py_XDECREF(items);
     Py_XDECREF(constants);
     return NULL;
+}
+
+/* A name of render.h (``RENDER_JSON``'s ``JSON``) and its value. */
+typedef struct {
+    const char *name;
+    int value;
+} Named;
+
+#define KIND(name) {#name, RENDER_##name}
+#define COLUMN(name) {#name, COLUMN_##name}
+#define PLACE_FIELD(name) Py_BuildValue("(snn)", #name, (Py_ssize_t)offsetof(PlaceRow, name), \
+                                        (Py_ssize_t)sizeof(((PlaceRow *)0)->name))
+
+/* The columns of RENDER_COLUMNS in their order, each named in lower case
+ * (``COLUMN_RECORD_IDS``: ``record_ids``). */
+static PyObject *column_names(void) {
+    static const Named columns[] = {COLUMN(PLACES), COLUMN(SCORES), COLUMN(PROBABILITIES), COLUMN(SUBSTITUTES),
+                                    COLUMN(DRAWS), COLUMN(WORDS), COLUMN(NAMES), COLUMN(RECORD_IDS)};
+    _Static_assert(sizeof(columns) / sizeof(columns[0]) == COLUMN_COUNT, "every column of render.h is named here");
+    PyObject *names = PyTuple_New(COLUMN_COUNT);
+    for (int c = 0; names && c < COLUMN_COUNT; c++) {
+        char lower[32] = {0};
+        for (size_t i = 0; columns[c].name[i] && i < sizeof(lower) - 1; i++)
+            lower[i] = (char)tolower((unsigned char)columns[c].name[i]);
+        PyObject *name = columns[c].value == c ? PyUnicode_FromString(lower) : NULL;
+        if (!name) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_SystemError, "module_format.c names render.h's column %s out of its order", lower);
+            Py_CLEAR(names);
+            break;
+        }
+        PyTuple_SET_ITEM(names, c, name);
+    }
+    return names;
+}
+
+PyObject *render_layout(void) {
+    static const Named kinds[] = {KIND(LINE), KIND(FIELDS), KIND(JSON), KIND(SAMPLE_LINES), KIND(SAMPLE_JSON),
+                                  KIND(COLUMNS)};
+    PyObject *kind_values = PyDict_New();
+    for (size_t k = 0; kind_values && k < sizeof(kinds) / sizeof(kinds[0]); k++)
+        if (add_number(kind_values, kinds[k].name, PyLong_FromLong(kinds[k].value)) < 0)
+            Py_CLEAR(kind_values);
+    PyObject *fields = Py_BuildValue("(NNNNNNNN)", PLACE_FIELD(line), PLACE_FIELD(position), PLACE_FIELD(listed),
+                                     PLACE_FIELD(drawn), PLACE_FIELD(word_len), PLACE_FIELD(name_len),
+                                     PLACE_FIELD(id_len), PLACE_FIELD(not_utf8));
+    PyObject *columns = column_names();
+    if (!kind_values || !fields || !columns) {
+        Py_XDECREF(kind_values);
+        Py_XDECREF(fields);
+        Py_XDECREF(columns);
+        return NULL;
+    }
+    return Py_BuildValue("{sNsNsNsn}", "kinds", kind_values, "columns", columns, "place_row", fields,
+                         "place_row_bytes", (Py_ssize_t)sizeof(PlaceRow));
 }

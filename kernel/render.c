@@ -442,6 +442,15 @@ static void render_columns(Text *columns, const Rendering *r, const Place *place
 
 /* ---------------------------------------------------------------- a position */
 
+/* A score in JSON: as Python's repr() writes it, or null for -inf (log10 of 0), which JSON
+ * cannot write (Python's json.dumps writes -Infinity, which strict parsers refuse). */
+static void append_json_score(Text *t, double value) {
+    if (isfinite(value))
+        text_repr(t, value);
+    else
+        APPEND(t, "null");
+}
+
 void render_position(Text *t, const Store *s, const Rendering *r, const Place *place, const Scored *answers,
                      const double *probabilities, int64_t n, int64_t *draws, double *cumulative) {
     switch (r->kind) {
@@ -462,7 +471,7 @@ void render_position(Text *t, const Store *s, const Rendering *r, const Place *p
             APPEND(t, "{\"word\": ");
             append_word_string(t, s, answers[i].word);
             APPEND(t, ", \"lp\": ");
-            text_repr(t, answers[i].score);
+            append_json_score(t, answers[i].score);
             APPEND(t, ", \"p\": ");
             text_repr(t, probabilities[i]);
             APPEND(t, "}");

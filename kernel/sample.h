@@ -11,7 +11,7 @@
 #ifndef FASTSUBS_SAMPLE_H
 #define FASTSUBS_SAMPLE_H
 
-#include "search.h"
+#include <stdint.h>
 
 /* ``draws`` positions into ``answers``' ``n`` (>= 1) substitutes, drawn with replacement in
  * proportion to ``probabilities`` (p / sum p, search.h), into ``out``; ``cumulative``:

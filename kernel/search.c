@@ -385,9 +385,15 @@ int search_position(Searcher *searcher, const uint32_t *sentence, int n, int tar
     return rc;
 }
 
-/* p / sum p of ``n`` scores, best first, ``stride`` bytes apart from ``first``. */
+/* p / sum p of ``n`` scores, best first, ``stride`` bytes apart from ``first``.  A score
+ * of -inf (log10 of 0) has p 0; where every score is -inf, none has any mass: each p is 0. */
 static void normalize_strided(const char *first, size_t stride, int64_t n, double *out) {
     double total = 0.0, best = n > 0 ? *(const double *)first : 0.0;
+    if (best == -INFINITY) {
+        for (int64_t i = 0; i < n; i++)
+            out[i] = 0.0;
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {  /* relative to the best: no underflow of the sum */
         out[i] = pow(10.0, *(const double *)(first + (size_t)i * stride) - best);
         total += out[i];

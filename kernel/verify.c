@@ -9,9 +9,10 @@
 
 /* ---------------------------------------------------------------- whole-index checks */
 
+/* Log-probabilities at most 0, -inf (log10 of 0) included, never NaN; weights finite. */
 static int scores_ok(const PatternData *p) {
     for (uint32_t i = 0; i < p->count; i++)
-        if (!(isfinite(p->alpha[i]) && p->alpha[i] <= 0.0f) || (p->beta && !isfinite(p->beta[i])))
+        if (!(p->alpha[i] <= 0.0f) || (p->beta && !isfinite(p->beta[i])))
             return 0;
     return 1;
 }

@@ -11,6 +11,11 @@ Entry points (the first two are public, as :mod:`fastsubs.dask`):
   lines ``fastsubs-query`` prints for them, partition by partition, order kept;
 * :func:`to_textfiles` writes such a bag, one file per partition, each byte-identical
   to ``fastsubs-query``'s output for that partition's lines;
+* :func:`substitutes_frame` makes a bag (or a Dask Series) of input lines into a Dask
+  DataFrame of the rows ``--format parquet`` writes for them, a partition per partition,
+  built as :meth:`fastsubs.index.SubstituteIndex.frame` builds them (no text in between);
+  :func:`to_parquet` writes it as a dataset through Dask's own writer, one part per
+  partition, in the schema of ``fastsubs-query``'s datasets;
 * :func:`run_files` (``fastsubs-query --dask ADDRESS -i 'corpus/*.txt' -o out/``)
   processes each input file as one task and writes ``out/<file name>``; each output
   file is byte-identical to a single-machine run on that input file (with
@@ -34,7 +39,7 @@ from fastsubs.index import SubstituteIndex
 from fastsubs.query.formats import input_blocks
 from fastsubs.query.lines import numbered_chunks
 from fastsubs.query.options import QueryOptions, missing_word_warning
-from fastsubs.query.output_files import PARTIAL_SUFFIX, publish_part
+from fastsubs.query.output_files import PARTIAL_SUFFIX, publish_part, written_atomically
 from fastsubs.query.run import process_chunk
 from fastsubs.stats import SearchStats
 from fastsubs.textio import compressor, open_binary
@@ -79,8 +84,8 @@ def substitutes_bag(bag: Any, index_path: str | os.PathLike[str], options: Query
     >>> to_textfiles(substitutes_bag(lines, "/shared/model.fsidx", QueryOptions(n=10)), "out/*.txt")  # doctest: +SKIP
     """
     if options.format == "parquet":
-        raise ArgumentError("a bag holds lines of text or JSON; for Parquet datasets run fastsubs-query "
-                            "--dask ... --format parquet")
+        raise ArgumentError("a bag holds lines of text or JSON; for the rows of a Parquet dataset use "
+                            "fastsubs.dask.substitutes_frame or to_parquet")
     path = os.path.abspath(index_path)  # workers resolve it, maybe from another directory
     if options.exclude and os.path.isdir(path):
         with SubstituteIndex(path) as index:
@@ -102,15 +107,70 @@ def to_textfiles(bag: Any, path: str, **kwargs: Any) -> Any:
     return bag.map_partitions(_file_text).to_textfiles(path, encoding=None, **kwargs)
 
 
+def _frame_partition(lines: Iterable[str], index_path: str, options: QueryOptions) -> Any:
+    """The rows of a partition's input lines (numbered from 1), as a pandas frame."""
+    return _open(index_path).frame(lines, options)
+
+
+def _meta(options: QueryOptions) -> Any:
+    """An empty frame of the rows' columns and types: what Dask needs to know of every partition."""
+    import pandas as pd
+
+    from fastsubs.query.parquet import schema
+
+    return schema(options).empty_table().to_pandas(types_mapper=pd.ArrowDtype)
+
+
+def substitutes_frame(lines: Any, index_path: str | os.PathLike[str], options: QueryOptions) -> Any:
+    """A Dask DataFrame of the rows ``fastsubs-query --format parquet`` writes (the
+    columns of docs/output-formats.md, Arrow-backed), for ``lines``: a bag of input lines
+    (as ``dask.bag.read_text`` gives them) or a Dask Series of them (a DataFrame of one
+    column is taken as that column).  One partition per partition of ``lines``, whose
+    lines are numbered from 1 (``sentence``), as for :func:`substitutes_bag`; ``options``'
+    ``format`` is not looked at."""
+    try:
+        import dask.dataframe as dd
+        from dask import delayed
+    except ImportError as error:
+        raise missing_extra("a Dask DataFrame needs dask.dataframe and pandas", "dataframe", str(error)) from None
+    from fastsubs.query.parquet import require_pyarrow
+
+    require_pyarrow()
+    if isinstance(lines, dd.DataFrame):
+        if len(lines.columns) != 1:
+            raise ArgumentError(f"a DataFrame of input lines must have one column, not {list(lines.columns)}")
+        lines = lines[lines.columns[0]]
+    if not hasattr(lines, "to_delayed"):
+        raise ArgumentError(f"lines must be a dask bag or Series of input lines, not {type(lines).__name__}")
+    path = os.path.abspath(index_path)
+    render = delayed(_frame_partition, pure=True)
+    return dd.from_delayed([render(part, path, options) for part in lines.to_delayed()], meta=_meta(options),
+                           verify_meta=False)
+
+
+def to_parquet(lines: Any, path: str | os.PathLike[str], index_path: str | os.PathLike[str],
+               options: QueryOptions, **kwargs: Any) -> Any:
+    """Write the rows of :func:`substitutes_frame` as a Parquet dataset at ``path`` through
+    Dask's writer (``dask.dataframe.to_parquet``): one part per partition of ``lines``
+    (``part.0.parquet``, ...), in the schema of ``fastsubs-query``'s datasets, compressed
+    with zstd.  ``kwargs`` go to Dask's writer (``compute=False``, ``storage_options``...)."""
+    from fastsubs.query.parquet import schema
+
+    frame = substitutes_frame(lines, index_path, options)
+    settings = {"compression": "zstd", "write_index": False, "schema": schema(options), **kwargs}
+    return frame.to_parquet(os.fspath(path), **settings)
+
+
 def _process_file(job: tuple[str, str], index_path: str, options: QueryOptions) -> SearchStats:
     """One input file's output, written as fastsubs-query writes it (a compressed one in the
-    same members), with a bad record an error as there."""
+    same members), with a bad record an error as there; published whole, as every ``-o``
+    (a task that fails leaves no file)."""
     if options.format == "parquet":
         return _process_file_into_a_dataset(job, index_path, options)
     source, target = job
     totals = SearchStats()
     compress = compressor(target)
-    with open_binary(source) as stream, open(target, "wb") as out:
+    with open_binary(source) as stream, written_atomically(target) as out:
         index = _open(index_path)
         for chunk in numbered_chunks(stream, source):
             result = process_chunk(index, chunk, options, source, compress)

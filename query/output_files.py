@@ -492,12 +492,15 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
         return StreamOutput(open(output_path, "wb"), str(output_path), owned=True)
 
 
-def _write_json(path: str, data: dict[str, Any]) -> None:
-    """Replace ``path`` by ``data`` as JSON, atomically and durably."""
-    temporary = f"{path}.tmp"
+@contextmanager
+def written_atomically(path: str, suffix: str = PARTIAL_SUFFIX) -> Iterator[BinaryIO]:
+    """A stream whose bytes replace ``path`` whole and durably once the block ends without
+    an error: written as ``path`` + ``suffix``, which an error removes, so a reader never
+    sees part of a file (``--dask``'s outputs, the records beside an output)."""
+    temporary = f"{path}{suffix}"
     try:
-        with open(temporary, "w") as stream:
-            json.dump(data, stream, indent=1)
+        with open(temporary, "wb") as stream:
+            yield stream
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
@@ -505,6 +508,12 @@ def _write_json(path: str, data: dict[str, Any]) -> None:
         _remove(temporary)
         raise
     _sync_directory(path)
+
+
+def _write_json(path: str, data: dict[str, Any]) -> None:
+    """Replace ``path`` by ``data`` as JSON, atomically and durably."""
+    with written_atomically(path, ".tmp") as stream:
+        stream.write(json.dumps(data, indent=1).encode())
 
 
 def _remove(path: str) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from fastsubs._kernel import RENDER
 from fastsubs.errors import missing_extra
 from fastsubs.index import SubstituteIndex
 from fastsubs.query.lines import Blocks
@@ -36,7 +37,8 @@ from fastsubs.query.options import QueryOptions
 from fastsubs.query.output_files import PART_NAME, PART_TEMPORARY_PREFIX
 
 # Arrow's allocator is chosen as its library loads: the C library's malloc, not mimalloc,
-# which keeps ~50 MB in each process (keep_memory_small; a choice made in the environment stays).
+# which keeps what it has freed in each process (keep_memory_small; a choice made in the
+# environment stays).
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 try:
     import pyarrow as pa
@@ -50,8 +52,7 @@ except ImportError as error:  # the run stops before it starts: see require_pyar
 #: within the last 2,048 lines are cut into 128-line parts, so that the processes of a
 #: parallel run finish together.
 PART_BLOCKS = Blocks(lines=1024, tail_lines=2048, tail_chunk_lines=128)
-#: Input lines per row group: what a process holds of a part before writing it out (about
-#: 1,500 positions, 2 MB of numbers at -n 100).
+#: Input lines per row group: what a process holds of a part before writing it out.
 ROW_GROUP_LINES = 128
 
 #: Words gathered at a time into a string column (Vocabulary.strings).
@@ -59,19 +60,24 @@ GATHER_IDS = 16384
 #: glibc's mallopt() parameter of the size from which malloc maps a block on its own.
 M_MMAP_THRESHOLD = -3
 
-#: One position of the places column (kernel/render.h ``PlaceRow``, int64 fields).
-PLACE_ROW = np.dtype([("line", "<i8"), ("position", "<i8"), ("listed", "<i8"), ("drawn", "<i8"),
-                      ("word_len", "<i8"), ("name_len", "<i8"), ("id_len", "<i8"), ("not_utf8", "<i8")])
-#: The packed columns in kernel/render.h's order, with their item types.
+#: One position of the places column: kernel/render.h's ``PlaceRow`` (signed integer fields),
+#: each field at the offset and of the size the core has it (``fastsubs._kernel.RENDER``).
+PLACE_ROW = np.dtype({"names": [name for name, _, _ in RENDER["place_row"]],
+                      "formats": [f"=i{size}" for _, _, size in RENDER["place_row"]],
+                      "offsets": [offset for _, offset, _ in RENDER["place_row"]],
+                      "itemsize": RENDER["place_row_bytes"]})
+#: The packed columns in kernel/render.h's order, with their item types (the names and order
+#: are the core's, ``RENDER["columns"]``: tests/test_render_layout.py).
 COLUMNS: tuple[tuple[str, np.dtype], ...] = (
     ("places", PLACE_ROW), ("scores", np.dtype(np.float64)), ("probabilities", np.dtype(np.float64)),
     ("substitutes", np.dtype(np.uint32)), ("draws", np.dtype(np.uint32)), ("words", np.dtype(np.uint8)),
-    ("names", np.dtype(np.uint8)), ("ids", np.dtype(np.uint8)))
+    ("names", np.dtype(np.uint8)), ("record_ids", np.dtype(np.uint8)))
 
 
 def keep_memory_small() -> None:
     """What a parquet run's processes allocate goes back to the system once freed, so each
-    stays near a text run's (docs/performance.md, "Parquet datasets"): Arrow
+    stays near a text run's (the memory figures under "Parquet datasets" in
+    docs/performance.md): Arrow
     allocates from the C library's malloc (set above, before it loads), and glibc's malloc
     maps every block over 128 KiB on its own (its threshold otherwise grows as blocks are
     freed, which then stay in its heap).  For the process and the workers it forks."""
@@ -129,8 +135,8 @@ def _strings(offsets: np.ndarray, data: np.ndarray | bytes, kind: Any = None, va
     check), null where ``valid`` is False.
 
     Every array here is built from its buffers, never by pyarrow's converters (``pa.array``)
-    or compute functions (take, cast): the first call of either costs a process about 30 MB
-    for good, more than half again the memory it searches with."""
+    or compute functions (take, cast): the first call of either makes a process keep
+    memory for good, more than it searches with (docs/performance.md, "Tuning")."""
     bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(kind or pa.string(), len(offsets) - 1,
                                  [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)])
@@ -201,7 +207,7 @@ def table(data: bytes, vocabulary: Vocabulary, options: QueryOptions) -> Any:
     row: dict[str, Any] = {"sentence": _numbers(places["line"], pa.int64())}
     if options.targets:
         row["name"], row["name_bytes"] = _text(columns["names"], places["name_len"], places["not_utf8"] & 2)
-        row["id"], row["id_bytes"] = _text(columns["ids"], places["id_len"], places["not_utf8"] & 4)
+        row["id"], row["id_bytes"] = _text(columns["record_ids"], places["id_len"], places["not_utf8"] & 4)
     row["position"] = _numbers(places["position"], pa.int64())
     row["word"], row["word_bytes"] = _text(columns["words"], places["word_len"], places["not_utf8"] & 1)
     row["substitutes"] = word_lists(columns["substitutes"], listed)
@@ -227,8 +233,7 @@ class PartFiles:
         self._vocabulary: Vocabulary | None = None
 
     def writer(self, index: SubstituteIndex, first_line: int) -> PartWriter:
-        if self._vocabulary is None:
-            self._vocabulary = Vocabulary(index)
+        self._vocabulary = index.arrow_vocabulary()
         return PartWriter(self, first_line)
 
 

@@ -1,7 +1,8 @@
 """``OUT.json``: what produced an output file, for a methods section to cite.
 
 Written beside ``-o OUT`` just before OUT is published (atomically, by
-:mod:`fastsubs.query.output_files`), it records the fastsubs version, the model compiled
+:mod:`fastsubs.query.output_files`), it records the fastsubs version (and the commit of a build from a clone,
+:mod:`fastsubs.origin`), the model compiled
 into the index (its file name, size and SHA-256, from the index's metadata), the options
 and the command line they make, the compressor of a compressed output (format, level and
 library: they decide its bytes), and the input: its path, its line count and the SHA-256
@@ -17,7 +18,7 @@ import os
 import shlex
 from typing import Any
 
-import fastsubs
+from fastsubs import origin
 from fastsubs.query.options import QueryOptions
 from fastsubs.textio import DEFAULT_LEVELS, Compressor
 
@@ -59,7 +60,7 @@ def run_record(index_path: str | os.PathLike[str], index_meta: dict[str, Any], o
     return {
         "format": FORMAT,
         "version": VERSION,
-        "fastsubs": fastsubs.__version__,
+        "fastsubs": origin.VERSION,
         "index": {"path": os.path.abspath(index_path), "format_version": index_meta.get("format_version"),
                   "order": index_meta.get("order"), "vocab_size": index_meta.get("vocab_size"),
                   "model": {"name": source.get("name"), "size": source.get("size"), "sha256": source.get("sha256")}},
@@ -81,6 +82,7 @@ def finished_record(run: dict[str, Any], output: str | os.PathLike[str], source:
     if not source.startswith("<"):
         command += ["-i", input_path]
     command += ["-o", os.path.abspath(output)]
-    return {**run, "command": shlex.join(command),
+    # asked here, at the end, not as the run starts: in a clone it takes git a few processes
+    return {**run, "fastsubs_commit": origin.commit(), "command": shlex.join(command),
             "input": {"path": input_path, "lines": lines, "sha256": input_sha256},
             "output": os.path.abspath(output)}

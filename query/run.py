@@ -37,6 +37,7 @@ from fastsubs.query.output_files import (
 )
 from fastsubs.query.progress import Progress
 from fastsubs.query.provenance import run_record
+from fastsubs.query.reading import END, ReadingThread
 from fastsubs.stats import SearchStats
 from fastsubs.textio import Compressor, compressor, open_binary
 
@@ -150,30 +151,40 @@ def parallel_results(index: SubstituteIndex, pool: WorkerProcesses, chunks: Iter
     This process keeps each worker holding CHUNKS_AHEAD chunks, and searches a chunk
     itself whenever the next result to write is not ready (topping the workers up between
     its chunks), so ``--workers 2`` is two processes busy on two cores, not two and a
-    parent that mostly waits; with many workers it mostly writes.
+    parent that mostly waits; with many workers it mostly writes.  A thread reads the
+    input (:mod:`fastsubs.query.reading`), so answers are written while a pipe that stays
+    open has nothing more to give.
     """
-    run = InOrder(pool, chunks, CHUNKS_AHEAD * (len(pool.workers) + 1) * 2)
-    while True:
-        pool.collect(block=False)
-        yield from run.ready()  # before topping up, which may wait for input from a pipe
-        run.top_up()
-        if run.finished:
-            return
-        taken = run.take()
-        if taken is not None:  # the next result is not ready: search meanwhile
-            number, chunk = taken
-            pool.answered[number] = process_chunk(index, chunk, options, source, compress, parts)
-        else:
-            pool.collect(block=True)
+    most = CHUNKS_AHEAD * (len(pool.workers) + 1) * 2
+    with ReadingThread(iter(chunks), most) as reading:
+        run = InOrder(pool, reading, most)
+        pool.watch(reading.wake)
+        try:
+            while True:
+                pool.collect(block=False)
+                reading.drain()
+                yield from run.ready()
+                run.top_up()  # with the chunks read so far: never waits for input
+                if run.finished:
+                    return
+                taken = run.take()
+                if taken is not None:  # the next result is not ready: search meanwhile
+                    number, chunk = taken
+                    pool.answered[number] = process_chunk(index, chunk, options, source, compress, parts)
+                else:
+                    pool.collect(block=True)  # a result, or input
+        finally:
+            pool.watch(None)
 
 
 class InOrder:
     """The chunks of a parallel run in flight, from reading to writing: handed to the
     workers or searched here, and given back in input order once answered."""
 
-    def __init__(self, pool: WorkerProcesses, chunks: Iterable[Chunk], most: int) -> None:
+    def __init__(self, pool: WorkerProcesses, reading: ReadingThread, most: int) -> None:
         self.pool = pool
-        self.chunks = enumerate(chunks)
+        self.reading = reading
+        self.read = 0  # chunks taken so far: the next one's number
         self.most = most  # chunks in flight at most: what bounds the memory of a run
         self.pending: deque[tuple[int, Chunk]] = deque()
         self.exhausted = False
@@ -183,16 +194,22 @@ class InOrder:
         return self.exhausted and not self.pending
 
     def take(self) -> tuple[int, Chunk] | None:
-        """The next chunk of the input, now in flight; None at the end or when enough are."""
+        """The next chunk of the input, now in flight; None at the end, when enough are, or
+        when the next one has not been read yet."""
         if self.exhausted or len(self.pending) >= self.most:
             return None
-        taken = next(self.chunks, None)
-        if taken is None:
+        chunk = self.reading.next_ready()
+        if chunk is END:
             self.exhausted = True
             self.pool.finish_sending()
+            self.pool.watch(None)
             return None
-        self.pending.append(taken)
-        return taken
+        if chunk is None:
+            return None
+        taken = (self.read, chunk)
+        self.read += 1
+        self.pending.append(taken)  # type: ignore[arg-type]
+        return taken  # type: ignore[return-value]
 
     def top_up(self) -> None:
         """Tops every worker up to CHUNKS_AHEAD chunks."""

@@ -1,6 +1,6 @@
 """Hypothesis strategies for random, valid back-off ARPA models and sentences.
 
-Why this exists: the KenLM models in ``/work/shared/data`` are all well-behaved
+Why this exists: the KenLM models of the shared data folder are all well-behaved
 (``<unk>`` present, every back-off weight <= 0, every n-gram's prefix and suffix
 present).  The exact search must also be right on the models those files never
 show, above all models with *positive* back-off weights, the case the original

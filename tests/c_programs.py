@@ -10,7 +10,7 @@ named by what they are made of (flags, source, the kernel's headers) in one fold
 session, shared by pytest-xdist's workers, and a lock makes the second worker that needs a
 program wait for the first one's build instead of repeating it.
 
-LMDB (kernel/lmdb/, vendored and unchanged) takes ~7 s to compile with the sanitizers on a
+LMDB (kernel/lmdb/, vendored with its patches) takes ~7 s to compile with the sanitizers on a
 quiet machine (15 s on a busy one), more than all of the kernel's own sources together; the
 default suite's programs compile it without them, at -O0 (0.4 s).  The kernel's reads of
 what LMDB hands out are still checked (they are compiled with the sanitizers, and ASan's

@@ -28,6 +28,20 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 REFERENCE = SHARED_DATA / "reference"
 TEST_DATA = Path(__file__).resolve().parent / "data"
+
+
+def clone_version() -> str:
+    """What the tools of this clone should say they are, found here with git and the
+    package's metadata rather than by fastsubs.origin: the version and the commit checked
+    out, ``+changes`` after it where a tracked file differs from it."""
+    import importlib.metadata
+
+    def git(*arguments: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "-C", str(REPO), *arguments], capture_output=True, text=True, check=False)
+
+    head = git("rev-parse", "HEAD").stdout.strip()
+    changed = "+changes" if git("status", "--porcelain", "--untracked-files=no").stdout.strip() else ""
+    return f"{importlib.metadata.version('fastsubs')} (commit {head}{changed})"
 BIN = Path(sys.executable).parent
 DEMO_MODEL = REPO / "models" / "demo-kn4-20k.arpa.gz"
 #: Sentences drawn from the demo model for the tests (each takes the first N it needs).

@@ -1,5 +1,5 @@
-"""Single-byte damage to an index, and what its readers make of it (issue 34: no byte of an
-index crashes a reader).
+"""Single-byte damage to an index, and what its readers make of it: no byte of an index may
+crash a reader.
 
 Each flip (one byte XOR a value) is made in a working copy of the index and undone after
 its checks.  A flip is checked in one of two ways:
@@ -17,7 +17,8 @@ the undamaged index's output), ``wrong`` (another output), ``signal`` (killed by
 ``hung`` (still running after TIMEOUT seconds), ``traceback`` or ``bad error`` (any other
 ending).  Only ``identical`` and ``error`` are sound.
 
-Run as a script, it sweeps an index and writes the table (for the numbers of issue 34)::
+Run as a script, it sweeps an index and writes the table (docs/index-format.md's figures of
+damage)::
 
     python tests/damage_checks.py sweep INDEX --sentences FILE --random 3000 --targeted --jobs 2 --table out.tsv
 """

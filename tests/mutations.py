@@ -114,7 +114,10 @@ MUTATIONS = [
              "float sup = 0.0f;", "float sup = p->beta && p->count ? p->beta[0] : 0.0f;"),
     Mutation("verify-scores-not-checked", VERIFY,
              "verify takes a positive log-probability for a score",
-             "if (!(isfinite(p->alpha[i]) && p->alpha[i] <= 0.0f) ||", "if (!(isfinite(p->alpha[i])) ||"),
+             "if (!(p->alpha[i] <= 0.0f) ||", "if (!(p->alpha[i] == p->alpha[i]) ||"),
+    Mutation("verify-refuses-minus-infinity", VERIFY,
+             "verify calls a log-probability of -inf (log10 of 0, which KenLM writes) damage",
+             "if (!(p->alpha[i] <= 0.0f) ||", "if (!(isfinite(p->alpha[i]) && p->alpha[i] <= 0.0f) ||"),
     # store.c: check_pattern, each of its checks removed (records forged in tests/test_forged_records.py)
     Mutation("pattern-id-past-vocabulary-not-checked", RECORDS,
              "a pattern's word id past the vocabulary is taken: the search indexes its per-word arrays with it",
@@ -307,7 +310,13 @@ MUTATIONS = [
              "clearing the flags after a search clears <s>'s too: a later search may list <s>",
              "searcher->flags[searcher->reader.store->bos] = SEEN;",
              "searcher->flags[searcher->reader.store->bos] = 0;"),
+    Mutation("normalize-all-minus-infinity-nan", SEARCH,
+             "where every listed score is -inf, p / sum p is 0/0: NaN, not 0",
+             "if (best == -INFINITY) {", "if (0) {"),
     # render.c: the output formats (text, JSON lines, -t records, -z, --sample)
+    Mutation("jsonl-minus-infinity-not-null", RENDER,
+             "a score of -inf is written in JSON lines by the repr of finite numbers (not null)",
+             "if (isfinite(value))", "if (1)"),
     Mutation("z-floor-ignored", RENDER,
              "-z lists every substitute, not down to the first p / sum p below 1e-8",
              "while (kept < n && !(probabilities[kept] < NORMALIZED_FLOOR))", "while (kept < n)"),
@@ -337,6 +346,13 @@ MUTATIONS = [
              "--sample's draws seeded by the seed and the line only: every position of a line draws alike",
              "(uint64_t)place->line, (uint64_t)place->position, drawn, draws,",
              "(uint64_t)place->line, (uint64_t)0, drawn, draws,"),
+    # render.h: the layouts Python reads (fastsubs._kernel.RENDER)
+    Mutation("render-kinds-renumbered", "kernel/render.h",
+             "a render kind renumbered in C alone: fastsubs.index.Render asks for another format",
+             "    RENDER_JSON,", "    RENDER_JSON = 9,"),
+    Mutation("parquet-columns-reordered", "kernel/render.h",
+             "two packed columns swapped in C alone: query/parquet.py reads the scores as p / sum p",
+             "COLUMN_SCORES, COLUMN_PROBABILITIES,", "COLUMN_PROBABILITIES, COLUMN_SCORES,"),
     # sample.c: the --sample draw, numpy's default_rng([seed, line, position]).choice
     Mutation("sample-seed-high-word-dropped", SAMPLE,
              "a seed (or line) of 2^32 or more enters the seed sequence as its low 32 bits only",
@@ -345,6 +361,10 @@ MUTATIONS = [
              "a draw's uniform double made from 52 random bits: every draw halves",
              "return (double)(next >> 11) * (1.0 / 9007199254740992.0);",
              "return (double)(next >> 12) * (1.0 / 9007199254740992.0);"),
+    # kernel/lmdb/: the vendored LMDB is its upstream base and the patches kernel/lmdb/UPSTREAM names
+    Mutation("lmdb-edited-outside-its-patches", "kernel/lmdb/mdb.c",
+             "an edit of the vendored LMDB that no patch holds: an update of LMDB would lose it unseen",
+             " *\t@brief Lightning memory-mapped database library", " *\t@brief Lightning memory-mapped database"),
 ]
 # Left out, as no output can tell them from the kernel (equivalent mutants):
 # - a cached record of the highest order given a back-off pointer (has_beta for every
@@ -355,6 +375,8 @@ MUTATIONS = [
 #   word not excluded and lists them all, which is what the cap allows;
 # - a cache hit that ignores the key length or compares fewer key bytes: a hit also needs
 #   the 64-bit hash of the whole key to match, so it takes a hash collision to differ;
+# - PlaceRow's fields reordered in render.h: query/parquet.py reads each field at the offset
+#   the core exports (fastsubs._kernel.RENDER);
 # - FLAT_MAP_RATIO the wrong way round (dense patterns given two-level maps, sparse ones
 #   flat maps): both maps give the same positions; only memory and time change.
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import BIN, TEST_DATA, demo_text, run_cli
+from conftest import BIN, TEST_DATA, clone_version, demo_text, run_cli
 
 SENTENCES = b"the cat sat\ncat the\n"
 
@@ -59,9 +59,10 @@ def test_info_says_what_the_index_holds_in_a_few_lines(tiny_index: Path) -> None
     on_disk = (tiny_index / "data.mdb").stat().st_size / 2**20
     assert re.fullmatch(rf"{on_disk:.1f} MiB: 2-grams [\d.]+ MiB, 3-grams [\d.]+ MiB, the vocabulary's arrays "
                         r"[\d.]+ MiB", said["size"]), said["size"]
-    assert re.fullmatch(rf"\d{{4}}-\d\d-\d\dT[\d:]+Z by fastsubs {re.escape(fastsubs.__version__)} "
+    assert re.fullmatch(rf"\d{{4}}-\d\d-\d\dT[\d:]+Z by fastsubs {re.escape(clone_version())} "
                         rf"\(Python {sys.version_info.major}\.{sys.version_info.minor}\.\d+\)", said["built"])
-    assert set(said) == {"model", "order", "n-grams", "vocabulary", "size", "built"}
+    assert said["read by"] == f"fastsubs {clone_version()}"
+    assert set(said) == {"model", "order", "n-grams", "vocabulary", "size", "built", "read by"}
 
 
 @pytest.mark.parametrize("compression", ["", ".gz", ".bz2", ".xz"])

@@ -163,3 +163,70 @@ def test_the_documented_dask_example_runs_as_written(corpus: Path, demo_index: P
         serial = run_cli("fastsubs-query", demo_index, "-n", "100", "--exclude", "</s>", "--exclude", "<unk>",
                          "-i", source).stdout
         assert path.read_bytes() == serial, source.name
+
+
+def cli_dataset_rows(index: Path, source: Path, flags: list[str], out: Path) -> list[dict]:
+    """The rows fastsubs-query's own dataset holds for ``source``."""
+    import pyarrow.parquet as pq
+
+    run_cli("fastsubs-query", index, *flags, "--format", "parquet", "-i", source, "-o", out)
+    return pq.read_table(out).to_pylist()
+
+
+def test_a_bag_becomes_the_clis_dataset_one_part_per_partition(cluster, corpus: Path, demo_index: Path,
+                                                               tmp_path: Path) -> None:
+    """Dask's own writer, on the cluster: part i holds the rows of input file i (bytes that
+    are not UTF-8, an empty line, an empty file too) as the CLI's dataset of that file
+    holds them, in its schema."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from distributed import Client
+
+    from fastsubs.dask import to_parquet
+    from fastsubs.query.parquet import schema
+
+    sources = sorted(corpus.iterdir())
+    options = fastsubs.QueryOptions(n=5, normalize=True, sample=2, seed=3, exclude=["the"])
+    flags = ["-n", "5", "-z", "--sample", "2", "--seed", "3", "--exclude", "the"]
+    lines = dask_bag.read_text([str(s) for s in sources], encoding="utf-8", errors="surrogateescape")
+    with Client(cluster):
+        to_parquet(lines, tmp_path / "bag.parquet", demo_index, options)
+    parts = sorted((tmp_path / "bag.parquet").glob("*.parquet"), key=lambda p: int(p.name.split(".")[1]))
+    assert len(parts) == len(sources)
+    for number, (source, part) in enumerate(zip(sources, parts)):
+        written = pq.read_table(part)
+        assert written.schema.remove_metadata() == schema(options), part
+        assert written.to_pylist() == cli_dataset_rows(demo_index, source, flags, tmp_path / f"cli{number}"), source
+
+
+def test_a_series_of_lines_gives_the_same_frame(cluster, corpus: Path, demo_index: Path, tmp_path: Path) -> None:
+    """A Dask DataFrame of one column of lines (one partition per file) gives the rows of a bag."""
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    pa = pytest.importorskip("pyarrow")
+    from distributed import Client
+
+    from fastsubs.dask import substitutes_frame
+
+    sources = sorted(corpus.glob("part*.txt"))
+    texts = [pd.DataFrame({"text": s.read_text().splitlines(keepends=True)}) for s in sources]
+    frame = dd.concat([dd.from_pandas(text, npartitions=1) for text in texts])
+    options = fastsubs.QueryOptions(n=3)
+    with Client(cluster) as client:
+        rows = client.compute(substitutes_frame(frame, demo_index, options)).result()
+    expected = [row for number, source in enumerate(sources)
+                for row in cli_dataset_rows(demo_index, source, ["-n", "3"], tmp_path / f"cli{number}")]
+    assert pa.Table.from_pandas(rows, preserve_index=False).to_pylist() == expected
+
+
+def test_a_failed_task_leaves_no_output_file(cluster, demo_index: Path, tmp_path: Path) -> None:
+    """--dask publishes each output file whole: a file whose third record is bad, after
+    two records already written, leaves neither its output nor a partial one."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "good.tsv").write_bytes(b"n\ti\t0\tthe cat sat\n")
+    (inputs / "bad.tsv").write_bytes(b"n\ti\t0\tthe cat sat\nn\ti\t1\ta dog\nn\ti\tx\tthe\n")
+    out = tmp_path / "out"
+    result = run_cli("fastsubs-query", demo_index, "-t", "-n", "5", "--dask", cluster.scheduler_address,
+                     "-i", f"{inputs}/*.tsv", "-o", out, check=False)
+    assert result.returncode == 1 and b"bad.tsv:3:" in result.stderr
+    assert not (out / "bad.tsv").exists() and not (out / "bad.tsv.partial").exists()

@@ -1,4 +1,4 @@
-"""No byte of an index crashes a reader (issue 34): damage to LMDB's own structures (the meta
+"""No byte of an index crashes a reader: damage to LMDB's own structures (the meta
 pages, page headers, node pointers and headers, B-tree records, overflow pages) is checked
 before LMDB follows it (kernel/lmdb/mdb.c, "fastsubs:"), and reaches the user as one line
 naming what is wrong, never a signal, a traceback or a different answer.
@@ -123,8 +123,8 @@ def record_of(layout: Layout, name: str) -> int:
                 if f.what.endswith(f"record of {name}: pad"))
 
 
-#: (where, XOR, what the message says; {} is the page the flip is on): the crashes issue 34
-#: lists, and their kin.
+#: (where, XOR, what the message says; {} is the page the flip is on): flips that crashed
+#: every reader before LMDB's structures were checked, and their kin.
 NAMED: dict[str, tuple[Callable[[Layout, Path], int], int, str]] = {
     # the flags of the metadata record's node: every open and info crashed
     "a node's flags": (lambda layout, index: field(layout, "meta", "leaf", "node 1 flags"), 0xFF,
@@ -193,22 +193,22 @@ def test_damage_is_named(generated: tuple[Path, bytes], sound_outputs: dict[str,
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_damage_sweep_of_kn4_small(small_index: Path, tmp_path: Path) -> None:
-    """The sweep of issue 34 on kn4-small: the meta pages, two pages of each kind of each
+    """The damage sweep on kn4-small: the meta pages, two pages of each kind of each
     database (three of a page's nodes at most: the first, the middle, the last), B-tree
     records, overflow page numbers, and samples of the header, arrays and metadata, through
     the API, and every fourth of those flips through the tools (two processes at a time);
     then 1,500 flips at offsets anywhere in the file, through the API.
-    FASTSUBS_DAMAGE_SWEEP=issue sweeps as issue 34's figures were taken, all through the
-    tools (three pages of each kind, six nodes, the whole header; 3,000 offsets)."""
+    FASTSUBS_DAMAGE_SWEEP=full sweeps as docs/index-format.md's figures were taken, all
+    through the tools (three pages of each kind, six nodes, the whole header; 3,000 offsets)."""
     sentences = b"\n".join(shared("heldout-dev.txt").read_bytes().split(b"\n")[:20]) + b"\n"
-    issue = os.environ.get("FASTSUBS_DAMAGE_SWEEP") == "issue"
-    flips = damage.targeted_flips(walk(small_index), per_kind=3 if issue else 2, seed=34, nodes=6 if issue else 3,
-                                  header_bytes=None if issue else 16)
-    if not issue:
+    full = os.environ.get("FASTSUBS_DAMAGE_SWEEP") == "full"
+    flips = damage.targeted_flips(walk(small_index), per_kind=3 if full else 2, seed=34, nodes=6 if full else 3,
+                                  header_bytes=None if full else 16)
+    if not full:
         report(damage.sweep(small_index, flips, sentences, tmp_path, mode="api", jobs=2),
                "kn4-small structures through the API", tmp_path)
-    report(damage.sweep(small_index, flips if issue else flips[::4], sentences, tmp_path, mode="cli", jobs=2),
+    report(damage.sweep(small_index, flips if full else flips[::4], sentences, tmp_path, mode="cli", jobs=2),
            "kn4-small structures through the tools", tmp_path)
-    anywhere = damage.random_flips(small_index, 3000 if issue else 1500, seed=34)
-    report(damage.sweep(small_index, anywhere, sentences, tmp_path, mode="cli" if issue else "api", jobs=2),
+    anywhere = damage.random_flips(small_index, 3000 if full else 1500, seed=34)
+    report(damage.sweep(small_index, anywhere, sentences, tmp_path, mode="cli" if full else "api", jobs=2),
            "kn4-small anywhere", tmp_path)

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, clone_version, run_cli
 
 
 def packaging(test):
@@ -97,6 +97,14 @@ def test_the_wheel_says_its_licence_and_carries_the_licences(dist: Path) -> None
     assert headers["License-Expression"] == "Apache-2.0"
     info = metadata.rsplit("/", 1)[0]
     assert all(f"{info}/licenses/{licence}" in names for licence in LICENCES)
+
+
+@packaging
+def test_an_installed_copy_says_the_commit_it_was_built_from(installed: Path, tmp_path: Path) -> None:
+    """setup.py records the clone's commit in what it builds (the sdist too, for the wheel
+    built from it): an installed copy, far from any clone, still says it."""
+    said = run(installed / "fastsubs-query", "--version", cwd=tmp_path).stdout.decode()
+    assert said == f"fastsubs-query {clone_version()}\n"
 
 
 @packaging

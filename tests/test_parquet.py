@@ -102,6 +102,52 @@ def test_every_row_equals_json_lines(demo_index: Path, sentences: Path, tmp_path
     assert record["input"]["lines"] == len(sentences.read_bytes().splitlines())
 
 
+def frame_rows(frame) -> list[dict]:
+    """The rows of a pandas frame read from a dataset, as pyarrow gives a table's."""
+    import pyarrow as pa
+
+    return pa.Table.from_pandas(frame, preserve_index=False).to_pylist()
+
+
+READERS = {
+    # what docs/output-formats.md runs, as it runs it (tests/test_doc_blocks.py runs the blocks themselves)
+    "pandas": lambda out: frame_rows(pytest.importorskip("pandas").read_parquet(
+        out, dtype_backend="pyarrow", read_dictionary=["substitutes.list.element"])),
+    "dask": lambda out: frame_rows(pytest.importorskip("dask.dataframe").read_parquet(str(out)).compute()),
+    "polars": lambda out: pytest.importorskip("polars").read_parquet(f"{out}/*.parquet").to_dicts(),
+}
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_every_reader_the_docs_name_reads_the_rows_of_json_lines(demo_index: Path, sentences: Path,
+                                                                tmp_path: Path, reader: str) -> None:
+    """pandas, Dask and Polars (pyarrow and DuckDB above, Spark in the slow suite): every
+    row, in input order, bytes that are not UTF-8 and scores to the last bit included."""
+    args = ["-n", "10", "-z"]
+    out = tmp_path / "subs"
+    run_cli(QUERY, demo_index, *args, "-i", sentences, "-f", "parquet", "-o", out)
+    same_as_jsonl(READERS[reader](out), jsonl_rows(demo_index, sentences, args))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_spark_reads_the_rows_of_json_lines(demo_index: Path, sentences: Path, tmp_path: Path) -> None:
+    """Spark (make test-slow installs pyspark, which needs Java 17 or later)."""
+    pyspark_sql = pytest.importorskip("pyspark.sql", reason="pyspark is not installed (pip install '.[spark]')")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java, and there is none here (no java on PATH, no JAVA_HOME)")
+    args = ["-n", "10", "-z"]
+    out = tmp_path / "subs"
+    run_cli(QUERY, demo_index, *args, "-i", sentences, "-f", "parquet", "-o", out)
+    spark = pyspark_sql.SparkSession.builder.master("local[1]").appName("fastsubs").getOrCreate()
+    try:
+        rows = [row.asDict(recursive=True)
+                for row in spark.read.parquet(str(out)).orderBy("sentence", "position").collect()]
+    finally:
+        spark.stop()
+    same_as_jsonl(rows, jsonl_rows(demo_index, sentences, args))
+
+
 def test_target_records_carry_their_name_and_id(demo_index: Path, records: Path, tmp_path: Path) -> None:
     args = ["-t", "-n", "10", "--skip-bad-records"]
     out = tmp_path / "subs"

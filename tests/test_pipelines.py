@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import fastsubs
-from conftest import BIN, REPO, TEST_DATA, run_cli
+from conftest import BIN, REPO, TEST_DATA, clone_version, demo_text, run_cli
 
 # Bytes that are not UTF-8, or are but trouble naive writers: a Latin-1 word, a lone
 # continuation byte, a cut 3-byte character, an encoded surrogate (CESU-8), an overlong
@@ -155,7 +155,8 @@ def test_the_users_documents_import_no_internal_module(document: str) -> None:
 @pytest.mark.parametrize("program", ["fastsubs-index", "fastsubs-query", "fastsubs-bench"])
 def test_every_command_says_its_version(program: str) -> None:
     result = run_cli(program, "--version")
-    assert result.stdout.decode().split() == [program, fastsubs.__version__]
+    assert result.stdout.decode() == f"{program} {clone_version()}\n"
+    assert fastsubs.__version__ == "0.3.0"
 
 
 def test_query_help_names_no_input_argument() -> None:
@@ -175,7 +176,7 @@ def test_output_file_has_its_provenance_beside_it(tiny_index: Path, tmp_path: Pa
     out = tmp_path / "subs.jsonl"
     run_cli("fastsubs-query", tiny_index, "-p", "0.9", "--no-eos", "--format", "jsonl", "-i", corpus, "-o", out)
     record = provenance_of(out)
-    assert record["fastsubs"] == fastsubs.__version__
+    assert f'{record["fastsubs"]} (commit {record["fastsubs_commit"]})' == clone_version()
     assert record["index"]["model"] == {"name": model.name, "size": model.stat().st_size,
                                         "sha256": hashlib.sha256(model.read_bytes()).hexdigest()}
     assert record["index"]["path"] == str(tiny_index.resolve())
@@ -312,4 +313,36 @@ def test_make_demo_installs_fastsubs_without_extras(tmp_path: Path) -> None:
     installs = [line for line in demo.splitlines() if " install " in line and "--upgrade pip" not in line]
     assert installs and all(line.rstrip().endswith("-e .") for line in installs), installs
     assert "dask" not in demo and "plot" not in demo
-    assert "'.[test,dask,parquet,plot,lint]'" in planned("test")
+    assert "'.[test,dask,parquet,dataframe,plot,lint]'" in planned("test")
+
+
+# --- pipes ------------------------------------------------------------------------------
+
+
+def test_workers_write_answers_while_a_pipe_stays_open(demo_index: Path) -> None:
+    """A slow producer: 200 lines, then the pipe stays open.  With --workers 2 the answers
+    of the chunks those lines make (the input is read a block and a tail ahead: 192 lines
+    give the first 32-line chunk) come out before the input goes on; then the rest, and
+    the whole output is a serial run's."""
+    import select
+
+    lines = demo_text(300).splitlines(keepends=True)
+    serial = run_cli("fastsubs-query", demo_index, "-n", "5", input=b"".join(lines)).stdout
+    process = subprocess.Popen([str(BIN / "fastsubs-query"), str(demo_index), "-n", "5", "--workers", "2"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(b"".join(lines[:200]))
+        process.stdin.flush()
+        ready, _, _ = select.select([process.stdout], [], [], 60)
+        assert ready, "no answer came out while the input stayed open"
+        early = os.read(process.stdout.fileno(), 1 << 20)
+        assert early and serial.startswith(early)
+        process.stdin.write(b"".join(lines[200:]))
+        process.stdin.close()
+        rest = process.stdout.read()
+        assert process.wait(timeout=120) == 0
+    finally:
+        process.kill()
+        process.wait()
+    assert early + rest == serial

@@ -1,0 +1,111 @@
+"""Substitutes straight into Apache Arrow: a ``pyarrow.Table`` (or a pandas frame) of the
+rows ``--format parquet`` writes, for sentences or ``-t`` records given in Python.
+
+No file and no text lie in between: the C core searches the lines and packs their
+positions as numbers (``Render.COLUMNS``, as for a Parquet part), and
+:func:`fastsubs.query.parquet.table` makes those numbers into Arrow columns without a
+Python loop per position.  So the table has the dataset's columns, the same values bit
+for bit (docs/output-formats.md, "Parquet datasets"), and a frame from it equals
+``pd.read_parquet(dataset, dtype_backend="pyarrow")`` of the same lines.
+
+Used through :meth:`fastsubs.index.SubstituteIndex.table` and ``.frame``; needs pyarrow
+(``pip install '.[parquet]'``), and pandas for a frame (``'.[dataframe]'``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from fastsubs.errors import ArgumentError, QueryInputError, missing_extra
+from fastsubs.query.options import QueryOptions
+from fastsubs.tokens import Token, as_bytes
+
+if TYPE_CHECKING:
+    from fastsubs.index import SubstituteIndex
+
+#: Input lines searched per call into the core (a row group of a part file): what is held
+#: as packed numbers at once beside the table being made.
+LINES_PER_CALL = 128
+#: How a run given no file name calls its input in an error (``<sentences>:3: ...``).
+SOURCE = "<sentences>"
+
+
+def options_of(options: QueryOptions | None, fields: dict[str, Any]) -> QueryOptions:
+    """The options of a table: ``options``, or :class:`QueryOptions` made of ``fields``
+    (``n=10, normalize=True``...), not both."""
+    if options is not None and fields:
+        raise ArgumentError(f"give options or {', '.join(fields)}, not both")
+    chosen = options if options is not None else QueryOptions(**fields)
+    return dataclasses.replace(chosen, format="parquet")
+
+
+def as_line(sentence: Sequence[Token] | str | bytes) -> bytes:
+    """A sentence as the input line the core reads: a string or bytes as it is (split on
+    whitespace by the core; a line's own newline at its end, as ``dask.bag.read_text``
+    keeps it, may stay), tokens joined by spaces (a token holding whitespace would be read
+    as several: an ArgumentError)."""
+    if isinstance(sentence, (str, bytes)):
+        line = as_bytes(sentence)
+    else:
+        tokens = [as_bytes(token) for token in sentence]
+        if any(len(token.split()) != 1 for token in tokens):
+            raise ArgumentError(f"a token must be one word without whitespace, got {sentence!r}")
+        line = b" ".join(tokens)
+    if b"\n" in line[:-1]:
+        raise ArgumentError(f"a sentence must be one line, got {sentence!r}")
+    return line
+
+
+def _chunks(sentences: Iterable[Sequence[Token] | str | bytes]) -> Iterator[list[bytes]]:
+    chunk: list[bytes] = []
+    for sentence in sentences:
+        chunk.append(as_line(sentence))
+        if len(chunk) == LINES_PER_CALL:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def table(index: SubstituteIndex, sentences: Iterable[Sequence[Token] | str | bytes],
+          options: QueryOptions | None = None, **fields: Any) -> Any:
+    """The rows of ``sentences`` (numbered from 1, as input lines) as a ``pyarrow.Table`` of
+    the dataset's schema (:func:`fastsubs.query.parquet.schema`).  With ``targets=True``
+    each item is a ``-t`` record (``name<TAB>id<TAB>index<TAB>text``); one that cannot be
+    read is a :class:`fastsubs.QueryInputError` naming it, or is left out with
+    ``skip_bad_records=True``."""
+    from fastsubs.query import parquet
+    from fastsubs.query.formats import render_lines
+
+    parquet.require_pyarrow()
+    chosen = options_of(options, fields)
+    vocabulary = index.arrow_vocabulary()
+    pieces = []
+    first = 1
+    for lines in _chunks(sentences):
+        done = 0
+        while done < len(lines):
+            rendered = render_lines(index, lines[done:], first + done, chosen)
+            pieces.append(parquet.table(rendered.data, vocabulary, chosen))
+            done += rendered.done
+            if rendered.problem is not None:
+                if not chosen.skip_bad_records:
+                    raise QueryInputError(SOURCE, first + done, rendered.problem)
+                done += 1
+        first += len(lines)
+    if not pieces:
+        return parquet.schema(chosen).empty_table()
+    return parquet.pa.concat_tables(pieces).combine_chunks()
+
+
+def frame(index: SubstituteIndex, sentences: Iterable[Sequence[Token] | str | bytes],
+          options: QueryOptions | None = None, **fields: Any) -> Any:
+    """:func:`table` as a pandas DataFrame of Arrow-backed columns (``pd.ArrowDtype``, what
+    ``pd.read_parquet(..., dtype_backend="pyarrow")`` gives), without copying the lists."""
+    try:
+        import pandas as pd
+    except ImportError as error:
+        raise missing_extra("a frame needs pandas", "dataframe", str(error)) from None
+    return table(index, sentences, options, **fields).to_pandas(types_mapper=pd.ArrowDtype)

@@ -1,0 +1,62 @@
+"""The output layouts Python shares with the C core are the core's: the render kinds
+(kernel/render.h ``RENDER_*``, :class:`fastsubs.index.Render`), the packed columns of
+``--format parquet`` (``COLUMN_*``, query/parquet.py's ``COLUMNS``) and the fields of a
+position's row (``PlaceRow``, query/parquet.py's ``PLACE_ROW``), as the core exports them
+(``fastsubs._kernel.RENDER``).  A change to one side alone fails here, before any output is
+read back wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+import fastsubs
+from fastsubs._kernel import RENDER
+from fastsubs.index import Render
+from fastsubs.limits import Limits
+from fastsubs.query import parquet
+
+
+def test_the_render_kinds_are_the_core_s() -> None:
+    assert {kind.name: kind.value for kind in Render} == RENDER["kinds"]
+
+
+def test_the_parquet_columns_are_the_core_s_in_its_order() -> None:
+    assert tuple(name for name, _ in parquet.COLUMNS) == RENDER["columns"]
+
+
+def test_a_place_row_is_the_core_s_struct() -> None:
+    assert parquet.PLACE_ROW.itemsize == RENDER["place_row_bytes"]
+    assert [(name, parquet.PLACE_ROW.fields[name][1], parquet.PLACE_ROW.fields[name][0].itemsize)
+            for name in parquet.PLACE_ROW.names] == list(RENDER["place_row"])
+
+
+def test_the_packed_columns_read_back_as_the_api_s_answers(demo_index: Path) -> None:
+    """A chunk rendered as columns, read with query/parquet.py's item types, holds what the
+    API gives for the same sentences: each position's line and place, its substitutes' ids and
+    scores, their p / sum p, its draws among them and its word."""
+    sentences = [b"the cat sat on the mat", b"a house"]
+    with fastsubs.open_index(demo_index) as index:
+        rendered = index.render_chunk(sentences, 7, Limits.from_options(5, None), index.excluded([]), Render.COLUMNS,
+                                      normalize=True, draws=3, seed=1)
+        columns = parquet._unpacked(rendered.data)
+        places = columns["places"]
+        expected = [(line, position, word, index.sentence(sentence.decode(), n=5)[position])
+                    for line, sentence in enumerate(sentences, 7)
+                    for position, word in enumerate(sentence.split() + [b"</s>"])]
+        listed = np.concatenate([[0], np.cumsum(places["listed"])])
+        words = np.concatenate([[0], np.cumsum(places["word_len"])])
+        drawn = np.concatenate([[0], np.cumsum(places["drawn"])])
+        assert len(places) == len(expected)
+        for row, (line, position, word, substitutes) in enumerate(expected):
+            assert (places["line"][row], places["position"][row]) == (line, position)
+            ids = columns["substitutes"][listed[row]:listed[row + 1]]
+            assert [index.word(int(i)).decode() for i in ids] == [s.word for s in substitutes]
+            assert columns["scores"][listed[row]:listed[row + 1]].tolist() == [s.logprob for s in substitutes]
+            probabilities = columns["probabilities"][listed[row]:listed[row + 1]]
+            assert probabilities.tolist() == [s.probability for s in substitutes]
+            assert places["drawn"][row] == 3 and set(columns["draws"][drawn[row]:drawn[row + 1]]) <= set(ids)
+            if word != b"</s>":
+                assert columns["words"][words[row]:words[row + 1]].tobytes() == word
+        assert len(columns["names"]) == len(columns["record_ids"]) == 0 and not places["not_utf8"].any()

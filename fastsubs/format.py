@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 #: The msgpack map's ``magic``; every format version has written it.
 MAGIC = "fastsubs-index"
 FORMAT_VERSION = 4
+#: The first format version with the header: an index of an earlier one has none.
+HEADER_SINCE = 3
 #: The first bytes of the header (every version keeps them, and the version, length and
 #: closing checksum that follow, so damage is told apart from a newer format).
 HEADER_MAGIC = b"fastsubs index\0\0"
@@ -55,7 +57,7 @@ META_DB = b"meta"
 HEADER_KEY = b"header"
 META_KEY = b"meta"
 ARRAYS_DB = b"arrays"
-#: The words' database of format 2 (told apart from an interrupted build of format 3 by
+#: The words' database of format 2 (told apart from an interrupted build of format 3 or later by
 #: fastsubs-index build --force, which replaces only what it recognises as an index).
 FORMAT_2_VOCAB_DB = b"vocab"
 

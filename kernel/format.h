@@ -28,6 +28,8 @@
  * header is told apart from damage before its version is read. */
 #define FS_HEADER_MAGIC "fastsubs index\0\0"
 #define FS_HEADER_MAGIC_BYTES 16
+/* The first format version with the header: an index of an earlier one has none. */
+#define FS_HEADER_SINCE 3
 /* The msgpack map's "magic" value (every format version has written it). */
 #define FS_META_MAGIC "fastsubs-index"
 

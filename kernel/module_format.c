@@ -94,7 +94,7 @@ PyObject *format_constants(void) {
         add_number(constants, "ARRAYS_DB", PyBytes_FromString(FS_ARRAYS_DB)) < 0 ||
         add_number(constants, "PATTERNS_DB", PyBytes_FromString(FS_PATTERNS_DB)) < 0 ||
         add_number(constants, "UNKNOWN_WORD_LOGPROB", PyFloat_FromDouble(FS_UNKNOWN_WORD_LOGPROB)) < 0 ||
-        ADD_INT(FORMAT_VERSION) || ADD_INT(H_MAGIC) || ADD_INT(H_VERSION) || ADD_INT(H_BYTES) || ADD_INT(H_ORDER) ||
+        ADD_INT(FORMAT_VERSION) || ADD_INT(HEADER_SINCE) || ADD_INT(H_MAGIC) || ADD_INT(H_VERSION) || ADD_INT(H_BYTES) || ADD_INT(H_ORDER) ||
         ADD_INT(H_VOCAB_SIZE) || ADD_INT(H_ID_BYTES) || ADD_INT(H_BOS_ID) || ADD_INT(H_EOS_ID) || ADD_INT(H_UNK_ID) ||
         ADD_INT(H_META_BYTES) || ADD_INT(H_META_CHECKSUM) || ADD_INT(H_JOINT_MIN) || ADD_INT(H_VALUE_BOUND) || ADD_INT(H_ARRAYS) || ADD_INT(H_ARRAY_ENTRY) ||
         ADD_INT(H_COUNTS) || ADD_INT(MAX_ORDER) || ADD_INT(R_CHECKSUM) || ADD_INT(R_KIND) || ADD_INT(R_FLAGS) ||

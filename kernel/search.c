@@ -244,6 +244,45 @@ static Scored heap_pop(Scored *heap, int64_t *n) {
     return top;
 }
 
+/* -n alone: the best ``size`` words so far in one heap, the worst of them (the last in the
+ * answer's order) at the root, in place of the pending heap and the heap of scores that -p
+ * needs (it lists words as they become final, one at a time). */
+static void best_sift_down(Scored *heap, int64_t n, int64_t i, Scored e) {
+    for (;;) {
+        int64_t child = 2 * i + 1;
+        if (child >= n)
+            break;
+        if (child + 1 < n && before(&heap[child], &heap[child + 1]))
+            child++;  /* the worse child */
+        if (!before(&e, &heap[child]))
+            break;
+        heap[i] = heap[child];
+        i = child;
+    }
+    heap[i] = e;
+}
+
+static void best_push(Scored *heap, int64_t *n, int64_t size, Scored e) {
+    if (*n < size) {
+        int64_t i = (*n)++;
+        for (; i > 0 && before(&heap[(i - 1) / 2], &e); i = (i - 1) / 2)
+            heap[i] = heap[(i - 1) / 2];
+        heap[i] = e;
+    } else if (before(&e, &heap[0])) {
+        best_sift_down(heap, *n, 0, e);
+    }
+}
+
+/* The words of the heap into ``out``, best first; empties the heap. */
+static void best_sorted(Scored *heap, int64_t *n, Scored *out) {
+    while (*n > 0) {
+        out[*n - 1] = heap[0];
+        --*n;
+        if (*n > 0)
+            best_sift_down(heap, *n, 0, heap[*n]);
+    }
+}
+
 /* Keeps the best ``size`` scores in the min-heap ``top``. */
 static void top_push(double *top, int64_t *n, int64_t size, double score) {
     int64_t i;
@@ -297,6 +336,7 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
     int64_t n_evaluated = 0, n_pending = 0, n_listed = 0, reads = 0;
     int64_t n_top = 0, top_size = count < vocab_size ? count : vocab_size;
     double mass_sum = 0.0, batch_scores[MAX_BATCH];
+    int one_heap = !use_mass;  /* -n alone: best_push's heap (n_pending words of pending) */
     int unigram = searcher->unigram_list, done = count <= 0, live[MAX_BATCH];
     int need_bound = 1;  /* the binding lists may have changed since the bound was computed */
     int least_batch = count < MIN_BATCH ? MIN_BATCH : count > MAX_BATCH ? MAX_BATCH : (int)count;
@@ -311,7 +351,8 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
             if (need_bound) {
                 need_bound = 0;
                 double unread = bound(searcher, n_terms);
-                if (n_top == top_size && unread < searcher->top[0])
+                if (one_heap ? n_pending == count && unread < searcher->pending[0].score
+                             : n_top == top_size && unread < searcher->top[0])
                     break;
             }
             if (n == 0)  /* bounds on the terms of every word the batch will read */
@@ -329,19 +370,30 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
                 }
             }
         }
-        double threshold = n_top == top_size ? searcher->top[0] : -INFINITY;
+        double threshold = one_heap ? (n_pending == count ? searcher->pending[0].score : -INFINITY)
+                                    : (n_top == top_size ? searcher->top[0] : -INFINITY);
         int kept = score_batch(searcher, n_terms, batch, n, searcher->batch_sup, threshold, batch_scores, live);
         for (int j = 0; j < kept; j++) {
-            double score = batch_scores[live[j]];
-            heap_push(searcher->pending, &n_pending, (Scored){score, batch[live[j]]});
-            top_push(searcher->top, &n_top, top_size, score);
+            Scored e = {batch_scores[live[j]], batch[live[j]]};
+            if (one_heap) {
+                best_push(searcher->pending, &n_pending, count, e);
+            } else {
+                heap_push(searcher->pending, &n_pending, e);
+                top_push(searcher->top, &n_top, top_size, e.score);
+            }
         }
         n_evaluated += n;
         /* Pending words above the bound on unread words are final, best first. */
         int everything = searcher->lists[unigram].depth == vocab_size;
         double limit = everything ? -INFINITY : bound(searcher, n_terms);
         need_bound = everything; /* scoring reads no list: the next round can start from this bound */
-        while (!done && n_pending && (everything || searcher->pending[0].score > limit)) {
+        if (one_heap && (everything || (n_pending == count && searcher->pending[0].score > limit))) {
+            /* every word of the heap beats every unread one (ties included: strictly above) */
+            n_listed = n_pending;
+            best_sorted(searcher->pending, &n_pending, searcher->listed);
+            done = 1;
+        }
+        while (!one_heap && !done && n_pending && (everything || searcher->pending[0].score > limit)) {
             Scored e = heap_pop(searcher->pending, &n_pending);
             searcher->listed[n_listed++] = e;
             if (use_mass) {  /* the original's -p rule: stop once P <= S / (S + p (V - L)) */

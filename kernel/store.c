@@ -223,7 +223,7 @@ static int no_header(Store *s, MDB_dbi meta, Failure *failure) {
     }
     const uint8_t *at = memmem(value.mv_data, value.mv_size, version_key, sizeof(version_key) - 1);
     size_t after = at ? (size_t)(at - (const uint8_t *)value.mv_data) + sizeof(version_key) - 1 : value.mv_size;
-    if (after < value.mv_size && ((const uint8_t *)value.mv_data)[after] < FS_FORMAT_VERSION)
+    if (after < value.mv_size && ((const uint8_t *)value.mv_data)[after] < FS_HEADER_SINCE)
         fail(failure, FS_EVERSION, "index format version %d is older than this fastsubs reads (%d); rebuild it "
              "with this version", ((const uint8_t *)value.mv_data)[after], FS_FORMAT_VERSION);
     else if (after < value.mv_size)  /* the metadata of a format with a header: the header is lost */

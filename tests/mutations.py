@@ -68,7 +68,7 @@ class Mutation:
 
 
 MUTATIONS = [
-    # store.c: the header, the records (format 3) and the patterns in them
+    # store.c: the header, the records (format 4) and the patterns in them
     Mutation("truncation-check-one-page-short", STORE,
              "a data.mdb one page short of its last page passes as whole: a search then reads past its end",
              "unsigned long long needed = ((unsigned long long)info.me_last_pgno + 1) * stat_.ms_psize;",
@@ -274,6 +274,14 @@ MUTATIONS = [
     Mutation("unigram-value-bound-not-checked", STORE,
              "a unigram's value beyond the header's value bound passes at open",
              "if (fabs((double)beta) > s->value_bound ||", "if (0 && fabs((double)beta) > s->value_bound ||"),
+    Mutation("one-heap-final-on-a-tie", SEARCH,
+             "-n's heap listed once its worst word ties the bound: an unread word with a lower id could tie it",
+             "(n_pending == count && searcher->pending[0].score > limit))) {",
+             "(n_pending == count && searcher->pending[0].score >= limit))) {"),
+    Mutation("one-heap-sifts-down-the-better-child", SEARCH,
+             "-n's heap moves up the better child, not the worse: its root is no longer the worst word",
+             "if (child + 1 < n && before(&heap[child], &heap[child + 1]))",
+             "if (child + 1 < n && before(&heap[child + 1], &heap[child]))"),
     Mutation("batch-bound-taken-late", SEARCH,
              "a batch's term bounds taken after each recomputation, not from before its first word was read",
              "if (n == 0)  /* bounds", "if (n >= 0)  /* bounds"),

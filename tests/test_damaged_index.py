@@ -182,6 +182,15 @@ def test_header_fields_forged_with_a_valid_checksum_are_caught(index_copy: Path,
     assert "damaged index" in query_error(index_copy)
 
 
+def test_an_index_of_format_3_is_to_be_rebuilt(index_copy: Path) -> None:
+    """Format 3 had the header but no joint orders: the one line says to rebuild it."""
+    forge_header(index_copy, version=3)
+    with pytest.raises(fastsubs.IndexVersionError, match=r"version 3 is older than this fastsubs reads \(4\); "
+                                                         "rebuild it"):
+        fastsubs.open_index(index_copy)
+    assert "rebuild it" in query_error(index_copy)
+
+
 def test_a_newer_format_version_is_named(index_copy: Path) -> None:
     forge_header(index_copy, version=fmt.FORMAT_VERSION + 1)
     with pytest.raises(fastsubs.IndexVersionError, match="newer"):

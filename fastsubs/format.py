@@ -121,6 +121,18 @@ PATTERN = 2
 END = 3
 BLOCK_RESTART = 16
 BLOCK_MAX_COUNT = 255
+#: The body of a record (after its common part): a BLOCK's uint16 counts of patterns and of
+#: restarts, its restart table (uint16 offsets of the restart entries from the first entry),
+#: then its entries (shared key bytes, the rest of the key, the count, the data); a
+#: PATTERN's uint32 count, then its data (kernel/format.h).
+BLOCK_PATTERNS = 0
+BLOCK_RESTARTS = 2
+BLOCK_RESTART_TABLE = 4
+RESTART_BYTES = 2
+ENTRY_SHARED_BYTES = 1
+ENTRY_COUNT_BYTES = 1
+PATTERN_COUNT = 0
+PATTERN_DATA = 4
 END_KEY_BYTE = 0xFF
 
 #: Odd weights of :func:`record_checksum`.

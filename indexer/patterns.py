@@ -212,7 +212,7 @@ class _Patterns:
         same = np.zeros((groups, key_length), dtype=bool)
         same[1:] = self.keys[1:] == self.keys[:-1]
         self.shared = np.cumprod(same, axis=1).sum(axis=1)
-        entry = 2 + key_length + self.data_bytes  # shared byte, key, count byte, data
+        entry = fmt.ENTRY_SHARED_BYTES + key_length + fmt.ENTRY_COUNT_BYTES + self.data_bytes
         self.joint = (counts >= writer.joint_min) if writer.unigram_alpha is not None else np.zeros(groups, bool)
         self.joint_bytes = np.where(self.joint, fmt.joint_data_bytes(counts), 0)
         self.alone = (counts > fmt.BLOCK_MAX_COUNT) | (entry > ENTRY_MAX) | self.joint
@@ -227,13 +227,13 @@ class _Patterns:
         restart = self.periodic.copy()
         restart[first] = True
         shared = np.where(restart, 0, self.shared)
-        entry_bytes = 2 + (key_length - shared) + self.data_bytes
+        entry_bytes = fmt.ENTRY_SHARED_BYTES + (key_length - shared) + fmt.ENTRY_COUNT_BYTES + self.data_bytes
         restarts = np.add.reduceat(restart.astype(np.int64), first)
         entries_before = np.cumsum(entry_bytes) - entry_bytes
         entries_bytes = np.add.reduceat(entry_bytes, first)
         head = _COMMON + key_length
-        sizes = np.where(block, head + 4 + 2 * restarts + entries_bytes,
-                         head + 4 + self.data_bytes[first] + self.joint_bytes[first])
+        sizes = np.where(block, head + fmt.BLOCK_RESTART_TABLE + fmt.RESTART_BYTES * restarts + entries_bytes,
+                         head + fmt.PATTERN_DATA + self.data_bytes[first] + self.joint_bytes[first])
         sizes = _padded(sizes)
         offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
         buffer = np.zeros(int(offsets[-1]), dtype=np.uint8)
@@ -243,29 +243,30 @@ class _Patterns:
         buffer[starts[~block] + fmt.R_FLAGS] |= np.where(self.joint[first[~block]], fmt.HAS_JOINT, 0).astype(np.uint8)
         # blocks: counts of patterns and restarts, restart offsets, entries
         body = starts + head
-        _put(buffer, body[block], (last - first)[block], 2)
-        _put(buffer, body[block] + 2, restarts[block], 2)
-        entries_start = body + 4 + 2 * restarts
+        _put(buffer, body[block] + fmt.BLOCK_PATTERNS, (last - first)[block], 2)
+        _put(buffer, body[block] + fmt.BLOCK_RESTARTS, restarts[block], 2)
+        entries_start = body + fmt.BLOCK_RESTART_TABLE + fmt.RESTART_BYTES * restarts
         in_block = block[record_of]
         entry_at = entries_start[record_of] + entries_before - entries_before[first][record_of]
         entry_offset = entry_at - entries_start[record_of]
         restarts_so_far = np.cumsum(restart)
         restart_rank = restarts_so_far - restarts_so_far[first][record_of]
         chosen = in_block & restart
-        _put(buffer, body[record_of[chosen]] + 4 + 2 * restart_rank[chosen], entry_offset[chosen], 2)
+        _put(buffer, body[record_of[chosen]] + fmt.BLOCK_RESTART_TABLE + fmt.RESTART_BYTES * restart_rank[chosen],
+             entry_offset[chosen], fmt.RESTART_BYTES)
         buffer[entry_at[in_block]] = shared[in_block]
         suffix = (key_length - shared)[in_block]
         run, place = _ranges(entry_at[in_block], suffix)
         keys_in_block = self.keys[in_block]
-        buffer[entry_at[in_block][run] + 1 + place] = keys_in_block[run, shared[in_block][run] + place]
-        count_at = entry_at[in_block] + 1 + suffix
+        buffer[entry_at[in_block][run] + fmt.ENTRY_SHARED_BYTES + place] = keys_in_block[run, shared[in_block][run] + place]
+        count_at = entry_at[in_block] + fmt.ENTRY_SHARED_BYTES + suffix
         buffer[count_at] = self.counts[in_block]
         # patterns alone: their count
         alone_at = body[~block]
-        _put(buffer, alone_at, self.counts[first[~block]], 4)
+        _put(buffer, alone_at + fmt.PATTERN_COUNT, self.counts[first[~block]], 4)
         data_at = np.empty(len(self.counts), dtype=np.int64)
-        data_at[in_block] = count_at + 1
-        data_at[first[~block]] = alone_at + 4
+        data_at[in_block] = count_at + fmt.ENTRY_COUNT_BYTES
+        data_at[first[~block]] = alone_at + fmt.PATTERN_DATA
         self._write_data(buffer, data_at)
         self._write_joint(buffer, data_at + self.data_bytes)
         words = buffer.view("<u4")
@@ -297,15 +298,17 @@ class _Patterns:
         stretch_of = np.searchsorted(stretch_start, np.arange(n), side="right") - 1
         periodic = self.periodic = (np.arange(n) - stretch_start[stretch_of]) % fmt.BLOCK_RESTART == 0
         shared = np.where(periodic, 0, self.shared)
-        sizes = 2 + (key_length - shared) + self.data_bytes + 2 * periodic
+        sizes = (fmt.ENTRY_SHARED_BYTES + (key_length - shared) + fmt.ENTRY_COUNT_BYTES + self.data_bytes
+                 + fmt.RESTART_BYTES * periodic)
         total = np.concatenate(([0], np.cumsum(sizes)))
-        room = (INLINE_BYTES - key_length) // 4 * 4 - (_COMMON + key_length + 4)
+        room = (INLINE_BYTES - key_length) // 4 * 4 - (_COMMON + key_length + fmt.BLOCK_RESTART_TABLE)
         # where each stretch of small patterns ends: at the next pattern alone
         alone_at = np.flatnonzero(self.alone)
         stretch_end = np.append(alone_at, n)[np.searchsorted(alone_at, np.arange(n))].tolist()
         first, last, kinds = [], [], []
         alone = self.alone.tolist()
-        extra = np.where(periodic, 0, self.shared + 2).tolist()  # a block's first entry restarts
+        # a block's first entry restarts: its shared bytes come back, and it takes a restart offset
+        extra = np.where(periodic, 0, self.shared + fmt.RESTART_BYTES).tolist()
         limit = (total[:-1] + room - np.array(extra)).tolist()
         i = 0
         while i < n:

@@ -114,5 +114,5 @@ def _naming_previous(key: bytes, value: bytes, previous: bytes) -> bytes:
     named = bytearray(value)
     named[fmt.R_FLAGS] |= fmt.HAS_PREVIOUS
     named[fmt.R_PREVIOUS:fmt.R_PREVIOUS + len(previous)] = previous
-    named[:4] = struct.pack("<I", fmt.record_checksum(key, bytes(named[4:])))
+    struct.pack_into("<I", named, fmt.R_CHECKSUM, fmt.record_checksum(key, bytes(named[fmt.R_CHECKSUM + 4:])))
     return bytes(named)

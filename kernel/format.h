@@ -100,7 +100,7 @@
 #define FS_R_PREVIOUS 6
 #define FS_HAS_PREVIOUS 1
 #define FS_HAS_JOINT 2         /* a PATTERN record whose pattern carries a joint order (below) */
-/* Many small patterns, keyed by the last one's key.  After the common part:
+/* Many small patterns, keyed by the last one's key.  After the common part (the body):
  *   u16 patterns, u16 restarts, u16 restart[restarts] (where each restart entry starts,
  *   counted from the first entry), then one entry per pattern, in key order:
  *   u8 shared (leading key bytes equal to the previous entry's; 0 at a restart),
@@ -109,8 +109,16 @@
 #define FS_BLOCK 1
 #define FS_BLOCK_RESTART 16
 #define FS_BLOCK_MAX_COUNT 255
-/* One pattern, keyed by its own key: u32 count, then data. */
+#define FS_BLOCK_PATTERNS 0        /* body offset of the u16 count of patterns */
+#define FS_BLOCK_RESTARTS 2        /* body offset of the u16 count of restarts */
+#define FS_BLOCK_RESTART_TABLE 4   /* body offset of the restart table */
+#define FS_RESTART_BYTES 2         /* bytes of each restart table entry */
+#define FS_ENTRY_SHARED_BYTES 1    /* an entry's shared-bytes field, before the rest of its key */
+#define FS_ENTRY_COUNT_BYTES 1     /* an entry's count, after its key, before its data */
+/* One pattern, keyed by its own key: u32 count, then data (and a joint order, below). */
 #define FS_PATTERN 2
+#define FS_PATTERN_COUNT 0         /* body offset of the u32 count */
+#define FS_PATTERN_DATA 4          /* body offset of the data */
 /* The last record of a database, keyed by FS_END_KEY_BYTE x (key_len + 1) (after every
  * pattern key); nothing after the common part. */
 #define FS_END 3

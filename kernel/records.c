@@ -180,12 +180,12 @@ int open_record(const Store *s, int order, const MDB_val *k, const MDB_val *v, R
 
 
 int open_block(const RecordView *r, BlockView *b) {
-    if (r->end - r->body < 4)
+    if (r->end - r->body < FS_BLOCK_RESTART_TABLE)
         return -1;
-    b->n_patterns = load_u16(r->body);
-    b->n_restarts = load_u16(r->body + 2);
-    b->restarts = r->body + 4;
-    b->entries = b->restarts + 2 * (size_t)b->n_restarts;
+    b->n_patterns = load_u16(r->body + FS_BLOCK_PATTERNS);
+    b->n_restarts = load_u16(r->body + FS_BLOCK_RESTARTS);
+    b->restarts = r->body + FS_BLOCK_RESTART_TABLE;
+    b->entries = b->restarts + FS_RESTART_BYTES * (size_t)b->n_restarts;
     return b->n_patterns && b->n_restarts && b->entries <= r->end && load_u16(b->restarts) == 0 ? 0 : -1;
 }
 
@@ -193,12 +193,13 @@ int open_block(const RecordView *r, BlockView *b) {
  * its count and data; returns where the next entry starts, or NULL if it does not fit. */
 const uint8_t *read_entry(const Store *s, const RecordView *r, const uint8_t *p, uint8_t *key,
                                  uint32_t *count, const uint8_t **data, unsigned has_beta) {
-    size_t len = r->key_len;
-    if (r->end - p < 2 || p[0] > len || (size_t)(r->end - p) < 2 + len - p[0])
+    size_t len = r->key_len, fields = FS_ENTRY_SHARED_BYTES + FS_ENTRY_COUNT_BYTES;  /* one byte each */
+    if (r->end - p < (ptrdiff_t)fields || p[0] > len || (size_t)(r->end - p) < fields + len - p[0])
         return NULL;
-    memcpy(key + p[0], p + 1, len - p[0]);
-    p += 1 + len - p[0];
-    *count = *p++;
+    memcpy(key + p[0], p + FS_ENTRY_SHARED_BYTES, len - p[0]);
+    p += FS_ENTRY_SHARED_BYTES + len - p[0];
+    *count = *p;
+    p += FS_ENTRY_COUNT_BYTES;
     uint64_t bytes = data_bytes(s, *count, has_beta);
     if (*count == 0 || (uint64_t)(r->end - p) < bytes)
         return NULL;
@@ -208,14 +209,14 @@ const uint8_t *read_entry(const Store *s, const RecordView *r, const uint8_t *p,
 
 /* The pattern of a PATTERN record: 0, or -1 when its layout is malformed. */
 int alone_pattern(const Store *s, const RecordView *r, unsigned has_beta, PatternData *out) {
-    if (r->end - r->body < 4)
+    if (r->end - r->body < FS_PATTERN_DATA)
         return -1;
     unsigned flags = has_beta | (r->has_joint ? PATTERN_HAS_JOINT : 0);
-    uint32_t count = load_u32(r->body);
-    uint64_t used = 4 + data_bytes(s, count, flags), left = (uint64_t)(r->end - r->body);
+    uint32_t count = load_u32(r->body + FS_PATTERN_COUNT);
+    uint64_t used = FS_PATTERN_DATA + data_bytes(s, count, flags), left = (uint64_t)(r->end - r->body);
     if (count == 0 || used > left || left - used > 3)
         return -1;
-    store_pattern_at(s, r->body + 4, count, flags, out);
+    store_pattern_at(s, r->body + FS_PATTERN_DATA, count, flags, out);
     return 0;
 }
 
@@ -258,16 +259,16 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
     size_t room = (size_t)(r.end - b.entries);
     uint32_t low = 0, high = b.n_restarts;
     while (high - low > 1) {
-        uint32_t mid = (low + high) / 2, at = load_u16(b.restarts + 2 * mid);
-        if (room - at < 2 + key_len || at >= room || b.entries[at])
+        uint32_t mid = (low + high) / 2, at = load_u16(b.restarts + FS_RESTART_BYTES * mid);
+        if (room - at < FS_ENTRY_SHARED_BYTES + FS_ENTRY_COUNT_BYTES + key_len || at >= room || b.entries[at])
             goto malformed;
-        if (key_compare(b.entries + at + 1, key, key_len) <= 0)
+        if (key_compare(b.entries + at + FS_ENTRY_SHARED_BYTES, key, key_len) <= 0)
             low = mid;
         else
             high = mid;
     }
-    const uint8_t *p = b.entries + load_u16(b.restarts + 2 * low);
-    const uint8_t *stop = high < b.n_restarts ? b.entries + load_u16(b.restarts + 2 * high) : r.end;
+    const uint8_t *p = b.entries + load_u16(b.restarts + FS_RESTART_BYTES * low);
+    const uint8_t *stop = high < b.n_restarts ? b.entries + load_u16(b.restarts + FS_RESTART_BYTES * high) : r.end;
     if (stop > r.end || p >= stop || p[0])
         goto malformed;
     uint8_t entry_key[1 + 4 * FS_MAX_ORDER];

@@ -76,7 +76,7 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
             for (uint32_t e = 0; e < b.n_patterns; e++) {
                 uint32_t count;
                 const uint8_t *data;
-                int restarts_here = restart < b.n_restarts && at == b.entries + load_u16(b.restarts + 2 * restart);
+                int restarts_here = restart < b.n_restarts && at == b.entries + load_u16(b.restarts + FS_RESTART_BYTES * restart);
                 if ((restarts_here && at[0]) || (e == 0 && !restarts_here))
                     goto malformed;
                 restart += restarts_here;

@@ -56,12 +56,6 @@ void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, unsig
     }
 }
 
-/* Is |v| within the index's value bound (or v infinite)?  The joint bound's rounding slack
- * is measured in that bound (docs/algorithm.md, "The joint bound"). */
-static int within_value_bound(const Store *s, float v) {
-    return !isfinite(v) || fabs((double)v) <= s->value_bound;
-}
-
 /* Checks that ``order`` (positions into the pattern's arrays, ``p->position_bytes`` each)
  * is a permutation that sorts ``keys`` (keys[i] of entry i when ``in_order``, else
  * keys[position]) descending, ties by lower position; ``name`` names it in ``what``. */

@@ -344,8 +344,7 @@ static int cross_check(Store *s, Failure *failure) {
         float beta = s->unigram_beta[i];
         if (!isfinite(beta))
             return damaged(failure, "a unigram back-off weight is not a number");
-        if (fabs((double)beta) > s->value_bound ||
-            (isfinite(s->unigram_alpha[i]) && fabs((double)s->unigram_alpha[i]) > s->value_bound))
+        if (!within_value_bound(s, beta) || !within_value_bound(s, s->unigram_alpha[i]))
             return damaged(failure, "a unigram's value is beyond the header's value bound");
         if (beta > sup)
             sup = beta;

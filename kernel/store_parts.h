@@ -15,6 +15,12 @@ int lmdb_failed(Failure *failure, int rc, const char *what);
 /* memcmp order, a prefix first: the builder's sort of the spellings (Python's bytes order). */
 int compare_spelling(const char *a, size_t a_len, const char *b, size_t b_len);
 
+/* Is |v| within the index's value bound (or v infinite)?  The joint bound's rounding slack
+ * is measured in that bound (docs/algorithm.md, "The joint bound"). */
+static inline int within_value_bound(const Store *s, float v) {
+    return !isfinite(v) || fabs((double)v) <= s->value_bound;
+}
+
 /* A record as every kind starts: checked against its checksum and its key's length. */
 typedef struct {
     int kind, has_previous, has_joint;

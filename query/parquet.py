@@ -9,7 +9,7 @@ substitutes as list columns.  A chunk of the input (a block of :data:`PART_BLOCK
 is one part file, ``part-<first input line>.parquet``, written by the process that searched
 it, a row group per :data:`ROW_GROUP_LINES` input lines so that what a worker holds stays
 small; the writing process only publishes the finished parts in input order
-(:class:`fastsubs.query.output_files.DatasetOutput`).  The schema and how to read it back
+(:class:`fastsubs.query.output_files.PartDirectory`).  The schema and how to read it back
 are in docs/output-formats.md.
 
 Encodings: the words through a dictionary (each distinct word once per row group), the

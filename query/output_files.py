@@ -149,7 +149,7 @@ class PartialOutput:
         was made from (``done_lines(k)`` gives the input's first k lines) and that the sink
         holds what the record says.  Returns the number of input lines already done."""
         self.sink.check_target(self.target)
-        state = self._load_state()
+        state = self._load_state() if resume else None  # starting over reads nothing of it
         if resume and state is None:
             self.warn(f"fastsubs-query: note: no interrupted run to resume at {self.partial}; "
                       "starting from the first line")

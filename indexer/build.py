@@ -36,6 +36,7 @@ from fastsubs.indexer.publish import (
     publish,
     remove_stale_temp_dirs,
     remove_tree,
+    write_tag,
 )
 from fastsubs.indexer.runs import Spill, run_rows
 from fastsubs.indexer.slots import SlotJob, append_records, encode_slot
@@ -199,6 +200,9 @@ def build_index(
         remove_tree(temp / RUNS_DIR)
         (temp / "lock.mdb").unlink(missing_ok=True)
         check_opens(temp)
+        write_tag(temp)
+        # measured before it is published: a concurrent build may replace it at once
+        size = sum(f.stat().st_size for f in temp.iterdir() if f.is_file())
         publish(temp, target)
     except lmdb.MapFullError:
         remove_tree(temp)
@@ -213,7 +217,6 @@ def build_index(
     except BaseException:
         remove_tree(temp)
         raise
-    size = sum(f.stat().st_size for f in target.iterdir() if f.is_file())
     return BuildSummary(target, model.counts, size, time.monotonic() - started)
 
 

@@ -148,6 +148,9 @@ NAMED: dict[str, tuple[Callable[[Layout, Path], int], int, str]] = {
                                   "LMDB's meta pages: a B-tree's depth is out of range"),
     "a leaf above its tree's depth": (lambda layout, index: newest_meta(layout, index) + 72 + 6, 0x03,
                                       "the main database (opening meta): LMDB page "),
+    # a page header's own number (every read follows a number to a page: the page must say it is that one)
+    "a page's own number": (lambda layout, index: field(layout, "patterns3", "leaf", "header pgno") + 1, 0x01,
+                            "patterns3: LMDB page {}: its header holds another page number"),
 }
 
 
@@ -186,6 +189,35 @@ def test_damage_is_named(generated: tuple[Path, bytes], sound_outputs: dict[str,
                 continue
             assert result.returncode == 1 and lines and expected in lines[0], (tool, lines)
             assert len(lines) == 1 or (tool == "verify" and "DAMAGED" in lines[-1]), lines
+
+
+def test_a_value_size_and_its_overflow_count_damaged_together(generated: tuple[Path, bytes], tmp_path: Path) -> None:
+    """Two bytes damaged together, which a one-byte sweep never tries: a value's size (in its
+    leaf node) raised past the file, and its overflow page's count of pages raised to cover
+    it.  The value's size is checked against the count, and the count against the file:
+    each tool says the index is damaged in one line, and none reads past the file's end."""
+    index, sentences = generated
+    layout = walk(index)
+    page = next(p for p in layout.pages if p.db == "patterns2" and p.kind == "leaf"
+                and any(f.what.endswith("overflow pgno") for f in p.fields))
+    pgno_field = next(f for f in page.fields if f.what.endswith("overflow pgno"))
+    node = pgno_field.what.rsplit(" node ", 1)[1].split()[0]
+    size_field = next(f for f in page.fields if f.what.endswith(f"node {node} data size"))
+    copy = WorkingCopy(index, tmp_path)
+    data = bytearray(copy.original)
+    overflow = struct.unpack_from("<Q", data, pgno_field.offset)[0]
+    pages = len(data) // layout.page_size
+    struct.pack_into("<I", data, size_field.offset, 1 << 31)  # 2 GiB: far past the file
+    struct.pack_into("<I", data, overflow * layout.page_size + 12, (1 << 31) // layout.page_size + 1)
+    copy.data.write_bytes(bytes(data))
+    expected = f"patterns2: LMDB page {overflow}: an overflow page's count of pages runs past the file"
+    assert overflow < pages
+    for tool, (args, reads) in TOOLS.items():
+        result = run_cli(args[0], *args[1:], copy.path, input=sentences if reads else None, check=False)
+        lines = result.stderr.decode().splitlines()
+        if result.returncode == 0 and tool != "verify":
+            continue  # (a tool that never reads that value)
+        assert result.returncode == 1 and lines and expected in lines[0], (tool, result.returncode, lines)
 
 
 # ---------------------------------------------------------------- kn4-small, whole

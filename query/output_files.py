@@ -205,7 +205,7 @@ class PartialOutput:
             raise ResumeError(f"{self.partial} belongs to another input: the first {lines:,} lines of "
                               f"{self.source} are not those it was made from; run without --resume to start over")
         try:
-            self.sink.reopen(point["output"])
+            self.sink.reopen(point["output"], lines)
         except (_Damaged, KeyError, TypeError, ValueError) as error:
             what = error if isinstance(error, _Damaged) else f"its record is damaged ({error!r})"
             raise ResumeError(f"{self.partial} is damaged: {what}; run without --resume to start over") from None
@@ -329,9 +329,10 @@ class ByteFile:
         self._raw = open(self.path, "wb")
         self._hash = hashlib.sha256()
 
-    def reopen(self, recorded: dict[str, Any]) -> None:
+    def reopen(self, recorded: dict[str, Any], lines: int) -> None:
         """Continue after the recorded bytes, once they are read back and found whole;
-        whatever follows them (written after the record) is cut off."""
+        whatever follows them (written after the record) is cut off.  (How many bytes
+        ``lines`` input lines make is not known: the hash stands for them.)"""
         size, expected = int(recorded["bytes"]), str(recorded["sha256"])
         if size < 0:
             raise _Damaged(f"its record says {size} bytes")
@@ -394,8 +395,9 @@ class PartDirectory:
 
     kind = "dataset"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, part_lines: int) -> None:
         self.path = path
+        self.part_lines = part_lines  # input lines in each whole part: a record holds only those
         self._parts: list[list[Any]] = []  # [name, size, sha256] of each published part
         self._writing = False
 
@@ -419,12 +421,13 @@ class PartDirectory:
         os.mkdir(self.path)
         self._parts, self._writing = [], True
 
-    def reopen(self, recorded: dict[str, Any]) -> None:
-        """Keep the recorded parts, once each is found whole; remove any other."""
+    def reopen(self, recorded: dict[str, Any], lines: int) -> None:
+        """Keep the recorded parts, once they are found to be the parts of the first
+        ``lines`` input lines (one a block, by name) and each is found whole; remove any other."""
         parts = [[str(name), int(size), str(digest)] for name, size, digest in recorded["parts"]]
         names = [name for name, _, _ in parts]
-        if names != sorted(set(names)) or not all(_is_part(name) for name in names):
-            raise _Damaged("its record does not list its parts in order")
+        if names != [PART_NAME.format(first) for first in range(1, lines + 1, self.part_lines)]:
+            raise _Damaged(f"its record does not list the parts of the first {lines:,} input lines")
         for name, size, digest in parts:
             path = os.path.join(self.path, name)
             if not os.path.isfile(path):
@@ -543,7 +546,7 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
     if blocks is not None:
         if output_path is None:
             raise OutputError("<stdout>", "--format parquet writes a dataset directory: name it with -o")
-        return PartialOutput(output_path, run_record, source, warn, PartDirectory(f"{output_path}{PARTIAL_SUFFIX}"),
+        return PartialOutput(output_path, run_record, source, warn, PartDirectory(f"{output_path}{PARTIAL_SUFFIX}", blocks.lines),
                              workers, blocks)
     if output_path is None:
         return StreamOutput(stdout, "<stdout>")

@@ -15,12 +15,14 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import BIN, run_cli
 from fastsubs.query.output_files import PARTIAL_SUFFIX, STATE_SUFFIX
 from test_long_runs import one_line
 
@@ -170,9 +172,13 @@ DATASET_DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "part-copied-over-another": (lambda out: shutil.copyfile(_parts(out)[0], _parts(out)[1]), "differs"),
     "part-truncated": (lambda out: os.truncate(_parts(out)[1], _parts(out)[1].stat().st_size // 2), "differs"),
     "part-flipped": (lambda out: flip(_parts(out)[0], _parts(out)[0].stat().st_size // 2), "differs"),
-    "parts-unsorted": (lambda out: edit_state(out, lambda point: point["output"]["parts"].reverse()), "in order"),
+    "parts-unsorted": (lambda out: edit_state(out, lambda point: point["output"]["parts"].reverse()),
+                       "does not list the parts"),
     "part-renamed-in-record": (lambda out: edit_state(out, lambda point: point["output"]["parts"][1].__setitem__(
-        0, "part-0000009999.parquet")), "missing"),
+        0, "part-0000009999.parquet")), "does not list the parts"),
+    # a part gone from the record and the directory alike: its lines would be missing
+    "part-dropped-from-record": (lambda out: (_parts(out)[0].unlink(), edit_state(
+        out, lambda point: point["output"]["parts"].pop(0))), "does not list the parts"),
 }
 
 
@@ -199,3 +205,32 @@ def test_targets_without_a_final_newline_end_at_their_sentence(tiny_index: Path,
     for args in (["-n", "3"], ["-n", "3", "-f", "jsonl"]):
         with_newline = run_cli(QUERY, tiny_index, "-t", *args, "-i", ended).stdout
         assert run_cli(QUERY, tiny_index, "-t", *args, "-i", unended).stdout == with_newline
+
+
+def test_a_datasets_record_follows_each_published_part(tiny_index: Path, tmp_path: Path) -> None:
+    """The record is written as each whole part is published, not a second later with the
+    next: a run killed (SIGKILL, no chance to record) while it waits for more input keeps
+    the part it published, and --resume ends with the uninterrupted run's parts."""
+    pytest.importorskip("pyarrow")
+    data = b"the cat sat on the mat\na dog\n" * 1537  # a whole part and more than a tail's lines after it
+    out = tmp_path / "subs"
+    process = subprocess.Popen([str(BIN / QUERY), str(tiny_index), "-n", "3", "-f", "parquet", "-o", str(out)],
+                               stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert process.stdin is not None
+        process.stdin.write(data)
+        process.stdin.flush()  # and left open: the run waits for the rest
+        deadline = time.monotonic() + 60
+        while not (Path(f"{out}{STATE_SUFFIX}").exists() and state_of(out)["resume"]["lines"] == 1024):
+            assert process.poll() is None and time.monotonic() < deadline, "the part was never recorded"
+            time.sleep(0.05)
+    finally:
+        process.kill()
+        process.communicate()
+    source = tmp_path / "in.txt"
+    source.write_bytes(data)
+    expected = tmp_path / "expected"
+    run_cli(QUERY, tiny_index, "-n", "3", "-f", "parquet", "-i", source, "-o", expected)
+    run_cli(QUERY, tiny_index, "-n", "3", "-f", "parquet", "-i", source, "-o", out, "--resume")
+    assert sorted(os.listdir(out)) == sorted(os.listdir(expected))
+    assert all((out / name).read_bytes() == (expected / name).read_bytes() for name in os.listdir(expected))

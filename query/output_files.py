@@ -77,7 +77,7 @@ def run_identity(record: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextmanager
-def _naming(path: str) -> Iterator[None]:
+def errors_named(path: str) -> Iterator[None]:
     """Turn an OSError while writing into an OutputError that names ``path``."""
     try:
         yield
@@ -99,11 +99,11 @@ class StreamOutput:
 
     def write(self, lines: list[bytes], data: bytes, complete: bool, part: str | None = None) -> None:
         """The output ``data`` of input ``lines`` (a stream cannot be resumed: nothing to record)."""
-        with _naming(self.name):
+        with errors_named(self.name):
             self.stream.write(data)
 
     def finish(self) -> None:
-        with _naming(self.name):
+        with errors_named(self.name):
             self.stream.flush()
             if self.owned:
                 self.stream.close()
@@ -156,7 +156,7 @@ class PartialOutput:
         if not resume and self.sink.exists():
             self.warn(f"fastsubs-query: note: starting over; the partial output of an interrupted run "
                       f"at {self.partial} is replaced (--resume would continue it)")
-        with _naming(self.partial):
+        with errors_named(self.partial):
             if resume and state is not None:
                 self._continue(state, done_lines)
             else:
@@ -238,7 +238,7 @@ class PartialOutput:
         the chunks of an uninterrupted run, even of an input that has grown or been mended
         since (the blocks near an input's end are cut smaller, so what follows the last
         whole block is never recorded)."""
-        with _naming(self.partial):
+        with errors_named(self.partial):
             self.sink.append(data, part)
             if not complete:
                 return
@@ -268,9 +268,9 @@ class PartialOutput:
     def finish(self) -> None:
         """The whole input is done: the partial output becomes OUT, and the rest goes."""
         with signals_held():
-            with _naming(self.partial):
+            with errors_named(self.partial):
                 self.sink.close()
-            with _naming(str(self.target)):
+            with errors_named(str(self.target)):
                 # first: OUT never appears without its record
                 _write_json(f"{self.target}{PROVENANCE_SUFFIX}", finished_record(
                     self.run_record, self.target, self.source, self.lines, self._digest.hexdigest(), self.workers))
@@ -557,7 +557,7 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
         return PartialOutput(output_path, run_record, source, warn, ByteFile(f"{output_path}{PARTIAL_SUFFIX}", compress),
                              workers)
-    with _naming(str(output_path)):
+    with errors_named(str(output_path)):
         return StreamOutput(open(output_path, "wb"), str(output_path), owned=True)
 
 

@@ -33,7 +33,7 @@ from fastsubs.errors import missing_extra
 from fastsubs.index import SubstituteIndex
 from fastsubs.query.lines import Blocks
 from fastsubs.query.options import QueryOptions
-from fastsubs.query.output_files import PART_NAME, PART_TEMPORARY_PREFIX
+from fastsubs.query.output_files import PART_NAME, PART_TEMPORARY_PREFIX, errors_named
 
 # Arrow's allocator is chosen as its library loads: the C library's malloc, not mimalloc,
 # which keeps ~50 MB in each process (keep_memory_small; a choice made in the environment stays).
@@ -249,15 +249,17 @@ class PartWriter:
         assert self.parts._vocabulary is not None
         rows = table(data, self.parts._vocabulary, self.parts.options)
         if rows.num_rows:
-            self._writer.write_table(rows)
+            with errors_named(str(self.path)):  # a full disk, say: named, as every output's errors are
+                self._writer.write_table(rows)
 
     def close(self) -> str:
-        self._writer.close()
-        descriptor = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
+        with errors_named(str(self.path)):
+            self._writer.close()
+            descriptor = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
         return str(self.path)
 
     def abandon(self) -> None:

@@ -148,6 +148,11 @@ NAMED: dict[str, tuple[Callable[[Layout, Path], int], int, str]] = {
                                   "LMDB's meta pages: a B-tree's depth is out of range"),
     "a leaf above its tree's depth": (lambda layout, index: newest_meta(layout, index) + 72 + 6, 0x03,
                                       "the main database (opening meta): LMDB page "),
+    # the newer meta's last page number (raised by 2^16 pages): the whole file reads as truncated,
+    # and the message says it may be either
+    "the newer meta's last page": (lambda layout, index: newest_meta(layout, index) + 120 + 2, 0x01,
+                                   "data.mdb is truncated, or the last page number of its newer meta page is "
+                                   "damaged"),
     # a page header's own number (every read follows a number to a page: the page must say it is that one)
     "a page's own number": (lambda layout, index: field(layout, "patterns3", "leaf", "header pgno") + 1, 0x01,
                             "patterns3: LMDB page {}: its header holds another page number"),

@@ -446,3 +446,18 @@ def test_a_run_killed_again_and_again_resumes_to_the_uninterrupted_bytes(demo_in
     assert max(progress) > 0
     run_cli(QUERY, demo_index, "-i", corpus, "-o", out, "--resume", *args)
     assert out.read_bytes() == expected.read_bytes()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_full_disk_under_parquet_names_the_part(demo_index: Path, small_disk: Path, workers: str) -> None:
+    """pyarrow's own message names no file: the part being written is named, from the
+    process that wrote it too."""
+    pytest.importorskip("pyarrow")
+    out = small_disk / "subs"
+    result = run_cli(QUERY, demo_index, "-n", "100", "-f", "parquet", "-o", out, "--workers", workers,
+                     input=demo_text(1200), check=False)
+    assert result.returncode == 1
+    message = one_line(result.stderr)
+    assert f"{partial(out)}/" in message and "cannot write the output" in message and "No space left" in message, \
+        message
+    assert not out.exists()

@@ -225,6 +225,29 @@ def test_a_value_size_and_its_overflow_count_damaged_together(generated: tuple[P
         assert result.returncode == 1 and lines and expected in lines[0], (tool, result.returncode, lines)
 
 
+def test_a_branch_key_lowered_into_its_left_neighbours_range(generated: tuple[Path, bytes], tmp_path: Path) -> None:
+    """A branch key rewritten to just above the key before it (still in order on its page):
+    the keys of the child before it now lie above it, where a look-up never goes.  verify
+    checks each child's keys against both ends of its range, and says so."""
+    index, _ = generated
+    layout = walk(index)
+    data = (index / "data.mdb").read_bytes()
+    page = next(p for p in layout.pages if p.db == "patterns2" and p.kind == "branch" and len(p.nodes) >= 3)
+    keys = [next(f for f in node if f.what.endswith(" key")) for node in page.nodes[1:3]]
+    assert keys[0].size == keys[1].size
+    lowered = bytearray(data[keys[0].offset:keys[0].offset + keys[0].size])
+    lowered[-1] += 1  # (the last id byte of a key that has a successor on its page is below 0xff)
+    assert bytes(lowered) < data[keys[1].offset:keys[1].offset + keys[1].size]
+    copy = WorkingCopy(index, tmp_path)
+    with open(copy.data, "r+b") as stream:
+        stream.seek(keys[1].offset)
+        stream.write(bytes(lowered))
+    result = run_cli("fastsubs-index", "verify", copy.path, check=False)
+    lines = result.stderr.decode().splitlines()
+    assert result.returncode == 1 and "DAMAGED" in lines[-1], lines
+    assert "patterns2: LMDB page " in lines[0] and "outside the range its parent branch page gives it" in lines[0], lines
+
+
 # ---------------------------------------------------------------- kn4-small, whole
 
 @pytest.mark.slow

@@ -398,7 +398,7 @@ class PartDirectory:
     def __init__(self, path: str, part_lines: int) -> None:
         self.path = path
         self.part_lines = part_lines  # input lines in each whole part: a record holds only those
-        self._parts: list[list[Any]] = []  # [name, size, sha256] of each published part
+        self._parts: list[tuple[str, int, str]] = []  # (name, size, sha256) of each published part
         self._writing = False
 
     def check_target(self, target: Path) -> None:
@@ -424,7 +424,7 @@ class PartDirectory:
     def reopen(self, recorded: dict[str, Any], lines: int) -> None:
         """Keep the recorded parts, once they are found to be the parts of the first
         ``lines`` input lines (one a block, by name) and each is found whole; remove any other."""
-        parts = [[str(name), int(size), str(digest)] for name, size, digest in recorded["parts"]]
+        parts = [(str(name), int(size), str(digest)) for name, size, digest in recorded["parts"]]
         names = [name for name, _, _ in parts]
         if names != [PART_NAME.format(first) for first in range(1, lines + 1, self.part_lines)]:
             raise _Damaged(f"its record does not list the parts of the first {lines:,} input lines")
@@ -441,7 +441,7 @@ class PartDirectory:
     def append(self, data: bytes, part: str | None) -> None:
         assert self._writing and part is not None, "start() first, and parts only"
         name = os.path.basename(part).removeprefix(PART_TEMPORARY_PREFIX)
-        self._parts.append([name, os.path.getsize(part), _file_sha256(part)])
+        self._parts.append((name, os.path.getsize(part), _file_sha256(part)))
         publish_part(part, self.path)
 
     def mark(self) -> dict[str, Any]:
@@ -546,8 +546,8 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
     if blocks is not None:
         if output_path is None:
             raise OutputError("<stdout>", "--format parquet writes a dataset directory: name it with -o")
-        return PartialOutput(output_path, run_record, source, warn, PartDirectory(f"{output_path}{PARTIAL_SUFFIX}", blocks.lines),
-                             workers, blocks)
+        parts = PartDirectory(f"{output_path}{PARTIAL_SUFFIX}", blocks.lines)
+        return PartialOutput(output_path, run_record, source, warn, parts, workers, blocks)
     if output_path is None:
         return StreamOutput(stdout, "<stdout>")
     try:
@@ -555,8 +555,8 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
     except FileNotFoundError:
         mode = stat.S_IFREG
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return PartialOutput(output_path, run_record, source, warn, ByteFile(f"{output_path}{PARTIAL_SUFFIX}", compress),
-                             workers)
+        file = ByteFile(f"{output_path}{PARTIAL_SUFFIX}", compress)
+        return PartialOutput(output_path, run_record, source, warn, file, workers)
     with errors_named(str(output_path)):
         return StreamOutput(open(output_path, "wb"), str(output_path), owned=True)
 

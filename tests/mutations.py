@@ -344,8 +344,8 @@ MUTATIONS = [
              "says OK",
              "if ((rc = mdb_tree_check(txn, s->patterns[order])))", "if ((rc = 0))"),
     Mutation("lmdb-tree-check-upper-bound-ignored", LMDB,
-             "the tree check ignores the upper bound of a child's range: a branch key raised past its child's "
-             "keys passes verify",
+             "the tree check ignores the upper bound of a child's range: a branch key lowered into its left "
+             "neighbour's range passes verify",
              "if ((lo && cmp(&key, lo) < 0) || (hi && cmp(&key, hi) >= 0) ||",
              "if ((lo && cmp(&key, lo) < 0) || (0 && hi) ||"),
     # output_files.py: what --resume checks before it keeps anything

@@ -202,6 +202,11 @@ int render_positions(Searcher *searcher, const ChunkRequest *request, Place *pla
     int probabilities = r->normalize || r->kind == RENDER_JSON || r->draws > 0;
     int64_t first_position = place->position;
     for (int target = first; target < last; target++) {
+        if (request->interrupted && (target - first) % CHECK_POSITIONS == CHECK_POSITIONS - 1 &&
+            request->interrupted()) {
+            fail(failure, FS_EINTERRUPTED, "interrupted");
+            return -1;
+        }
         if (search_position(searcher, sentence, n, target, &request->limits) < 0) {
             *failure = searcher->reader.failure;
             return -1;

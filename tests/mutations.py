@@ -331,6 +331,9 @@ MUTATIONS = [
              "a message quotes the whole offending field (a 50 MB field made a 52 MB message)",
              "Span field = {whole.text, whole.len > QUOTED_BYTES ? QUOTED_BYTES : whole.len};",
              "Span field = whole;"),
+    Mutation("search-never-asks-for-signals", "kernel/module_search.c",
+             "a chunk's search never checks for a stop signal: SIGTERM waits for the end of a long line",
+             ".interrupted = signal_raised};", ".interrupted = NULL};"),
     # lmdb/mdb.c: the checks a read-only transaction makes of the pages it follows
     Mutation("lmdb-page-number-not-checked", LMDB,
              "a page whose header holds another page number is read as the page asked for",

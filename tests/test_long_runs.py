@@ -461,3 +461,28 @@ def test_a_full_disk_under_parquet_names_the_part(demo_index: Path, small_disk: 
     assert f"{partial(out)}/" in message and "cannot write the output" in message and "No space left" in message, \
         message
     assert not out.exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_signal_is_acted_on_in_the_middle_of_a_long_line(demo_index: Path, tmp_path: Path, sig: signal.Signals,
+                                                           workers: str) -> None:
+    """One line of 300,000 words (many seconds of search): a stop signal sent in the middle
+    of it ends the run within a second (the search asks for signals every few positions),
+    with its one line and exit status, not after the line."""
+    words = demo_text(400).split()
+    source = tmp_path / "long.txt"
+    source.write_bytes(b" ".join((words * (300_000 // len(words) + 1))[:300_000]) + b"\n")
+    out = tmp_path / "subs.txt"
+    process = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "100", "-i", str(source), "-o", str(out),
+                                "--workers", workers], stderr=subprocess.PIPE)
+    time.sleep(2.0)  # started, and searching the line
+    assert process.poll() is None, "the line was done before the signal: make it longer"
+    sent = time.monotonic()
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=60)
+    took = time.monotonic() - sent
+    code, word = STOPPED[sig]
+    assert process.returncode == code and word in one_line(stderr)
+    assert took < 1.0, f"acted on {took:.2f} s after the signal"
+    assert not out.exists()

@@ -180,14 +180,19 @@ class PartialOutput:
                                  f"{STATE_VERSION}")
             point = state["resume"]
             lines, _ = int(point["lines"]), str(point["input_sha256"])
-            if lines < 0 or lines % self.blocks.lines:
-                raise ValueError(f"{lines:,} lines is not a multiple of {self.blocks.lines}")
+            if lines < 0 or lines % self._resume_step():
+                raise ValueError(f"{lines:,} lines is not a multiple of {self._resume_step()}")
             if point["output"].get("kind") != self.sink.kind:
                 raise ValueError(f"it records a {point['output'].get('kind')}, not a {self.sink.kind}")
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             raise ResumeError(f"{self.state_path}: cannot read the record of the interrupted run ({error}); "
                               "run without --resume to start over") from None
         return state
+
+    def _resume_step(self) -> int:
+        """What a recorded count of lines is a multiple of: a block's lines (a dataset's
+        record also stops after each part of its tail)."""
+        return self.blocks.tail_chunk_lines if self.sink.kind == PartDirectory.kind else self.blocks.lines
 
     def _continue(self, state: dict[str, Any], done_lines: Callable[[int], Iterable[bytes]]) -> None:
         self._check_identity(state["run"])
@@ -233,21 +238,26 @@ class PartialOutput:
         """The finished output ``data`` of input ``lines`` (a dataset's: ``part``, the path
         of its part file): a whole chunk when ``complete``, else the lines of a chunk before
         a bad record (written, to be seen, but not recorded).  Records the progress after a
-        whole block, when it is due (a dataset's: after every part, so that its record never
-        lags the parts published): a resumed run starts at a block, and cuts the rest into
+        whole block, when it is due: a resumed run starts at a block, and cuts the rest into
         the chunks of an uninterrupted run, even of an input that has grown or been mended
         since (the blocks near an input's end are cut smaller, so what follows the last
-        whole block is never recorded)."""
+        whole block is never recorded).  A dataset's progress is recorded after every part,
+        of the tail too, so that its record never lags the parts published: resumed after a
+        part of the tail, the rest of that block is cut as an uninterrupted run cut it (of
+        the same input; of one grown since, the same rows in other parts)."""
         with errors_named(self.partial):
-            self.sink.append(data, part)
+            self.sink.append(data, part, len(lines))
             if not complete:
                 return
             for line in lines:
                 self._digest.update(line)
             self.lines += len(lines)
-            if len(lines) == self.blocks.lines:  # a whole block (chunks never cross one)
+            if part is not None:  # a dataset's part, whole: recorded at once
                 self._boundary = (self.lines, self.sink.mark(), self._digest.copy())
-                if part is not None or time.monotonic() - self._committed_at >= COMMIT_SECONDS:
+                self._commit()
+            elif len(lines) == self.blocks.lines:  # a whole block (chunks never cross one)
+                self._boundary = (self.lines, self.sink.mark(), self._digest.copy())
+                if time.monotonic() - self._committed_at >= COMMIT_SECONDS:
                     self._commit()
 
     def _commit(self) -> None:
@@ -350,7 +360,8 @@ class ByteFile:
         self._raw = _reopened(self.path, size)
         self._hash = digest
 
-    def append(self, data: bytes, part: str | None) -> None:
+    def append(self, data: bytes, part: str | None, lines: int) -> None:
+        """The output of ``lines`` input lines (which the record counts on its own)."""
         assert self._raw is not None, "start() first"
         self._raw.write(data)
         self._hash.update(data)
@@ -395,10 +406,9 @@ class PartDirectory:
 
     kind = "dataset"
 
-    def __init__(self, path: str, part_lines: int) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
-        self.part_lines = part_lines  # input lines in each whole part: a record holds only those
-        self._parts: list[tuple[str, int, str]] = []  # (name, size, sha256) of each published part
+        self._parts: list[tuple[str, int, int, str]] = []  # (name, input lines, size, sha256) of each part
         self._writing = False
 
     def check_target(self, target: Path) -> None:
@@ -423,12 +433,13 @@ class PartDirectory:
 
     def reopen(self, recorded: dict[str, Any], lines: int) -> None:
         """Keep the recorded parts, once they are found to be the parts of the first
-        ``lines`` input lines (one a block, by name) and each is found whole; remove any other."""
-        parts = [(str(name), int(size), str(digest)) for name, size, digest in recorded["parts"]]
-        names = [name for name, _, _ in parts]
-        if names != [PART_NAME.format(first) for first in range(1, lines + 1, self.part_lines)]:
+        ``lines`` input lines (named by their first lines, one after another, none
+        missing) and each is found whole; remove any other."""
+        parts = [(str(name), int(count), int(size), str(digest)) for name, count, size, digest in recorded["parts"]]
+        if not _one_after_another(parts, lines):
             raise _Damaged(f"its record does not list the parts of the first {lines:,} input lines")
-        for name, size, digest in parts:
+        names = [name for name, _, _, _ in parts]
+        for name, _, size, digest in parts:
             path = os.path.join(self.path, name)
             if not os.path.isfile(path):
                 raise _Damaged(f"its part {name} is missing")
@@ -438,10 +449,11 @@ class PartDirectory:
             os.unlink(os.path.join(self.path, name))
         self._parts, self._writing = parts, True
 
-    def append(self, data: bytes, part: str | None) -> None:
+    def append(self, data: bytes, part: str | None, lines: int) -> None:
+        """The part at path ``part``, the rows of ``lines`` input lines."""
         assert self._writing and part is not None, "start() first, and parts only"
         name = os.path.basename(part).removeprefix(PART_TEMPORARY_PREFIX)
-        self._parts.append((name, os.path.getsize(part), _file_sha256(part)))
+        self._parts.append((name, lines, os.path.getsize(part), _file_sha256(part)))
         publish_part(part, self.path)
 
     def mark(self) -> dict[str, Any]:
@@ -469,6 +481,17 @@ class PartDirectory:
 
     def drop(self) -> None:
         self._writing = False
+
+
+def _one_after_another(parts: list[tuple[str, int, int, str]], lines: int) -> bool:
+    """Whether ``parts`` (name, input lines, ...) hold input lines 1 ... ``lines``, each
+    named by its first line, in order, none missing."""
+    first = 1  # the next part's first input line
+    for name, count, _, _ in parts:
+        if name != PART_NAME.format(first) or count < 1:
+            return False
+        first += count
+    return first == lines + 1
 
 
 def _file_sha256(path: str) -> str:
@@ -546,7 +569,7 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
     if blocks is not None:
         if output_path is None:
             raise OutputError("<stdout>", "--format parquet writes a dataset directory: name it with -o")
-        parts = PartDirectory(f"{output_path}{PARTIAL_SUFFIX}", blocks.lines)
+        parts = PartDirectory(f"{output_path}{PARTIAL_SUFFIX}")
         return PartialOutput(output_path, run_record, source, warn, parts, workers, blocks)
     if output_path is None:
         return StreamOutput(stdout, "<stdout>")

@@ -156,7 +156,7 @@ def test_resume_with_a_shorter_input_is_refused(tiny_index: Path, tmp_path: Path
 # --- a Parquet dataset ----------------------------------------------------------------------------
 
 def _parts(out: Path) -> list[Path]:
-    return [Path(f"{out}{PARTIAL_SUFFIX}") / name for name, _, _ in state_of(out)["resume"]["output"]["parts"]]
+    return [Path(f"{out}{PARTIAL_SUFFIX}") / entry[0] for entry in state_of(out)["resume"]["output"]["parts"]]
 
 
 def _unrecorded_part(out: Path) -> None:
@@ -234,3 +234,36 @@ def test_a_datasets_record_follows_each_published_part(tiny_index: Path, tmp_pat
     run_cli(QUERY, tiny_index, "-n", "3", "-f", "parquet", "-i", source, "-o", out, "--resume")
     assert sorted(os.listdir(out)) == sorted(os.listdir(expected))
     assert all((out / name).read_bytes() == (expected / name).read_bytes() for name in os.listdir(expected))
+
+
+@pytest.mark.parametrize("bad_at", [1000, 1500])
+def test_a_dataset_resumes_after_the_parts_of_its_tail(tiny_index: Path, tmp_path: Path, bad_at: int) -> None:
+    """An input within a tail's lines is cut into parts of 128 lines: stopped in it, the
+    record keeps every whole part before the bad line (not only whole blocks of 1,024), and
+    --resume goes on from there to the uninterrupted run's parts."""
+    pytest.importorskip("pyarrow")
+    args = ["-n", "3", "-f", "parquet"]
+    out, source = stopped(tiny_index, tmp_path, "subs", 1800, bad_at, args)
+    assert state_of(out)["resume"]["lines"] == (bad_at - 1) // 128 * 128
+    expected = tmp_path / "expected"
+    run_cli(QUERY, tiny_index, "-t", *args, "-i", source, "-o", expected)
+    assert resumed_or_refused(tiny_index, source, out, args, expected) == "correct"
+
+
+def test_a_dataset_resumed_in_its_tail_on_a_grown_input_keeps_the_blocks_aligned(tiny_index: Path,
+                                                                                  tmp_path: Path) -> None:
+    """Resumed after a part of the tail, on an input grown since: the rest of that block is
+    one part, and the blocks after it start where an uninterrupted run's do, so the rows are
+    the uninterrupted run's and so are the parts from the next block on."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    args = ["-n", "3", "-f", "parquet"]
+    out, source = stopped(tiny_index, tmp_path, "subs", 1800, 1000, args)
+    assert state_of(out)["resume"]["lines"] == 896
+    source.write_bytes(records(5000))  # grown since
+    expected = tmp_path / "expected"
+    run_cli(QUERY, tiny_index, "-t", *args, "-i", source, "-o", expected)
+    run_cli(QUERY, tiny_index, "-t", *args, "-i", source, "-o", out, "--resume")
+    later = sorted(name for name in os.listdir(expected) if name >= "part-0000001025.parquet")
+    assert later and later == sorted(name for name in os.listdir(out) if name >= "part-0000001025.parquet")
+    assert all((out / name).read_bytes() == (expected / name).read_bytes() for name in later)
+    assert pq.read_table(out).to_pylist() == pq.read_table(expected).to_pylist()

@@ -9,7 +9,6 @@ the next build of the same target; a full disk is reported as such.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import time
@@ -40,6 +39,7 @@ from fastsubs.indexer.publish import (
 )
 from fastsubs.indexer.runs import Spill, run_rows
 from fastsubs.indexer.slots import SlotJob, append_records, encode_slot
+from fastsubs.textio import file_sha256
 
 #: Subdirectory of the build's temporary directory holding the spilled n-grams and the
 #: jobs' runs and records until written.
@@ -145,14 +145,6 @@ def default_index_path(model: Path) -> Path:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     return model.with_name(name + ".fsidx")
-
-
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _silent(_: str) -> None:
@@ -345,7 +337,7 @@ def _metadata(model: _ReadModel, model_path: Path, vocab_size: int, id_bytes: in
         "eos_id": index_of.get(b"</s>"),
         # The bound must cover the stored (float32) weights, which can round up from the text.
         "max_unigram_beta": float(model.unigrams.beta.astype(fmt.SCORE_DTYPE).max()),
-        "source": {"name": model_path.name, "size": stat.st_size, "sha256": _file_digest(model_path)},
+        "source": {"name": model_path.name, "size": stat.st_size, "sha256": file_sha256(model_path)},
         "build": {"fastsubs": __version__, "fastsubs_format": fmt.FORMAT_VERSION, "python": sys.version.split()[0],
                   "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
         "sizes": sizes,

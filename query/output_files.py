@@ -49,7 +49,7 @@ from fastsubs.errors import OutputError, ResumeError
 from fastsubs.query.lines import TEXT_BLOCKS, Blocks
 from fastsubs.query.provenance import FLAGS, finished_record
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
-from fastsubs.textio import Compressor
+from fastsubs.textio import Compressor, file_sha256
 
 #: Appended to OUT for the file being written, and for the record of how far it got.
 PARTIAL_SUFFIX = ".partial"
@@ -443,7 +443,7 @@ class PartDirectory:
             path = os.path.join(self.path, name)
             if not os.path.isfile(path):
                 raise _Damaged(f"its part {name} is missing")
-            if os.path.getsize(path) != size or _file_sha256(path) != digest:
+            if os.path.getsize(path) != size or file_sha256(path) != digest:
                 raise _Damaged(f"its part {name} is not the part recorded (its size or SHA-256 differs)")
         for name in set(os.listdir(self.path)) - set(names):
             os.unlink(os.path.join(self.path, name))
@@ -453,7 +453,7 @@ class PartDirectory:
         """The part at path ``part``, the rows of ``lines`` input lines."""
         assert self._writing and part is not None, "start() first, and parts only"
         name = os.path.basename(part).removeprefix(PART_TEMPORARY_PREFIX)
-        self._parts.append((name, lines, os.path.getsize(part), _file_sha256(part)))
+        self._parts.append((name, lines, os.path.getsize(part), file_sha256(part)))
         publish_part(part, self.path)
 
     def mark(self) -> dict[str, Any]:
@@ -492,14 +492,6 @@ def _one_after_another(parts: list[tuple[str, int, int, str]], lines: int) -> bo
             return False
         first += count
     return first == lines + 1
-
-
-def _file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 #: A dataset's part, by the first input line it holds (so the names sort in input order),

@@ -363,7 +363,7 @@ MUTATIONS = [
              "        self._hash.update(data)", "        pass"),
     Mutation("resume-part-hash-not-checked", OUTPUT_FILES,
              "a recorded part's size and SHA-256 are not checked: a truncated, flipped or copied part is published",
-             "if os.path.getsize(path) != size or _file_sha256(path) != digest:", "if False:"),
+             "if os.path.getsize(path) != size or file_sha256(path) != digest:", "if False:"),
     Mutation("resume-part-names-not-checked", OUTPUT_FILES,
              "a record listing other parts than those of its lines is believed: a dataset missing lines",
              "if not _one_after_another(parts, lines):", "if False:"),

@@ -131,13 +131,15 @@ def test_a_damaged_partial_file_is_refused_or_resumed_correctly(tiny_index: Path
 
 
 def test_resume_cuts_the_file_back_to_the_record(tiny_index: Path, tmp_path: Path) -> None:
-    """What was written after the record (the lines before the bad one) is cut off: the
-    resumed run has each record's output once, and none for a record not in its input."""
+    """What was written after the record (the lines before the bad one) is cut off, not
+    overwritten: the resumed run has each record's output once, and none for a record not in
+    its input."""
     args = ["-n", "3"]
     out, source = stopped(tiny_index, tmp_path, "subs.txt", 400, 250, args)
     recorded = state_of(out)["resume"]["output"]["bytes"]
     assert Path(f"{out}{PARTIAL_SUFFIX}").stat().st_size > recorded  # more written than recorded
-    source.write_bytes(records(300))  # the mended input, shorter: records 301-400 never were
+    # the mended input, shorter: its rest's output is shorter than what was cut off
+    source.write_bytes(records(230))
     run_cli(QUERY, tiny_index, "-t", *args, "-i", source, "-o", out, "--resume")
     expected = tmp_path / "expected.txt"
     run_cli(QUERY, tiny_index, "-t", *args, "-i", source, "-o", expected)

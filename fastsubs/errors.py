@@ -91,7 +91,12 @@ class OutputError(FastsubsError):
 
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
+        self.reason = reason
         super().__init__(f"{path}: cannot write the output ({reason})")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        """(Sent whole from a worker process, which is where a dataset's parts are written.)"""
+        return type(self), (self.path, self.reason)
 
 
 def missing_extra(what: str, extra: str, detail: str = "") -> FastsubsError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import hashlib
 import lzma
 import os
 import zlib
@@ -120,3 +121,13 @@ def read_failure(error: BaseException) -> str:
             isinstance(error, OSError) and error.errno is None):
         return f"the compressed data is damaged ({error})"
     return f"cannot read ({getattr(error, 'strerror', None) or error})"
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a file's bytes as they are on disk (hex), read a MiB at a time: the
+    model a build read, a dataset's part a run wrote."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

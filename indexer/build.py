@@ -9,7 +9,6 @@ the next build of the same target; a full disk is reported as such.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import time
@@ -36,9 +35,11 @@ from fastsubs.indexer.publish import (
     publish,
     remove_stale_temp_dirs,
     remove_tree,
+    write_tag,
 )
 from fastsubs.indexer.runs import Spill, run_rows
 from fastsubs.indexer.slots import SlotJob, append_records, encode_slot
+from fastsubs.textio import file_sha256
 
 #: Subdirectory of the build's temporary directory holding the spilled n-grams and the
 #: jobs' runs and records until written.
@@ -150,14 +151,6 @@ def default_index_path(model: Path) -> Path:
     return model.with_name(name + ".fsidx")
 
 
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _silent(_: str) -> None:
     pass
 
@@ -206,6 +199,9 @@ def build_index(
         remove_tree(temp / RUNS_DIR)
         (temp / "lock.mdb").unlink(missing_ok=True)
         check_opens(temp)
+        write_tag(temp)
+        # measured before it is published: a concurrent build may replace it at once
+        size = sum(f.stat().st_size for f in temp.iterdir() if f.is_file())
         publish(temp, target)
     except lmdb.MapFullError:
         remove_tree(temp)
@@ -220,7 +216,6 @@ def build_index(
     except BaseException:
         remove_tree(temp)
         raise
-    size = sum(f.stat().st_size for f in target.iterdir() if f.is_file())
     return BuildSummary(target, model.counts, size, time.monotonic() - started)
 
 
@@ -352,7 +347,7 @@ def _metadata(model: _ReadModel, model_path: Path, vocab_size: int, id_bytes: in
         "eos_id": index_of.get(b"</s>"),
         # The bound must cover the stored (float32) weights, which can round up from the text.
         "max_unigram_beta": float(model.unigrams.beta.astype(fmt.SCORE_DTYPE).max()),
-        "source": {"name": model_path.name, "size": stat.st_size, "sha256": _file_digest(model_path)},
+        "source": {"name": model_path.name, "size": stat.st_size, "sha256": file_sha256(model_path)},
         "build": {"fastsubs": origin.VERSION, "fastsubs_commit": origin.commit(),
                   "fastsubs_format": fmt.FORMAT_VERSION, "python": sys.version.split()[0],
                   "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},

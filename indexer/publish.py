@@ -18,15 +18,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import lmdb
-import msgpack
-
-from fastsubs import format as fmt
-from fastsubs.errors import TargetNotAnIndexError
+from fastsubs.errors import FastsubsError, TargetNotAnIndexError
 
 TEMP_PREFIX = ".fastsubs-build-"
-#: The files LMDB keeps in an environment directory: all an index directory may hold.
-_LMDB_FILES = frozenset({"data.mdb", "lock.mdb"})
+#: The file a build writes beside data.mdb as it publishes an index: what tells ``--force``
+#: that a directory is a fastsubs index it may replace, without reading data.mdb (which
+#: may be truncated or damaged; LMDB's own reader would crash on it).
+TAG_NAME = "fastsubs-index.tag"
+TAG_TEXT = b"fastsubs index: made by fastsubs-index build; build --force may replace this directory\n"
+#: All an index directory may hold: LMDB's files and the tag.
+_INDEX_FILES = frozenset({"data.mdb", "lock.mdb", TAG_NAME})
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 #: What tempfile.mkdtemp appends: letters, digits and "_", never "-".
@@ -71,11 +72,12 @@ def check_replaceable(target: Path) -> None:
     """Refuse (TargetNotAnIndexError) unless what is at ``target`` is a fastsubs index a build may replace.
 
     Replacing deletes what was there, so only what a build made qualifies: a directory
-    holding nothing but LMDB's files whose environment is a fastsubs index (its
-    metadata says so) or the databases of one whose build never wrote its metadata,
-    or an empty directory.  A file, a symbolic link, a directory with anything else
-    in it, or an LMDB environment of another program is never touched, whatever the
-    flags.
+    holding nothing but an index's files and the tag a build writes as it publishes
+    (:data:`TAG_NAME`), however damaged or truncated its data.mdb; an index published
+    before builds wrote the tag, if it opens as one (through the kernel's checked
+    reader, which never reads past a file's end); or an empty directory.  A file, a
+    symbolic link, a directory with anything else in it, an LMDB environment of another
+    program or an untagged index too damaged to open is never touched, whatever the flags.
     """
     if target.is_symlink():
         raise TargetNotAnIndexError(target, "is a symbolic link (build into the directory it points to)")
@@ -84,12 +86,33 @@ def check_replaceable(target: Path) -> None:
     entries = {entry.name for entry in target.iterdir()}
     if not entries:
         return
-    others = sorted(entries - _LMDB_FILES)
+    others = sorted(entries - _INDEX_FILES)
     if others:
         shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
         raise TargetNotAnIndexError(target, f"is a directory holding files other than an index's ({shown})")
-    if "data.mdb" not in entries or not _is_fastsubs_environment(target):
-        raise TargetNotAnIndexError(target, "holds an LMDB environment that is not a fastsubs index")
+    if _is_tagged(target):
+        return
+    problem = _untagged_problem(target) if "data.mdb" in entries else "it holds no data.mdb"
+    if problem is not None:
+        raise TargetNotAnIndexError(target, f"holds an LMDB environment that is not a fastsubs index, or one too "
+                                            f"damaged to recognize without its {TAG_NAME} ({problem}): if it is "
+                                            f"an index you no longer want, remove it (rm -r) and build again")
+
+
+def write_tag(directory: Path) -> None:
+    """Mark ``directory`` (a finished, checked index about to be published) as a fastsubs index."""
+    with open(directory / TAG_NAME, "wb") as stream:
+        stream.write(TAG_TEXT)
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def _is_tagged(directory: Path) -> bool:
+    try:
+        with open(directory / TAG_NAME, "rb") as stream:
+            return stream.read(len(TAG_TEXT) + 1) == TAG_TEXT
+    except OSError:
+        return False
 
 
 def is_empty_directory(path: Path) -> bool:
@@ -97,25 +120,16 @@ def is_empty_directory(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and next(path.iterdir(), None) is None
 
 
-def _is_fastsubs_environment(directory: Path) -> bool:
-    """Whether the LMDB environment in ``directory`` was written by fastsubs (finished or not)."""
+def _untagged_problem(directory: Path) -> str | None:
+    """None when ``directory`` opens as a fastsubs index through the kernel's checked
+    reader (an index published before builds wrote the tag), else why not."""
+    from fastsubs.index import SubstituteIndex
+
     try:
-        env = lmdb.open(str(directory), readonly=True, lock=False, max_dbs=64, create=False)
-    except lmdb.Error:
-        return False
-    try:
-        with env.begin() as txn:
-            names = set(txn.cursor().iternext(values=False))
-            if fmt.META_DB in names:
-                meta = msgpack.unpackb(txn.get(fmt.META_KEY, db=env.open_db(fmt.META_DB, txn=txn, create=False)))
-                return fmt.has_magic(meta)
-            # a build that never wrote its metadata (format 2 wrote a "vocab" database too)
-            return fmt.ARRAYS_DB in names and all(
-                name in (fmt.ARRAYS_DB, fmt.FORMAT_2_VOCAB_DB) or fmt.is_patterns_db(name) for name in names)
-    except Exception:  # unreadable: we cannot tell it is ours, so it is not
-        return False
-    finally:
-        env.close()
+        with SubstituteIndex(directory):
+            return None
+    except FastsubsError as error:
+        return str(error).removeprefix(f"{directory}: ")
 
 
 def remove_tree(path: Path) -> None:

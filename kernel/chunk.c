@@ -92,10 +92,23 @@ static int whole_number(Span field, Text *digits, int *negative) {
     return count <= MAX_STR_DIGITS;
 }
 
-/* Appends ``field`` as Python's repr(bytes) writes it: b'...' (b"..." when it holds a '
- * and no "), \\ \t \n \r and the quote escaped, other bytes outside ' ' ... '~' as \xhh. */
-static void append_bytes_repr(Text *t, Span field) {
+/* What a message quotes of an offending field at most: a field may be a whole line of any
+ * length, and the message one line to read. */
+#define QUOTED_BYTES 40
+
+/* Appends `` (N bytes)`` after a quoted field cut to its first QUOTED_BYTES. */
+static void append_cut_length(Text *t, size_t len, const char *unit) {
+    char note[64];
+    snprintf(note, sizeof(note), "\xe2\x80\xa6 (%zu %s)", len, unit);
+    text_append(t, note, strlen(note));
+}
+
+/* Appends ``field`` (its first QUOTED_BYTES, then its length) as Python's repr(bytes)
+ * writes it: b'...' (b"..." when it holds a ' and no "), \\ \t \n \r and the quote
+ * escaped, other bytes outside ' ' ... '~' as \xhh. */
+static void append_bytes_repr(Text *t, Span whole) {
     static const char hex[] = "0123456789abcdef";
+    Span field = {whole.text, whole.len > QUOTED_BYTES ? QUOTED_BYTES : whole.len};
     char quote = memchr(field.text, '\'', field.len) && !memchr(field.text, '"', field.len) ? '"' : '\'';
     char opening[2] = {'b', quote};
     text_append(t, opening, 2);
@@ -114,6 +127,8 @@ static void append_bytes_repr(Text *t, Span field) {
         }
     }
     text_append(t, &quote, 1);
+    if (whole.len > field.len)
+        append_cut_length(t, whole.len, "bytes");
 }
 
 static void append_text(Text *t, const char *text) {
@@ -161,8 +176,11 @@ static int read_record(Span line, TargetRecord *record, Scratch *scratch, Text *
         if (negative || record->position > record->n_tokens) {
             snprintf(number, sizeof(number), " is outside 0 \xe2\x80\xa6 %lld for this text",
                      (long long)record->n_tokens);
+            size_t shown = strlen(digits.data);
             append_text(problem, negative ? "token index -" : "token index ");
-            append_text(problem, digits.data);
+            text_append(problem, digits.data, shown > QUOTED_BYTES ? QUOTED_BYTES : shown);
+            if (shown > QUOTED_BYTES)
+                append_cut_length(problem, shown, "digits");
             append_text(problem, number);
             ok = 0;
         }
@@ -184,6 +202,11 @@ int render_positions(Searcher *searcher, const ChunkRequest *request, Place *pla
     int probabilities = r->normalize || r->kind == RENDER_JSON || r->draws > 0;
     int64_t first_position = place->position;
     for (int target = first; target < last; target++) {
+        if (request->interrupted && (target - first) % CHECK_POSITIONS == CHECK_POSITIONS - 1 &&
+            request->interrupted()) {
+            fail(failure, FS_EINTERRUPTED, "interrupted");
+            return -1;
+        }
         if (search_position(searcher, sentence, n, target, &request->limits) < 0) {
             *failure = searcher->reader.failure;
             return -1;

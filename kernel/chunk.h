@@ -25,7 +25,13 @@ typedef struct {
     Rendering rendering;        /* RENDER_FIELDS: each -t record's line is written before its fields */
     int targets;                /* the lines are -t records */
     int eos;                    /* a sentence's closing </s> is a position too */
+    /* Asked every CHECK_POSITIONS positions, if given: nonzero stops the work (FS_EINTERRUPTED),
+     * so that a signal is acted on within a second even in the middle of a long line. */
+    int (*interrupted)(void);
 } ChunkRequest;
+
+/* Positions searched between two calls of ChunkRequest.interrupted. */
+#define CHECK_POSITIONS 64
 
 /* What the positions of one line need besides the searcher, kept from line to line. */
 typedef struct {

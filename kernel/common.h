@@ -120,6 +120,7 @@ enum {
     FS_ENOTINDEX,       /* the path holds no fastsubs index (or an interrupted build) */
     FS_EVERSION,        /* an index of another format version */
     FS_ECLOSED,         /* the index was closed */
+    FS_EINTERRUPTED,    /* a caller's interruption check said stop (its exception is already raised) */
 };
 
 void fail(Failure *failure, int code, const char *format, ...) __attribute__((format(printf, 3, 4)));

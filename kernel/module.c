@@ -18,6 +18,10 @@ static PyObject *NotAnIndexError, *IndexVersionError, *DamagedIndexError;  /* fa
 
 PyObject *raise_failure(PyObject *path, const Failure *failure) {
     switch (failure->code) {
+    case FS_EINTERRUPTED:  /* what the signal's handler raised */
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_KeyboardInterrupt, failure->message);
+        return NULL;
     case FS_ENOMEM:
         return PyErr_NoMemory();
     case FS_EARGUMENT:

@@ -416,6 +416,16 @@ PyObject *Index_render(Index *self, PyObject *args, PyObject *kwds) {
     return result;
 }
 
+/* Whether a signal's Python handler raised (SIGINT, SIGTERM: fastsubs.cli_support): run
+ * from a search without the GIL, which it takes for the check; the exception stays set
+ * for Index_render_chunk to return. */
+static int signal_raised(void) {
+    PyGILState_STATE state = PyGILState_Ensure();
+    int raised = PyErr_CheckSignals() < 0;
+    PyGILState_Release(state);
+    return raised;
+}
+
 /* render_chunk(): input lines into output. */
 typedef struct {
     const ChunkRequest *request;
@@ -440,7 +450,7 @@ PyObject *Index_render_chunk(Index *self, PyObject *args, PyObject *kwds) {
                                      &first_line, &count, &mass, &excluded_object, &kind, &targets, &eos,
                                      &normalize, &draws, &PyLong_Type, &seed))
         return NULL;
-    ChunkRequest request = {.targets = targets, .eos = eos};
+    ChunkRequest request = {.targets = targets, .eos = eos, .interrupted = signal_raised};
     if (rendering_args(&request.rendering, kind, 1, normalize, draws, seed) < 0)
         return NULL;
     if (first_line < 1 || (kind == RENDER_FIELDS && !targets)) {

@@ -126,7 +126,10 @@ static int open_environment(Store *s, const char *path, Failure *failure) {
         mdb_env_stat(s->env, &stat_);
         unsigned long long needed = ((unsigned long long)info.me_last_pgno + 1) * stat_.ms_psize;
         if ((unsigned long long)opened.st_size < needed) {
-            fail(failure, FS_EDAMAGED, "damaged index: data.mdb is truncated (%lld bytes, its pages need %llu)",
+            /* (the file cannot tell which: a whole file whose meta page's last-page number
+             * was damaged reads the same as a truncated one) */
+            fail(failure, FS_EDAMAGED, "damaged index: data.mdb is truncated, or the last page number of its "
+                 "newer meta page is damaged (%lld bytes; that page number needs %llu)",
                  (long long)opened.st_size, needed);
             return -1;
         }

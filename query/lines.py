@@ -79,8 +79,9 @@ class InputLines:
         return (line for _, line in islice(self, count))
 
     def chunks(self) -> Iterator[Chunk]:
-        """The rest of the lines in chunks (see the module's docstring); the next line must
-        start a block (the first line, or one after a multiple of the block's lines).
+        """The rest of the lines in chunks (see the module's docstring), from a block's start
+        or (a dataset resumed after one of its tail's parts) from within a block: its rest is
+        the first block, so the blocks after it start where an uninterrupted run's do.
 
         The input is read up to a block and a tail's lines ahead of the chunks given out,
         so the end is seen coming.
@@ -89,6 +90,7 @@ class InputLines:
         numbered = iter(self)
         ahead: deque[tuple[int, bytes]] = deque()
         ended = False
+        block_size = size - self.read % size  # the rest of the block the next line is in
         while True:
             while not ended and len(ahead) < size + tail:
                 try:
@@ -100,7 +102,8 @@ class InputLines:
                     ended = True
             if not ahead:
                 return
-            block = [ahead.popleft() for _ in range(min(size, len(ahead)))]
+            block = [ahead.popleft() for _ in range(min(block_size, len(ahead)))]
+            block_size = size
             if ended and len(block) + len(ahead) <= tail:
                 for first in range(0, len(block), tail_size):
                     yield block[first:first + tail_size]

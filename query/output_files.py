@@ -8,22 +8,27 @@ same for any number of workers.
 ``-o OUT`` writes ``OUT.partial`` beside OUT and renames it onto OUT only once the whole
 input is done, so OUT never holds a shortened result.  ``OUT.partial.json`` records how
 far the partial output is good for: the input lines whose output it holds completely (up
-to the end of a whole block of CHUNK_LINES), its byte length then, and a SHA-256 of those
-input lines; plus what the output belongs to (the index's model, the options, the
-compressor).  It is rewritten atomically, about every COMMIT_SECONDS and when a run
-stops, only after the output it describes was flushed to disk, so after any kind of death
-(SIGKILL, power loss) it describes a prefix of what is on disk: ``--resume`` cuts the file
-back to it (members are whole there), checks that the input starts with the same lines,
-and goes on with the next block, which an uninterrupted run would have started there too:
-a resumed run ends with the same bytes as an uninterrupted one.
+to the end of a whole block of CHUNK_LINES) with a SHA-256 of those input lines, what the
+output holds for them (its byte length and a SHA-256 of those bytes; a dataset's parts,
+each by name with its size and SHA-256), and what the output belongs to (the index's
+model, the options, the compressor).  It is rewritten atomically, about every
+COMMIT_SECONDS (a dataset's after each whole part) and when a run stops, only after the
+output it describes was flushed to disk, so after any kind of death (SIGKILL, power loss)
+it describes a prefix of what is on disk.  ``--resume`` trusts none of it unchecked: it
+checks that the input starts with the same lines and that the output holds what the
+record says (reading it back once), refuses in one line what does not match, cuts the
+file back to the record (members are whole there; a dataset's unrecorded parts are
+removed by name), and goes on with the next block, which an uninterrupted run would have
+started there too: a resumed run ends with the same bytes as an uninterrupted one.
 
 When OUT is published, ``OUT.json`` (:mod:`fastsubs.query.provenance`) is written just
 before it, so OUT never appears without the record of what produced it.
 
-A Parquet dataset (:class:`DatasetOutput`) is the same with a directory: its parts are
-written by the processes that search, under a temporary name, and published into
-``OUT.partial/`` in input order; its record counts parts instead of bytes, and the whole
-directory becomes OUT at the end, so a reader of OUT never sees a dataset missing parts.
+One record (:class:`PartialOutput`) serves two sinks: :class:`ByteFile` (text, a
+compressed stream, JSON lines) and :class:`PartDirectory` (a Parquet dataset, whose parts
+are written by the processes that search, under a temporary name, and published into
+``OUT.partial/`` in input order; the whole directory becomes OUT at the end, so a reader
+of OUT never sees a dataset missing parts).
 """
 
 from __future__ import annotations
@@ -44,13 +49,13 @@ from fastsubs.errors import OutputError, ResumeError
 from fastsubs.query.lines import TEXT_BLOCKS, Blocks
 from fastsubs.query.provenance import FLAGS, finished_record
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
-from fastsubs.textio import Compressor
+from fastsubs.textio import Compressor, file_sha256
 
 #: Appended to OUT for the file being written, and for the record of how far it got.
 PARTIAL_SUFFIX = ".partial"
 STATE_SUFFIX = ".partial.json"
 STATE_FORMAT = "fastsubs-partial-output"
-STATE_VERSION = 2
+STATE_VERSION = 3
 #: Progress is recorded at most this often (each record costs a few fsyncs).
 COMMIT_SECONDS = 1.0
 
@@ -72,7 +77,7 @@ def run_identity(record: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextmanager
-def _naming(path: str) -> Iterator[None]:
+def errors_named(path: str) -> Iterator[None]:
     """Turn an OSError while writing into an OutputError that names ``path``."""
     try:
         yield
@@ -94,11 +99,11 @@ class StreamOutput:
 
     def write(self, lines: list[bytes], data: bytes, complete: bool, part: str | None = None) -> None:
         """The output ``data`` of input ``lines`` (a stream cannot be resumed: nothing to record)."""
-        with _naming(self.name):
+        with errors_named(self.name):
             self.stream.write(data)
 
     def finish(self) -> None:
-        with _naming(self.name):
+        with errors_named(self.name):
             self.stream.flush()
             if self.owned:
                 self.stream.close()
@@ -111,78 +116,88 @@ class StreamOutput:
 
 
 class PartialOutput:
-    """``-o OUT``: OUT.partial, its progress in OUT.partial.json, renamed onto OUT at the end."""
+    """``-o OUT``: a sink's partial output (:class:`ByteFile` OUT.partial, or
+    :class:`PartDirectory` OUT.partial/), its progress in OUT.partial.json, published as
+    OUT at the end.  The record says how many input lines are done (with a SHA-256 of
+    them) and what the sink holds for them (with a SHA-256 of that): ``--resume`` checks
+    both before it keeps anything."""
 
     def __init__(self, target: Path, run_record: dict[str, Any], source: str, warn: Callable[[str], None],
-                 compress: Compressor | None, workers: int = 1, blocks: Blocks = TEXT_BLOCKS) -> None:
+                 sink: ByteFile | PartDirectory, workers: int = 1, blocks: Blocks = TEXT_BLOCKS) -> None:
         self.target = target
+        self.sink = sink
         self.blocks = blocks  # how the input is cut: a resumed run starts at one of its blocks
         self.run_record = run_record  # for OUT.json (fastsubs.query.provenance), written with OUT
         self.workers = workers  # ... whose command line names them
         self.identity = run_identity(run_record)  # for OUT.partial.json
-        self.partial = f"{target}{PARTIAL_SUFFIX}"
+        self.partial = sink.path
         self.state_path = f"{target}{STATE_SUFFIX}"
         self.source = source
         self.warn = warn
-        self.compress = compress
         self.lines = 0  # input lines whose output is written (not necessarily on disk yet)
         self.recorded_lines = 0  # … and whose output a --resume would keep
         self._digest = hashlib.sha256()  # of those input lines
-        self._boundary = (0, 0, self._digest.copy())  # (lines, bytes, digest) at the last block boundary
-        self._raw: BinaryIO | None = None
+        # (lines, the sink's mark, digest of the lines) at the last block boundary
+        self._boundary: tuple[int, dict[str, Any], Any] = (0, {}, self._digest.copy())
         self._committed_at = time.monotonic()
 
     # --- starting ---------------------------------------------------------------------
 
     def start(self, resume: bool, done_lines: Callable[[int], Iterable[bytes]]) -> int:
-        """Open OUT.partial: anew, or (``resume``) continued where its record says, after
-        checking that it belongs to this run and that the input starts with the lines it
-        was made from (``done_lines(k)`` gives the input's first k lines).  Returns the
-        number of input lines already done."""
-        self._check_target()
-        state = self._load_state()
+        """Open the partial output: anew, or (``resume``) continued where its record says,
+        after checking that it belongs to this run, that the input starts with the lines it
+        was made from (``done_lines(k)`` gives the input's first k lines) and that the sink
+        holds what the record says.  Returns the number of input lines already done."""
+        self.sink.check_target(self.target)
+        state = self._load_state() if resume else None  # starting over reads nothing of it
         if resume and state is None:
             self.warn(f"fastsubs-query: note: no interrupted run to resume at {self.partial}; "
                       "starting from the first line")
-        if not resume and self._partial_exists():
+        if not resume and self.sink.exists():
             self.warn(f"fastsubs-query: note: starting over; the partial output of an interrupted run "
                       f"at {self.partial} is replaced (--resume would continue it)")
-        with _naming(self.partial):
+        with errors_named(self.partial):
             if resume and state is not None:
                 self._continue(state, done_lines)
             else:
-                self._create()
+                self.sink.create()
+                self._boundary = (0, self.sink.mark(), self._digest.copy())
                 self._commit()
         return self.lines
 
     def _load_state(self) -> dict[str, Any] | None:
         """The recorded progress, or None when there is no interrupted run to continue."""
-        if not (self._partial_exists() and os.path.isfile(self.state_path)):
+        if not (self.sink.exists() and os.path.isfile(self.state_path)):
             return None
         try:
             with open(self.state_path, "rb") as stream:
                 state = json.load(stream)
-            if state.get("format") != STATE_FORMAT:
+            if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
                 raise ValueError("not a record of a fastsubs-query's partial output")
             if state.get("version") != STATE_VERSION:
                 raise ValueError(f"written by another version of fastsubs-query, whose partial outputs this "
                                  f"one cannot continue: record version {state.get('version')}, this one's "
                                  f"{STATE_VERSION}")
             point = state["resume"]
-            lines, _, _ = int(point["lines"]), int(point["bytes"]), str(point["input_sha256"])
-            if lines % self.blocks.lines:
-                raise ValueError(f"{lines:,} lines is not a multiple of {self.blocks.lines}")
-        except (OSError, ValueError, KeyError, TypeError) as error:
+            lines, _ = int(point["lines"]), str(point["input_sha256"])
+            if lines < 0 or lines % self._resume_step():
+                raise ValueError(f"{lines:,} lines is not a multiple of {self._resume_step()}")
+            if point["output"].get("kind") != self.sink.kind:
+                raise ValueError(f"it records a {point['output'].get('kind')}, not a {self.sink.kind}")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             raise ResumeError(f"{self.state_path}: cannot read the record of the interrupted run ({error}); "
                               "run without --resume to start over") from None
         return state
 
+    def _resume_step(self) -> int:
+        """What a recorded count of lines is a multiple of: a block's lines (a dataset's
+        record also stops after each part of its tail)."""
+        return self.blocks.tail_chunk_lines if self.sink.kind == PartDirectory.kind else self.blocks.lines
+
     def _continue(self, state: dict[str, Any], done_lines: Callable[[int], Iterable[bytes]]) -> None:
         self._check_identity(state["run"])
         point = state["resume"]
-        lines, size = int(point["lines"]), int(point["bytes"])
-        if self._size_on_disk() < size:
-            raise ResumeError(f"{self.partial} is shorter than its record says; run without --resume to start over")
+        lines = int(point["lines"])
         digest = hashlib.sha256()
         read = 0
         for line in done_lines(lines):
@@ -194,10 +209,14 @@ class PartialOutput:
         if digest.hexdigest() != point["input_sha256"]:
             raise ResumeError(f"{self.partial} belongs to another input: the first {lines:,} lines of "
                               f"{self.source} are not those it was made from; run without --resume to start over")
-        self._reopen(size)  # whatever came after the record is cut off
+        try:
+            self.sink.reopen(point["output"], lines)
+        except (_Damaged, KeyError, TypeError, ValueError) as error:
+            what = error if isinstance(error, _Damaged) else f"its record is damaged ({error!r})"
+            raise ResumeError(f"{self.partial} is damaged: {what}; run without --resume to start over") from None
         self.lines = lines
         self._digest = digest
-        self._boundary = (lines, size, digest.copy())
+        self._boundary = (lines, self.sink.mark(), digest.copy())
         self._commit()
 
     def _check_identity(self, recorded: dict[str, Any]) -> None:
@@ -217,31 +236,37 @@ class PartialOutput:
 
     def write(self, lines: list[bytes], data: bytes, complete: bool, part: str | None = None) -> None:
         """The finished output ``data`` of input ``lines`` (a dataset's: ``part``, the path
-        of its part file, see :class:`DatasetOutput`): a whole chunk when ``complete``,
-        else the lines of a chunk before a bad record (written, to be seen, but not
-        recorded).  Records the progress after a whole block, when it is due: a resumed run
-        starts at a block, and cuts the rest into the chunks of an uninterrupted run, even
-        of an input that has grown or been mended since (the blocks near an input's end
-        are cut smaller, so what follows the last whole block is never recorded)."""
-        with _naming(self.partial):
-            self._append(data, part)
+        of its part file): a whole chunk when ``complete``, else the lines of a chunk before
+        a bad record (written, to be seen, but not recorded).  Records the progress after a
+        whole block, when it is due: a resumed run starts at a block, and cuts the rest into
+        the chunks of an uninterrupted run, even of an input that has grown or been mended
+        since (the blocks near an input's end are cut smaller, so what follows the last
+        whole block is never recorded).  A dataset's progress is recorded after every part,
+        of the tail too, so that its record never lags the parts published: resumed after a
+        part of the tail, the rest of that block is cut as an uninterrupted run cut it (of
+        the same input; of one grown since, the same rows in other parts)."""
+        with errors_named(self.partial):
+            self.sink.append(data, part, len(lines))
             if not complete:
                 return
             for line in lines:
                 self._digest.update(line)
             self.lines += len(lines)
-            if len(lines) == self.blocks.lines:  # a whole block (chunks never cross one)
-                self._boundary = (self.lines, self._size(), self._digest.copy())
+            if part is not None:  # a dataset's part, whole: recorded at once
+                self._boundary = (self.lines, self.sink.mark(), self._digest.copy())
+                self._commit()
+            elif len(lines) == self.blocks.lines:  # a whole block (chunks never cross one)
+                self._boundary = (self.lines, self.sink.mark(), self._digest.copy())
                 if time.monotonic() - self._committed_at >= COMMIT_SECONDS:
                     self._commit()
 
     def _commit(self) -> None:
         """Flush what the record will describe to disk, then record the last block boundary
         (atomically)."""
-        lines, size, digest = self._boundary
+        lines, output, digest = self._boundary
         with signals_held():
-            self._sync()
-            point = {"lines": lines, "bytes": size, "input_sha256": digest.hexdigest()}
+            self.sink.sync()
+            point = {"lines": lines, "input_sha256": digest.hexdigest(), "output": {"kind": self.sink.kind, **output}}
             state = {"format": STATE_FORMAT, "version": STATE_VERSION, "run": self.identity,
                      "input": self.source, "resume": point}
             _write_json(self.state_path, state)
@@ -251,15 +276,15 @@ class PartialOutput:
     # --- ending -------------------------------------------------------------------------
 
     def finish(self) -> None:
-        """The whole input is done: OUT.partial becomes OUT, and the rest goes."""
+        """The whole input is done: the partial output becomes OUT, and the rest goes."""
         with signals_held():
-            with _naming(self.partial):
-                self._close()
-            with _naming(str(self.target)):
+            with errors_named(self.partial):
+                self.sink.close()
+            with errors_named(str(self.target)):
                 # first: OUT never appears without its record
                 _write_json(f"{self.target}{PROVENANCE_SUFFIX}", finished_record(
                     self.run_record, self.target, self.source, self.lines, self._digest.hexdigest(), self.workers))
-                self._publish()
+                self.sink.publish(self.target)
                 os.unlink(self.state_path)
                 _sync_directory(str(self.target))
 
@@ -267,7 +292,7 @@ class PartialOutput:
         """The run stops early (a signal, a bad record, damaged input, a full disk): record
         everything written so far up to the last block boundary, and say on ``error`` where
         it is kept."""
-        if not self._open():
+        if not self.sink.is_open():
             return
         try:
             self._commit()
@@ -275,7 +300,7 @@ class PartialOutput:
             pass  # a full disk, say: the last record still describes what is on disk
         finally:
             with suppress(OSError):
-                self._drop()
+                self.sink.drop()
         if self.recorded_lines:
             # error.add_note() where Python has it (3.11+): the same list, which the error line reads
             error.__notes__ = [*getattr(error, "__notes__", ()),
@@ -283,133 +308,190 @@ class PartialOutput:
                                "the same command with --resume continues it"]
 
 
-    # --- the file OUT.partial (DatasetOutput has a directory instead) -----------------
+class _Damaged(Exception):
+    """What a sink found wrong with the partial output its record describes (the message
+    says what; PartialOutput says what to do)."""
 
-    def _check_target(self) -> None:
-        if os.path.isdir(self.target):
-            raise OutputError(str(self.target), "it is a directory")
 
-    def _partial_exists(self) -> bool:
-        return os.path.isfile(self.partial)
+class ByteFile:
+    """OUT.partial as one file of bytes (text, a compressed stream of whole members, JSON
+    lines).  Its record: the length kept so far and a SHA-256 of those bytes, kept as they
+    are written (one pass over the data) and checked on resume by reading them back."""
 
-    def _create(self) -> None:
-        if os.path.isdir(self.partial) and not os.path.islink(self.partial):  # a dataset's partial output
-            shutil.rmtree(self.partial)
-        self._raw = open(self.partial, "wb")
+    kind = "file"
 
-    def _size_on_disk(self) -> int:
-        return os.path.getsize(self.partial)
+    def __init__(self, path: str, compress: Compressor | None) -> None:
+        self.path = path
+        self.compress = compress
+        self._raw: BinaryIO | None = None
+        self._hash = hashlib.sha256()
 
-    def _reopen(self, size: int) -> None:
-        self._raw = _reopened(self.partial, size)
+    def check_target(self, target: Path) -> None:
+        if os.path.isdir(target):
+            raise OutputError(str(target), "it is a directory")
 
-    def _append(self, data: bytes, part: str | None) -> None:
+    def exists(self) -> bool:
+        return os.path.isfile(self.path)
+
+    def create(self) -> None:
+        if os.path.isdir(self.path) and not os.path.islink(self.path):  # a dataset's partial output
+            shutil.rmtree(self.path)
+        self._raw = open(self.path, "wb")
+        self._hash = hashlib.sha256()
+
+    def reopen(self, recorded: dict[str, Any], lines: int) -> None:
+        """Continue after the recorded bytes, once they are read back and found whole;
+        whatever follows them (written after the record) is cut off.  (How many bytes
+        ``lines`` input lines make is not known: the hash stands for them.)"""
+        size, expected = int(recorded["bytes"]), str(recorded["sha256"])
+        if size < 0:
+            raise _Damaged(f"its record says {size} bytes")
+        digest = hashlib.sha256()
+        with open(self.path, "rb") as stream:
+            left = size
+            while left:
+                block = stream.read(min(left, 1 << 20))
+                if not block:
+                    raise _Damaged(f"it is shorter than the {size:,} bytes its record says")
+                digest.update(block)
+                left -= len(block)
+        if digest.hexdigest() != expected:
+            raise _Damaged(f"its first {size:,} bytes are not those recorded (their SHA-256 differs)")
+        self._raw = _reopened(self.path, size)
+        self._hash = digest
+
+    def append(self, data: bytes, part: str | None, lines: int) -> None:
+        """The output of ``lines`` input lines (which the record counts on its own)."""
         assert self._raw is not None, "start() first"
         self._raw.write(data)
+        self._hash.update(data)
 
-    def _size(self) -> int:
+    def mark(self) -> dict[str, Any]:
+        """The record of everything appended so far."""
         assert self._raw is not None
-        return self._raw.tell()
+        return {"bytes": self._raw.tell(), "sha256": self._hash.hexdigest()}
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
         assert self._raw is not None
         self._raw.flush()
         os.fsync(self._raw.fileno())
 
-    def _close(self) -> None:
+    def close(self) -> None:
         assert self._raw is not None
         if self.compress is not None and self._raw.tell() == 0:  # no output at all: still a valid file
             self._raw.write(self.compress(b""))
-        self._sync()
+        self.sync()
         self._raw.close()
 
-    def _publish(self) -> None:
-        os.replace(self.partial, self.target)
+    def publish(self, target: Path) -> None:
+        os.replace(self.path, target)
 
-    def _open(self) -> bool:
+    def is_open(self) -> bool:
         return self._raw is not None and not self._raw.closed
 
-    def _drop(self) -> None:
+    def drop(self) -> None:
         """Close what is written, as it is (the run is failing)."""
         assert self._raw is not None
         self._raw.close()
 
 
-class DatasetOutput(PartialOutput):
-    """``-o OUT`` of ``--format parquet``: the directory OUT.partial, into which each chunk's
-    part (written by the process that searched it, under a temporary name) is published in
-    input order, its progress in OUT.partial.json (counting parts, not bytes), renamed onto
-    OUT at the end: the dataset's readers (pandas, Dask, DuckDB) never see it half made.
+class PartDirectory:
+    """OUT.partial as a directory of a Parquet dataset's parts, each written by the process
+    that searched it under a temporary name and published here in input order.  Its record:
+    each part kept so far by name, with its size and SHA-256 (hashed as it is published);
+    on resume the recorded parts are checked and taken by name, and any other is removed.
 
     OUT may be absent, an empty directory or a dataset of part files (an earlier run's,
     replaced at the end), never another kind of directory: its files would be lost."""
 
-    _parts = 0  # published into OUT.partial
-    _writing = False
+    kind = "dataset"
 
-    def _check_target(self) -> None:
-        if os.path.lexists(self.target) and not os.path.isdir(self.target):
-            raise OutputError(str(self.target), "it is not a directory; --format parquet writes a dataset directory")
-        if os.path.isdir(self.target):
-            foreign = [name for name in os.listdir(self.target) if not _is_part(name)]
-            if foreign:
-                raise OutputError(str(self.target), f"it holds {foreign[0]!r}, which is not a part of a dataset: "
-                                                    "name a new or empty directory")
-
-    def _partial_exists(self) -> bool:
-        return os.path.isdir(self.partial)
-
-    def _published(self) -> list[str]:
-        return sorted(name for name in os.listdir(self.partial) if _is_part(name))
-
-    def _create(self) -> None:
-        if os.path.isdir(self.partial) and not os.path.islink(self.partial):
-            shutil.rmtree(self.partial)
-        elif os.path.lexists(self.partial):  # another format's partial output
-            os.unlink(self.partial)
-        os.mkdir(self.partial)
-        self._parts, self._writing = 0, True
-
-    def _size_on_disk(self) -> int:
-        return len(self._published())
-
-    def _reopen(self, size: int) -> None:
-        keep = set(self._published()[:size])
-        for name in os.listdir(self.partial):
-            if name not in keep:
-                os.unlink(os.path.join(self.partial, name))
-        self._parts, self._writing = size, True
-
-    def _append(self, data: bytes, part: str | None) -> None:
-        assert self._writing and part is not None, "start() first, and parts only"
-        publish_part(part, self.partial)
-        self._parts += 1
-
-    def _size(self) -> int:
-        return self._parts
-
-    def _sync(self) -> None:
-        _sync_directory(os.path.join(self.partial, "."))
-
-    def _close(self) -> None:
-        self._sync()
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._parts: list[tuple[str, int, int, str]] = []  # (name, input lines, size, sha256) of each part
         self._writing = False
 
-    def _publish(self) -> None:
+    def check_target(self, target: Path) -> None:
+        if os.path.lexists(target) and not os.path.isdir(target):
+            raise OutputError(str(target), "it is not a directory; --format parquet writes a dataset directory")
+        if os.path.isdir(target):
+            foreign = [name for name in os.listdir(target) if not _is_part(name)]
+            if foreign:
+                raise OutputError(str(target), f"it holds {foreign[0]!r}, which is not a part of a dataset: "
+                                               "name a new or empty directory")
+
+    def exists(self) -> bool:
+        return os.path.isdir(self.path)
+
+    def create(self) -> None:
+        if os.path.isdir(self.path) and not os.path.islink(self.path):
+            shutil.rmtree(self.path)
+        elif os.path.lexists(self.path):  # another format's partial output
+            os.unlink(self.path)
+        os.mkdir(self.path)
+        self._parts, self._writing = [], True
+
+    def reopen(self, recorded: dict[str, Any], lines: int) -> None:
+        """Keep the recorded parts, once they are found to be the parts of the first
+        ``lines`` input lines (named by their first lines, one after another, none
+        missing) and each is found whole; remove any other."""
+        parts = [(str(name), int(count), int(size), str(digest)) for name, count, size, digest in recorded["parts"]]
+        if not _one_after_another(parts, lines):
+            raise _Damaged(f"its record does not list the parts of the first {lines:,} input lines")
+        names = [name for name, _, _, _ in parts]
+        for name, _, size, digest in parts:
+            path = os.path.join(self.path, name)
+            if not os.path.isfile(path):
+                raise _Damaged(f"its part {name} is missing")
+            if os.path.getsize(path) != size or file_sha256(path) != digest:
+                raise _Damaged(f"its part {name} is not the part recorded (its size or SHA-256 differs)")
+        for name in set(os.listdir(self.path)) - set(names):
+            os.unlink(os.path.join(self.path, name))
+        self._parts, self._writing = parts, True
+
+    def append(self, data: bytes, part: str | None, lines: int) -> None:
+        """The part at path ``part``, the rows of ``lines`` input lines."""
+        assert self._writing and part is not None, "start() first, and parts only"
+        name = os.path.basename(part).removeprefix(PART_TEMPORARY_PREFIX)
+        self._parts.append((name, lines, os.path.getsize(part), file_sha256(part)))
+        publish_part(part, self.path)
+
+    def mark(self) -> dict[str, Any]:
+        return {"parts": [list(entry) for entry in self._parts]}
+
+    def sync(self) -> None:
+        _sync_directory(os.path.join(self.path, "."))
+
+    def close(self) -> None:
+        self.sync()
+        self._writing = False
+
+    def publish(self, target: Path) -> None:
         """OUT.partial becomes OUT; an earlier dataset there is moved aside first, then removed."""
         replaced = None
-        if os.path.isdir(self.target):
-            replaced = f"{self.target}.replaced-{os.getpid()}"
-            os.rename(self.target, replaced)
-        os.rename(self.partial, self.target)
+        if os.path.isdir(target):
+            replaced = f"{target}.replaced-{os.getpid()}"
+            os.rename(target, replaced)
+        os.rename(self.path, target)
         if replaced is not None:
             shutil.rmtree(replaced)
 
-    def _open(self) -> bool:
+    def is_open(self) -> bool:
         return self._writing
 
-    def _drop(self) -> None:
+    def drop(self) -> None:
         self._writing = False
+
+
+def _one_after_another(parts: list[tuple[str, int, int, str]], lines: int) -> bool:
+    """Whether ``parts`` (name, input lines, ...) hold input lines 1 ... ``lines``, each
+    named by its first line, in order, none missing."""
+    first = 1  # the next part's first input line
+    for name, count, _, _ in parts:
+        if name != PART_NAME.format(first) or count < 1:
+            return False
+        first += count
+    return first == lines + 1
 
 
 #: A dataset's part, by the first input line it holds (so the names sort in input order),
@@ -479,7 +561,8 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
     if blocks is not None:
         if output_path is None:
             raise OutputError("<stdout>", "--format parquet writes a dataset directory: name it with -o")
-        return DatasetOutput(output_path, run_record, source, warn, None, workers, blocks)
+        parts = PartDirectory(f"{output_path}{PARTIAL_SUFFIX}")
+        return PartialOutput(output_path, run_record, source, warn, parts, workers, blocks)
     if output_path is None:
         return StreamOutput(stdout, "<stdout>")
     try:
@@ -487,8 +570,9 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
     except FileNotFoundError:
         mode = stat.S_IFREG
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return PartialOutput(output_path, run_record, source, warn, compress, workers)
-    with _naming(str(output_path)):
+        file = ByteFile(f"{output_path}{PARTIAL_SUFFIX}", compress)
+        return PartialOutput(output_path, run_record, source, warn, file, workers)
+    with errors_named(str(output_path)):
         return StreamOutput(open(output_path, "wb"), str(output_path), owned=True)
 
 

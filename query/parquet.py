@@ -9,7 +9,7 @@ substitutes as list columns.  A chunk of the input (a block of :data:`PART_BLOCK
 is one part file, ``part-<first input line>.parquet``, written by the process that searched
 it, a row group per :data:`ROW_GROUP_LINES` input lines so that what a worker holds stays
 small; the writing process only publishes the finished parts in input order
-(:class:`fastsubs.query.output_files.DatasetOutput`).  The schema and how to read it back
+(:class:`fastsubs.query.output_files.PartDirectory`).  The schema and how to read it back
 are in docs/output-formats.md.
 
 Encodings: the words through a dictionary (each distinct word once per row group), the
@@ -34,7 +34,7 @@ from fastsubs.errors import missing_extra
 from fastsubs.index import SubstituteIndex
 from fastsubs.query.lines import Blocks
 from fastsubs.query.options import QueryOptions
-from fastsubs.query.output_files import PART_NAME, PART_TEMPORARY_PREFIX
+from fastsubs.query.output_files import PART_NAME, PART_TEMPORARY_PREFIX, errors_named
 
 # Arrow's allocator is chosen as its library loads: the C library's malloc, not mimalloc,
 # which keeps what it has freed in each process (keep_memory_small; a choice made in the
@@ -254,15 +254,17 @@ class PartWriter:
         assert self.parts._vocabulary is not None
         rows = table(data, self.parts._vocabulary, self.parts.options)
         if rows.num_rows:
-            self._writer.write_table(rows)
+            with errors_named(str(self.path)):  # a full disk, say: named, as every output's errors are
+                self._writer.write_table(rows)
 
     def close(self) -> str:
-        self._writer.close()
-        descriptor = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
+        with errors_named(str(self.path)):
+            self._writer.close()
+            descriptor = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
         return str(self.path)
 
     def abandon(self) -> None:

@@ -389,11 +389,16 @@ def write_table(results: list[Result], path: Path) -> None:
 
 
 def unsound(results: list[Result]) -> Iterator[str]:
-    """A line for each check that did not end in an identical answer or one clear error."""
+    """A line for each check that did not end in an identical answer or one clear error, and
+    for each flip that verify passes while the query refuses it (verify reads every page and
+    record, so what a search would find, it finds)."""
     for r in results:
         for check, outcome in r.outcomes.items():
             if outcome not in SOUND:
                 yield f"{r.flip.what} @{r.flip.offset} ^0x{r.flip.xor:02x}: {check}: {outcome}: {r.messages[check]}"
+        if r.outcomes.get("query") == "error" and r.outcomes.get("verify") == "identical":
+            yield (f"{r.flip.what} @{r.flip.offset} ^0x{r.flip.xor:02x}: verify says OK, the query refuses: "
+                   f"{r.messages['query']}")
 
 
 def targeted_flips(layout: Layout, per_kind: int, seed: int, nodes: int | None = None,

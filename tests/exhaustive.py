@@ -221,10 +221,12 @@ class ArpaModel:
         for x in self.candidates():
             s = sentence.copy()
             s[i] = x
-            total = 0.0
-            for j in range(i, last + 1):
-                context = tuple(s[max(0, j - self.order + 1) : j])
-                total += self._logprob(s[j], context)
+            # from the first term, as the definition and the search add (not from 0.0:
+            # 0.0 + -0.0 is 0.0, so a term of -0.0 alone would lose its sign)
+            terms = [self._logprob(s[j], tuple(s[max(0, j - self.order + 1) : j])) for j in range(i, last + 1)]
+            total = terms[0]
+            for term in terms[1:]:
+                total += term
             scores[x] = total
         return scores
 

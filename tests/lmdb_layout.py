@@ -144,6 +144,8 @@ def walk(index: Path) -> Layout:
                     fields += [Field(node, 4, f"{where}node {i} child (low bits)", True),
                                Field(node + 4, 2, f"{where}node {i} child (high bits)", True),
                                Field(node + 6, 2, f"{where}node {i} key size")]
+                    if i:  # (a branch's first key is never read: a search skips it)
+                        fields.append(Field(node + NODE_HEADER, key_size, f"{where}node {i} key"))
                     child = lo_hi | node_flags << 32
                     parents[child] = (pgno, i)
                     stack.append(child)

@@ -1,10 +1,13 @@
-"""Does the test suite catch bugs in the kernel?  Plant one at a time and see.
+"""Does the test suite catch bugs in the kernel and the code around it?  Plant one at a time and see.
 
 Each mutation below changes one line of one file of the C kernel (``kernel/``: the index
 format's header and records in store.c, the reader's cache in cache.c, the open index in
-index.c, the terms and the search, the output formats in render.c and sample.c) the way a
-plausible bug would (a rank off by one, the paper's wrong bound, a cache slot reused while
-a search holds it, a front-coded key decoded from its start, ...).  For each, this script
+index.c, the terms and the search, the output formats in render.c and sample.c, the -t
+records in chunk.c, the checks of the vendored LMDB) or of the Python around it (the
+resume record and its sinks in query/output_files.py, the Parquet writer, build --force in
+indexer/) the way a plausible bug would (a rank off by one, the paper's wrong bound, a
+cache slot reused while a search holds it, a front-coded key decoded from its start, a
+checksum computed but not compared, ...).  For each, this script
 
 1. copies the repository (the working tree's tracked and untracked, not ignored, files,
    or a commit with ``--ref``) into a temporary directory, beside a link to the shared
@@ -54,6 +57,11 @@ TERMS, SEARCH = "kernel/terms.c", "kernel/search.c"
 LISTS, SCORE, SEARCHER = "kernel/lists.c", "kernel/score.c", "kernel/searcher.h"
 RENDER, SAMPLE = "kernel/render.c", "kernel/sample.c"
 STORE_H = "kernel/store.h"
+CHUNK, LMDB = "kernel/chunk.c", "kernel/lmdb/mdb.c"
+#: The Python side: the output files of a run (the resume record and its two sinks), the
+#: Parquet writer, and the indexer's publishing of an index.
+OUTPUT_FILES, PARQUET, PUBLISH, BUILD = "query/output_files.py", "query/parquet.py", "indexer/publish.py", \
+    "indexer/build.py"
 
 
 @dataclass(frozen=True)
@@ -93,14 +101,16 @@ MUTATIONS = [
              "!= load_u32(value + FS_R_CHECKSUM)) {", "!= load_u32(value + FS_R_CHECKSUM) && 0) {"),
     Mutation("record-has-beta-for-every-order", RECORDS,
              "records of the highest order decoded as if they stored back-off weights",
-             "int has_beta = order < s->order;", "int has_beta = order <= s->order;"),
+             "unsigned has_beta = order < s->order ? PATTERN_HAS_BETA : 0;",
+             "unsigned has_beta = order <= s->order ? PATTERN_HAS_BETA : 0;"),
     Mutation("front-coding-prefix-ignored", RECORDS,
              "a front-coded entry's key bytes copied to the start of the key, not after the shared prefix",
-             "memcpy(key + p[0], p + 1, len - p[0]);", "memcpy(key, p + 1, len - p[0]);"),
+             "memcpy(key + p[0], p + FS_ENTRY_SHARED_BYTES, len - p[0]);",
+             "memcpy(key, p + FS_ENTRY_SHARED_BYTES, len - p[0]);"),
     Mutation("restart-search-strict", RECORDS,
              "the restart search skips a restart whose key is the one looked up: that pattern reads as absent",
-             "if (key_compare(b.entries + at + 1, key, key_len) <= 0)",
-             "if (key_compare(b.entries + at + 1, key, key_len) < 0)"),
+             "if (key_compare(b.entries + at + FS_ENTRY_SHARED_BYTES, key, key_len) <= 0)",
+             "if (key_compare(b.entries + at + FS_ENTRY_SHARED_BYTES, key, key_len) < 0)"),
     Mutation("previous-key-not-checked", RECORDS,
              "a look-up does not check the previous record's key: landing past a lost record reads as absence",
              "if ((r.has_previous && key_compare(r.previous, key, key_len) >= 0) ||",
@@ -132,11 +142,12 @@ MUTATIONS = [
              "a repeated position by score is not named as one (the tie check stops it, naming a tie out of order)",
              "if (seen[at / 64] >> (at % 64) & 1)", "if (0)"),
     Mutation("pattern-score-order-not-checked", RECORDS,
-             "positions by score that do not order the scores are taken: the search's bound is wrong",
-             "else if (i && !(p->alpha[before] >= p->alpha[at]))", "else if (0)"),
+             "positions by score (or a joint order) that do not order the scores (keys) are taken: the search's bound "
+             "is wrong",
+             "else if (i && !(before_key >= key))", "else if (0)"),
     Mutation("pattern-tie-order-not-checked", RECORDS,
-             "tied scores listed higher id first are taken: ties are listed out of the promised order",
-             "else if (i && p->alpha[before] == p->alpha[at] && before >= at)", "else if (0)"),
+             "tied scores (keys) listed higher id first are taken: ties are listed out of the promised order",
+             "else if (i && before_key == key && before >= at)", "else if (0)"),
     # format.h: the format's constants (fastsubs/format.py holds them too)
     Mutation("position-width-boundary-65536", FORMAT,
              "a pattern of exactly 65,536 words read with 4-byte positions: the index wrote 2-byte ones",
@@ -287,9 +298,12 @@ MUTATIONS = [
              "a batch's term bounds taken after each recomputation, not from before its first word was read",
              "if (n == 0)  /* bounds", "if (n >= 0)  /* bounds"),
     Mutation("drop-threshold-ignores-count", SEARCH,
-             "a batch drops words below the best score so far, not below the count-th best",
-             "double threshold = n_top == top_size ? searcher->top[0] : -INFINITY;",
-             "double threshold = n_top ? searcher->top[0] : -INFINITY;"),
+             "a batch drops words below the worst of the best words so far, fewer than count of them (-n's heap)",
+             "double threshold = one_heap ? (n_pending == count ? searcher->pending[0].score : -INFINITY)",
+             "double threshold = one_heap ? (n_pending ? searcher->pending[0].score : -INFINITY)"),
+    Mutation("drop-threshold-ignores-count-with-p", SEARCH,
+             "with -p, a batch drops words below the best score so far, not below the count-th best",
+             ": (n_top == top_size ? searcher->top[0] : -INFINITY);", ": (n_top ? searcher->top[0] : -INFINITY);"),
     Mutation("drop-cut-skips-next-term", SCORE,
              "a word is dropped after term t without the bound of term t + 1 on what is still to come",
              "for (int u = t + 1; u < n_terms; u++)", "for (int u = t + 2; u < n_terms; u++)"),
@@ -374,6 +388,81 @@ MUTATIONS = [
     Mutation("lmdb-edited-outside-its-patches", "kernel/lmdb/mdb.c",
              "an edit of the vendored LMDB that no patch holds: an update of LMDB would lose it unseen",
              " *\t@brief Lightning memory-mapped database library", " *\t@brief Lightning memory-mapped database"),
+    # chunk.c: -t records
+    Mutation("target-record-newline-not-added", CHUNK,
+             "a -t record whose last line has no final newline runs into its substitutes",
+             "if (!line.len || line.text[line.len - 1] != '\\n')", "if (0)"),
+    Mutation("target-field-quoted-whole", CHUNK,
+             "a message quotes the whole offending field (a 50 MB field made a 52 MB message)",
+             "Span field = {whole.text, whole.len > QUOTED_BYTES ? QUOTED_BYTES : whole.len};",
+             "Span field = whole;"),
+    Mutation("search-never-asks-for-signals", "kernel/module_search.c",
+             "a chunk's search never checks for a stop signal: SIGTERM waits for the end of a long line",
+             ".interrupted = signal_raised};", ".interrupted = NULL};"),
+    # lmdb/mdb.c: the checks a read-only transaction makes of the pages it follows
+    Mutation("lmdb-page-number-not-checked", LMDB,
+             "a page whose header holds another page number is read as the page asked for",
+             "if (mp->mp_pgno != pgno)", "if (0)"),
+    Mutation("lmdb-overflow-count-not-checked-against-file", LMDB,
+             "an overflow page's count of pages is not checked against the file: a value's size and that count "
+             "damaged together read past the file's end (SIGSEGV)",
+             "if (mp->mp_pages < 1 || mp->mp_pages > txn->mt_next_pgno - pgno)", "if (mp->mp_pages < 1)"),
+    Mutation("verify-branch-keys-not-checked", VERIFY,
+             "verify walks the leaves only: a flipped branch key sends the query to the wrong leaf while verify "
+             "says OK",
+             "if ((rc = mdb_tree_check(txn, s->patterns[order])))", "if ((rc = 0))"),
+    Mutation("lmdb-tree-check-upper-bound-ignored", LMDB,
+             "the tree check ignores the upper bound of a child's range: a branch key lowered into its left "
+             "neighbour's range passes verify",
+             "if ((lo && cmp(&key, lo) < 0) || (hi && cmp(&key, hi) >= 0) ||",
+             "if ((lo && cmp(&key, lo) < 0) || (0 && hi) ||"),
+    # output_files.py: what --resume checks before it keeps anything
+    Mutation("resume-bytes-hash-not-checked", OUTPUT_FILES,
+             "the partial file's bytes are not compared with their recorded SHA-256: damage in it is published",
+             "if digest.hexdigest() != expected:", "if False:"),
+    Mutation("resume-file-not-cut-back", OUTPUT_FILES,
+             "a resumed file is not cut back to the recorded size: what came after the record stays in the output",
+             "    stream.truncate(size)", "    pass"),
+    Mutation("resume-written-bytes-not-hashed", OUTPUT_FILES,
+             "the running hash misses the bytes written: every record's hash is that of nothing",
+             "        self._hash.update(data)", "        pass"),
+    Mutation("resume-part-hash-not-checked", OUTPUT_FILES,
+             "a recorded part's size and SHA-256 are not checked: a truncated, flipped or copied part is published",
+             "if os.path.getsize(path) != size or file_sha256(path) != digest:", "if False:"),
+    Mutation("resume-part-names-not-checked", OUTPUT_FILES,
+             "a record listing other parts than those of its lines is believed: a dataset missing lines",
+             "if not _one_after_another(parts, lines):", "if False:"),
+    Mutation("resume-unrecorded-parts-kept", OUTPUT_FILES,
+             "parts the record does not hold are kept: rows of lines the record never held are published",
+             "for name in set(os.listdir(self.path)) - set(names):", "for name in ():"),
+    Mutation("resume-input-hash-not-checked", OUTPUT_FILES,
+             "the input's first lines are not compared with those recorded: another input's output is continued",
+             "if digest.hexdigest() != point[\"input_sha256\"]:", "if False:"),
+    Mutation("dataset-record-lags-its-parts", OUTPUT_FILES,
+             "a dataset's record is written at whole blocks, a second apart, not with each part: a kill loses "
+             "published parts, and a stop keeps none of the tail's",
+             "if part is not None:  # a dataset's part, whole: recorded at once", "if False:"),
+    Mutation("tail-resumed-at-a-block-start", "query/lines.py",
+             "a dataset resumed after a part of its tail cuts the rest from a new block: other parts, and "
+             "rows past the input's end cut differently",
+             "block_size = size - self.read % size", "block_size = size"),
+    Mutation("empty-compressed-output-not-a-stream", OUTPUT_FILES,
+             "a compressed output of no lines is an empty file, which its decompressor refuses",
+             "if self.compress is not None and self._raw.tell() == 0:", "if False:"),
+    # parquet.py: the writer of a dataset's parts
+    Mutation("parquet-part-not-removed-when-abandoned", PARQUET,
+             "a part whose search failed is left under its temporary name in the dataset",
+             "            self.path.unlink(missing_ok=True)", "            pass"),
+    # publish.py, build.py: build --force
+    Mutation("force-tag-not-written", BUILD,
+             "a published index carries no tag: --force cannot recognize it once damaged",
+             "        write_tag(temp)", "        pass"),
+    Mutation("force-ignores-the-tag", PUBLISH,
+             "--force ignores the tag and opens the target to recognize it: a damaged index is refused",
+             "    if _is_tagged(target):", "    if False:"),
+    Mutation("force-takes-any-tag-file", PUBLISH,
+             "any file named like the tag passes: another program's LMDB environment is replaced",
+             "return stream.read(len(TAG_TEXT) + 1) == TAG_TEXT", "return True"),
 ]
 # Left out, as no output can tell them from the kernel (equivalent mutants):
 # - a cached record of the highest order given a back-off pointer (has_beta for every

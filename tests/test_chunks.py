@@ -68,6 +68,11 @@ def test_a_chunk_is_its_lines_split_as_tokenize_splits_them(index: SubstituteInd
     assert rendered.stats.positions == sum(len(tokenize(line)) + (not no_eos) for line in chunk)
 
 
+def quoted(field: bytes) -> str:
+    """A field as a message quotes it: its first 40 bytes, then its length if it is longer."""
+    return repr(field[:40]) + (f"… ({len(field)} bytes)" if len(field) > 40 else "")
+
+
 def python_record_rule(line: bytes) -> tuple[bytes, bytes, list[bytes], int] | str:
     """How fastsubs-query read a -t record when the rule was Python's (query/lines.py, before
     the rule moved into kernel/chunk.c): the test's oracle.  The record's name, id, tokens
@@ -79,9 +84,11 @@ def python_record_rule(line: bytes) -> tuple[bytes, bytes, list[bytes], int] | s
     try:
         position = int(fields[2])
     except ValueError:
-        return f"expected a whole-number token index, found {fields[2]!r}"
+        return f"expected a whole-number token index, found {quoted(fields[2])}"
     if not 0 <= position <= len(tokens):
-        return f"token index {position} is outside 0 … {len(tokens)} for this text"
+        digits = str(abs(position))
+        shown = digits[:40] + (f"… ({len(digits)} digits)" if len(digits) > 40 else "")
+        return f"token index {'-' if position < 0 else ''}{shown} is outside 0 … {len(tokens)} for this text"
     return fields[0], fields[1], tokens, position
 
 
@@ -227,3 +234,13 @@ def test_each_process_of_a_run_opens_the_index_once(tmp_path: Path, tiny_index: 
     opens = Counter(int(pid) for pid in log.read_text().split())
     assert opens[run.pid] == 1
     assert sorted(opens.values()) == [1] * min(workers, usable_cores())
+
+
+@pytest.mark.parametrize("field", [b"x" * 1_000_000, b"7" * 1_000_000])
+def test_a_message_quotes_a_short_prefix_of_a_huge_field(tiny_index: Path, field: bytes) -> None:
+    """A position field of a megabyte (not a number, or a number far outside the text) is
+    refused in one short line: its first 40 bytes, then its length."""
+    result = run_cli("fastsubs-query", tiny_index, "-t", input=b"r\t1\t" + field + b"\tthe cat\n", check=False)
+    lines = result.stderr.decode().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and len(lines[0]) < 200, lines
+    assert field[:40].decode() in lines[0] and f"({len(field)} " in lines[0]

@@ -11,6 +11,7 @@ word and score for score, ties (lowest word id first) included.  Models of 300-3
 
 from __future__ import annotations
 
+import struct
 import tempfile
 from pathlib import Path
 
@@ -25,10 +26,15 @@ from exhaustive import ArpaModel
 LIMITS = [(1, None), (3, None), (10, None), (100, None), (None, 0.5), (5, 0.9), (None, 0.99)]
 
 
+def _bits(score: float) -> bytes:
+    return struct.pack("<d", score)
+
+
 def assert_exact(ours: list[fastsubs.Substitute], expected: list[tuple[str, float]], where: str) -> None:
-    """The same words in the same order (ties lowest id first) with the same scores, bit for bit."""
+    """The same words in the same order (ties lowest id first) with the same scores, bit for bit
+    (compared as their bytes: ``-0.0 == 0.0`` and NaN != NaN would hide a difference)."""
     got = [(sub.word, sub.logprob) for sub in ours]
-    if got != expected:
+    if [(word, _bits(score)) for word, score in got] != [(word, _bits(score)) for word, score in expected]:
         rank = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
         raise AssertionError(f"{where}: {len(got)} listed, exhaustive lists {len(expected)}; first difference at "
                              f"rank {rank}: {got[rank:rank + 3]} vs {expected[rank:rank + 3]}")
@@ -163,3 +169,22 @@ def test_bound_covers_float32_rounding_of_positive_backoffs(tmp_path: Path) -> N
     with fastsubs.open_index(index_path) as index:
         best = index.position(["a"], 0, n=2)
     assert [s.word for s in best] == ["b", "a"] and best[0].logprob == best[1].logprob
+
+
+def test_assert_exact_tells_minus_zero_from_zero() -> None:
+    """(The check is only as good as its comparison.)"""
+    listed = [fastsubs.Substitute("a", -0.0, 1.0)]
+    assert_exact(listed, [("a", -0.0)], "same")
+    with pytest.raises(AssertionError):
+        assert_exact(listed, [("a", 0.0)], "signs differ")
+
+
+def test_a_score_of_minus_zero_keeps_its_sign_in_the_oracle_and_the_search() -> None:
+    """A unigram of log-probability -0.0 (probability 1), alone at the </s> position of a
+    unigram model: the definition's sum of one term is that term, -0.0, and so is the
+    search's; an oracle adding from 0.0 would say 0.0."""
+    text = "\\data\\\nngram 1=4\n\n\\1-grams:\n-0.0\tcat\n-1.0\t</s>\n-99\t<s>\n-2.0\tdog\n\n\\end\\\n"
+    oracle = ArpaModel.from_text(text).stored_as_float32()
+    scores = oracle.substitute_scores(["dog"], 1)
+    assert struct.pack("<d", scores["cat"]) == struct.pack("<d", -0.0)
+    check_model(text, [["dog"], ["cat", "dog"]])

@@ -21,7 +21,7 @@ import pytest
 import fastsubs
 from conftest import BIN, DEMO_MODEL, TEST_DATA, children, run_cli
 from fastsubs.errors import IndexExistsError, TargetNotAnIndexError
-from fastsubs.indexer.publish import TEMP_PREFIX
+from fastsubs.indexer.publish import TAG_NAME, TEMP_PREFIX
 from generated_models import write_model
 
 TINY = TEST_DATA / "tiny.arpa"
@@ -133,7 +133,7 @@ def test_force_replaces_what_a_build_made(tmp_path: Path, make) -> None:
     run_cli("fastsubs-index", "build", TINY, "-o", target, "--force", "-q")
     with fastsubs.open_index(target) as index:
         assert index.vocab_size == unigram_count(TINY)
-    assert sorted(p.name for p in target.iterdir()) == ["data.mdb"]
+    assert sorted(p.name for p in target.iterdir()) == ["data.mdb", TAG_NAME]
 
 
 def unigram_count(model: Path) -> int:
@@ -238,3 +238,72 @@ def test_a_build_removes_what_dead_builds_of_other_targets_left(tmp_path: Path) 
     assert build.returncode == -signal.SIGKILL and left.exists()
     run_cli("fastsubs-index", "build", TINY, "-o", tmp_path / "second.fsidx", "-q")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["second.fsidx"]
+
+
+def _damaged(target: Path, how: str) -> None:
+    data = target / "data.mdb"
+    size = data.stat().st_size
+    if how.startswith("truncated-"):
+        os.truncate(data, min(int(how.removeprefix("truncated-")), size - 1))
+    elif how.startswith("cut-"):
+        os.truncate(data, size * int(how.removeprefix("cut-")) // 8)
+    elif how.startswith("flipped-"):
+        offset = int(how.removeprefix("flipped-"))
+        with open(data, "r+b") as stream:
+            stream.seek(offset)
+            byte = stream.read(1)
+            stream.seek(offset)
+            stream.write(bytes([byte[0] ^ 0xFF]))
+    elif how == "missing":
+        data.unlink()
+    elif how == "emptied":
+        os.truncate(data, 0)
+
+
+DAMAGES = ["truncated-0", "truncated-4096", "truncated-8192", "truncated-12288", "truncated-16384",
+           *(f"cut-{eighths}" for eighths in range(1, 8)), "flipped-16", "flipped-20", "flipped-4112",
+           "flipped-4096", "flipped-8200", "flipped-12300", "missing", "emptied"]
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_force_replaces_a_damaged_index_without_reading_it(tmp_path: Path, how: str) -> None:
+    """A published index carries its tag: --force replaces it however its data.mdb was
+    damaged or truncated, never reading it (LMDB's own reader dies by SIGBUS past a
+    truncated file's end)."""
+    target = an_index(tmp_path)
+    _damaged(target, how)
+    result = run_cli("fastsubs-index", "build", TINY, "-o", target, "--force", "-q", check=False)
+    assert result.returncode == 0, result.stderr.decode()
+    with fastsubs.open_index(target) as index:
+        assert index.vocab_size == unigram_count(TINY)
+
+
+@pytest.mark.parametrize("how", ["truncated-8192", "cut-1", "cut-4", "emptied"])
+def test_an_untagged_damaged_index_is_refused_in_one_line_saying_what_to_do(tmp_path: Path, how: str) -> None:
+    """Without its tag (an index published before builds wrote one), a directory is an
+    index only if it opens as one: a damaged one is refused, left as it is, with the way out."""
+    target = an_index(tmp_path)
+    (target / TAG_NAME).unlink()
+    _damaged(target, how)
+    before = snapshot(target)
+    result = run_cli("fastsubs-index", "build", TINY, "-o", target, "--force", "-q", check=False)
+    assert result.returncode == 1
+    line = one_line(result)
+    assert line.startswith(f"fastsubs-index: error: {target}: ") and "remove it (rm -r) and build again" in line
+    assert snapshot(target) == before
+
+
+def test_an_untagged_index_that_opens_is_replaced(tmp_path: Path) -> None:
+    target = an_index(tmp_path)
+    (target / TAG_NAME).unlink()
+    run_cli("fastsubs-index", "build", TINY, "-o", target, "--force", "-q")
+    with fastsubs.open_index(target) as index:
+        assert index.vocab_size == unigram_count(TINY)
+    assert (target / TAG_NAME).is_file()
+
+
+def test_a_tag_with_other_text_is_no_tag(tmp_path: Path) -> None:
+    target = another_programs_lmdb(tmp_path)
+    (target / TAG_NAME).write_bytes(b"something else\n")
+    result = run_cli("fastsubs-index", "build", TINY, "-o", target, "--force", "-q", check=False)
+    assert result.returncode == 1 and "not a fastsubs index" in one_line(result)

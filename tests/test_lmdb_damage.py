@@ -148,6 +148,14 @@ NAMED: dict[str, tuple[Callable[[Layout, Path], int], int, str]] = {
                                   "LMDB's meta pages: a B-tree's depth is out of range"),
     "a leaf above its tree's depth": (lambda layout, index: newest_meta(layout, index) + 72 + 6, 0x03,
                                       "the main database (opening meta): LMDB page "),
+    # the newer meta's last page number (raised by 2^16 pages): the whole file reads as truncated,
+    # and the message says it may be either
+    "the newer meta's last page": (lambda layout, index: newest_meta(layout, index) + 120 + 2, 0x01,
+                                   "data.mdb is truncated, or the last page number of its newer meta page is "
+                                   "damaged"),
+    # a page header's own number (every read follows a number to a page: the page must say it is that one)
+    "a page's own number": (lambda layout, index: field(layout, "patterns3", "leaf", "header pgno") + 1, 0x01,
+                            "patterns3: LMDB page {}: its header holds another page number"),
 }
 
 
@@ -186,6 +194,59 @@ def test_damage_is_named(generated: tuple[Path, bytes], sound_outputs: dict[str,
                 continue
             assert result.returncode == 1 and lines and expected in lines[0], (tool, lines)
             assert len(lines) == 1 or (tool == "verify" and "DAMAGED" in lines[-1]), lines
+
+
+def test_a_value_size_and_its_overflow_count_damaged_together(generated: tuple[Path, bytes], tmp_path: Path) -> None:
+    """Two bytes damaged together, which a one-byte sweep never tries: a value's size (in its
+    leaf node) raised past the file, and its overflow page's count of pages raised to cover
+    it.  The value's size is checked against the count, and the count against the file:
+    each tool says the index is damaged in one line, and none reads past the file's end."""
+    index, sentences = generated
+    layout = walk(index)
+    page = next(p for p in layout.pages if p.db == "patterns2" and p.kind == "leaf"
+                and any(f.what.endswith("overflow pgno") for f in p.fields))
+    pgno_field = next(f for f in page.fields if f.what.endswith("overflow pgno"))
+    node = pgno_field.what.rsplit(" node ", 1)[1].split()[0]
+    size_field = next(f for f in page.fields if f.what.endswith(f"node {node} data size"))
+    copy = WorkingCopy(index, tmp_path)
+    data = bytearray(copy.original)
+    overflow = struct.unpack_from("<Q", data, pgno_field.offset)[0]
+    pages = len(data) // layout.page_size
+    struct.pack_into("<I", data, size_field.offset, 1 << 31)  # 2 GiB: far past the file
+    struct.pack_into("<I", data, overflow * layout.page_size + 12, (1 << 31) // layout.page_size + 1)
+    copy.data.write_bytes(bytes(data))
+    expected = f"patterns2: LMDB page {overflow}: an overflow page's count of pages runs past the file"
+    assert overflow < pages
+    for tool, (args, reads) in TOOLS.items():
+        result = run_cli(args[0], *args[1:], copy.path, input=sentences if reads else None, check=False)
+        lines = result.stderr.decode().splitlines()
+        if result.returncode == 0 and tool != "verify":
+            continue  # (a tool that never reads that value)
+        assert result.returncode == 1 and lines and expected in lines[0], (tool, result.returncode, lines)
+
+
+def test_a_branch_key_lowered_into_its_left_neighbours_range(generated: tuple[Path, bytes], tmp_path: Path) -> None:
+    """A branch key rewritten to just above the key before it (still in order on its page):
+    the keys of the child before it now lie above it, where a look-up never goes.  verify
+    checks each child's keys against both ends of its range, and says so."""
+    index, _ = generated
+    layout = walk(index)
+    data = (index / "data.mdb").read_bytes()
+    page = next(p for p in layout.pages if p.db == "patterns2" and p.kind == "branch" and len(p.nodes) >= 3)
+    keys = [next(f for f in node if f.what.endswith(" key")) for node in page.nodes[1:3]]
+    assert keys[0].size == keys[1].size
+    lowered = bytearray(data[keys[0].offset:keys[0].offset + keys[0].size])
+    lowered[-1] += 1  # (the last id byte of a key that has a successor on its page is below 0xff)
+    assert bytes(lowered) < data[keys[1].offset:keys[1].offset + keys[1].size]
+    copy = WorkingCopy(index, tmp_path)
+    with open(copy.data, "r+b") as stream:
+        stream.seek(keys[1].offset)
+        stream.write(bytes(lowered))
+    result = run_cli("fastsubs-index", "verify", copy.path, check=False)
+    lines = result.stderr.decode().splitlines()
+    assert result.returncode == 1 and "DAMAGED" in lines[-1], lines
+    assert "patterns2: LMDB page " in lines[0], lines
+    assert "outside the range its parent branch page gives it" in lines[0], lines
 
 
 # ---------------------------------------------------------------- kn4-small, whole

@@ -446,3 +446,68 @@ def test_a_run_killed_again_and_again_resumes_to_the_uninterrupted_bytes(demo_in
     assert max(progress) > 0
     run_cli(QUERY, demo_index, "-i", corpus, "-o", out, "--resume", *args)
     assert out.read_bytes() == expected.read_bytes()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_full_disk_under_parquet_names_the_part(demo_index: Path, small_disk: Path, workers: str) -> None:
+    """pyarrow's own message names no file: the part being written is named, from the
+    process that wrote it too."""
+    pytest.importorskip("pyarrow")
+    out = small_disk / "subs"
+    result = run_cli(QUERY, demo_index, "-n", "100", "-f", "parquet", "-o", out, "--workers", workers,
+                     input=demo_text(1200), check=False)
+    assert result.returncode == 1
+    message = one_line(result.stderr)
+    assert f"{partial(out)}/" in message and "cannot write the output" in message and "No space left" in message, \
+        message
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_signal_is_acted_on_in_the_middle_of_a_long_line(demo_index: Path, tmp_path: Path, sig: signal.Signals,
+                                                           workers: str) -> None:
+    """One line of 300,000 words (many seconds of search): a stop signal sent in the middle
+    of it ends the run within a second (the search asks for signals every few positions),
+    with its one line and exit status, not after the line."""
+    words = demo_text(400).split()
+    source = tmp_path / "long.txt"
+    source.write_bytes(b" ".join((words * (300_000 // len(words) + 1))[:300_000]) + b"\n")
+    out = tmp_path / "subs.txt"
+    process = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "100", "-i", str(source), "-o", str(out),
+                                "--workers", workers], stderr=subprocess.PIPE)
+    time.sleep(2.0)  # started, and searching the line
+    assert process.poll() is None, "the line was done before the signal: make it longer"
+    sent = time.monotonic()
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=60)
+    took = time.monotonic() - sent
+    code, word = STOPPED[sig]
+    assert process.returncode == code and word in one_line(stderr)
+    assert took < 1.0, f"acted on {took:.2f} s after the signal"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", sorted(COMPRESSORS))
+def test_an_input_of_no_lines_gives_a_valid_compressed_output(tiny_index: Path, tmp_path: Path, kind: str) -> None:
+    out = tmp_path / f"subs.txt.{kind}"
+    run_cli(QUERY, tiny_index, "-o", out, input=b"")
+    assert {"gz": gzip, "bz2": bz2, "xz": lzma}[kind].decompress(out.read_bytes()) == b""
+
+
+def test_a_part_stopped_mid_search_leaves_no_temporary_file(demo_index: Path, tmp_path: Path) -> None:
+    """SIGTERM in the middle of a part (a long line: the search stops within it): the part
+    being written is removed, not left under its temporary name in the dataset."""
+    pytest.importorskip("pyarrow")
+    words = demo_text(400).split()
+    source = tmp_path / "long.txt"
+    source.write_bytes(b" ".join((words * (300_000 // len(words) + 1))[:300_000]) + b"\n")
+    out = tmp_path / "subs"
+    process = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "100", "-i", str(source), "-f", "parquet",
+                                "-o", str(out)], stderr=subprocess.PIPE)
+    time.sleep(2.0)
+    assert process.poll() is None, "the line was done before the signal: make it longer"
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143 and "terminated" in one_line(stderr)
+    assert partial(out).is_dir() and os.listdir(partial(out)) == []

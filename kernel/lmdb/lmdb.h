@@ -1430,6 +1430,19 @@ MDB_txn *mdb_cursor_txn(MDB_cursor *cursor);
  */
 const char *mdb_txn_damage(MDB_txn *txn, size_t *pgno);
 
+/** @brief fastsubs: check every page of a database's B-tree, and that each
+ * key lies in the range its parent branch page's keys give it (the range a
+ * search trusts to choose the page it follows), in ascending order.
+ *
+ * A look-up reads only the pages on its path, so a damaged branch key can
+ * send it to the wrong leaf while a walk of the leaves in order finds
+ * nothing wrong; this finds it.
+ * @param[in] txn A read-only transaction handle
+ * @param[in] dbi A database handle returned by #mdb_dbi_open()
+ * @return 0, #MDB_CORRUPTED (see #mdb_txn_damage()), or another error code.
+ */
+int mdb_tree_check(MDB_txn *txn, MDB_dbi dbi);
+
 /** @brief fastsubs: what the checks of the meta pages found damaged when
  * #mdb_env_open() returned #MDB_CORRUPTED, or NULL.
  * @param[in] env An environment handle returned by #mdb_env_create()

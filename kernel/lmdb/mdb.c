@@ -5891,6 +5891,80 @@ ready:
 	return MDB_SUCCESS;
 }
 
+/** fastsubs: the subtree of the page at the top of \b mc's stack holds only
+ *	keys in [\b lo, \b hi) (NULL: unbounded), in ascending order: the range
+ *	its parent's branch keys promise, which a search trusts to choose the
+ *	child it follows.  A branch's first key is never compared (LMDB's search
+ *	skips it); each child's range is its own key up to the next one's. */
+static int
+mdb_tree_walk(MDB_cursor *mc, const MDB_val *lo, const MDB_val *hi)
+{
+	MDB_page *mp = mc->mc_pg[mc->mc_top];
+	MDB_cmp_func *cmp = mc->mc_dbx->md_cmp;
+	unsigned int i, first = IS_BRANCH(mp) ? 1 : 0, n = NUMKEYS(mp);
+	MDB_val key, before = {0, NULL};
+	int rc;
+
+	if (IS_LEAF2(mp))	/* (sub-pages of duplicates: no fastsubs database has them) */
+		return MDB_SUCCESS;
+	for (i = first; i < n; i++) {
+		MDB_node *node = NODEPTR(mp, i);
+		key.mv_size = NODEKSZ(node);
+		key.mv_data = NODEKEY(node);
+		if ((lo && cmp(&key, lo) < 0) || (hi && cmp(&key, hi) >= 0) || (i > first && cmp(&before, &key) >= 0))
+			return mdb_damaged(mc->mc_txn, mp->mp_pgno,
+				"a key on it is out of order, or outside the range its parent branch page gives it");
+		before = key;
+	}
+	if (IS_LEAF(mp))
+		return MDB_SUCCESS;
+	for (i = 0; i < n; i++) {
+		MDB_val child_lo, child_hi;
+		const MDB_val *below = lo, *above = hi;
+		MDB_page *child;
+		if (i > 0) {
+			child_lo.mv_size = NODEKSZ(NODEPTR(mp, i));
+			child_lo.mv_data = NODEKEY(NODEPTR(mp, i));
+			below = &child_lo;
+		}
+		if (i + 1 < n) {
+			child_hi.mv_size = NODEKSZ(NODEPTR(mp, i + 1));
+			child_hi.mv_data = NODEKEY(NODEPTR(mp, i + 1));
+			above = &child_hi;
+		}
+		mc->mc_ki[mc->mc_top] = i;
+		if ((rc = mdb_page_get(mc, NODEPGNO(NODEPTR(mp, i)), &child, NULL)) ||
+			(rc = mdb_cursor_push(mc, child)) || (rc = mdb_page_level(mc, child)))
+			return rc;
+		rc = mdb_tree_walk(mc, below, above);
+		mdb_cursor_pop(mc);
+		if (rc)
+			return rc;
+	}
+	return MDB_SUCCESS;
+}
+
+/* fastsubs: every page of a database's B-tree, its keys checked against the
+ * branch keys above them (see lmdb.h) */
+int
+mdb_tree_check(MDB_txn *txn, MDB_dbi dbi)
+{
+	MDB_cursor mc;
+	int rc;
+
+	if (!txn || !(txn->mt_flags & MDB_TXN_RDONLY) || !TXN_DBI_EXIST(txn, dbi, DB_VALID))
+		return EINVAL;
+	mdb_cursor_init(&mc, txn, dbi, NULL);
+	rc = mdb_page_search(&mc, NULL, MDB_PS_FIRST);
+	if (rc == MDB_NOTFOUND)	/* an empty tree */
+		return MDB_SUCCESS;
+	if (rc)
+		return rc;
+	mc.mc_snum = 1;	/* back from the first leaf to the root */
+	mc.mc_top = 0;
+	return mdb_tree_walk(&mc, NULL, NULL);
+}
+
 /** fastsubs: a named database's record, \b data of the main database's node
  *	under \b mc, in a read-only transaction: a whole #MDB_db, whose tree is
  *	inside the file (#mdb_db_damage()). */

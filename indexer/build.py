@@ -108,7 +108,8 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
         spills[done.order] = done.path
         rows = run_rows(max(memory - _MAIN_BYTES, 0) // jobs.count, done.order, done.id_bytes)
         # the joint orders of "_ d" need the unigrams, which a model gives before the 2-grams
-        unigram_alpha = NgramTable.concatenate(unigram_chunks).alpha.astype(fmt.SCORE_DTYPE) if done.order == 2 else None
+        unigram_alpha = (NgramTable.concatenate(unigram_chunks).alpha.astype(fmt.SCORE_DTYPE)
+                         if done.order == 2 else None)
         slots[done.order] = [jobs.submit(encode_slot, SlotJob(
             done.path, done.order, slot, len(reader.counts), done.id_bytes, rows, directory, str(model_path),
             reader.words, done.first_line, unigram_alpha if slot == 0 else None, joint_min))

@@ -258,7 +258,8 @@ class _Patterns:
         suffix = (key_length - shared)[in_block]
         run, place = _ranges(entry_at[in_block], suffix)
         keys_in_block = self.keys[in_block]
-        buffer[entry_at[in_block][run] + fmt.ENTRY_SHARED_BYTES + place] = keys_in_block[run, shared[in_block][run] + place]
+        key_at = entry_at[in_block][run] + fmt.ENTRY_SHARED_BYTES
+        buffer[key_at + place] = keys_in_block[run, shared[in_block][run] + place]
         count_at = entry_at[in_block] + fmt.ENTRY_SHARED_BYTES + suffix
         buffer[count_at] = self.counts[in_block]
         # patterns alone: their count
@@ -357,11 +358,13 @@ class _Patterns:
         """The joint order of each pattern that has one, starting at ``joint_at``: its
         positions by joint key descending (ties by id), then the keys in that order."""
         chosen = np.repeat(self.joint, self.counts)
-        if not chosen.any():
+        unigram_alpha = self.writer.unigram_alpha
+        if unigram_alpha is None or not chosen.any():
             return
-        group_of_row = np.repeat(np.arange(len(self.counts)), self.counts)[chosen]
-        rank = (np.arange(len(self.words)) - self.starts[np.repeat(np.arange(len(self.counts)), self.counts)])[chosen]
-        keys = joint_keys(self.writer.unigram_alpha[self.words[chosen]], self.alpha[chosen])
+        every_group = np.repeat(np.arange(len(self.counts)), self.counts)
+        group_of_row = every_group[chosen]
+        rank = (np.arange(len(self.words)) - self.starts[every_group])[chosen]
+        keys = joint_keys(unigram_alpha[self.words[chosen]], self.alpha[chosen])
         by_key = np.argsort((group_of_row.astype(np.uint64) << np.uint64(32)) | _descending_key(keys), kind="stable")
         group = group_of_row[by_key]
         key_rank = np.arange(len(by_key)) - np.searchsorted(group, group)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from fastsubs import format as fmt
 from conftest import BIN, TEST_DATA, clone_version, demo_text, run_cli
+from fastsubs import format as fmt
 
 SENTENCES = b"the cat sat\ncat the\n"
 

@@ -1,4 +1,4 @@
-"""The on-disk index format (version 3): the one contract between the indexer and the query engine.
+"""The on-disk index format (version 4): the one contract between the indexer and the query engine.
 
 The C core reads it (``kernel/format.h`` holds the same constants; a test compares
 the two) and the indexer writes it with the helpers below.  An index is one LMDB
@@ -46,7 +46,9 @@ if TYPE_CHECKING:
 
 #: The msgpack map's ``magic``; every format version has written it.
 MAGIC = "fastsubs-index"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
+#: The first format version with the header: an index of an earlier one has none.
+HEADER_SINCE = 3
 #: The first bytes of the header (every version keeps them, and the version, length and
 #: closing checksum that follow, so damage is told apart from a newer format).
 HEADER_MAGIC = b"fastsubs index\0\0"
@@ -55,7 +57,7 @@ META_DB = b"meta"
 HEADER_KEY = b"header"
 META_KEY = b"meta"
 ARRAYS_DB = b"arrays"
-#: The words' database of format 2 (told apart from an interrupted build of format 3 by
+#: The words' database of format 2 (told apart from an interrupted build of format 3 or later by
 #: fastsubs-index build --force, which replaces only what it recognises as an index).
 FORMAT_2_VOCAB_DB = b"vocab"
 
@@ -71,7 +73,12 @@ H_EOS_ID = 40
 H_UNK_ID = 44
 H_META_BYTES = 48  # uint64
 H_META_CHECKSUM = 56
-H_ARRAYS = 60  # per array: uint64 length in bytes, uint32 checksum
+#: The fewest words of a pattern ``_ d`` that carries a joint order (see JOINT_MIN_DEFAULT).
+H_JOINT_MIN = 60
+#: float64: at least ``|v|`` of every finite alpha and beta of the index (the joint bound's
+#: rounding slack is measured in it).
+H_VALUE_BOUND = 64
+H_ARRAYS = 72  # per array: uint64 length in bytes, uint32 checksum
 H_ARRAY_ENTRY = 12
 
 #: The arrays, in the header's order, with their element types (numpy dtype strings).
@@ -102,11 +109,30 @@ R_KIND = 4
 R_FLAGS = 5
 R_PREVIOUS = 6
 HAS_PREVIOUS = 1
+#: A PATTERN record whose pattern ``_ d`` (order 2, slot first) carries a joint order after its
+#: data: positions by joint key descending (ties by id), then float32 keys, the smallest float32
+#: at or above the float64 sum of the word's unigram alpha and its alpha in the pattern.
+HAS_JOINT = 2
+#: Patterns ``_ d`` of at least this many words carry a joint order (smaller ones are read
+#: whole by the search soon enough that a joint order would not pay for its bytes).
+JOINT_MIN_DEFAULT = 64
 BLOCK = 1
 PATTERN = 2
 END = 3
 BLOCK_RESTART = 16
 BLOCK_MAX_COUNT = 255
+#: The body of a record (after its common part): a BLOCK's uint16 counts of patterns and of
+#: restarts, its restart table (uint16 offsets of the restart entries from the first entry),
+#: then its entries (shared key bytes, the rest of the key, the count, the data); a
+#: PATTERN's uint32 count, then its data (kernel/format.h).
+BLOCK_PATTERNS = 0
+BLOCK_RESTARTS = 2
+BLOCK_RESTART_TABLE = 4
+RESTART_BYTES = 2
+ENTRY_SHARED_BYTES = 1
+ENTRY_COUNT_BYTES = 1
+PATTERN_COUNT = 0
+PATTERN_DATA = 4
 END_KEY_BYTE = 0xFF
 
 #: Odd weights of :func:`record_checksum`.
@@ -139,6 +165,11 @@ def pattern_data_bytes(count, id_bytes: int, has_beta: bool):
     """Bytes of the data of a pattern of ``count`` words (an int or a numpy array): ids,
     positions by score, alphas, and betas below the model's highest order."""
     return count * (id_bytes + position_bytes(count) + 4 + 4 * bool(has_beta))
+
+
+def joint_data_bytes(count):
+    """Bytes of the joint order of a pattern of ``count`` words: positions and float32 keys."""
+    return count * (position_bytes(count) + 4)
 
 
 def has_magic(meta: object) -> bool:
@@ -253,15 +284,17 @@ def batch_checksums(words: np.ndarray, offsets: np.ndarray, keys: np.ndarray) ->
 
 def pack_header(*, order: int, vocab_size: int, id_bytes: int, bos_id: int, eos_id: int, unk_id: int,
                 meta: tuple[int, int], arrays: list[tuple[int, int]], counts: list[int],
-                records: list[int]) -> bytes:
+                records: list[int], joint_min: int, value_bound: float) -> bytes:
     """The header's bytes: ``meta`` and each of ``arrays`` (in :data:`ARRAY_NAMES` order) as
-    (length in bytes, checksum), n-grams per order 1 … N, records per order 2 … N."""
+    (length in bytes, checksum), n-grams per order 1 … N, records per order 2 … N, the
+    joint orders' threshold and the bound on the values' magnitudes."""
     size = header_bytes(order)
     fields = bytearray(size - 4)
     fields[H_MAGIC:H_MAGIC + len(HEADER_MAGIC)] = HEADER_MAGIC
     struct.pack_into("<8I", fields, H_VERSION, FORMAT_VERSION, size, order, vocab_size, id_bytes,
                      bos_id, eos_id, unk_id)
     struct.pack_into("<QI", fields, H_META_BYTES, *meta)
+    struct.pack_into("<Id", fields, H_JOINT_MIN, joint_min, value_bound)
     for number, (length, checksum) in enumerate(arrays):
         struct.pack_into("<QI", fields, H_ARRAYS + number * H_ARRAY_ENTRY, length, checksum)
     struct.pack_into(f"<{order}Q{order - 1}Q", fields, H_COUNTS, *counts, *records)

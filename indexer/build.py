@@ -27,7 +27,7 @@ from fastsubs.errors import FastsubsError, IndexExistsError, ModelFormatError
 from fastsubs.indexer.arpa import ArpaReader, NgramTable
 from fastsubs.indexer.completeness import check_count, check_opens, check_unigram_arrays
 from fastsubs.indexer.jobs import Jobs
-from fastsubs.indexer.patterns import PARTS, end_record
+from fastsubs.indexer.patterns import PARTS, end_record, largest_magnitude
 from fastsubs.indexer.publish import (
     check_replaceable,
     is_empty_directory,
@@ -86,7 +86,8 @@ class _ReadModel:
 READ_PROGRESS_SECONDS = 3.0
 
 
-def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Jobs, memory: int) -> _ReadModel:
+def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Jobs, memory: int,
+                joint_min: int) -> _ReadModel:
     """Parse the model, spilling each higher order to ``directory``, and start the jobs of
     its slots as soon as an order is spilled (they sort and encode it while the next is read).
 
@@ -106,9 +107,13 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
         drop_read_spills(slots, spills)
         spills[done.order] = done.path
         rows = run_rows(max(memory - _MAIN_BYTES, 0) // jobs.count, done.order, done.id_bytes)
+        # the joint orders of "_ d" need the unigrams, which a model gives before the 2-grams
+        unigram_alpha = (NgramTable.concatenate(unigram_chunks).alpha.astype(fmt.SCORE_DTYPE)
+                         if done.order == 2 else None)
         slots[done.order] = [jobs.submit(encode_slot, SlotJob(
             done.path, done.order, slot, len(reader.counts), done.id_bytes, rows, directory, str(model_path),
-            reader.words, done.first_line)) for slot in range(done.order)]
+            reader.words, done.first_line, unigram_alpha if slot == 0 else None, joint_min))
+            for slot in range(done.order)]
 
     for chunk in reader:
         jobs.tend()  # a job process that has ended its job gets the next
@@ -159,6 +164,7 @@ def build_index(
     progress: Progress = _silent,
     jobs: int = 1,
     memory: int = DEFAULT_MEMORY,
+    joint_min: int = fmt.JOINT_MIN_DEFAULT,
 ) -> BuildSummary:
     """Build the index of the ARPA model at ``model_path``; returns a summary.
 
@@ -169,6 +175,8 @@ def build_index(
     :class:`IndexExistsError` when an index is at ``index_path`` and ``force`` is false,
     :class:`TargetNotAnIndexError` when it holds anything but a fastsubs index or nothing
     (never replaced, whatever ``force``), :class:`ModelFormatError` for a malformed model.
+    Patterns ``_ d`` of at least ``joint_min`` words get joint orders (kernel/format.h; the
+    tests lower it so that their small models have some).
     """
     started = time.monotonic()
     model_path = Path(model_path)
@@ -185,10 +193,10 @@ def build_index(
     try:
         with Jobs(jobs) as workers:  # forked before anything big is read
             progress(f"reading {model_path}")
-            model = _read_model(model_path, temp / RUNS_DIR, progress, workers, memory)
+            model = _read_model(model_path, temp / RUNS_DIR, progress, workers, memory, joint_min)
             progress(f"read {model.order}-gram model: " + ", ".join(
                 f"{count:,} {order}-grams" for order, count in enumerate(model.counts, start=1)))
-            _write_environment(temp, model, model_path, progress)
+            _write_environment(temp, model, model_path, progress, joint_min)
         remove_tree(temp / RUNS_DIR)
         (temp / "lock.mdb").unlink(missing_ok=True)
         check_opens(temp)
@@ -226,7 +234,8 @@ def _disk_full(directory: Path) -> bool:
     return stat.f_bavail * stat.f_frsize < _NEARLY_FULL
 
 
-def _write_environment(directory: Path, model: _ReadModel, model_path: Path, progress: Progress) -> None:
+def _write_environment(directory: Path, model: _ReadModel, model_path: Path, progress: Progress,
+                       joint_min: int) -> None:
     vocab_size = len(model.words)
     id_bytes = fmt.id_bytes_for(vocab_size)
     env = lmdb.open(str(directory), map_size=BUILD_MAP_SIZE, max_dbs=model.order + 2,
@@ -236,6 +245,7 @@ def _write_environment(directory: Path, model: _ReadModel, model_path: Path, pro
             arrays = _write_arrays(env, txn, model)
         records: list[int] = []
         sizes = [_array_sizes(env, arrays)]
+        value_bound = max(largest_magnitude(model.unigrams.alpha), largest_magnitude(model.unigrams.beta))
         for order in range(2, model.order + 1):
             db = env.open_db(fmt.patterns_db_name(order))
             previous, written = None, 0
@@ -247,6 +257,7 @@ def _write_environment(directory: Path, model: _ReadModel, model_path: Path, pro
                 check_count(f"{order}-grams with the slot at {slot + 1}", made.ngrams, model.counts[order - 1])
                 previous = append_records(env, db, made, key_length, previous)
                 written += made.records
+                value_bound = max(value_bound, made.value_bound)
                 for part, size in made.parts.items():
                     parts[part] += size
                 progress(f"wrote the {order}-grams with the slot at {slot + 1}")
@@ -262,7 +273,7 @@ def _write_environment(directory: Path, model: _ReadModel, model_path: Path, pro
             order=model.order, vocab_size=vocab_size, id_bytes=id_bytes,
             bos_id=index_of.get(b"<s>", fmt.NO_WORD), eos_id=index_of.get(b"</s>", fmt.NO_WORD),
             unk_id=index_of.get(b"<unk>", fmt.NO_WORD), meta=(len(meta), fmt.record_checksum(b"", meta)),
-            arrays=arrays, counts=model.counts, records=records)
+            arrays=arrays, counts=model.counts, records=records, joint_min=joint_min, value_bound=value_bound)
         with env.begin(write=True, db=env.open_db(fmt.META_DB)) as txn:
             txn.put(fmt.META_KEY, meta)
             txn.put(fmt.HEADER_KEY, header)

@@ -29,12 +29,13 @@ ENTRY_MAX = 480
 _COMMON = fmt.R_PREVIOUS
 
 #: Where the bytes of the records go (``RecordWriter.parts``, reported by
-#: ``fastsubs-index info``): the patterns' ids, ``by_score`` positions, alphas and betas;
+#: ``fastsubs-index info``): the patterns' ids, ``by_score`` positions, alphas and betas,
+#: the joint orders of patterns ``_ d`` (positions and keys);
 #: their keys (LMDB's key of each record, and the front-coded keys of a block's entries);
 #: and the structure around them (every record's checksum, kind, flags and previous key,
 #: a block's counts and restart offsets, each entry's shared-bytes and count bytes, a
 #: PATTERN's count, padding to whole words).
-PARTS = ("ids", "positions", "alpha", "beta", "keys", "structure")
+PARTS = ("ids", "positions", "alpha", "beta", "joint", "keys", "structure")
 
 
 def check_no_duplicates(rows: np.ndarray, order: int, path: str, words: list[bytes], first_line: int) -> None:
@@ -110,16 +111,23 @@ class RecordWriter:
     sorted rows at a time.
 
     It remembers the last pattern key written, which the next record names as its
-    previous one, and how many records it made (the header counts them).
+    previous one, how many records it made (the header counts them) and the largest
+    magnitude of a finite value it wrote (the header's value bound).  Given the unigram
+    alphas (for the patterns ``_ d``: order 2, the slot first), it gives each pattern of at
+    least ``joint_min`` words its joint order.
     """
 
-    def __init__(self, order: int, model_order: int, id_bytes: int) -> None:
+    def __init__(self, order: int, model_order: int, id_bytes: int, unigram_alpha: np.ndarray | None = None,
+                 joint_min: int = fmt.JOINT_MIN_DEFAULT) -> None:
         self.order = order
         self.has_beta = order < model_order
         self.id_bytes = id_bytes
         self.key_length = fmt.key_length(order, id_bytes)
+        self.unigram_alpha = unigram_alpha
+        self.joint_min = joint_min
         self.last_key: bytes | None = None
         self.written = 0
+        self.value_bound = 0.0
         self.parts = dict.fromkeys(PARTS, 0)
 
     def records(self, rows: np.ndarray, slot: int) -> Records:
@@ -127,11 +135,29 @@ class RecordWriter:
         key and holding whole patterns, with the slot at ``slot``."""
         patterns = _Patterns(rows, slot, self)
         records = patterns.encode(self.last_key)
+        self.value_bound = max(self.value_bound, largest_magnitude(rows["alpha"]),
+                               largest_magnitude(rows["beta"]) if self.has_beta else 0.0)
         self.last_key = bytes(patterns.keys[-1])
         self.written += len(records)
         for part, size in patterns.parts.items():
             self.parts[part] += size
         return records
+
+
+def largest_magnitude(values: np.ndarray) -> float:
+    """The largest ``|v|`` of the finite float32 ``values`` (0 for none)."""
+    finite = np.abs(values.astype(fmt.SCORE_DTYPE)[np.isfinite(values)])
+    return float(finite.max()) if len(finite) else 0.0
+
+
+def joint_keys(unigram_alpha: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """The joint keys of words with ``unigram_alpha`` and pattern ``alpha`` (float32 both):
+    the smallest float32 at or above the float64 sum of the two (kernel/format.h)."""
+    exact = unigram_alpha.astype(np.float64) + alpha.astype(np.float64)
+    keys = exact.astype(np.float32)
+    below = keys.astype(np.float64) < exact
+    keys[below] = np.nextafter(keys[below], np.float32(np.inf))
+    return keys
 
 
 def end_record(order: int, id_bytes: int, previous: bytes | None) -> tuple[bytes, bytes]:
@@ -186,8 +212,10 @@ class _Patterns:
         same = np.zeros((groups, key_length), dtype=bool)
         same[1:] = self.keys[1:] == self.keys[:-1]
         self.shared = np.cumprod(same, axis=1).sum(axis=1)
-        entry = 2 + key_length + self.data_bytes  # shared byte, key, count byte, data
-        self.alone = (counts > fmt.BLOCK_MAX_COUNT) | (entry > ENTRY_MAX)
+        entry = fmt.ENTRY_SHARED_BYTES + key_length + fmt.ENTRY_COUNT_BYTES + self.data_bytes
+        self.joint = (counts >= writer.joint_min) if writer.unigram_alpha is not None else np.zeros(groups, bool)
+        self.joint_bytes = np.where(self.joint, fmt.joint_data_bytes(counts), 0)
+        self.alone = (counts > fmt.BLOCK_MAX_COUNT) | (entry > ENTRY_MAX) | self.joint
 
     def encode(self, before: bytes | None) -> Records:
         first, last, kinds = self._records()
@@ -199,45 +227,49 @@ class _Patterns:
         restart = self.periodic.copy()
         restart[first] = True
         shared = np.where(restart, 0, self.shared)
-        entry_bytes = 2 + (key_length - shared) + self.data_bytes
+        entry_bytes = fmt.ENTRY_SHARED_BYTES + (key_length - shared) + fmt.ENTRY_COUNT_BYTES + self.data_bytes
         restarts = np.add.reduceat(restart.astype(np.int64), first)
         entries_before = np.cumsum(entry_bytes) - entry_bytes
         entries_bytes = np.add.reduceat(entry_bytes, first)
         head = _COMMON + key_length
-        sizes = np.where(block, head + 4 + 2 * restarts + entries_bytes,
-                         head + 4 + self.data_bytes[first])
+        sizes = np.where(block, head + fmt.BLOCK_RESTART_TABLE + fmt.RESTART_BYTES * restarts + entries_bytes,
+                         head + fmt.PATTERN_DATA + self.data_bytes[first] + self.joint_bytes[first])
         sizes = _padded(sizes)
         offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
         buffer = np.zeros(int(offsets[-1]), dtype=np.uint8)
         starts = offsets[:-1]
         last_keys = self.keys[last - 1]
         _common(buffer, starts, kinds, before, last_keys, key_length)
+        buffer[starts[~block] + fmt.R_FLAGS] |= np.where(self.joint[first[~block]], fmt.HAS_JOINT, 0).astype(np.uint8)
         # blocks: counts of patterns and restarts, restart offsets, entries
         body = starts + head
-        _put(buffer, body[block], (last - first)[block], 2)
-        _put(buffer, body[block] + 2, restarts[block], 2)
-        entries_start = body + 4 + 2 * restarts
+        _put(buffer, body[block] + fmt.BLOCK_PATTERNS, (last - first)[block], 2)
+        _put(buffer, body[block] + fmt.BLOCK_RESTARTS, restarts[block], 2)
+        entries_start = body + fmt.BLOCK_RESTART_TABLE + fmt.RESTART_BYTES * restarts
         in_block = block[record_of]
         entry_at = entries_start[record_of] + entries_before - entries_before[first][record_of]
         entry_offset = entry_at - entries_start[record_of]
         restarts_so_far = np.cumsum(restart)
         restart_rank = restarts_so_far - restarts_so_far[first][record_of]
         chosen = in_block & restart
-        _put(buffer, body[record_of[chosen]] + 4 + 2 * restart_rank[chosen], entry_offset[chosen], 2)
+        _put(buffer, body[record_of[chosen]] + fmt.BLOCK_RESTART_TABLE + fmt.RESTART_BYTES * restart_rank[chosen],
+             entry_offset[chosen], fmt.RESTART_BYTES)
         buffer[entry_at[in_block]] = shared[in_block]
         suffix = (key_length - shared)[in_block]
         run, place = _ranges(entry_at[in_block], suffix)
         keys_in_block = self.keys[in_block]
-        buffer[entry_at[in_block][run] + 1 + place] = keys_in_block[run, shared[in_block][run] + place]
-        count_at = entry_at[in_block] + 1 + suffix
+        key_at = entry_at[in_block][run] + fmt.ENTRY_SHARED_BYTES
+        buffer[key_at + place] = keys_in_block[run, shared[in_block][run] + place]
+        count_at = entry_at[in_block] + fmt.ENTRY_SHARED_BYTES + suffix
         buffer[count_at] = self.counts[in_block]
         # patterns alone: their count
         alone_at = body[~block]
-        _put(buffer, alone_at, self.counts[first[~block]], 4)
+        _put(buffer, alone_at + fmt.PATTERN_COUNT, self.counts[first[~block]], 4)
         data_at = np.empty(len(self.counts), dtype=np.int64)
-        data_at[in_block] = count_at + 1
-        data_at[first[~block]] = alone_at + 4
+        data_at[in_block] = count_at + fmt.ENTRY_COUNT_BYTES
+        data_at[first[~block]] = alone_at + fmt.PATTERN_DATA
         self._write_data(buffer, data_at)
+        self._write_joint(buffer, data_at + self.data_bytes)
         words = buffer.view("<u4")
         checksums = fmt.batch_checksums(words, offsets // 4, last_keys)
         words[offsets[:-1] // 4] = checksums
@@ -251,7 +283,8 @@ class _Patterns:
         writer = self.writer
         rows = len(self.words)
         self.parts = {"ids": rows * writer.id_bytes, "positions": int((self.counts * self.position_bytes).sum()),
-                      "alpha": 4 * rows, "beta": 4 * rows * writer.has_beta, "keys": record_keys + entry_keys}
+                      "alpha": 4 * rows, "beta": 4 * rows * writer.has_beta, "joint": int(self.joint_bytes.sum()),
+                      "keys": record_keys + entry_keys}
         self.parts["structure"] = record_keys + values - sum(self.parts.values())
 
     def _records(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -266,15 +299,17 @@ class _Patterns:
         stretch_of = np.searchsorted(stretch_start, np.arange(n), side="right") - 1
         periodic = self.periodic = (np.arange(n) - stretch_start[stretch_of]) % fmt.BLOCK_RESTART == 0
         shared = np.where(periodic, 0, self.shared)
-        sizes = 2 + (key_length - shared) + self.data_bytes + 2 * periodic
+        sizes = (fmt.ENTRY_SHARED_BYTES + (key_length - shared) + fmt.ENTRY_COUNT_BYTES + self.data_bytes
+                 + fmt.RESTART_BYTES * periodic)
         total = np.concatenate(([0], np.cumsum(sizes)))
-        room = (INLINE_BYTES - key_length) // 4 * 4 - (_COMMON + key_length + 4)
+        room = (INLINE_BYTES - key_length) // 4 * 4 - (_COMMON + key_length + fmt.BLOCK_RESTART_TABLE)
         # where each stretch of small patterns ends: at the next pattern alone
         alone_at = np.flatnonzero(self.alone)
         stretch_end = np.append(alone_at, n)[np.searchsorted(alone_at, np.arange(n))].tolist()
         first, last, kinds = [], [], []
         alone = self.alone.tolist()
-        extra = np.where(periodic, 0, self.shared + 2).tolist()  # a block's first entry restarts
+        # a block's first entry restarts: its shared bytes come back, and it takes a restart offset
+        extra = np.where(periodic, 0, self.shared + fmt.RESTART_BYTES).tolist()
         limit = (total[:-1] + room - np.array(extra)).tolist()
         i = 0
         while i < n:
@@ -318,3 +353,25 @@ class _Patterns:
         for size in (1, 2, 4):
             chosen = width == size
             _put(buffer, at[chosen], rank[by_score][chosen], size)
+
+    def _write_joint(self, buffer: np.ndarray, joint_at: np.ndarray) -> None:
+        """The joint order of each pattern that has one, starting at ``joint_at``: its
+        positions by joint key descending (ties by id), then the keys in that order."""
+        chosen = np.repeat(self.joint, self.counts)
+        unigram_alpha = self.writer.unigram_alpha
+        if unigram_alpha is None or not chosen.any():
+            return
+        every_group = np.repeat(np.arange(len(self.counts)), self.counts)
+        group_of_row = every_group[chosen]
+        rank = (np.arange(len(self.words)) - self.starts[every_group])[chosen]
+        keys = joint_keys(unigram_alpha[self.words[chosen]], self.alpha[chosen])
+        by_key = np.argsort((group_of_row.astype(np.uint64) << np.uint64(32)) | _descending_key(keys), kind="stable")
+        group = group_of_row[by_key]
+        key_rank = np.arange(len(by_key)) - np.searchsorted(group, group)
+        counts = self.counts[group]
+        width = self.position_bytes[group]
+        at = joint_at[group]
+        for size in (1, 2, 4):
+            picked = width == size
+            _put(buffer, at[picked] + key_rank[picked] * size, rank[by_key][picked], size)
+        _put(buffer, at + counts * width + 4 * key_rank, keys[by_key].astype("<f4").view("<u4"), 4)

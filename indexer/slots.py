@@ -42,17 +42,21 @@ class SlotJob:
     model_path: str
     words: list[bytes]  # for a duplicate's message (checked on the slot-last job) ...
     first_line: int  # ... and the line of the spill's first row
+    unigram_alpha: np.ndarray | None = None  # for the joint orders of the patterns "_ d" (order 2, slot 0)
+    joint_min: int = fmt.JOINT_MIN_DEFAULT
 
 
 @dataclass(frozen=True)
 class SlotRecords:
-    """What a job made: its records file, how many records, the n-grams they hold, and
-    where their bytes go (:data:`fastsubs.indexer.patterns.PARTS`)."""
+    """What a job made: its records file, how many records, the n-grams they hold, where
+    their bytes go (:data:`fastsubs.indexer.patterns.PARTS`), and the largest magnitude of
+    a finite value in them."""
 
     path: Path
     records: int
     ngrams: int
     parts: dict[str, int]
+    value_bound: float
 
 
 _BATCH = struct.Struct("<QQQ")  # records, bytes of keys, bytes of values
@@ -61,7 +65,9 @@ _BATCH = struct.Struct("<QQQ")  # records, bytes of keys, bytes of values
 def encode_slot(job: SlotJob) -> SlotRecords:
     """Sort the order for the slot and write its records to a file (batches of records
     as :class:`fastsubs.indexer.patterns.Records` holds them)."""
-    writer = RecordWriter(job.order, job.model_order, job.id_bytes)
+    joint = job.order == 2 and job.slot == 0
+    writer = RecordWriter(job.order, job.model_order, job.id_bytes, job.unigram_alpha if joint else None,
+                          job.joint_min)
     path = job.directory / f"{job.order}-{job.slot}.records"
     ngrams = 0
     with open(path, "wb") as out:
@@ -74,7 +80,7 @@ def encode_slot(job: SlotJob) -> SlotRecords:
             out.write(records.keys)
             out.write(np.asarray(records.offsets, dtype="<u8").tobytes())
             out.write(records.values)
-    return SlotRecords(path, writer.written, ngrams, writer.parts)
+    return SlotRecords(path, writer.written, ngrams, writer.parts, writer.value_bound)
 
 
 def _batches(path: Path, key_length: int) -> Iterator[tuple[bytes, list[int], bytes]]:
@@ -108,5 +114,5 @@ def _naming_previous(key: bytes, value: bytes, previous: bytes) -> bytes:
     named = bytearray(value)
     named[fmt.R_FLAGS] |= fmt.HAS_PREVIOUS
     named[fmt.R_PREVIOUS:fmt.R_PREVIOUS + len(previous)] = previous
-    named[:4] = struct.pack("<I", fmt.record_checksum(key, bytes(named[4:])))
+    struct.pack_into("<I", named, fmt.R_CHECKSUM, fmt.record_checksum(key, bytes(named[fmt.R_CHECKSUM + 4:])))
     return bytes(named)

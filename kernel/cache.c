@@ -15,7 +15,7 @@
 #define FLAT_MAP_RATIO 256
 
 void record_pattern(const Store *s, const Record *rec, PatternData *out) {
-    store_pattern_at(s, rec->data, rec->count, rec->has_beta, out);
+    store_pattern_at(s, rec->data, rec->count, rec->flags, out);
     out->beta_sup = rec->beta_sup;
 }
 
@@ -357,7 +357,7 @@ void reader_seed(Reader *r, Reader *from) {
         copy->count = have->count;
         copy->beta_sup = have->beta_sup;
         copy->key_len = have->key_len;
-        copy->has_beta = have->has_beta;
+        copy->flags = have->flags;
         memcpy(copy->key, have->key, have->key_len);
     }
     pthread_mutex_unlock(&from->slots_lock);
@@ -410,7 +410,7 @@ static int read_record(Reader *r, Record *rec, int order, const uint8_t *key, si
     rec->kept = NULL;
     rec->count = 0;
     rec->beta_sup = 0.0f;
-    rec->has_beta = order < s->order;
+    rec->flags = order < s->order ? PATTERN_HAS_BETA : 0;
     if (!r->cursors[order]) {
         int rc = mdb_cursor_open(r->txn, s->patterns[order], &r->cursors[order]);
         if (rc) {
@@ -426,6 +426,7 @@ static int read_record(Reader *r, Record *rec, int order, const uint8_t *key, si
     rec->data = p.ids;
     rec->count = p.count;
     rec->beta_sup = p.beta_sup;
+    rec->flags |= p.joint ? PATTERN_HAS_JOINT : 0;
     return 0;
 }
 

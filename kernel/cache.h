@@ -54,7 +54,7 @@ typedef struct Record {
     Kept *kept;                 /* a big pattern's rank map and sorted prefix, or NULL */
     uint32_t count;
     float beta_sup;             /* max(0, largest stored back-off weight) */
-    uint8_t key_len, has_beta;
+    uint8_t key_len, flags;     /* flags: PATTERN_HAS_BETA, PATTERN_HAS_JOINT (store.h) */
     uint8_t key[RECORD_KEY_MAX];
 } Record;
 

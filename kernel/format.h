@@ -1,4 +1,4 @@
-/* The on-disk index format, version 3: every constant of it, for the C core.
+/* The on-disk index format, version 4: every constant of it, for the C core.
  *
  * fastsubs/format.py holds the same names for the indexer (a test compares the two, so
  * neither can change alone); its docstring describes the layout in prose.  In short, an
@@ -22,12 +22,14 @@
 
 /* ---------------------------------------------------------------- the header */
 
-#define FS_FORMAT_VERSION 3
+#define FS_FORMAT_VERSION 4
 /* The first bytes of the header; future versions keep it, the version word after it,
  * the header's length after that and the checksum at its end, so that any version's
  * header is told apart from damage before its version is read. */
 #define FS_HEADER_MAGIC "fastsubs index\0\0"
 #define FS_HEADER_MAGIC_BYTES 16
+/* The first format version with the header: an index of an earlier one has none. */
+#define FS_HEADER_SINCE 3
 /* The msgpack map's "magic" value (every format version has written it). */
 #define FS_META_MAGIC "fastsubs-index"
 
@@ -50,7 +52,9 @@
 #define FS_H_UNK_ID 44
 #define FS_H_META_BYTES 48     /* u64: length of the msgpack map */
 #define FS_H_META_CHECKSUM 56
-#define FS_H_ARRAYS 60         /* per array of FS_ARRAY_NAMES: u64 length in bytes, u32 checksum */
+#define FS_H_JOINT_MIN 60      /* the fewest words of a pattern "_ d" that carries a joint order */
+#define FS_H_VALUE_BOUND 64    /* f64: at least |v| of every finite alpha and beta of the index */
+#define FS_H_ARRAYS 72         /* per array of FS_ARRAY_NAMES: u64 length in bytes, u32 checksum */
 #define FS_H_ARRAY_ENTRY 12
 /* after the arrays: per order m = 1 ... N, u64 n-grams; per order m = 2 ... N, u64
  * records of patterns<m> (END included); then the u32 checksum of all bytes before it */
@@ -95,7 +99,8 @@
 #define FS_R_FLAGS 5
 #define FS_R_PREVIOUS 6
 #define FS_HAS_PREVIOUS 1
-/* Many small patterns, keyed by the last one's key.  After the common part:
+#define FS_HAS_JOINT 2         /* a PATTERN record whose pattern carries a joint order (below) */
+/* Many small patterns, keyed by the last one's key.  After the common part (the body):
  *   u16 patterns, u16 restarts, u16 restart[restarts] (where each restart entry starts,
  *   counted from the first entry), then one entry per pattern, in key order:
  *   u8 shared (leading key bytes equal to the previous entry's; 0 at a restart),
@@ -104,8 +109,16 @@
 #define FS_BLOCK 1
 #define FS_BLOCK_RESTART 16
 #define FS_BLOCK_MAX_COUNT 255
-/* One pattern, keyed by its own key: u32 count, then data. */
+#define FS_BLOCK_PATTERNS 0        /* body offset of the u16 count of patterns */
+#define FS_BLOCK_RESTARTS 2        /* body offset of the u16 count of restarts */
+#define FS_BLOCK_RESTART_TABLE 4   /* body offset of the restart table */
+#define FS_RESTART_BYTES 2         /* bytes of each restart table entry */
+#define FS_ENTRY_SHARED_BYTES 1    /* an entry's shared-bytes field, before the rest of its key */
+#define FS_ENTRY_COUNT_BYTES 1     /* an entry's count, after its key, before its data */
+/* One pattern, keyed by its own key: u32 count, then data (and a joint order, below). */
 #define FS_PATTERN 2
+#define FS_PATTERN_COUNT 0         /* body offset of the u32 count */
+#define FS_PATTERN_DATA 4          /* body offset of the data */
 /* The last record of a database, keyed by FS_END_KEY_BYTE x (key_len + 1) (after every
  * pattern key); nothing after the common part. */
 #define FS_END 3
@@ -120,6 +133,17 @@
 #define FS_POSITION_BYTES(count) ((count) <= 1u ? 0u : (count) <= 256u ? 1u : (count) <= 65536u ? 2u : 4u)
 #define FS_PATTERN_DATA_BYTES(count, id_bytes, has_beta) \
     ((uint64_t)(count) * ((id_bytes) + FS_POSITION_BYTES(count) + 4u + ((has_beta) ? 4u : 0u)))
+
+/* The joint order of a pattern "_ d" (order 2, the slot first) of at least the header's
+ * joint_min words, after its data in its PATTERN record (flag FS_HAS_JOINT; no other
+ * record has one):
+ *   joint[count]      positions into ids, FS_POSITION_BYTES(count) each: the words by
+ *                     joint key descending, ties by lower id
+ *   key[count]        f32, in that order: the smallest float32 at or above the float64
+ *                     sum alpha(x) + alpha(x d) of the unigram alpha of x and its alpha
+ *                     in the pattern (docs/algorithm.md, "The joint bound") */
+#define FS_JOINT_MIN_DEFAULT 64
+#define FS_JOINT_DATA_BYTES(count) ((uint64_t)(count) * (FS_POSITION_BYTES(count) + 4u))
 
 /* ---------------------------------------------------------------- checksums and words */
 

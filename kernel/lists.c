@@ -19,6 +19,15 @@ void gather_ahead(Searcher *searcher, List *list) {
     } else if (list->in_order) {
         list->words = &list->in_order[list->depth];
         list->alphas = &list->alpha[list->depth];
+    } else if (list->joint) {
+        const Store *s = searcher->reader.store;
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t at = joint_at(list->pattern, (uint32_t)(list->depth + i));
+            list->own_words[i] = pattern_id(s, list->pattern, at);
+            list->own_alphas[i] = list->pattern->joint_key[list->depth + i];
+        }
+        list->words = list->own_words;
+        list->alphas = list->own_alphas;
     } else {
         const Store *s = searcher->reader.store;
         for (int64_t i = 0; i < n; i++) {
@@ -39,10 +48,11 @@ void gather_ahead(Searcher *searcher, List *list) {
 
 /* A list of ``length`` (>= 1) entries, none read yet. */
 static void start_list(Searcher *searcher, List *list, Record *big, const ix_u32 *in_order, const PatternData *pattern,
-                       const ix_f32 *alpha, int64_t length) {
+                       int joint, const ix_f32 *alpha, int64_t length) {
     list->big = big;
     list->in_order = in_order;
     list->pattern = pattern;
+    list->joint = joint;
     list->alpha = alpha;
     list->depth = 0;
     list->length = length;
@@ -75,6 +85,33 @@ static int add_pattern(Searcher *searcher, Record *rec, int *n_pats) {
     if (!p->map)
         p->supers = NULL;
     return *n_pats - 1;
+}
+
+/* Whether the joint bound of terms 0 and 1 applies (search.c, pair_bound), and if so sets
+ * searcher->joint_list to ``list`` and searcher->joint_alt to term 1's step of the pattern
+ * "_ d" that carries a joint order; else joint_list is NONE.  Term 0 predicts x: its
+ * contexts hold no x, so its back-off weights are constants (terms.c), down to the unigram
+ * alpha of x. */
+static void plan_joint(Searcher *searcher, int n_terms, int list) {
+    searcher->joint_list = NONE;
+    if (n_terms < 2)
+        return;
+    const TermC *t1 = &searcher->terms[1];
+    for (int i = t1->first; i < t1->first + t1->n; i++) {
+        const StepC *step = &searcher->steps[i];
+        if (step->alpha != NONE && searcher->pats[step->alpha].data.joint) {
+            const Store *s = searcher->reader.store;
+            /* Leaves of the two terms' sums: at most N each, every one within max(M, 100)
+             * (M the index's value bound, 100 the unknown word's): docs/algorithm.md, "The
+             * joint bound", derives this slack as a bound on the rounding of both sums and
+             * of the slack's own addition. */
+            double magnitude = s->value_bound > -UNKNOWN_WORD_LOGPROB ? s->value_bound : -UNKNOWN_WORD_LOGPROB;
+            searcher->joint_slack = (16.0 * s->order * s->order + 4.0) * 0x1p-53 * magnitude;
+            searcher->joint_list = list;
+            searcher->joint_alt = i;
+            return;
+        }
+    }
 }
 
 /* Reads the position's terms (searcher->position) into searcher->terms/steps/pats/lists.  Returns the
@@ -120,10 +157,10 @@ int read_terms(Searcher *searcher, int *n_pats) {
     }
     /* The sorted lists: each pattern some step reads by alpha, then the unigram list. */
     int n = 0;
-    if (GROW(searcher->lists, searcher->cap_lists, *n_pats + 1) < 0 ||
-        GROW(searcher->binds, searcher->cap_binds, *n_pats + 1) < 0 ||
-        GROW(searcher->keep, searcher->cap_keep, *n_pats + 1) < 0 ||
-        GROW(searcher->binding, searcher->cap_binding, *n_pats + 1) < 0 ||
+    if (GROW(searcher->lists, searcher->cap_lists, *n_pats + 2) < 0 ||
+        GROW(searcher->binds, searcher->cap_binds, *n_pats + 2) < 0 ||
+        GROW(searcher->keep, searcher->cap_keep, *n_pats + 2) < 0 ||
+        GROW(searcher->binding, searcher->cap_binding, *n_pats + 2) < 0 ||
         GROW(searcher->pos, searcher->cap_pos, *n_pats * MAX_BATCH) < 0)
         return -1;
     for (int i = 0; i < n_steps; i++) {
@@ -141,18 +178,24 @@ int read_terms(Searcher *searcher, int *n_pats) {
             Pat *p = &searcher->pats[i];
             p->list = n;
             start_list(searcher, &searcher->lists[n++], is_big(p->count, s->vocab_size) ? p->rec : NULL, NULL, &p->data,
-                       p->alpha, p->count);
+                       0, p->alpha, p->count);
         }
     }
     for (int i = 0; i < n_steps; i++)
         searcher->steps[i].list =
             searcher->steps[i].alpha == NONE ? NONE : searcher->pats[searcher->steps[i].alpha].list;
     int unigram = searcher->unigram_list = n;
-    start_list(searcher, &searcher->lists[n++], NULL, s->unigram_order, NULL, (const ix_f32 *)s->sorted_alpha,
+    plan_joint(searcher, n_terms, n + 1);
+    start_list(searcher, &searcher->lists[n++], NULL, s->unigram_order, NULL, 0, (const ix_f32 *)s->sorted_alpha,
                s->vocab_size);
+    if (searcher->joint_list != NONE) {
+        const Pat *d = &searcher->pats[searcher->steps[searcher->joint_alt].alpha];
+        start_list(searcher, &searcher->lists[n++], NULL, NULL, &d->data, 1, NULL, d->count);
+    }
     for (int l = 0; l < n; l++)
         searcher->binds[l] = 0;
-    /* Each term's bound alternatives (see bound()), base last. */
+    /* Each term's bound alternatives (see bound()), base last; joint_alt, a step of term 1
+     * until now, becomes its alternative. */
     if (GROW(searcher->alts, searcher->cap_alts, n_steps + n_terms) < 0)
         return -1;
     int n_alts = 0;
@@ -166,6 +209,12 @@ int read_terms(Searcher *searcher, int *n_pats) {
             searcher->alts[n_alts++] = (Alt){unigram, term->n};
         term->fixed = term->base_unigram ? -INFINITY : upper_term(&searcher->steps[term->first], term->n, term->base);
         term->n_alts = n_alts - term->first_alt;
+        if (t == 1 && searcher->joint_list != NONE) {
+            int step = searcher->joint_alt - term->first;
+            for (int a = 0; a < term->n_alts; a++)
+                if (searcher->alts[term->first_alt + a].n_longer == step)
+                    searcher->joint_alt = a;
+        }
         term->frozen = 0;
         term->arg = NONE;
     }

@@ -260,8 +260,8 @@ static PyObject *Index_unigrams(Index *self, PyObject *unused) {
     if (check_open(self) < 0)
         return NULL;
     const Store *s = &self->index.store;
-    return Py_BuildValue("(y#y#)", (const char *)s->unigram_alpha, (Py_ssize_t)s->vocab_size * 4,
-                         (const char *)s->unigram_beta, (Py_ssize_t)s->vocab_size * 4);
+    return Py_BuildValue("(y#y#)", (const char *)s->unigram_alpha, (Py_ssize_t)(s->vocab_size * sizeof(ix_f32)),
+                         (const char *)s->unigram_beta, (Py_ssize_t)(s->vocab_size * sizeof(ix_f32)));
 }
 
 /* check_patterns(order) -> (records, patterns, entries): every record of the order read and checked. */

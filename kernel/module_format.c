@@ -37,8 +37,8 @@ static PyObject *rule_tables(void) {
     static const unsigned long long vocab[] = {1, 65535, 65536, 65537, 16777215, 16777216, 16777217,
                                                4294967294ull};
     PyObject *header = PyList_New(0), *positions = PyList_New(0), *ids = PyList_New(0), *keys = PyList_New(0),
-             *data = PyList_New(0), *tables = NULL;
-    int rc = header && positions && ids && keys && data ? 0 : -1;
+             *data = PyList_New(0), *joint = PyList_New(0), *tables = NULL;
+    int rc = header && positions && ids && keys && data && joint ? 0 : -1;
     for (int order = 1; rc == 0 && order <= 8; order++) {
         rc = add_rule(header, Py_BuildValue("(i)", order), FS_HEADER_BYTES(order));
         for (unsigned width = 2; rc == 0 && width <= 4; width++)
@@ -46,6 +46,8 @@ static PyObject *rule_tables(void) {
     }
     for (size_t c = 0; rc == 0 && c < sizeof(counts) / sizeof(counts[0]); c++) {
         rc = add_rule(positions, Py_BuildValue("(K)", counts[c]), FS_POSITION_BYTES(counts[c]));
+        if (rc == 0)
+            rc = add_rule(joint, Py_BuildValue("(K)", counts[c]), FS_JOINT_DATA_BYTES(counts[c]));
         for (unsigned width = 2; rc == 0 && width <= 4; width++)
             for (int has_beta = 0; rc == 0 && has_beta <= 1; has_beta++)
                 rc = add_rule(data, Py_BuildValue("(KIO)", counts[c], width, has_beta ? Py_True : Py_False),
@@ -54,13 +56,14 @@ static PyObject *rule_tables(void) {
     for (size_t v = 0; rc == 0 && v < sizeof(vocab) / sizeof(vocab[0]); v++)
         rc = add_rule(ids, Py_BuildValue("(K)", vocab[v]), FS_ID_BYTES(vocab[v]));
     if (rc == 0)
-        tables = Py_BuildValue("{sOsOsOsOsO}", "header_bytes", header, "position_bytes", positions, "id_bytes_for",
-                               ids, "key_length", keys, "pattern_data_bytes", data);
+        tables = Py_BuildValue("{sOsOsOsOsOsO}", "header_bytes", header, "position_bytes", positions, "id_bytes_for",
+                               ids, "key_length", keys, "pattern_data_bytes", data, "joint_data_bytes", joint);
     Py_XDECREF(header);
     Py_XDECREF(positions);
     Py_XDECREF(ids);
     Py_XDECREF(keys);
     Py_XDECREF(data);
+    Py_XDECREF(joint);
     return tables;
 }
 
@@ -91,12 +94,14 @@ PyObject *format_constants(void) {
         add_number(constants, "ARRAYS_DB", PyBytes_FromString(FS_ARRAYS_DB)) < 0 ||
         add_number(constants, "PATTERNS_DB", PyBytes_FromString(FS_PATTERNS_DB)) < 0 ||
         add_number(constants, "UNKNOWN_WORD_LOGPROB", PyFloat_FromDouble(FS_UNKNOWN_WORD_LOGPROB)) < 0 ||
-        ADD_INT(FORMAT_VERSION) || ADD_INT(H_MAGIC) || ADD_INT(H_VERSION) || ADD_INT(H_BYTES) || ADD_INT(H_ORDER) ||
+        ADD_INT(FORMAT_VERSION) || ADD_INT(HEADER_SINCE) || ADD_INT(H_MAGIC) || ADD_INT(H_VERSION) || ADD_INT(H_BYTES) || ADD_INT(H_ORDER) ||
         ADD_INT(H_VOCAB_SIZE) || ADD_INT(H_ID_BYTES) || ADD_INT(H_BOS_ID) || ADD_INT(H_EOS_ID) || ADD_INT(H_UNK_ID) ||
-        ADD_INT(H_META_BYTES) || ADD_INT(H_META_CHECKSUM) || ADD_INT(H_ARRAYS) || ADD_INT(H_ARRAY_ENTRY) ||
+        ADD_INT(H_META_BYTES) || ADD_INT(H_META_CHECKSUM) || ADD_INT(H_JOINT_MIN) || ADD_INT(H_VALUE_BOUND) || ADD_INT(H_ARRAYS) || ADD_INT(H_ARRAY_ENTRY) ||
         ADD_INT(H_COUNTS) || ADD_INT(MAX_ORDER) || ADD_INT(R_CHECKSUM) || ADD_INT(R_KIND) || ADD_INT(R_FLAGS) ||
-        ADD_INT(R_PREVIOUS) || ADD_INT(HAS_PREVIOUS) || ADD_INT(BLOCK) || ADD_INT(PATTERN) || ADD_INT(END) ||
-        ADD_INT(BLOCK_RESTART) || ADD_INT(BLOCK_MAX_COUNT) || ADD_INT(END_KEY_BYTE) || ADD_INT(VALUE_WEIGHT) ||
+        ADD_INT(R_PREVIOUS) || ADD_INT(HAS_PREVIOUS) || ADD_INT(HAS_JOINT) || ADD_INT(JOINT_MIN_DEFAULT) || ADD_INT(BLOCK) || ADD_INT(PATTERN) || ADD_INT(END) ||
+        ADD_INT(BLOCK_RESTART) || ADD_INT(BLOCK_MAX_COUNT) || ADD_INT(BLOCK_PATTERNS) || ADD_INT(BLOCK_RESTARTS) ||
+        ADD_INT(BLOCK_RESTART_TABLE) || ADD_INT(RESTART_BYTES) || ADD_INT(ENTRY_SHARED_BYTES) ||
+        ADD_INT(ENTRY_COUNT_BYTES) || ADD_INT(PATTERN_COUNT) || ADD_INT(PATTERN_DATA) || ADD_INT(END_KEY_BYTE) || ADD_INT(VALUE_WEIGHT) ||
         ADD_INT(KEY_WEIGHT) || ADD_INT(NO_WORD))
         goto failed;
     Py_DECREF(names);

@@ -36,24 +36,67 @@ int key_compare(const uint8_t *a, const uint8_t *b, size_t len) {
 }
 
 /* Bytes of the data of a pattern of ``count`` words. */
-uint64_t data_bytes(const Store *s, uint64_t count, int has_beta) {
-    return FS_PATTERN_DATA_BYTES(count, s->id_bytes, has_beta);
+uint64_t data_bytes(const Store *s, uint64_t count, unsigned flags) {
+    return FS_PATTERN_DATA_BYTES(count, s->id_bytes, flags & PATTERN_HAS_BETA) +
+           (flags & PATTERN_HAS_JOINT ? FS_JOINT_DATA_BYTES(count) : 0);
 }
 
-void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, int has_beta, PatternData *p) {
+void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, unsigned flags, PatternData *p) {
     p->count = count;
     p->ids = data;
     p->position_bytes = FS_POSITION_BYTES(count);
     p->positions = p->position_bytes ? data + (size_t)count * s->id_bytes : NULL;
     p->alpha = (const ix_f32 *)(data + (size_t)count * (s->id_bytes + p->position_bytes));
-    p->beta = has_beta ? p->alpha + count : NULL;
+    p->beta = flags & PATTERN_HAS_BETA ? p->alpha + count : NULL;
+    p->joint = NULL;
+    p->joint_key = NULL;
+    if (flags & PATTERN_HAS_JOINT) {
+        p->joint = (const uint8_t *)(p->alpha + count * (p->beta ? 2 : 1));
+        p->joint_key = (const ix_f32 *)(p->joint + (size_t)count * p->position_bytes);
+    }
+}
+
+/* Checks that ``order`` (positions into the pattern's arrays, ``p->position_bytes`` each)
+ * is a permutation that sorts ``keys`` (keys[i] of entry i when ``in_order``, else
+ * keys[position]) descending, ties by lower position; ``name`` names it in ``what``. */
+static int check_order(const PatternData *p, const uint8_t *order, const ix_f32 *keys, int in_order, const char *name,
+                       char *what, size_t what_size) {
+    if (p->count <= 1)
+        return 0;
+    uint64_t small[4] = {0, 0, 0, 0}, *seen = p->count <= 256 ? small : calloc((p->count + 63) / 64, 8);
+    if (!seen)
+        return -1;
+    uint32_t mask = width_mask(p->position_bytes), before = 0;
+    float before_key = 0.0f;
+    for (uint32_t i = 0; i < p->count && !what[0]; i++) {
+        uint32_t at = load_narrow(order, i, p->position_bytes, mask);
+        if (at >= p->count) {
+            snprintf(what, what_size, "its positions by %s hold %u, past its %u words", name, at, p->count);
+            break;
+        }
+        float key = keys[in_order ? i : at];
+        if (seen[at / 64] >> (at % 64) & 1)
+            snprintf(what, what_size, "its positions by %s repeat %u", name, at);
+        else if (i && !(before_key >= key))
+            snprintf(what, what_size, "its positions by %s do not order its %ss (entry %u)", name, name, i);
+        else if (i && before_key == key && before >= at)
+            snprintf(what, what_size, "its positions by %s put tied %ss out of id order (entry %u)", name, name, i);
+        seen[at / 64] |= 1ull << (at % 64);
+        before = at;
+        before_key = key;
+    }
+    if (seen != small)
+        free(seen);
+    return 0;
 }
 
 /* Checks what a checksum cannot vouch for (the builder's work): ids strictly increasing and
- * in the vocabulary, positions a permutation that orders the alphas best first (ties by
- * lower id: positions ascend among equal alphas); derives the bound on the back-off weights.
- * Each check names what it found (fastsubs-index verify shows it), and each would still stop
- * a pattern that only another one trips (a repeated position is also a tie out of order). */
+ * in the vocabulary, values within the header's value bound, positions a permutation that
+ * orders the alphas best first (ties by lower id: positions ascend among equal alphas), and
+ * a joint order the same over keys that are its words' joint keys; derives the bound on the
+ * back-off weights.  Each check names what it found (fastsubs-index verify shows it), and
+ * each would still stop a pattern that only another one trips (a repeated position is also
+ * a tie out of order). */
 int check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_t *key, size_t key_len) {
     char shown[65], what[96] = "";
     uint32_t previous = 0;
@@ -63,30 +106,20 @@ int check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_
             snprintf(what, sizeof(what), "word id %u (entry %u) is outside the vocabulary", id, i);
         else if (i && id <= previous)
             snprintf(what, sizeof(what), "its word ids do not increase (entry %u)", i);
+        else if (!within_value_bound(s, p->alpha[i]) || (p->beta && !within_value_bound(s, p->beta[i])))
+            snprintf(what, sizeof(what), "a value of entry %u is beyond the header's value bound", i);
         previous = id;
     }
-    if (!what[0] && p->count > 1) {
-        uint64_t small[4] = {0, 0, 0, 0}, *seen = p->count <= 256 ? small : calloc((p->count + 63) / 64, 8);
-        if (!seen) {
-            fail(failure, FS_ENOMEM, "out of memory");
-            return -1;
-        }
+    if (!what[0] && check_order(p, p->positions, p->alpha, 0, "score", what, sizeof(what)) < 0)
+        goto no_memory;
+    if (!what[0] && p->joint) {
+        if (check_order(p, p->joint, p->joint_key, 1, "joint key", what, sizeof(what)) < 0)
+            goto no_memory;
         for (uint32_t i = 0; i < p->count && !what[0]; i++) {
-            uint32_t at = position_at(p, i), before = i ? position_at(p, i - 1) : 0;
-            if (at >= p->count) {
-                snprintf(what, sizeof(what), "its positions by score hold %u, past its %u words", at, p->count);
-                break;
-            }
-            if (seen[at / 64] >> (at % 64) & 1)
-                snprintf(what, sizeof(what), "its positions by score repeat %u", at);
-            else if (i && !(p->alpha[before] >= p->alpha[at]))
-                snprintf(what, sizeof(what), "its positions by score do not order its scores (entry %u)", i);
-            else if (i && p->alpha[before] == p->alpha[at] && before >= at)
-                snprintf(what, sizeof(what), "its positions by score put tied scores out of id order (entry %u)", i);
-            seen[at / 64] |= 1ull << (at % 64);
+            uint32_t at = joint_at(p, i);
+            if (p->joint_key[i] != joint_key(s->unigram_alpha[pattern_id(s, p, at)], p->alpha[at]))
+                snprintf(what, sizeof(what), "its joint key %u is not its word's", i);
         }
-        if (seen != small)
-            free(seen);
     }
     if (what[0]) {
         fail(failure, FS_EDAMAGED, "damaged index: pattern %s: %s", hex(key, key_len, shown), what);
@@ -99,6 +132,9 @@ int check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_
                 sup = p->beta[i];
     p->beta_sup = sup;
     return 0;
+no_memory:
+    fail(failure, FS_ENOMEM, "out of memory");
+    return -1;
 }
 
 
@@ -122,11 +158,14 @@ int open_record(const Store *s, int order, const MDB_val *k, const MDB_val *v, R
     }
     r->kind = value[FS_R_KIND];
     r->has_previous = value[FS_R_FLAGS] & FS_HAS_PREVIOUS;
+    r->has_joint = (value[FS_R_FLAGS] & FS_HAS_JOINT) != 0;
     r->previous = value + FS_R_PREVIOUS;
     r->body = r->previous + key_len;
     r->end = value + v->mv_size;
     int key_ok = r->kind == FS_END ? k->mv_size == key_len + 1 : k->mv_size == key_len;
-    if (!key_ok || (r->kind != FS_BLOCK && r->kind != FS_PATTERN && r->kind != FS_END)) {
+    /* only a PATTERN record of a pattern "_ d" (order 2, the slot first) has a joint order */
+    int joint_ok = !r->has_joint || (r->kind == FS_PATTERN && order == 2 && r->key[0] == 0);
+    if (!key_ok || !joint_ok || (r->kind != FS_BLOCK && r->kind != FS_PATTERN && r->kind != FS_END)) {
         fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a malformed key or kind", order);
         return -1;
     }
@@ -135,25 +174,26 @@ int open_record(const Store *s, int order, const MDB_val *k, const MDB_val *v, R
 
 
 int open_block(const RecordView *r, BlockView *b) {
-    if (r->end - r->body < 4)
+    if (r->end - r->body < FS_BLOCK_RESTART_TABLE)
         return -1;
-    b->n_patterns = load_u16(r->body);
-    b->n_restarts = load_u16(r->body + 2);
-    b->restarts = r->body + 4;
-    b->entries = b->restarts + 2 * (size_t)b->n_restarts;
+    b->n_patterns = load_u16(r->body + FS_BLOCK_PATTERNS);
+    b->n_restarts = load_u16(r->body + FS_BLOCK_RESTARTS);
+    b->restarts = r->body + FS_BLOCK_RESTART_TABLE;
+    b->entries = b->restarts + FS_RESTART_BYTES * (size_t)b->n_restarts;
     return b->n_patterns && b->n_restarts && b->entries <= r->end && load_u16(b->restarts) == 0 ? 0 : -1;
 }
 
 /* Decodes the entry at ``p`` (the key before it in ``key``, which it turns into its own):
  * its count and data; returns where the next entry starts, or NULL if it does not fit. */
 const uint8_t *read_entry(const Store *s, const RecordView *r, const uint8_t *p, uint8_t *key,
-                                 uint32_t *count, const uint8_t **data, int has_beta) {
-    size_t len = r->key_len;
-    if (r->end - p < 2 || p[0] > len || (size_t)(r->end - p) < 2 + len - p[0])
+                                 uint32_t *count, const uint8_t **data, unsigned has_beta) {
+    size_t len = r->key_len, fields = FS_ENTRY_SHARED_BYTES + FS_ENTRY_COUNT_BYTES;  /* one byte each */
+    if (r->end - p < (ptrdiff_t)fields || p[0] > len || (size_t)(r->end - p) < fields + len - p[0])
         return NULL;
-    memcpy(key + p[0], p + 1, len - p[0]);
-    p += 1 + len - p[0];
-    *count = *p++;
+    memcpy(key + p[0], p + FS_ENTRY_SHARED_BYTES, len - p[0]);
+    p += FS_ENTRY_SHARED_BYTES + len - p[0];
+    *count = *p;
+    p += FS_ENTRY_COUNT_BYTES;
     uint64_t bytes = data_bytes(s, *count, has_beta);
     if (*count == 0 || (uint64_t)(r->end - p) < bytes)
         return NULL;
@@ -162,14 +202,15 @@ const uint8_t *read_entry(const Store *s, const RecordView *r, const uint8_t *p,
 }
 
 /* The pattern of a PATTERN record: 0, or -1 when its layout is malformed. */
-int alone_pattern(const Store *s, const RecordView *r, int has_beta, PatternData *out) {
-    if (r->end - r->body < 4)
+int alone_pattern(const Store *s, const RecordView *r, unsigned has_beta, PatternData *out) {
+    if (r->end - r->body < FS_PATTERN_DATA)
         return -1;
-    uint32_t count = load_u32(r->body);
-    uint64_t used = 4 + data_bytes(s, count, has_beta), left = (uint64_t)(r->end - r->body);
+    unsigned flags = has_beta | (r->has_joint ? PATTERN_HAS_JOINT : 0);
+    uint32_t count = load_u32(r->body + FS_PATTERN_COUNT);
+    uint64_t used = FS_PATTERN_DATA + data_bytes(s, count, flags), left = (uint64_t)(r->end - r->body);
     if (count == 0 || used > left || left - used > 3)
         return -1;
-    store_pattern_at(s, r->body + 4, count, has_beta, out);
+    store_pattern_at(s, r->body + FS_PATTERN_DATA, count, flags, out);
     return 0;
 }
 
@@ -195,7 +236,7 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
              hex(key, key_len, shown), order);
         return -1;
     }
-    int has_beta = order < s->order;
+    unsigned has_beta = order < s->order ? PATTERN_HAS_BETA : 0;
     if (r.kind == FS_END)
         return 0;
     if (r.kind == FS_PATTERN) {
@@ -212,16 +253,16 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
     size_t room = (size_t)(r.end - b.entries);
     uint32_t low = 0, high = b.n_restarts;
     while (high - low > 1) {
-        uint32_t mid = (low + high) / 2, at = load_u16(b.restarts + 2 * mid);
-        if (room - at < 2 + key_len || at >= room || b.entries[at])
+        uint32_t mid = (low + high) / 2, at = load_u16(b.restarts + FS_RESTART_BYTES * mid);
+        if (room - at < FS_ENTRY_SHARED_BYTES + FS_ENTRY_COUNT_BYTES + key_len || at >= room || b.entries[at])
             goto malformed;
-        if (key_compare(b.entries + at + 1, key, key_len) <= 0)
+        if (key_compare(b.entries + at + FS_ENTRY_SHARED_BYTES, key, key_len) <= 0)
             low = mid;
         else
             high = mid;
     }
-    const uint8_t *p = b.entries + load_u16(b.restarts + 2 * low);
-    const uint8_t *stop = high < b.n_restarts ? b.entries + load_u16(b.restarts + 2 * high) : r.end;
+    const uint8_t *p = b.entries + load_u16(b.restarts + FS_RESTART_BYTES * low);
+    const uint8_t *stop = high < b.n_restarts ? b.entries + load_u16(b.restarts + FS_RESTART_BYTES * high) : r.end;
     if (stop > r.end || p >= stop || p[0])
         goto malformed;
     uint8_t entry_key[1 + 4 * FS_MAX_ORDER];

@@ -28,6 +28,105 @@
 
 /* ---------------------------------------------------------------- the bound */
 
+/* Marks ``list`` as binding the bound computed at ``stamp``, through an alternative worth
+ * ``best`` whose runner-up is worth ``runner_up``: it keeps binding while its sup stays above
+ * about sup - (best - runner_up) (searcher->keep; an estimate of when to recompute the
+ * bound, never part of its value). */
+static void bind(Searcher *searcher, uint64_t stamp, int list, double best, double runner_up) {
+    double sup = searcher->lists[list].sup;
+    if (sup == -INFINITY)  /* read to its end: reading it gives nothing */
+        return;
+    double keep = isfinite(best) && isfinite(runner_up) ? sup - (best - runner_up) : -INFINITY;
+    if (searcher->binds[list] != stamp) {
+        searcher->binds[list] = stamp;
+        searcher->binding[searcher->n_binding++] = list;
+        searcher->keep[list] = keep;
+    } else if (keep > searcher->keep[list]) {
+        searcher->keep[list] = keep;
+    }
+}
+
+/* The value of alternative ``a`` of ``term`` (its list's sup under the longer steps' beta sups). */
+static inline double alternative(const Searcher *searcher, const TermC *term, int a) {
+    const Alt *alt = &searcher->alts[term->first_alt + a];
+    return upper_term(&searcher->steps[term->first], alt->n_longer, searcher->lists[alt->list].sup);
+}
+
+/* The joint bound on terms 0 and 1 together (docs/algorithm.md, "The joint bound"), for
+ * bound(): an upper bound on t_0(x) + t_1(x), summed as the score sums it, over every word x
+ * not read yet.  Sets both terms' own bounds in term_sup and marks the lists that bind it.
+ *
+ * An unread x takes one alternative in each term.  Adding the two terms' largest
+ * alternatives bounds every such pair, but the largest of term 0 is often its unigram base
+ * (x in no pattern of its contexts: a rare word) and the largest of term 1 its pattern
+ * "_ d" (the words seen before d: rare words top that list).  Few words are both, so the
+ * pairs are split three ways:
+ *   - x in a pattern of term 0: that alternative, plus term 1's largest;
+ *   - x taking the unigram base of term 0 and any alternative of term 1 but "_ d";
+ *   - x taking the unigram base and in "_ d": also bounded by the constants and beta sups of
+ *     both chains over the joint order's next key, which bounds alpha(x) + alpha(x d) of every
+ *     word of "_ d" not read yet, plus a slack that covers the rounding of both sums.
+ * The largest of the three bounds the pair; its lists bind. */
+static double pair_bound(Searcher *searcher, uint64_t stamp) {
+    TermC *t0 = &searcher->terms[0], *t1 = &searcher->terms[1];
+    int base_alt = t0->n_alts - 1, d_alt = searcher->joint_alt;
+    /* term 0: its unigram base (the last alternative) and the best of the others */
+    double base0 = alternative(searcher, t0, base_alt), other0 = -INFINITY;
+    int arg0 = NONE;
+    for (int a = 0; a < base_alt; a++) {
+        double value = alternative(searcher, t0, a);
+        if (value > other0) {
+            other0 = value;
+            arg0 = a;
+        }
+    }
+    /* term 1: "_ d", and the best of the others, its constant alternative included */
+    double in_d = alternative(searcher, t1, d_alt), other1 = t1->fixed;
+    int arg1 = NONE;
+    for (int a = 0; a < t1->n_alts; a++) {
+        double value = a == d_alt ? -INFINITY : alternative(searcher, t1, a);
+        if (value > other1) {
+            other1 = value;
+            arg1 = a;
+        }
+    }
+    double all1 = in_d > other1 ? in_d : other1;
+    int arg_all1 = in_d > other1 ? d_alt : arg1;
+    searcher->term_sup[0] = base0 > other0 ? base0 : other0;
+    searcher->term_sup[1] = all1;
+    /* the joint sum: term 0's constants over term 1's beta sups over the joint key */
+    const List *joint = &searcher->lists[searcher->joint_list];
+    const Alt *d = &searcher->alts[t1->first_alt + d_alt];
+    double pair = upper_term(&searcher->steps[t0->first], t0->n,
+                             upper_term(&searcher->steps[t1->first], d->n_longer, joint->sup));
+    pair = joint->sup == -INFINITY ? -INFINITY : pair + searcher->joint_slack;
+    double separate = base0 + in_d;
+    double value[3] = {other0 + all1, base0 + other1, pair < separate ? pair : separate};
+    int best = value[1] > value[0], second = !best;
+    if (value[2] > value[best]) {
+        second = best;
+        best = 2;
+    } else if (value[2] > value[second]) {
+        second = 2;
+    }
+    double top = value[best], runner_up = value[second];
+    if (best == 0) {
+        if (arg0 != NONE)
+            bind(searcher, stamp, searcher->alts[t0->first_alt + arg0].list, top, runner_up);
+        if (arg_all1 != NONE)
+            bind(searcher, stamp, searcher->alts[t1->first_alt + arg_all1].list, top, runner_up);
+    } else if (best == 2 && pair < separate) {
+        bind(searcher, stamp, searcher->joint_list, top, runner_up);
+    } else {
+        bind(searcher, stamp, searcher->alts[t0->first_alt + base_alt].list, top, runner_up);
+        if (best == 2)
+            bind(searcher, stamp, d->list, top, runner_up);
+        else if (arg1 != NONE)
+            bind(searcher, stamp, searcher->alts[t1->first_alt + arg1].list, top, runner_up);
+    }
+    return top;
+}
+
 /* Upper bound on lp(x) of every word not read yet; its terms' bounds go to searcher->term_sup,
  * and searcher->binding lists the lists that bind it (reading any other list cannot lower it).
  *
@@ -48,8 +147,13 @@ static double bound(Searcher *searcher, int n_terms) {
     const List *lists = searcher->lists;
     uint64_t stamp = ++searcher->bound_stamp;
     double total = 0.0;
+    int first = 0;
     searcher->n_binding = 0;
-    for (int t = 0; t < n_terms; t++) {
+    if (searcher->joint_list != NONE) {
+        total = pair_bound(searcher, stamp);
+        first = 2;
+    }
+    for (int t = first; t < n_terms; t++) {
         TermC *term = &searcher->terms[t];
         if (term->frozen) {
             total += searcher->term_sup[t];
@@ -90,16 +194,7 @@ static double bound(Searcher *searcher, int n_terms) {
             term->frozen = 1;
             continue;
         }
-        int list = alts[term->arg].list;
-        double keep = isfinite(best) && isfinite(term->runner_up) ? lists[list].sup - (best - term->runner_up)
-                                                                  : -INFINITY;
-        if (searcher->binds[list] != stamp) {
-            searcher->binds[list] = stamp;
-            searcher->binding[searcher->n_binding++] = list;
-            searcher->keep[list] = keep;
-        } else if (keep > searcher->keep[list]) {
-            searcher->keep[list] = keep;
-        }
+        bind(searcher, stamp, alts[term->arg].list, best, term->runner_up);
     }
     /* No list binds only if no term predicts x (never so for position_terms' terms):
      * then reading cannot lower the bound, and exactness needs every word read. */
@@ -147,6 +242,45 @@ static Scored heap_pop(Scored *heap, int64_t *n) {
     if (*n > 0)
         heap[i] = last;
     return top;
+}
+
+/* -n alone: the best ``size`` words so far in one heap, the worst of them (the last in the
+ * answer's order) at the root, in place of the pending heap and the heap of scores that -p
+ * needs (it lists words as they become final, one at a time). */
+static void best_sift_down(Scored *heap, int64_t n, int64_t i, Scored e) {
+    for (;;) {
+        int64_t child = 2 * i + 1;
+        if (child >= n)
+            break;
+        if (child + 1 < n && before(&heap[child], &heap[child + 1]))
+            child++;  /* the worse child */
+        if (!before(&e, &heap[child]))
+            break;
+        heap[i] = heap[child];
+        i = child;
+    }
+    heap[i] = e;
+}
+
+static void best_push(Scored *heap, int64_t *n, int64_t size, Scored e) {
+    if (*n < size) {
+        int64_t i = (*n)++;
+        for (; i > 0 && before(&heap[(i - 1) / 2], &e); i = (i - 1) / 2)
+            heap[i] = heap[(i - 1) / 2];
+        heap[i] = e;
+    } else if (before(&e, &heap[0])) {
+        best_sift_down(heap, *n, 0, e);
+    }
+}
+
+/* The words of the heap into ``out``, best first; empties the heap. */
+static void best_sorted(Scored *heap, int64_t *n, Scored *out) {
+    while (*n > 0) {
+        out[*n - 1] = heap[0];
+        --*n;
+        if (*n > 0)
+            best_sift_down(heap, *n, 0, heap[*n]);
+    }
 }
 
 /* Keeps the best ``size`` scores in the min-heap ``top``. */
@@ -202,6 +336,7 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
     int64_t n_evaluated = 0, n_pending = 0, n_listed = 0, reads = 0;
     int64_t n_top = 0, top_size = count < vocab_size ? count : vocab_size;
     double mass_sum = 0.0, batch_scores[MAX_BATCH];
+    int one_heap = !use_mass;  /* -n alone: best_push's heap (n_pending words of pending) */
     int unigram = searcher->unigram_list, done = count <= 0, live[MAX_BATCH];
     int need_bound = 1;  /* the binding lists may have changed since the bound was computed */
     int least_batch = count < MIN_BATCH ? MIN_BATCH : count > MAX_BATCH ? MAX_BATCH : (int)count;
@@ -216,7 +351,8 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
             if (need_bound) {
                 need_bound = 0;
                 double unread = bound(searcher, n_terms);
-                if (n_top == top_size && unread < searcher->top[0])
+                if (one_heap ? n_pending == count && unread < searcher->pending[0].score
+                             : n_top == top_size && unread < searcher->top[0])
                     break;
             }
             if (n == 0)  /* bounds on the terms of every word the batch will read */
@@ -234,19 +370,30 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
                 }
             }
         }
-        double threshold = n_top == top_size ? searcher->top[0] : -INFINITY;
+        double threshold = one_heap ? (n_pending == count ? searcher->pending[0].score : -INFINITY)
+                                    : (n_top == top_size ? searcher->top[0] : -INFINITY);
         int kept = score_batch(searcher, n_terms, batch, n, searcher->batch_sup, threshold, batch_scores, live);
         for (int j = 0; j < kept; j++) {
-            double score = batch_scores[live[j]];
-            heap_push(searcher->pending, &n_pending, (Scored){score, batch[live[j]]});
-            top_push(searcher->top, &n_top, top_size, score);
+            Scored e = {batch_scores[live[j]], batch[live[j]]};
+            if (one_heap) {
+                best_push(searcher->pending, &n_pending, count, e);
+            } else {
+                heap_push(searcher->pending, &n_pending, e);
+                top_push(searcher->top, &n_top, top_size, e.score);
+            }
         }
         n_evaluated += n;
         /* Pending words above the bound on unread words are final, best first. */
         int everything = searcher->lists[unigram].depth == vocab_size;
         double limit = everything ? -INFINITY : bound(searcher, n_terms);
         need_bound = everything; /* scoring reads no list: the next round can start from this bound */
-        while (!done && n_pending && (everything || searcher->pending[0].score > limit)) {
+        if (one_heap && (everything || (n_pending == count && searcher->pending[0].score > limit))) {
+            /* every word of the heap beats every unread one (ties included: strictly above) */
+            n_listed = n_pending;
+            best_sorted(searcher->pending, &n_pending, searcher->listed);
+            done = 1;
+        }
+        while (!one_heap && !done && n_pending && (everything || searcher->pending[0].score > limit)) {
             Scored e = heap_pop(searcher->pending, &n_pending);
             searcher->listed[n_listed++] = e;
             if (use_mass) {  /* the original's -p rule: stop once P <= S / (S + p (V - L)) */

@@ -45,7 +45,12 @@ typedef struct Searcher {
     double *keep; int cap_keep;      /* per binding list: it binds all those terms while its sup > keep */
     int *binding; int cap_binding, n_binding;  /* the lists that bind, in the order found */
     uint64_t bound_stamp, batch_stamp;  /* count bound() calls and batches: never wrap */
-    int unigram_list;                /* index of the unigram list (the last one) in lists */
+    int unigram_list;                /* index of the unigram list in lists */
+    /* the joint bound over terms 0 and 1 (search.c, pair_bound): the list reading the joint
+     * order of term 1's pattern "_ d" (NONE: no joint bound at this position), that
+     * pattern's alternative among term 1's, and the rounding slack of the joint sum */
+    int joint_list, joint_alt;
+    double joint_slack;
     double *term_sup; int cap_term_sup;    /* per term: its bound now */
     double *batch_sup; int cap_batch_sup;  /* per term: its bound before the current batch */
     int32_t *pos; int cap_pos;       /* [pattern][MAX_BATCH]: positions of the batch's words */

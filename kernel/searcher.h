@@ -103,7 +103,8 @@ typedef struct Alt {
 typedef struct List {   /* one sorted list */
     Record *big;        /* a big pattern's record: its sorted prefix serves the reads when it can */
     const ix_u32 *in_order;    /* the words in score order (the unigram list), or NULL: */
-    const PatternData *pattern;  /* those of a pattern, read through its positions by score */
+    const PatternData *pattern;  /* those of a pattern, read through its positions by score, */
+    int joint;          /* or, when set, through its joint order (its sup is then a joint key) */
     const ix_f32 *alpha;
     int64_t depth, length;
     double sup;         /* alpha of the next unread entry; -inf once exhausted */

@@ -226,7 +226,7 @@ static int no_header(Store *s, MDB_dbi meta, Failure *failure) {
     }
     const uint8_t *at = memmem(value.mv_data, value.mv_size, version_key, sizeof(version_key) - 1);
     size_t after = at ? (size_t)(at - (const uint8_t *)value.mv_data) + sizeof(version_key) - 1 : value.mv_size;
-    if (after < value.mv_size && ((const uint8_t *)value.mv_data)[after] < FS_FORMAT_VERSION)
+    if (after < value.mv_size && ((const uint8_t *)value.mv_data)[after] < FS_HEADER_SINCE)
         fail(failure, FS_EVERSION, "index format version %d is older than this fastsubs reads (%d); rebuild it "
              "with this version", ((const uint8_t *)value.mv_data)[after], FS_FORMAT_VERSION);
     else if (after < value.mv_size)  /* the metadata of a format with a header: the header is lost */
@@ -279,6 +279,10 @@ static int read_header(Store *s, MDB_dbi meta, const uint8_t **header, Failure *
         s->records[m] = load_u64(h + FS_H_COUNTS + 8 * order + 8 * (m - 2));
     if (s->counts[1] != vocab_size)
         return damaged(failure, "the header's unigram count is not its vocabulary size");
+    s->joint_min = load_u32(h + FS_H_JOINT_MIN);
+    memcpy(&s->value_bound, h + FS_H_VALUE_BOUND, sizeof(double));
+    if (s->joint_min < 1 || !(s->value_bound >= 0.0 && s->value_bound < INFINITY))
+        return damaged(failure, "the header's joint threshold or value bound is out of range");
     *header = h;
     return 0;
 }
@@ -343,6 +347,8 @@ static int cross_check(Store *s, Failure *failure) {
         float beta = s->unigram_beta[i];
         if (!isfinite(beta))
             return damaged(failure, "a unigram back-off weight is not a number");
+        if (!within_value_bound(s, beta) || !within_value_bound(s, s->unigram_alpha[i]))
+            return damaged(failure, "a unigram's value is beyond the header's value bound");
         if (beta > sup)
             sup = beta;
     }

@@ -15,6 +15,8 @@
 #ifndef FASTSUBS_STORE_H
 #define FASTSUBS_STORE_H
 
+#include <math.h>
+
 #include "common.h"
 #include "lmdb/lmdb.h"
 
@@ -45,17 +47,26 @@ typedef struct Store {
     UnigramScores *unigram;
     float *sorted_alpha;
     double unigram_beta_sup;    /* max(0, largest unigram back-off weight) */
+    uint32_t joint_min;         /* patterns "_ d" of this many words or more carry joint orders */
+    double value_bound;         /* at least |v| of every finite stored value (checked as each is read) */
 } Store;
 
 /* One pattern's data, in place (format.h): ``count`` ids (``id_bytes`` each, read with
- * pattern_id), positions by score (position_at; none when count is 1), alphas, betas. */
+ * pattern_id), positions by score (position_at; none when count is 1), alphas, betas, and
+ * for a pattern "_ d" that has one, its joint order (joint_at) and keys. */
 typedef struct {
     const uint8_t *ids, *positions;
     const ix_f32 *alpha, *beta;  /* beta NULL: the highest order stores none (they are 0) */
+    const uint8_t *joint;       /* NULL: no joint order */
+    const ix_f32 *joint_key;
     uint32_t count;
     unsigned position_bytes;
     float beta_sup;             /* max(0, largest back-off weight): the search's bound */
 } PatternData;
+
+/* What a pattern's data holds besides ids, positions and alphas (store_pattern_at's ``flags``). */
+#define PATTERN_HAS_BETA 1u
+#define PATTERN_HAS_JOINT 2u
 
 /* 0, or -1 with the failure set: FS_ENOTINDEX (no index at ``path``, or an interrupted
  * build), FS_EVERSION (another format version), FS_EDAMAGED, FS_ELMDB, FS_ENOMEM. */
@@ -81,8 +92,8 @@ static inline const char *store_word(const Store *s, uint32_t id, size_t *length
 uint32_t store_word_id(const Store *s, const char *word, size_t length);
 
 /* The pattern of ``count`` words whose data (format.h) starts at ``data``, fields in place;
- * ``has_beta``: its order is below the model's. */
-void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, int has_beta, PatternData *p);
+ * ``flags``: PATTERN_HAS_BETA (its order is below the model's), PATTERN_HAS_JOINT. */
+void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, unsigned flags, PatternData *p);
 
 static inline uint32_t pattern_id(const Store *s, const PatternData *p, uint32_t i) {
     return load_narrow(p->ids, i, s->id_bytes, s->id_mask);
@@ -108,6 +119,19 @@ static inline int32_t pattern_find(const Store *s, const PatternData *p, uint32_
 /* Position i of the sorted list: where its word is in the id-sorted arrays. */
 static inline uint32_t position_at(const PatternData *p, uint32_t i) {
     return p->positions ? load_narrow(p->positions, i, p->position_bytes, width_mask(p->position_bytes)) : 0;
+}
+
+/* Position i of the joint order (a pattern with one): where its word is in the id-sorted arrays. */
+static inline uint32_t joint_at(const PatternData *p, uint32_t i) {
+    return p->position_bytes ? load_narrow(p->joint, i, p->position_bytes, width_mask(p->position_bytes)) : 0;
+}
+
+/* The joint key of a word whose unigram alpha is ``unigram`` and whose alpha in the pattern
+ * is ``alpha``: the smallest float32 at or above their float64 sum (format.h). */
+static inline float joint_key(float unigram, float alpha) {
+    double exact = (double)unigram + (double)alpha;
+    float key = (float)exact;
+    return (double)key < exact ? nextafterf(key, INFINITY) : key;
 }
 
 /* The key of the pattern of order n + 1 whose fixed words are ids[0 .. n) with the slot

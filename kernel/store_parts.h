@@ -15,9 +15,15 @@ int lmdb_failed(Failure *failure, int rc, const char *what);
 /* memcmp order, a prefix first: the builder's sort of the spellings (Python's bytes order). */
 int compare_spelling(const char *a, size_t a_len, const char *b, size_t b_len);
 
+/* Is |v| within the index's value bound (or v infinite)?  The joint bound's rounding slack
+ * is measured in that bound (docs/algorithm.md, "The joint bound"). */
+static inline int within_value_bound(const Store *s, float v) {
+    return !isfinite(v) || fabs((double)v) <= s->value_bound;
+}
+
 /* A record as every kind starts: checked against its checksum and its key's length. */
 typedef struct {
-    int kind, has_previous;
+    int kind, has_previous, has_joint;
     const uint8_t *key, *previous, *body, *end;  /* body: after the common part; end: of the value */
     size_t key_len;             /* of the database's pattern keys */
 } RecordView;
@@ -32,7 +38,7 @@ typedef struct {
 const char *hex(const uint8_t *key, size_t len, char out[65]);
 int key_compare(const uint8_t *a, const uint8_t *b, size_t len);
 /* Bytes of the data of a pattern of ``count`` words. */
-uint64_t data_bytes(const Store *s, uint64_t count, int has_beta);
+uint64_t data_bytes(const Store *s, uint64_t count, unsigned flags);
 /* Checks what a checksum cannot vouch for (ids, positions by score) and derives the bound
  * on the back-off weights: 0, or -1 with the failure set. */
 int check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_t *key, size_t key_len);
@@ -42,8 +48,8 @@ int open_record(const Store *s, int order, const MDB_val *k, const MDB_val *v, R
 int open_block(const RecordView *r, BlockView *b);
 /* Decodes the entry at ``p``; returns where the next starts, or NULL if it does not fit. */
 const uint8_t *read_entry(const Store *s, const RecordView *r, const uint8_t *p, uint8_t *key, uint32_t *count,
-                          const uint8_t **data, int has_beta);
+                          const uint8_t **data, unsigned has_beta);
 /* The pattern of a PATTERN record: 0, or -1 when its layout is malformed. */
-int alone_pattern(const Store *s, const RecordView *r, int has_beta, PatternData *out);
+int alone_pattern(const Store *s, const RecordView *r, unsigned has_beta, PatternData *out);
 
 #endif

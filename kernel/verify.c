@@ -18,6 +18,11 @@ static int scores_ok(const PatternData *p) {
     return 1;
 }
 
+/* Does the builder give the pattern ``key`` of ``count`` words a joint order (format.h)? */
+static int wants_joint(const Store *s, int order, const uint8_t *key, uint32_t count) {
+    return order == 2 && key[0] == 0 && count >= s->joint_min;
+}
+
 int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *counts, Failure *failure) {
     MDB_cursor *cursor;
     int rc = mdb_cursor_open(txn, s->patterns[order], &cursor);
@@ -26,8 +31,10 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
     memset(counts, 0, sizeof(*counts));
     size_t key_len = FS_KEY_BYTES((unsigned)order, s->id_bytes);
     uint8_t last[1 + 4 * FS_MAX_ORDER], key[1 + 4 * FS_MAX_ORDER];
-    int has_last = 0, ended = 0, has_beta = order < s->order, result = -1;
+    int has_last = 0, ended = 0, result = -1;
+    unsigned has_beta = order < s->order ? PATTERN_HAS_BETA : 0;
     char shown[65];
+    PatternData p = {0};
     MDB_val k, v;
     for (rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
         RecordView r;
@@ -47,7 +54,6 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
             ended = 1;
             continue;
         }
-        PatternData p;
         if (r.kind == FS_PATTERN) {
             memcpy(key, r.key, key_len);
             if (has_last && memcmp(last, key, key_len) >= 0)
@@ -56,6 +62,8 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
                 goto malformed;
             if (check_pattern(s, &p, failure, key, key_len) < 0)
                 goto out;
+            if (wants_joint(s, order, key, p.count) != (p.joint != NULL))
+                goto joint;
             counts->patterns++;
             counts->entries += p.count;
             if (!scores_ok(&p))
@@ -69,7 +77,7 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
             for (uint32_t e = 0; e < b.n_patterns; e++) {
                 uint32_t count;
                 const uint8_t *data;
-                int restarts_here = restart < b.n_restarts && at == b.entries + load_u16(b.restarts + 2 * restart);
+                int restarts_here = restart < b.n_restarts && at == b.entries + load_u16(b.restarts + FS_RESTART_BYTES * restart);
                 if ((restarts_here && at[0]) || (e == 0 && !restarts_here))
                     goto malformed;
                 restart += restarts_here;
@@ -82,6 +90,8 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
                 store_pattern_at(s, data, count, has_beta, &p);
                 if (check_pattern(s, &p, failure, key, key_len) < 0)
                     goto out;
+                if (wants_joint(s, order, key, count))
+                    goto joint;
                 if (!scores_ok(&p))
                     goto scores;
                 counts->patterns++;
@@ -119,6 +129,10 @@ scores:
 malformed:
     fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d at key %s has a malformed layout", order,
          hex(k.mv_data, k.mv_size, shown));
+    goto out;
+joint:
+    fail(failure, FS_EDAMAGED, "damaged index: pattern %s %s a joint order, against the header's threshold of %u "
+         "words", hex(key, key_len, shown), p.joint ? "has" : "lacks", s->joint_min);
 out:
     mdb_cursor_close(cursor);
     return result;

@@ -19,7 +19,8 @@ def test_every_rule_of_the_core_is_the_contracts() -> None:
     of its boundaries.  A change to one spelling of the format alone fails here."""
     compiled = dict(_kernel.FORMAT)
     rules = compiled.pop("RULES")
-    assert set(rules) == {"header_bytes", "position_bytes", "id_bytes_for", "key_length", "pattern_data_bytes"}
+    assert set(rules) == {"header_bytes", "position_bytes", "id_bytes_for", "key_length", "pattern_data_bytes",
+                          "joint_data_bytes"}
     for name, table in rules.items():
         for arguments, value in table:
             assert getattr(fmt, name)(*arguments) == value, (name, arguments)

@@ -14,6 +14,7 @@ import pytest
 
 import fastsubs
 from conftest import BIN, TEST_DATA, clone_version, demo_text, run_cli
+from fastsubs import format as fmt
 
 SENTENCES = b"the cat sat\ncat the\n"
 
@@ -52,7 +53,7 @@ def test_info_says_what_the_index_holds_in_a_few_lines(tiny_index: Path) -> None
     model = (TEST_DATA / "tiny.arpa").read_bytes()
     first, *lines = run_cli("fastsubs-index", "info", tiny_index).stdout.decode().splitlines()
     said = {name: value.strip() for name, value in (line.split(":", 1) for line in lines)}
-    assert first == f"{tiny_index}: a fastsubs index (format 3)"
+    assert first == f"{tiny_index}: a fastsubs index (format {fmt.FORMAT_VERSION})"
     assert said["model"] == f"tiny.arpa ({len(model)} bytes, sha256 {hashlib.sha256(model).hexdigest()})"
     assert said["order"] == "3" and said["n-grams"] == "6 1-grams, 7 2-grams, 3 3-grams"
     assert said["vocabulary"] == "6 words, <unk> among them (2-byte ids)"

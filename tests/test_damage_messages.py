@@ -88,8 +88,9 @@ def test_a_flipped_byte_in_lmdbs_meta_pages_is_damage(copy: Path, where: str) ->
 
 
 def test_a_lost_header_record_is_damage_not_an_older_format(copy: Path) -> None:
-    """A flipped byte of the header record's key: the metadata says format 3, which always
-    has a header, so the header is lost, not missing from an index of an older format."""
+    """A flipped byte of the header record's key: the metadata says format 4, whose indexes
+    (as those of format 3) always have a header, so the header is lost, not missing from an
+    index of an older format."""
     at, _ = value_at(copy, fmt.META_DB, fmt.HEADER_KEY)
     with open(copy / "data.mdb", "rb") as data:
         data.seek(at - len(fmt.HEADER_KEY))

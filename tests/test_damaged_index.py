@@ -182,6 +182,15 @@ def test_header_fields_forged_with_a_valid_checksum_are_caught(index_copy: Path,
     assert "damaged index" in query_error(index_copy)
 
 
+def test_an_index_of_format_3_is_to_be_rebuilt(index_copy: Path) -> None:
+    """Format 3 had the header but no joint orders: the one line says to rebuild it."""
+    forge_header(index_copy, version=3)
+    with pytest.raises(fastsubs.IndexVersionError, match=r"version 3 is older than this fastsubs reads \(4\); "
+                                                         "rebuild it"):
+        fastsubs.open_index(index_copy)
+    assert "rebuild it" in query_error(index_copy)
+
+
 def test_a_newer_format_version_is_named(index_copy: Path) -> None:
     forge_header(index_copy, version=fmt.FORMAT_VERSION + 1)
     with pytest.raises(fastsubs.IndexVersionError, match="newer"):
@@ -386,10 +395,12 @@ def first_pattern(key: bytes, value: bytes) -> tuple[bytes, int, int]:
     count (the layout of fastsubs/format.py: a pattern record's, or a block's first entry)."""
     head = fmt.R_PREVIOUS + len(key)
     if value[fmt.R_KIND] == fmt.PATTERN:
-        return key, head + 4, struct.unpack_from("<I", value, head)[0]
-    restarts = struct.unpack_from("<H", value, head + 2)[0]
-    entry = head + 4 + 2 * restarts  # shared 0, the whole key, then the count
-    return value[entry + 1:entry + 1 + len(key)], entry + 2 + len(key), value[entry + 1 + len(key)]
+        return key, head + fmt.PATTERN_DATA, struct.unpack_from("<I", value, head + fmt.PATTERN_COUNT)[0]
+    restarts = struct.unpack_from("<H", value, head + fmt.BLOCK_RESTARTS)[0]
+    entry = head + fmt.BLOCK_RESTART_TABLE + fmt.RESTART_BYTES * restarts  # shared 0, the whole key, the count
+    key_at = entry + fmt.ENTRY_SHARED_BYTES
+    count_at = key_at + len(key)
+    return value[key_at:count_at], count_at + fmt.ENTRY_COUNT_BYTES, value[count_at]
 
 
 @pytest.mark.parametrize("break_it", ["ids", "positions", "order of scores"])

@@ -45,7 +45,7 @@ def check_model(text: str, sentence_list: list[list[str]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model_path = Path(tmp) / "model.arpa"
         model_path.write_text(text)
-        fastsubs.build_index(model_path, Path(tmp) / "model.fsidx")
+        fastsubs.build_index(model_path, Path(tmp) / "model.fsidx", joint_min=1)
         with fastsubs.open_index(Path(tmp) / "model.fsidx") as index:
             for tokens in sentence_list:
                 for position in range(len(tokens) + 1):
@@ -82,7 +82,7 @@ def bigram_model(folder: Path, unigrams: list[str], bigrams: list[str]) -> tuple
     text = "\n".join(["\\data\\", f"ngram 1={len(unigrams)}", f"ngram 2={len(bigrams)}", "", "\\1-grams:",
                       *unigrams, "", "\\2-grams:", *bigrams, "", "\\end\\", ""])
     (folder / "model.arpa").write_text(text)
-    fastsubs.build_index(folder / "model.arpa", folder / "model.fsidx")
+    fastsubs.build_index(folder / "model.arpa", folder / "model.fsidx", joint_min=1)
     return text, folder / "model.fsidx"
 
 
@@ -122,7 +122,7 @@ def test_positive_backoff_weights_of_patterns_are_bounded_correctly(tmp_path: Pa
                       "", "\\1-grams:", *unigrams, "", "\\2-grams:", *bigrams, "", "\\3-grams:", *trigrams, "",
                       "\\end\\", ""])
     (tmp_path / "model.arpa").write_text(text)
-    fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx")
+    fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx", joint_min=1)
     check_model(text, [["a", "c", "c"]])
     with fastsubs.open_index(tmp_path / "model.fsidx") as index:
         assert index.position(["a", "c", "c"], 1, n=1)[0].word == "b"

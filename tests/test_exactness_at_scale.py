@@ -68,7 +68,7 @@ def check_big_model(shape: BigModelShape, drawn_k: int, limits: list[Limit] | No
                 expected[number, position, limit] = oracle.cut(ranked, *limit)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "model.arpa").write_text(text)
-        fastsubs.build_index(Path(tmp) / "model.arpa", Path(tmp) / "model.fsidx")
+        fastsubs.build_index(Path(tmp) / "model.arpa", Path(tmp) / "model.fsidx", joint_min=1)
         for budget_name, budget in BUDGETS.items():
             # opened afresh: what an earlier budget kept must not serve this one
             with fastsubs.open_index(Path(tmp) / "model.fsidx") as index:
@@ -117,7 +117,7 @@ def test_two_level_rank_maps_equal_exhaustive_scoring(tmp_path: Path) -> None:
                           positive_backoffs=0.5, rounding=0.5, hubs=3, sentences=1, big=(256, 272))
     text, vocab, sentences = shape.build()
     (tmp_path / "model.arpa").write_text(text)
-    fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx")
+    fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx", joint_min=1)
     sizes = set(pattern_sizes(tmp_path / "model.fsidx", [" ".join(sentences[0])]))
     assert any(BIG_PATTERN <= size < len(vocab) // 256 for size in sizes), sorted(sizes)
     check_big_model(shape, 0, [(1, None), (9, None), (65, None), (300, None), (20, 0.9), (None, 0.5)])
@@ -133,7 +133,7 @@ def test_big_models_reach_the_big_pattern_paths(tmp_path: Path) -> None:
                               sentences=2)
         text, _, sentences = shape.build()
         (tmp_path / f"{seed}.arpa").write_text(text)
-        fastsubs.build_index(tmp_path / f"{seed}.arpa", tmp_path / f"{seed}.fsidx")
+        fastsubs.build_index(tmp_path / f"{seed}.arpa", tmp_path / f"{seed}.fsidx", joint_min=1)
         for sizes in position_pattern_sizes(tmp_path / f"{seed}.fsidx", [" ".join(t) for t in sentences]):
             positions += 1
             with_big += any(size >= BIG_PATTERN for size in sizes)
@@ -148,7 +148,7 @@ def test_p_of_one_lists_every_word(tmp_path: Path) -> None:
                           positive_backoffs=0.0, rounding=0.0, hubs=1, sentences=1)
     text, vocab, sentences = shape.build()
     (tmp_path / "model.arpa").write_text(text)
-    fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx")
+    fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx", joint_min=1)
     with fastsubs.open_index(tmp_path / "model.fsidx") as index:
         tokens = sentences[0]
         assert [len(index.position(tokens, at, p=1.0)) for at in range(len(tokens) + 1)] == \
@@ -176,7 +176,7 @@ def test_positions_two_and_four_bytes_wide(tmp_path: Path) -> None:
     text = (f"\\data\\\nngram 1={len(unigrams)}\nngram 2={len(bigrams)}\n\n\\1-grams:\n" + "\n".join(unigrams)
             + "\n\n\\2-grams:\n" + "\n".join(bigrams) + "\n\n\\end\\\n")
     (tmp_path / "model.arpa").write_text(text)
-    fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx")
+    fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx", joint_min=1)
     with SubstituteIndex(tmp_path / "model.fsidx") as index:
         sizes = {fixed: len(index.pattern(1, (index.word_id(fixed),))[0]) // 4 for fixed in ("<s>", "w0")}
     assert sizes == {"<s>": 65536, "w0": 65537}

@@ -65,17 +65,21 @@ def patterns_of(record_key: bytes, value: bytes, order: int, id_bytes: int, has_
     lays them out: shared key bytes, the rest of the key, the count, the data)."""
     kind, head = value[fmt.R_KIND], fmt.R_PREVIOUS + len(record_key)
     if kind == fmt.PATTERN:
-        yield Located(order, kind, record_key, record_key, head + 4, struct.unpack_from("<I", value, head)[0], 0)
+        yield Located(order, kind, record_key, record_key, head + fmt.PATTERN_DATA,
+                      struct.unpack_from("<I", value, head + fmt.PATTERN_COUNT)[0], 0)
     elif kind == fmt.BLOCK:
-        n_patterns, n_restarts = struct.unpack_from("<HH", value, head)
-        at, key = head + 4 + 2 * n_restarts, b""
+        (n_patterns,) = struct.unpack_from("<H", value, head + fmt.BLOCK_PATTERNS)
+        (n_restarts,) = struct.unpack_from("<H", value, head + fmt.BLOCK_RESTARTS)
+        at, key = head + fmt.BLOCK_RESTART_TABLE + fmt.RESTART_BYTES * n_restarts, b""
         for _ in range(n_patterns):
             shared = value[at]
-            key = key[:shared] + value[at + 1:at + 1 + len(record_key) - shared]
-            at += 1 + len(record_key) - shared
+            at += fmt.ENTRY_SHARED_BYTES
+            key = key[:shared] + value[at:at + len(record_key) - shared]
+            at += len(record_key) - shared
             count = value[at]
-            yield Located(order, kind, record_key, key, at + 1, count, shared)
-            at += 1 + data_bytes(count, id_bytes, has_beta)
+            at += fmt.ENTRY_COUNT_BYTES
+            yield Located(order, kind, record_key, key, at, count, shared)
+            at += data_bytes(count, id_bytes, has_beta)
 
 
 @dataclass

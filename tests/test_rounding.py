@@ -162,6 +162,46 @@ def test_model_c_the_bound_is_summed_as_the_score() -> None:
     check_model(MODEL_C, [["c1", "c2", "c3", "u"]])
 
 
+#: Model E: the joint bound (docs/algorithm.md, "The joint bound") needs its slack.  In
+#: "b x d", x (alpha a = -(2**-53 - 2**-60)) is not in "b _", so its term 0 is beta(b) + a with
+#: beta(b) = -1, and it is in "_ d" with alpha(x d) = a: its score, as the definition rounds
+#: it, is (-1 + a) + a = -1.0 exactly.  Its joint key a + a is exact in float32, yet -1 + (a +
+#: a), the joint sum without slack, rounds to -1 - 2**-52: below x's score.  y ("b y": -1,
+#: "y d": 0) ties x at -1.0 with a higher id; w1 ... w8 (alpha 2a, "w d": 0) fill the first
+#: batch from the joint order, ahead of x (equal keys, lower ids), and f1 ... f8 (alpha 0)
+#: keep x from the top of the unigram list.  Without the slack, y is listed above a bound of
+#: -1 - 2**-52 before x is read; x must come first.
+MODEL_E = """\\data\\
+ngram 1=22
+ngram 2=11
+
+\\1-grams:
+-99\t<s>
+-3\t</s>
+-3\tb\t-1
+-50\td
+""" + "".join(f"0\tf{i}\n" for i in range(1, 9)) + "".join(
+    f"-2.203098814490545e-16\tw{i}\n" for i in range(1, 9)) + """-1.1015494072452725e-16\tx
+-5\ty
+
+\\2-grams:
+-1\tb y
+0\ty d
+-1.1015494072452725e-16\tx d
+""" + "".join(f"0\tw{i} d\n" for i in range(1, 9)) + """
+\\end\\
+"""
+
+
+def test_model_e_the_joint_bound_covers_the_rounding_of_both_chains() -> None:
+    oracle = ArpaModel.from_text(MODEL_E).stored_as_float32()
+    a = oracle.ngrams[("x",)][0]
+    assert (-1.0 + a) + a == -1.0 > -1.0 + (a + a)  # the case is the one meant
+    ranked = oracle.ranked(oracle.substitute_scores(["b", "x", "d"], 1))
+    assert [(word, score) for word, score in ranked[:2]] == [("x", -1.0), ("y", -1.0)]
+    check_model(MODEL_E, [["b", "x", "d"]])
+
+
 @st.composite
 def adversarial_model_and_sentences(draw):
     model = draw(arpa_models(max_order=6, adversarial=True))

@@ -1,0 +1,261 @@
+"""Every check of a joint order (index format 4) has a record that trips it.
+
+A pattern ``_ d`` of at least the header's ``joint_min`` words carries, after its data in
+its PATTERN record, its words by joint key (the unigram alpha plus the pattern's alpha,
+rounded up to float32) and the keys.  The search bounds unread words by those keys, so a
+key too low would be a wrong answer, not an error: ``check_pattern`` (kernel/records.c)
+recomputes every key and checks the order whenever a search reads the pattern, and
+``fastsubs-index verify`` also checks that exactly the patterns the threshold names carry
+one.  Here each promise is broken in turn in one joint order, the record's checksum made
+right again, as a faulty builder (or a forger) would leave it; the search must end in
+DamagedIndexError naming the damage, and verify too (exit 1).  The header's value bound
+(the joint bound's rounding slack is measured in it) is forged the same way.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmdb
+import numpy as np
+import pytest
+
+import fastsubs
+from conftest import run_cli
+from fastsubs import format as fmt
+from fastsubs.index import SubstituteIndex
+from generated_models import write_model
+from test_damaged_index import put
+from test_forged_records import Located, data_bytes, patterns_of, query_error, query_sentence
+
+
+@dataclass
+class Joint:
+    """A joint order as plain lists to forge: positions into the pattern's ids, and keys."""
+
+    positions: list[int]
+    keys: list[float]
+
+
+def joint_at(where: Located, id_bytes: int) -> int:
+    """Where the joint order of a pattern ``_ d`` starts in its record's value (after its
+    data: order 2 is below the models' highest here, so the data holds betas)."""
+    return where.data_at + data_bytes(where.count, id_bytes, True)
+
+
+def read_joint(value: bytes, where: Located, id_bytes: int) -> Joint:
+    at, width, count = joint_at(where, id_bytes), fmt.position_bytes(where.count), where.count
+    positions = [int.from_bytes(value[at + i * width:at + (i + 1) * width], "little") for i in range(count)]
+    return Joint(positions, np.frombuffer(value, fmt.SCORE_DTYPE, count, at + count * width).tolist())
+
+
+def write_joint(value: bytes, where: Located, id_bytes: int, joint: Joint) -> bytes:
+    """``value`` with the joint order replaced and the record's checksum made right."""
+    at, width, count = joint_at(where, id_bytes), fmt.position_bytes(where.count), where.count
+    forged = bytearray(value)
+    forged[at:at + count * width] = b"".join(p.to_bytes(width, "little") for p in joint.positions)
+    forged[at + count * width:at + count * (width + 4)] = np.array(joint.keys, fmt.SCORE_DTYPE).tobytes()
+    return checksummed(forged, where.record_key)
+
+
+def checksummed(value: bytearray, record_key: bytes) -> bytes:
+    struct.pack_into("<I", value, fmt.R_CHECKSUM, fmt.record_checksum(record_key, bytes(value[4:])))
+    return bytes(value)
+
+
+def first(pairs: list[tuple[float, float]], relation: Callable[[float, float], bool]) -> int:
+    """The first i whose key and the next one's stand in ``relation``."""
+    return next(i for i, (a, b) in enumerate(pairs) if relation(a, b))
+
+
+# Each forgery breaks one promise of the joint order and says what check_pattern reports.
+def joint_position_repeated(joint: Joint) -> str:
+    joint.positions[1] = joint.positions[0]
+    return f"its positions by joint key repeat {joint.positions[0]}"
+
+
+def joint_position_out_of_range(joint: Joint) -> str:
+    count = len(joint.positions)
+    joint.positions[-1] = count
+    return f"its positions by joint key hold {count}, past its {count} words"
+
+
+def joint_keys_out_of_order(joint: Joint) -> str:
+    i = first(list(zip(joint.keys, joint.keys[1:])), lambda a, b: a > b)
+    joint.positions[i], joint.positions[i + 1] = joint.positions[i + 1], joint.positions[i]
+    joint.keys[i], joint.keys[i + 1] = joint.keys[i + 1], joint.keys[i]
+    return f"its positions by joint key do not order its joint keys (entry {i + 1})"
+
+
+def joint_tie_out_of_order(joint: Joint) -> str:
+    """Entries 0 and 1 made a tie (entry 1's key raised to entry 0's: still in order), the
+    higher id first."""
+    joint.keys[1] = joint.keys[0]
+    if joint.positions[0] < joint.positions[1]:
+        joint.positions[0], joint.positions[1] = joint.positions[1], joint.positions[0]
+    return "its positions by joint key put tied joint keys out of id order (entry 1)"
+
+
+def joint_key_one_step_low(joint: Joint) -> str:
+    """The last key one float32 step lower: still in order, but below its word's sum (a
+    bound that low would list a word late)."""
+    joint.keys[-1] = float(np.nextafter(np.float32(joint.keys[-1]), np.float32(-np.inf)))
+    return f"its joint key {len(joint.keys) - 1} is not its word's"
+
+
+FORGERIES = {f.__name__.replace("_", " "): f for f in (
+    joint_position_repeated, joint_position_out_of_range, joint_keys_out_of_order, joint_tie_out_of_order,
+    joint_key_one_step_low)}
+
+
+@dataclass(frozen=True)
+class JointIndex:
+    path: Path
+    id_bytes: int
+    where: Located  # a pattern "_ d" with a joint order that a search reads
+    sentence: list[str]
+    block: Located  # a pattern of order 2 in a BLOCK record
+    block_sentence: list[str]
+
+
+@pytest.fixture(scope="module")
+def joint_index(tmp_path_factory: pytest.TempPathFactory) -> JointIndex:
+    """A generated order-3 model built with joint orders on every pattern ``_ d`` of 8+
+    words: one of them with a descent among its keys, and a small pattern of order 2 in a
+    BLOCK record, each with a sentence whose search reads it."""
+    folder = tmp_path_factory.mktemp("joint")
+    write_model(folder / "model.arpa", vocab_size=400, higher=[3000, 3000], seed=3, hubs=6, hub_fanout=300)
+    path = folder / "model.fsidx"
+    fastsubs.build_index(folder / "model.arpa", path, joint_min=8)
+    found: dict[str, tuple[Located, list[str]]] = {}
+    with SubstituteIndex(path) as index:
+        id_bytes = index.id_bytes
+        env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=64)
+        with env.begin() as txn:
+            for record_key, value in txn.cursor(db=env.open_db(fmt.patterns_db_name(2), txn=txn, create=False)):
+                for where in patterns_of(record_key, value, 2, id_bytes, True):
+                    if where.key[0] != 0 or where.count < 2 or where.count == 256:
+                        continue
+                    if value[fmt.R_FLAGS] & fmt.HAS_JOINT and "joint" not in found:
+                        keys = read_joint(value, where, id_bytes).keys
+                        if not any(a > b for a, b in zip(keys, keys[1:])):
+                            continue
+                        name = "joint"
+                    elif where.kind == fmt.BLOCK and "block" not in found:
+                        name = "block"
+                    else:
+                        continue
+                    sentence = query_sentence(index, where)
+                    if sentence is not None:
+                        found[name] = (where, sentence)
+        env.close()
+    assert set(found) == {"joint", "block"}, found
+    return JointIndex(path, id_bytes, *found["joint"], *found["block"])
+
+
+def record_of(index: Path, where: Located) -> bytes:
+    env = lmdb.open(str(index), readonly=True, lock=False, max_dbs=64)
+    with env.begin() as txn:
+        value = txn.get(where.record_key, db=env.open_db(fmt.patterns_db_name(where.order), txn=txn, create=False))
+    env.close()
+    return value
+
+
+def assert_named(copy: Path, sentence: list[str], expected: str) -> None:
+    """The search, the command line and verify all name ``expected``."""
+    with fastsubs.open_index(copy) as index:
+        with pytest.raises(fastsubs.DamagedIndexError) as raised:
+            index.sentence(sentence, n=5)
+    assert str(raised.value) == f"{copy}: {expected}"
+    assert expected in query_error(copy, sentence)
+    verified = run_cli("fastsubs-index", "verify", copy, check=False)
+    assert verified.returncode == 1 and expected in verified.stderr.decode(), verified.stderr.decode()
+
+
+@pytest.mark.parametrize("forgery", FORGERIES)
+def test_a_forged_joint_order_is_named_by_the_search_and_by_verify(joint_index: JointIndex, tmp_path: Path,
+                                                                   forgery: str) -> None:
+    copy = tmp_path / "forged.fsidx"
+    shutil.copytree(joint_index.path, copy)
+    where = joint_index.where
+    value = record_of(copy, where)
+    joint = read_joint(value, where, joint_index.id_bytes)
+    damage = FORGERIES[forgery](joint)
+    put(copy, fmt.patterns_db_name(2), where.record_key, write_joint(value, where, joint_index.id_bytes, joint))
+    assert_named(copy, joint_index.sentence, f"damaged index: pattern {where.key.hex()}: {damage}")
+
+
+def test_a_joint_flag_on_a_block_is_a_malformed_record(joint_index: JointIndex, tmp_path: Path) -> None:
+    """Only a PATTERN record of a pattern ``_ d`` may carry a joint order: the flag on a
+    BLOCK would have the reader look for one where entries lie."""
+    copy = tmp_path / "forged.fsidx"
+    shutil.copytree(joint_index.path, copy)
+    where = joint_index.block
+    value = bytearray(record_of(copy, where))
+    value[fmt.R_FLAGS] |= fmt.HAS_JOINT
+    put(copy, fmt.patterns_db_name(2), where.record_key, checksummed(value, where.record_key))
+    assert_named(copy, joint_index.block_sentence,
+                 "damaged index: a record of patterns2 has a malformed key or kind")
+
+
+def test_verify_names_a_pattern_whose_joint_order_is_missing(joint_index: JointIndex, tmp_path: Path) -> None:
+    """A joint order dropped (flag cleared, bytes cut) leaves a record the search reads
+    soundly, without the joint bound; verify holds the builder to the header's threshold."""
+    copy = tmp_path / "forged.fsidx"
+    shutil.copytree(joint_index.path, copy)
+    where = joint_index.where
+    value = record_of(copy, where)
+    end = joint_at(where, joint_index.id_bytes)
+    cut = bytearray(value[:end] + bytes(-end % 4))
+    cut[fmt.R_FLAGS] &= ~fmt.HAS_JOINT
+    put(copy, fmt.patterns_db_name(2), where.record_key, checksummed(cut, where.record_key))
+    with fastsubs.open_index(joint_index.path) as index:
+        expected = [[(s.word, s.logprob) for s in position] for position in index.sentence(joint_index.sentence, n=5)]
+    with fastsubs.open_index(copy) as index:
+        got = [[(s.word, s.logprob) for s in position] for position in index.sentence(joint_index.sentence, n=5)]
+    assert got == expected
+    verified = run_cli("fastsubs-index", "verify", copy, check=False)
+    assert verified.returncode == 1, verified.stderr.decode()
+    assert (f"pattern {where.key.hex()} lacks a joint order, against the header's threshold of 8 words"
+            in verified.stderr.decode())
+
+
+def forge_value_bound(index: Path, bound: float) -> None:
+    """The header's value bound replaced, its checksum made right."""
+    env = lmdb.open(str(index), max_dbs=64)
+    with env.begin(write=True, db=env.open_db(fmt.META_DB)) as txn:
+        header = bytearray(txn.get(fmt.HEADER_KEY))
+        struct.pack_into("<d", header, fmt.H_VALUE_BOUND, bound)
+        struct.pack_into("<I", header, len(header) - 4, fmt.record_checksum(b"", bytes(header[:-4])))
+        txn.put(fmt.HEADER_KEY, bytes(header))
+    env.close()
+
+
+def test_a_value_bound_below_a_unigram_is_named_at_open(joint_index: JointIndex, tmp_path: Path) -> None:
+    copy = tmp_path / "forged.fsidx"
+    shutil.copytree(joint_index.path, copy)
+    forge_value_bound(copy, 0.0)
+    with pytest.raises(fastsubs.DamagedIndexError, match="a unigram's value is beyond the header's value bound"):
+        fastsubs.open_index(copy)
+
+
+def test_a_value_beyond_the_bound_is_named_where_it_is_read(joint_index: JointIndex, tmp_path: Path) -> None:
+    """A bound that covers the unigrams but not a pattern's values: named when the pattern
+    is read (the rounding slack would be too small for sums of those values)."""
+    copy = tmp_path / "forged.fsidx"
+    shutil.copytree(joint_index.path, copy)
+    where = joint_index.where
+    env = lmdb.open(str(copy), readonly=True, lock=False, max_dbs=64)
+    with env.begin(db=env.open_db(fmt.META_DB, create=False)) as txn:
+        (bound,) = struct.unpack_from("<d", txn.get(fmt.HEADER_KEY), fmt.H_VALUE_BOUND)
+    env.close()
+    value = bytearray(record_of(copy, where))
+    alpha_at = where.data_at + where.count * (joint_index.id_bytes + fmt.position_bytes(where.count))
+    struct.pack_into("<f", value, alpha_at, -2 * bound - 1)
+    put(copy, fmt.patterns_db_name(2), where.record_key, checksummed(value, where.record_key))
+    assert_named(copy, joint_index.sentence, f"damaged index: pattern {where.key.hex()}: a value of entry 0 is "
+                                             "beyond the header's value bound")

@@ -505,6 +505,11 @@ def copy_repository(target: Path, ref: str | None) -> None:
             shutil.copy2(source, target / name, follow_symlinks=False)  # fastsubs/'s links stay links
 
 
+class RefusedAtImport(Exception):
+    """The mutated core built but refuses to load: its own checks at import (e.g. the layouts
+    module_format.c compares at compile and load time) caught the mutation before any test."""
+
+
 def install(copy: Path, site: Path) -> None:
     """Compile the copy's extensions with its ``setup.py`` (every source it names:
     ``kernel/*.c``, the vendored LMDB and Ryu, and the indexer's native reader, so a change
@@ -518,8 +523,14 @@ def install(copy: Path, site: Path) -> None:
     shutil.copytree(copy / "fastsubs", site / "fastsubs")
     for built in [*(copy / "fastsubs").glob("_kernel*.so"), *(copy / "indexer").glob("_native*.so")]:
         built.unlink()  # the next mutation compiles its own
-    where = subprocess.run([sys.executable, "-c", "import fastsubs._kernel as k; print(k.__file__)"],
-                           check=True, capture_output=True, text=True, env=environment(site), cwd=copy).stdout
+    imported = subprocess.run([sys.executable, "-c", "import fastsubs._kernel as k; print(k.__file__)"],
+                              capture_output=True, text=True, env=environment(site), cwd=copy)
+    if imported.returncode:
+        refusal = imported.stderr.strip().splitlines()[-1] if imported.stderr.strip() else "no message"
+        if refusal.startswith("SystemError"):
+            raise RefusedAtImport(refusal)
+        raise RuntimeError(f"the build does not import: {refusal}")
+    where = imported.stdout
     if not Path(where.strip()).is_relative_to(site):
         raise RuntimeError(f"the tests would import {where.strip()}, not the build in {site}")
 
@@ -620,6 +631,13 @@ def main() -> int:
                     continue
             try:
                 install(copy, site)
+            except RefusedAtImport as refusal:
+                print(f"{name}: caught at import -- {refusal}", flush=True)
+                if mutation is not None:
+                    outcomes.append((name, mutation.file, f"caught at import: {refusal}"))
+                else:  # the unmutated copy must load
+                    caught_all = False
+                continue
             except (subprocess.CalledProcessError, RuntimeError) as error:
                 print(f"{name}: does not build or install: {error}", flush=True)
                 if mutation is not None:

@@ -69,9 +69,10 @@ class InputLines:
     def __iter__(self) -> Iterator[tuple[int, Line]]:
         while True:
             try:
-                line: Line = self.stream.readline(LONG_LINE_BYTES)
-                if len(line) == LONG_LINE_BYTES and not line.endswith(b"\n"):
-                    line = spill(line, self.stream, self.spill) if self.spill else line + self.stream.readline()
+                start = self.stream.readline(LONG_LINE_BYTES)
+                line: Line = start
+                if len(start) == LONG_LINE_BYTES and not start.endswith(b"\n"):
+                    line = spill(start, self.stream, self.spill) if self.spill else start + self.stream.readline()
             except DECOMPRESSION_ERRORS as error:
                 raise QueryInputError(self.source, self.read + 1, read_failure(error)) from None
             if not line:

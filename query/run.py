@@ -60,8 +60,8 @@ WORKER_DIED = "a worker process died (killed, or out of memory?); the output is 
 class ChunkResult:
     """What processing a chunk gives back: its finished output (one member, when the output
     is compressed; for a dataset, ``part``, the path of its part file, written under a
-    temporary name; for a chunk with a long line, the file ``spilled``), how many of its lines that output covers, warnings, and the work it
-    took.
+    temporary name; for a chunk with a long line, the file ``spilled``), how many of its
+    lines that output covers, warnings, and the work it took.
 
     A bad record that is not to be skipped ends the chunk: ``error`` holds it, and
     ``data`` (``part``) the output of the ``done`` lines before it.

@@ -150,3 +150,32 @@ def test_a_20_mb_line_takes_under_100_mib(demo_index: Path, tmp_path: Path) -> N
     assert usage.ru_maxrss < 100 * 1024, f"peak RSS {usage.ru_maxrss / 1024:.0f} MiB"
     with open(tmp_path / "subs.txt", "rb") as output:
         assert sum(1 for _ in output) == len(line.split()) + 1
+
+
+def test_a_long_lines_files_are_removed_once_its_chunk_is_written(demo_index: Path, tmp_path: Path) -> None:
+    """The files of a long line and of its chunk's output go as soon as the chunk is written,
+    not at the end of the run (a corpus of many long lines would fill the disk): with the
+    first 40 of 200 lines long and the input still open, the temporary directory empties
+    once the output of the first two chunks (64 lines) is out."""
+    words = demo_text(200).split()
+    long_line = b" ".join(words[:600]) + b"\n"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    process = subprocess.Popen([QUERY, str(demo_index), "-n", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(scratch), **WINDOWED})
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(long_line * 40 + demo_text(160))
+        process.stdin.flush()
+        ends = 0
+        while ends < 63:  # line 63's end is out: its chunk is being written
+            line = process.stdout.readline()
+            assert line, process.stderr.read().decode()  # type: ignore[union-attr]
+            ends += line.startswith(b"</s>\t")
+        deadline = time.monotonic() + 10
+        while (left := [p for p in scratch.rglob("*") if p.is_file()]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert left == []
+    finally:
+        process.communicate(timeout=60)  # closes the input: the run ends
+    assert process.returncode == 0

@@ -29,7 +29,7 @@ from fastsubs.textio import Compressor
 LONG_LINE_BYTES = int(os.environ.get("FASTSUBS_LONG_LINE_BYTES", 1 << 20))
 #: Positions searched in one call into C for a long line: its output (some 10 KiB a
 #: position at -n 100 in JSON lines) is what a process holds at once.
-WINDOW_POSITIONS = int(os.environ.get("FASTSUBS_WINDOW_POSITIONS", 2048))
+WINDOW_POSITIONS = int(os.environ.get("FASTSUBS_WINDOW_POSITIONS", 512))
 #: Bytes read or written at once when a long line or its output is copied.
 PIECE_BYTES = 1 << 20
 

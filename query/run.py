@@ -91,6 +91,7 @@ def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, s
     part = parts.writer(index, first) if parts is not None else None
     sink = ChunkSink(compress)
     add = part.add if part is not None else sink.add
+    add_window = partial(part.add, window=True) if part is not None else sink.add
     step = parts.row_group_lines if parts is not None else len(lines)
     warnings = []
     stats = SearchStats()
@@ -103,7 +104,7 @@ def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, s
                 sink.spill(os.path.dirname(line.path))
                 for text, window in windows(line, index.order):
                     rendered = render_lines(index, [text], first + done, options, window)
-                    add(rendered.data)
+                    add_window(rendered.data)
                     stats.add(rendered.stats)
                 done += 1
                 continue

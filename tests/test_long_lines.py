@@ -101,12 +101,22 @@ def test_a_long_lines_compressed_output_is_compressed_as_it_is_made(demo_index: 
 
 
 def test_a_long_lines_parquet_rows_are_the_whole_lines(demo_index: Path, tmp_path: Path) -> None:
+    """The same rows; the windows of a line of 9,000 tokens gathered into row groups of
+    LONG_LINE_ROW_GROUP_ROWS positions (and a window), not one a window nor one in all."""
     pq = pytest.importorskip("pyarrow.parquet")
-    (tmp_path / "in.txt").write_bytes(long_input())
+    from fastsubs.query.parquet import LONG_LINE_ROW_GROUP_ROWS
+
+    words = demo_text(1500).split()
+    (tmp_path / "in.txt").write_bytes(long_input() + b"\n" + b" ".join(words[:9000]) + b"\n")
     query(demo_index, ["-n", "5", "--format", "parquet", "-o", str(tmp_path / "whole")], tmp_path)
     query(demo_index, ["-n", "5", "--format", "parquet", "-o", str(tmp_path / "windowed")], tmp_path, WINDOWED)
     rows = pq.read_table(tmp_path / "whole").to_pylist()
-    assert len(rows) > 2000 and pq.read_table(tmp_path / "windowed").to_pylist() == rows
+    assert len(rows) > 11_000 and pq.read_table(tmp_path / "windowed").to_pylist() == rows
+    (part,) = (tmp_path / "windowed").iterdir()
+    sizes = [group.num_rows for group in (pq.ParquetFile(part).metadata.row_group(i)
+                                           for i in range(pq.ParquetFile(part).metadata.num_row_groups))]
+    assert sum(sizes) == len(rows) and max(sizes) <= LONG_LINE_ROW_GROUP_ROWS + 64
+    assert sum(size >= LONG_LINE_ROW_GROUP_ROWS for size in sizes) == 2, sizes
 
 
 def test_a_long_target_record_is_read_whole(demo_index: Path, tmp_path: Path) -> None:

@@ -55,9 +55,9 @@ PART_BLOCKS = Blocks(lines=1024, tail_lines=2048, tail_chunk_lines=128)
 ROW_GROUP_LINES = 128
 
 #: Positions a row group of a long line's windows holds at least (query/long_lines.py): a
-#: row group a window (512 positions) would be thousands in one part, and the writer keeps
-#: some 15 KB for each until the part is closed (+300 MiB for a 50 MB line); these hold
-#: some 8 MB of numbers at -n 100 while they gather.
+#: row group a window (512 positions) would be 20,000 in the part of a 50 MB line, and the
+#: writer keeps a few KiB for each until the part is closed (3 KiB for a 3-column table,
+#: measured); these hold some 8 MB of numbers at -n 100 while they gather.
 LONG_LINE_ROW_GROUP_ROWS = 4096
 
 #: Words gathered at a time into a string column (Vocabulary.strings).

@@ -27,11 +27,12 @@ from fastsubs.textio import Compressor
 #: A plain line longer than this is read into a file and searched in windows.  The
 #: environment variable lets the tests make long lines of a few thousand bytes.
 LONG_LINE_BYTES = int(os.environ.get("FASTSUBS_LONG_LINE_BYTES", 1 << 20))
-#: Positions searched in one call into C for a long line: its output (some 10 KiB a
+#: Positions searched in one call into C for a long line: its output (some 7 KiB a
 #: position at -n 100 in JSON lines) is what a process holds at once.
 WINDOW_POSITIONS = int(os.environ.get("FASTSUBS_WINDOW_POSITIONS", 512))
-#: Bytes read or written at once when a long line or its output is copied.
-PIECE_BYTES = 1 << 20
+#: Bytes read or written at once when a long line or its output is copied (a piece of a
+#: line is some 50,000 tokens, some 3 MB as Python bytes objects).
+PIECE_BYTES = 1 << 18
 
 _MARKERS = (b"<s>", b"</s>")
 

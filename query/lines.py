@@ -15,7 +15,7 @@ only those), so its chunks, and its bytes, are those of an uninterrupted run.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import BinaryIO
@@ -55,15 +55,15 @@ TEXT_BLOCKS = Blocks()
 class InputLines:
     """The lines of an input, numbered from 1; reading stops at the first line that cannot be
     read (damaged compressed data), which :meth:`chunks` keeps in ``failure`` so that
-    every line before it is still processed and written.  With ``spill`` (a directory), a
-    line longer than LONG_LINE_BYTES is read into a file there, not into memory
-    (:mod:`fastsubs.query.long_lines`)."""
+    every line before it is still processed and written.  With ``spill`` (which gives a
+    directory), a line longer than LONG_LINE_BYTES is read into a file there, not into
+    memory (:mod:`fastsubs.query.long_lines`)."""
 
     stream: BinaryIO
     source: str
     blocks: Blocks = TEXT_BLOCKS
     read: int = 0
-    spill: str | None = None
+    spill: Callable[[], str] | None = None
     failure: QueryInputError | None = field(default=None, init=False)
 
     def __iter__(self) -> Iterator[tuple[int, Line]]:
@@ -72,7 +72,7 @@ class InputLines:
                 start = self.stream.readline(LONG_LINE_BYTES)
                 line: Line = start
                 if len(start) == LONG_LINE_BYTES and not start.endswith(b"\n"):
-                    line = spill(start, self.stream, self.spill) if self.spill else start + self.stream.readline()
+                    line = spill(start, self.stream, self.spill()) if self.spill else start + self.stream.readline()
             except DECOMPRESSION_ERRORS as error:
                 raise QueryInputError(self.source, self.read + 1, read_failure(error)) from None
             if not line:

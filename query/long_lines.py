@@ -19,7 +19,9 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
+from tempfile import TemporaryDirectory
 from typing import BinaryIO
 
 from fastsubs.textio import Compressor
@@ -62,6 +64,20 @@ def line_pieces(line: Line) -> Iterator[bytes]:
         yield from line.pieces()
     else:
         yield line
+
+
+class SpillDirectory:
+    """Where a run keeps its long lines: a temporary directory made when the first is met
+    (a run without one, even one killed, leaves nothing behind), removed with ``stack``."""
+
+    def __init__(self, stack: ExitStack) -> None:
+        self._stack = stack
+        self._path: str | None = None
+
+    def __call__(self) -> str:
+        if self._path is None:
+            self._path = self._stack.enter_context(TemporaryDirectory(prefix="fastsubs-lines-"))
+        return self._path
 
 
 def spill(start: bytes, stream: BinaryIO, directory: str) -> LongLine:

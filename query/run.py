@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import takewhile
 from pathlib import Path
-from tempfile import TemporaryDirectory
 from typing import TYPE_CHECKING
 
 from fastsubs.cli_support import signals_held, usable_cores
@@ -29,7 +28,7 @@ from fastsubs.errors import ArgumentError, QueryInputError, ResumeError
 from fastsubs.index import SubstituteIndex
 from fastsubs.query.formats import input_blocks, render_lines
 from fastsubs.query.lines import Chunk, InputLines
-from fastsubs.query.long_lines import PIECE_BYTES, ChunkSink, LongLine, windows
+from fastsubs.query.long_lines import PIECE_BYTES, ChunkSink, LongLine, SpillDirectory, windows
 from fastsubs.query.options import QueryOptions, missing_word_warning
 from fastsubs.query.output_files import (
     PARTIAL_SUFFIX,
@@ -274,7 +273,7 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
             warn(note)
         stream = stack.enter_context(open_binary(input_path)) if input_path else sys.stdin.buffer
         # where long plain lines are kept while they are searched (-t records are read whole)
-        spill = None if options.targets else stack.enter_context(TemporaryDirectory(prefix="fastsubs-lines-"))
+        spill = None if options.targets else SpillDirectory(stack)
         lines = InputLines(stream, source, blocks, spill=spill)
         out = destination(output_path, record, source, warn, sys.stdout.buffer, compress, workers,
                           blocks if dataset else None)

@@ -171,6 +171,22 @@ def test_a_20_mb_line_takes_under_100_mib(demo_index: Path, tmp_path: Path) -> N
         assert sum(1 for _ in output) == words + 1
 
 
+def test_a_run_without_a_long_line_makes_no_temporary_directory(demo_index: Path, tmp_path: Path) -> None:
+    """The directory for long lines is made when the first is met: a run killed by SIGKILL
+    (which no cleanup survives) leaves nothing in $TMPDIR unless it held one."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    process = subprocess.Popen([QUERY, str(demo_index), "-n", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               env={**os.environ, "TMPDIR": str(scratch)})
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(demo_text(200))
+    process.stdin.flush()
+    assert process.stdout.read(1)  # searching: the input is being read
+    process.kill()
+    process.communicate(timeout=60)
+    assert list(scratch.iterdir()) == []
+
+
 def test_a_long_lines_files_are_removed_once_its_chunk_is_written(demo_index: Path, tmp_path: Path) -> None:
     """The files of a long line and of its chunk's output go as soon as the chunk is written,
     not at the end of the run (a corpus of many long lines would fill the disk): with the

@@ -89,6 +89,19 @@ class Compressor:
         member = zlib.compressobj(self.level, zlib.DEFLATED, 31)  # a gzip member with time 0
         return member.compress(data) + member.flush()
 
+    def stream(self) -> Any:
+        """An object whose ``compress(data)`` pieces and ``flush()`` make the member that this
+        compressor makes of all the data at once, the same bytes (a chunk too long to hold)."""
+        if self.kind == "bz2":
+            return bz2.BZ2Compressor(self.level)
+        if self.kind == "xz":
+            return lzma.LZMACompressor(preset=self.level)
+        if self.library.startswith("isal"):
+            from isal import isal_zlib
+
+            return isal_zlib.compressobj(_ISAL_LEVELS[self.level], isal_zlib.DEFLATED, 31)
+        return zlib.compressobj(self.level, zlib.DEFLATED, 31)
+
 
 #: ISA-L's levels 1-3 for gzip's 1-6 (its 3 writes about what zlib's 5-6 write, its 1
 #: about zlib's 1-2); 7-9 are zlib's.

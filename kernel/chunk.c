@@ -249,6 +249,8 @@ static void pack_columns(Text *out, Text *columns) {
 }
 
 static const Span EOS = {(const uint8_t *)"</s>", 4};
+/* A line searched whole: <s> before it, </s> after it. */
+static const Window WHOLE_LINE = {0, 0, 0, 1, 1};
 
 int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span *lines, int64_t n, int64_t first_line,
                      Text *out, Text *problem, Failure *failure) {
@@ -271,6 +273,7 @@ int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span
         Span line = lines[done];
         Place place = {.line = first_line + done};
         int64_t n_tokens, first, last;
+        const Window *window = request->window ? request->window : &WHOLE_LINE;
         if (request->targets) {
             TargetRecord record;
             int read = read_record(line, &record, &scratch, problem);
@@ -297,28 +300,37 @@ int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span
                 fail(failure, FS_ENOMEM, "out of memory");
                 break;
             }
-            first = 1;
-            last = n_tokens + 1 + (request->eos != 0);
+            if (window->lead < 0 || window->trail < 0 || window->lead + window->trail > n_tokens) {
+                fail(failure, FS_EARGUMENT, "a window's context is more than its tokens");
+                break;
+            }
+            place.position = window->first_position;
+            first = window->at_start + window->lead;
+            last = window->at_start + n_tokens - window->trail + (window->at_end && request->eos);
         }
         if (n_tokens > INT_MAX - 2) {
             fail(failure, FS_EARGUMENT, "a line of more than INT_MAX - 2 tokens");
             break;
         }
-        /* the sentence's ids (<s>, the tokens, </s>), and the words its positions show */
+        /* the sentence's ids (<s>, the tokens, </s>, as far as the window holds them), and
+         * the words its positions show */
         if (GROW64(scratch.ids, scratch.cap_ids, n_tokens + 2) < 0 ||
             GROW64(scratch.tokens, scratch.cap_tokens, n_tokens + 1) < 0) {
             fail(failure, FS_ENOMEM, "out of memory");
             break;
         }
-        scratch.ids[0] = bos;
+        int start = window->at_start, n_ids = start + (int)n_tokens + window->at_end;
+        if (start)
+            scratch.ids[0] = bos;
         for (int64_t i = 0; i < n_tokens; i++) {
             uint32_t id = store_word_id(s, (const char *)scratch.tokens[i].text, scratch.tokens[i].len);
-            scratch.ids[i + 1] = id == FS_NO_WORD ? unknown : id;
+            scratch.ids[start + i] = id == FS_NO_WORD ? unknown : id;
         }
-        scratch.ids[n_tokens + 1] = eos;
+        if (window->at_end)
+            scratch.ids[start + n_tokens] = eos;
         scratch.tokens[n_tokens] = EOS;
-        if (render_positions(searcher, request, &place, scratch.ids, (int)n_tokens + 2, (int)first, (int)last,
-                             scratch.tokens + first - 1, &scratch, target, failure) < 0)
+        if (render_positions(searcher, request, &place, scratch.ids, n_ids, (int)first, (int)last,
+                             scratch.tokens + first - start, &scratch, target, failure) < 0)
             break;
     }
     scratch_free(&scratch);

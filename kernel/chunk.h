@@ -19,12 +19,25 @@ typedef struct {
     size_t len;
 } Span;
 
+/* A window of one long plain line (chunk.h's render_lines with a single line): its text is
+ * ``lead`` tokens of context, the tokens whose positions it writes, then ``trail`` tokens
+ * of context (the order - 1 on each side that a position's terms read, docs/algorithm.md),
+ * so that a line of any length is searched in bounded memory, with the same output as
+ * the whole line's.  ``at_start``: the line's <s> comes before the text (no lead then but
+ * what the caller gives); ``at_end``: its </s> comes after it (a position too, with eos). */
+typedef struct {
+    int64_t first_position;     /* the number of the window's first position in its line */
+    int64_t lead, trail;
+    int at_start, at_end;
+} Window;
+
 /* How a chunk's lines are made into output. */
 typedef struct {
     SearchLimits limits;
     Rendering rendering;        /* RENDER_FIELDS: each -t record's line is written before its fields */
     int targets;                /* the lines are -t records */
     int eos;                    /* a sentence's closing </s> is a position too */
+    const Window *window;       /* the one line is a window of a longer line; NULL: whole lines */
     /* Asked every CHECK_POSITIONS positions, if given: nonzero stops the work (FS_EINTERRUPTED),
      * so that a signal is acted on within a second even in the middle of a long line. */
     int (*interrupted)(void);

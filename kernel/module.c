@@ -398,14 +398,15 @@ static PyMethodDef Index_methods[] = {
      "(from 1), ``first_position`` the position of the first (from 0), ``name`` and ``id`` a -t record's."},
     {"render_chunk", (PyCFunction)Index_render_chunk, METH_VARARGS | METH_KEYWORDS,
      "render_chunk(lines, first_line, count, mass, excluded, kind, *, targets=False, eos=True, normalize=False,\n"
-     "draws=0, seed=0) -> (bytes, done, problem, work)\n\n"
+     "draws=0, seed=0, window=None) -> (bytes, done, problem, work)\n\n"
      "fastsubs-query's output for input ``lines`` (bytes; numbered from ``first_line``), in one release\n"
      "of the GIL (kernel/chunk.h): each a sentence (its tokens and, with ``eos``, </s>), or with\n"
      "``targets`` a -t record (kind 1, fields alone, writes the record before them); searched as\n"
      "search() does and written as render() writes.  ``done``: the lines the output covers, all of\n"
      "them unless a -t record cannot be read: then ``problem`` says why (else None) and it is line\n"
      "``first_line + done``.  ``work``: this call's (searches, words evaluated, list entries read,\n"
-     "substitutes listed)."},
+     "substitutes listed).  ``window``: ``(first_position, lead, trail, at_start, at_end)``, the one\n"
+     "line is a window of a longer one (kernel/chunk.h Window)."},
     {"fields", (PyCFunction)Index_fields, METH_VARARGS,
      "fields(ids: uint32 array, values: float64 array) -> bytes: ``word value`` fields joined by tabs,\n"
      "each value as ``b\"%.8f\" % value`` would write it."},

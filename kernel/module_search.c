@@ -442,15 +442,26 @@ static int64_t render_chunk(Searcher *searcher, void *context, Failure *failure)
 
 PyObject *Index_render_chunk(Index *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"lines", "first_line", "count", "mass", "excluded", "kind", "targets", "eos",
-                            "normalize", "draws", "seed", NULL};
-    PyObject *lines, *mass, *excluded_object, *seed = NULL;
+                            "normalize", "draws", "seed", "window", NULL};
+    PyObject *lines, *mass, *excluded_object, *seed = NULL, *window_object = Py_None;
     long long first_line, count, draws = 0;
     int kind, targets = 0, eos = 1, normalize = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!LLOOi|$pppLO!:render_chunk", names, &PyList_Type, &lines,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!LLOOi|$pppLO!O:render_chunk", names, &PyList_Type, &lines,
                                      &first_line, &count, &mass, &excluded_object, &kind, &targets, &eos,
-                                     &normalize, &draws, &PyLong_Type, &seed))
+                                     &normalize, &draws, &PyLong_Type, &seed, &window_object))
         return NULL;
     ChunkRequest request = {.targets = targets, .eos = eos, .interrupted = signal_raised};
+    Window window;
+    if (window_object != Py_None) {
+        if (!PyArg_ParseTuple(window_object, "LLLpp:window", &window.first_position, &window.lead, &window.trail,
+                              &window.at_start, &window.at_end))
+            return NULL;
+        if (targets || PyList_GET_SIZE(lines) != 1 || window.first_position < 0) {
+            PyErr_SetString(PyExc_ValueError, "render_chunk: a window is of one plain line, from position 0 on");
+            return NULL;
+        }
+        request.window = &window;
+    }
     if (rendering_args(&request.rendering, kind, 1, normalize, draws, seed) < 0)
         return NULL;
     if (first_line < 1 || (kind == RENDER_FIELDS && !targets)) {

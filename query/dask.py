@@ -37,7 +37,7 @@ from typing import Any
 from fastsubs.errors import ArgumentError, FastsubsError, missing_extra
 from fastsubs.index import SubstituteIndex
 from fastsubs.query.formats import input_blocks
-from fastsubs.query.lines import numbered_chunks
+from fastsubs.query.lines import Chunk, numbered_chunks
 from fastsubs.query.options import QueryOptions, missing_word_warning
 from fastsubs.query.output_files import PARTIAL_SUFFIX, publish_part, written_atomically
 from fastsubs.query.run import process_chunk
@@ -60,7 +60,7 @@ def _open(index_path: str) -> SubstituteIndex:
 
 def _render_partition(lines: Iterable[str], index_path: str, options: QueryOptions) -> list[str]:
     """The output lines (no newline) of a partition's input lines, numbered from 1."""
-    encoded = [(number, line.encode("utf-8", "surrogateescape")) for number, line in enumerate(lines, start=1)]
+    encoded: Chunk = [(number, line.encode("utf-8", "surrogateescape")) for number, line in enumerate(lines, start=1)]
     result = process_chunk(_open(index_path), encoded, options, "<bag>")
     for warning in result.warnings:
         warnings.warn(warning, stacklevel=1)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from fastsubs.index import Render, Rendered, SubstituteIndex
 from fastsubs.query.lines import TEXT_BLOCKS, Blocks
+from fastsubs.query.long_lines import Window
 from fastsubs.query.options import QueryOptions
 
 
@@ -47,12 +48,15 @@ def _rendering(options: QueryOptions) -> Render:
     return Render.FIELDS if options.targets else Render.LINE
 
 
-def render_lines(index: SubstituteIndex, lines: list[bytes], first_line: int, options: QueryOptions) -> Rendered:
+def render_lines(index: SubstituteIndex, lines: list[bytes], first_line: int, options: QueryOptions,
+                 window: Window | None = None) -> Rendered:
     """The output of consecutive input ``lines``, the first numbered ``first_line`` (from 1),
-    up to a -t record that cannot be read (:class:`fastsubs.index.Rendered`)."""
+    up to a -t record that cannot be read (:class:`fastsubs.index.Rendered`); with
+    ``window``, the one line is a window of a long line (:mod:`fastsubs.query.long_lines`)."""
     return index.render_chunk(lines, first_line, options.limits, index.excluded(options.excluded_words),
                               _rendering(options), targets=options.targets, eos=not options.no_eos,
-                              normalize=options.normalize, draws=options.sample or 0, seed=options.seed)
+                              normalize=options.normalize, draws=options.sample or 0, seed=options.seed,
+                              window=window)
 
 
 def input_blocks(options: QueryOptions) -> Blocks:

@@ -15,12 +15,13 @@ only those), so its chunks, and its bytes, are those of an uninterrupted run.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import BinaryIO
 
 from fastsubs.errors import QueryInputError
+from fastsubs.query.long_lines import LONG_LINE_BYTES, Line, spill
 from fastsubs.textio import DECOMPRESSION_ERRORS, read_failure
 
 #: Input lines in a chunk.
@@ -33,7 +34,7 @@ CHUNK_LINES = 32
 TAIL_LINES = 128
 TAIL_CHUNK_LINES = 4
 
-Chunk = list[tuple[int, bytes]]
+Chunk = list[tuple[int, Line]]
 
 
 @dataclass(frozen=True)
@@ -54,27 +55,32 @@ TEXT_BLOCKS = Blocks()
 class InputLines:
     """The lines of an input, numbered from 1; reading stops at the first line that cannot be
     read (damaged compressed data), which :meth:`chunks` keeps in ``failure`` so that
-    every line before it is still processed and written."""
+    every line before it is still processed and written.  With ``spill`` (which gives a
+    directory), a line longer than LONG_LINE_BYTES is read into a file there, not into
+    memory (:mod:`fastsubs.query.long_lines`)."""
 
     stream: BinaryIO
     source: str
     blocks: Blocks = TEXT_BLOCKS
     read: int = 0
+    spill: Callable[[], str] | None = None
     failure: QueryInputError | None = field(default=None, init=False)
 
-    def __iter__(self) -> Iterator[tuple[int, bytes]]:
-        lines = iter(self.stream)
+    def __iter__(self) -> Iterator[tuple[int, Line]]:
         while True:
             try:
-                line = next(lines)
-            except StopIteration:
-                return
+                start = self.stream.readline(LONG_LINE_BYTES)
+                line: Line = start
+                if len(start) == LONG_LINE_BYTES and not start.endswith(b"\n"):
+                    line = spill(start, self.stream, self.spill()) if self.spill else start + self.stream.readline()
             except DECOMPRESSION_ERRORS as error:
                 raise QueryInputError(self.source, self.read + 1, read_failure(error)) from None
+            if not line:
+                return
             self.read += 1
             yield self.read, line
 
-    def first(self, count: int) -> Iterator[bytes]:
+    def first(self, count: int) -> Iterator[Line]:
         """The next ``count`` lines (fewer at the end), for checking a resumed run's input."""
         return (line for _, line in islice(self, count))
 
@@ -88,7 +94,7 @@ class InputLines:
         """
         size, tail, tail_size = self.blocks.lines, self.blocks.tail_lines, self.blocks.tail_chunk_lines
         numbered = iter(self)
-        ahead: deque[tuple[int, bytes]] = deque()
+        ahead: deque[tuple[int, Line]] = deque()
         ended = False
         block_size = size - self.read % size  # the rest of the block the next line is in
         while True:

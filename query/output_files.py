@@ -47,6 +47,7 @@ from typing import Any, BinaryIO
 from fastsubs.cli_support import signals_held
 from fastsubs.errors import OutputError, ResumeError
 from fastsubs.query.lines import TEXT_BLOCKS, Blocks
+from fastsubs.query.long_lines import Line, line_pieces
 from fastsubs.query.provenance import FLAGS, finished_record
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
 from fastsubs.textio import Compressor, file_sha256
@@ -97,7 +98,7 @@ class StreamOutput:
         self.name = name
         self.owned = owned  # opened here (a device given as -o), so closed here
 
-    def write(self, lines: list[bytes], data: bytes, complete: bool, part: str | None = None) -> None:
+    def write(self, lines: list[Line], data: bytes, complete: bool, part: str | None = None) -> None:
         """The output ``data`` of input ``lines`` (a stream cannot be resumed: nothing to record)."""
         with errors_named(self.name):
             self.stream.write(data)
@@ -143,7 +144,7 @@ class PartialOutput:
 
     # --- starting ---------------------------------------------------------------------
 
-    def start(self, resume: bool, done_lines: Callable[[int], Iterable[bytes]]) -> int:
+    def start(self, resume: bool, done_lines: Callable[[int], Iterable[Line]]) -> int:
         """Open the partial output: anew, or (``resume``) continued where its record says,
         after checking that it belongs to this run, that the input starts with the lines it
         was made from (``done_lines(k)`` gives the input's first k lines) and that the sink
@@ -194,14 +195,15 @@ class PartialOutput:
         record also stops after each part of its tail)."""
         return self.blocks.tail_chunk_lines if self.sink.kind == PartDirectory.kind else self.blocks.lines
 
-    def _continue(self, state: dict[str, Any], done_lines: Callable[[int], Iterable[bytes]]) -> None:
+    def _continue(self, state: dict[str, Any], done_lines: Callable[[int], Iterable[Line]]) -> None:
         self._check_identity(state["run"])
         point = state["resume"]
         lines = int(point["lines"])
         digest = hashlib.sha256()
         read = 0
         for line in done_lines(lines):
-            digest.update(line)
+            for piece in line_pieces(line):
+                digest.update(piece)
             read += 1
         if read < lines:
             raise ResumeError(f"{self.partial} holds the output of {lines:,} input lines, but {self.source} "
@@ -234,7 +236,7 @@ class PartialOutput:
 
     # --- writing ------------------------------------------------------------------------
 
-    def write(self, lines: list[bytes], data: bytes, complete: bool, part: str | None = None) -> None:
+    def write(self, lines: list[Line], data: bytes, complete: bool, part: str | None = None) -> None:
         """The finished output ``data`` of input ``lines`` (a dataset's: ``part``, the path
         of its part file): a whole chunk when ``complete``, else the lines of a chunk before
         a bad record (written, to be seen, but not recorded).  Records the progress after a
@@ -250,7 +252,8 @@ class PartialOutput:
             if not complete:
                 return
             for line in lines:
-                self._digest.update(line)
+                for piece in line_pieces(line):
+                    self._digest.update(piece)
             self.lines += len(lines)
             if part is not None:  # a dataset's part, whole: recorded at once
                 self._boundary = (self.lines, self.sink.mark(), self._digest.copy())

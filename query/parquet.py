@@ -55,6 +55,12 @@ PART_BLOCKS = Blocks(lines=1024, tail_lines=2048, tail_chunk_lines=128)
 #: Input lines per row group: what a process holds of a part before writing it out.
 ROW_GROUP_LINES = 128
 
+#: Positions a row group of a long line's windows holds at least (query/long_lines.py): a
+#: row group a window (512 positions) would be 20,000 in the part of a 50 MB line, and the
+#: writer keeps a few KiB for each until the part is closed (3 KiB for a 3-column table,
+#: measured); these hold some 8 MB of numbers at -n 100 while they gather.
+LONG_LINE_ROW_GROUP_ROWS = 4096
+
 #: Words gathered at a time into a string column (Vocabulary.strings).
 GATHER_IDS = 16384
 #: glibc's mallopt() parameter of the size from which malloc maps a block on its own.
@@ -248,16 +254,35 @@ class PartWriter:
         self._writer = pq.ParquetWriter(self.path, parts.schema, compression="zstd", use_dictionary=[
             "word", "name", "id", "substitutes.list.element", "samples.list.element"],
             use_byte_stream_split=["lp.list.element", "p.list.element"], store_schema=False)
+        self._held: list[Any] = []  # a long line's windows' rows not yet written
+        self._held_rows = 0
 
-    def add(self, data: bytes) -> None:
-        """The rows of ``Render.COLUMNS`` output, as a row group (none: nothing to add)."""
+    def add(self, data: bytes, window: bool = False) -> None:
+        """The rows of ``Render.COLUMNS`` output, as a row group (none: nothing to add); those
+        of a long line's ``window`` are held until LONG_LINE_ROW_GROUP_ROWS are."""
         assert self.parts._vocabulary is not None
         rows = table(data, self.parts._vocabulary, self.parts.options)
+        if window:
+            self._held.append(rows)
+            self._held_rows += rows.num_rows
+            if self._held_rows >= LONG_LINE_ROW_GROUP_ROWS:
+                self._write_held()
+            return
+        self._write_held()
+        self._write(rows)
+
+    def _write_held(self) -> None:
+        if self._held:
+            self._write(pa.concat_tables(self._held))
+        self._held, self._held_rows = [], 0
+
+    def _write(self, rows: Any) -> None:
         if rows.num_rows:
             with errors_named(str(self.path)):  # a full disk, say: named, as every output's errors are
                 self._writer.write_table(rows)
 
     def close(self) -> str:
+        self._write_held()
         with errors_named(str(self.path)):
             self._writer.close()
             descriptor = os.open(self.path, os.O_RDONLY)

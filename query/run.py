@@ -19,6 +19,7 @@ from collections.abc import Callable, Generator, Iterable
 from contextlib import AbstractContextManager, ExitStack, closing
 from dataclasses import dataclass
 from functools import partial
+from itertools import takewhile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ from fastsubs.errors import ArgumentError, QueryInputError, ResumeError
 from fastsubs.index import SubstituteIndex
 from fastsubs.query.formats import input_blocks, render_lines
 from fastsubs.query.lines import Chunk, InputLines
+from fastsubs.query.long_lines import PIECE_BYTES, ChunkSink, LongLine, SpillDirectory, windows
 from fastsubs.query.options import QueryOptions, missing_word_warning
 from fastsubs.query.output_files import (
     PARTIAL_SUFFIX,
@@ -58,8 +60,8 @@ WORKER_DIED = "a worker process died (killed, or out of memory?); the output is 
 class ChunkResult:
     """What processing a chunk gives back: its finished output (one member, when the output
     is compressed; for a dataset, ``part``, the path of its part file, written under a
-    temporary name), how many of its lines that output covers, warnings, and the work it
-    took.
+    temporary name; for a chunk with a long line, the file ``spilled``), how many of its
+    lines that output covers, warnings, and the work it took.
 
     A bad record that is not to be skipped ends the chunk: ``error`` holds it, and
     ``data`` (``part``) the output of the ``done`` lines before it.
@@ -71,6 +73,7 @@ class ChunkResult:
     stats: SearchStats
     error: QueryInputError | None = None
     part: str | None = None
+    spilled: str | None = None  # the file that holds the output instead of ``data`` (a long line's chunk)
 
 
 def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, source: str,
@@ -80,12 +83,15 @@ def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, s
     dataset): the process that searched a chunk also formats and compresses it, so the
     writing process only writes.  The chunk is made in one call into the C core (a part,
     in one per row group), and one more after each bad -t record, which is skipped only
-    when asked.  Its stats count this thread's searches alone: other threads may search
-    the same index."""
+    when asked; a long line, in one per window (:mod:`fastsubs.query.long_lines`), its
+    chunk's output kept in a file (``ChunkResult.spilled``).  Its stats count this
+    thread's searches alone: other threads may search the same index."""
     first = chunk[0][0] if chunk else 1
     lines = [line for _, line in chunk]
-    pieces: list[bytes] = []
     part = parts.writer(index, first) if parts is not None else None
+    sink = ChunkSink(compress)
+    add = part.add if part is not None else sink.add
+    add_window = partial(part.add, window=True) if part is not None else sink.add
     step = parts.row_group_lines if parts is not None else len(lines)
     warnings = []
     stats = SearchStats()
@@ -93,11 +99,18 @@ def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, s
     error = None
     try:
         while done < len(lines):
-            rendered = render_lines(index, lines[done:done + step], first + done, options)
-            if part is not None:
-                part.add(rendered.data)
-            else:
-                pieces.append(rendered.data)
+            line = lines[done]
+            if isinstance(line, LongLine):
+                sink.spill(os.path.dirname(line.path))
+                for text, window in windows(line, index.order):
+                    rendered = render_lines(index, [text], first + done, options, window)
+                    add_window(rendered.data)
+                    stats.add(rendered.stats)
+                done += 1
+                continue
+            plain = list(takewhile(lambda line: not isinstance(line, LongLine), lines[done:done + step]))
+            rendered = render_lines(index, plain, first + done, options)  # type: ignore[arg-type]
+            add(rendered.data)
             stats.add(rendered.stats)
             done += rendered.done
             if rendered.problem is None:
@@ -109,15 +122,14 @@ def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, s
             warnings.append(f"fastsubs-query: warning: skipped {bad}")
             done += 1
     except BaseException:
+        sink.abandon()
         if part is not None:
             part.abandon()
         raise
+    data = sink.close()
     if part is not None:
         return ChunkResult(b"", done, warnings, stats, error, part.close())
-    data = b"".join(pieces)
-    if compress is not None and data:
-        data = compress(data)
-    return ChunkResult(data, done, warnings, stats, error)
+    return ChunkResult(data, done, warnings, stats, error, spilled=sink.path)
 
 
 Results = Generator[tuple[Chunk, ChunkResult], None, None]
@@ -277,7 +289,9 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
         for note in run_notes(opened, options, count_given):
             warn(note)
         stream = stack.enter_context(open_binary(input_path)) if input_path else sys.stdin.buffer
-        lines = InputLines(stream, source, blocks)
+        # where long plain lines are kept while they are searched (-t records are read whole)
+        spill = None if options.targets else SpillDirectory(stack)
+        lines = InputLines(stream, source, blocks, spill=spill)
         out = destination(output_path, record, source, warn, sys.stdout.buffer, compress, workers,
                           blocks if dataset else None)
         if resume and isinstance(out, StreamOutput):
@@ -293,8 +307,7 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
             for chunk, result in stack.enter_context(closing(results)):
                 for warning in result.warnings:
                     warn(warning)
-                with signals_held():  # a chunk's output and its record are written whole
-                    out.write([line for _, line in chunk[:result.done]], result.data, result.error is None, result.part)
+                write_result(out, chunk, result)
                 totals.add(result.stats)
                 if progress is not None:
                     progress.advance(sum(len(line) for _, line in chunk), result.stats.positions)
@@ -312,6 +325,25 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
             progress.finish()
     if stats:
         warn(format_stats(totals))
+
+
+def write_result(out: PartialOutput | StreamOutput, chunk: Chunk, result: ChunkResult) -> None:
+    """Writes a chunk's output and records it.  A chunk's output in memory is written whole;
+    a spilled one (a long line's) is copied a piece at a time, signals allowed between the
+    pieces (a run stopped among them keeps the record of the chunks before, and --resume
+    cuts the pieces back), then recorded; its files are removed."""
+    lines = [line for _, line in chunk[:result.done]]
+    try:
+        if result.spilled is not None:
+            with open(result.spilled, "rb") as spilled:
+                while piece := spilled.read(PIECE_BYTES):
+                    out.write([], piece, False)
+        with signals_held():  # a chunk's output and its record are written whole
+            out.write(lines, result.data, result.error is None, result.part)
+    finally:
+        for path in [result.spilled] + [line.path for _, line in chunk if isinstance(line, LongLine)]:
+            if path is not None:
+                os.unlink(path)
 
 
 def dataset_parts(output_path: Path | None, options: QueryOptions, level: int | None) -> PartFiles:

@@ -62,6 +62,7 @@ CHUNK, LMDB = "kernel/chunk.c", "kernel/lmdb/mdb.c"
 #: Parquet writer, and the indexer's publishing of an index.
 OUTPUT_FILES, PARQUET, PUBLISH, BUILD = "query/output_files.py", "query/parquet.py", "indexer/publish.py", \
     "indexer/build.py"
+LONG_LINES = "query/long_lines.py"
 
 
 @dataclass(frozen=True)
@@ -420,6 +421,23 @@ MUTATIONS = [
     Mutation("resume-bytes-hash-not-checked", OUTPUT_FILES,
              "the partial file's bytes are not compared with their recorded SHA-256: damage in it is published",
              "if digest.hexdigest() != expected:", "if False:"),
+    # long_lines.py: a long line searched in windows
+    Mutation("long-line-window-context-short", LONG_LINES,
+             "a window holds one token of context fewer than the order's n - 1: the terms near its edges differ",
+             "context = order - 1", "context = order - 2"),
+    Mutation("long-line-token-cut-between-pieces", LONG_LINES,
+             "a token cut where one piece of the line's file ends becomes two tokens",
+             "rest = tokens.pop() if tokens and not data[-1:].isspace() else b\"\"", "rest = b\"\""),
+    Mutation("parquet-long-line-rows-held-to-the-end", PARQUET,
+             "a long line's rows are held until its part closes: a Parquet run's memory grows with the line",
+             "if self._held_rows >= LONG_LINE_ROW_GROUP_ROWS:", "if False:"),
+    Mutation("long-line-directory-made-at-start", "query/run.py",
+             "every run makes its directory for long lines at its start: a killed run leaves one behind in $TMPDIR",
+             "spill = None if options.targets else SpillDirectory(stack)",
+             "spill = None if options.targets else (lambda made: (made(), made)[1])(SpillDirectory(stack))"),
+    Mutation("long-line-files-kept-to-the-end", "query/run.py",
+             "a long line's file and its chunk's output stay on disk until the run ends (many long lines fill it)",
+             "                os.unlink(path)", "                pass"),
     Mutation("resume-file-not-cut-back", OUTPUT_FILES,
              "a resumed file is not cut back to the recorded size: what came after the record stays in the output",
              "    stream.truncate(size)", "    pass"),

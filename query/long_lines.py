@@ -1,0 +1,177 @@
+"""Lines of any length in bounded memory.
+
+A plain input line longer than LONG_LINE_BYTES is never held whole: the reading thread
+copies it, in pieces, into a file of its own (:func:`spill`), and the process that searches
+its chunk reads it back a piece at a time and searches it in windows of WINDOW_POSITIONS
+positions (:func:`windows`).  A position's terms read the order - 1 tokens on each side of
+it and no more (docs/algorithm.md), so each window is handed to the C core with that many
+tokens of context before and after its own (``<s>`` before the line's first, ``</s>`` after
+its last), and its output is the whole line's, byte for byte.  The chunk's output goes to a
+file as it is made, compressed as it goes (:class:`ChunkSink`), and is copied to the output
+a piece at a time; the line is counted (progress, --resume's record) once, when the last
+piece of its chunk is written.
+
+A -t record is read whole: it names one target, whose search needs its whole text anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from tempfile import TemporaryDirectory
+from typing import BinaryIO
+
+from fastsubs.textio import Compressor
+
+#: A plain line longer than this is read into a file and searched in windows.  The
+#: environment variable lets the tests make long lines of a few thousand bytes.
+LONG_LINE_BYTES = int(os.environ.get("FASTSUBS_LONG_LINE_BYTES", 1 << 20))
+#: Positions searched in one call into C for a long line: its output (some 7 KiB a
+#: position at -n 100 in JSON lines) is what a process holds at once.
+WINDOW_POSITIONS = int(os.environ.get("FASTSUBS_WINDOW_POSITIONS", 512))
+#: Bytes read or written at once when a long line or its output is copied (a piece of a
+#: line is some 50,000 tokens, some 3 MB as Python bytes objects).
+PIECE_BYTES = 1 << 18
+
+_MARKERS = (b"<s>", b"</s>")
+
+
+@dataclass(frozen=True)
+class LongLine:
+    """An input line kept in the file ``path`` (``size`` bytes, its newline included)."""
+
+    path: str
+    size: int
+
+    def __len__(self) -> int:
+        return self.size
+
+    def pieces(self) -> Iterator[bytes]:
+        with open(self.path, "rb") as stream:
+            while piece := stream.read(PIECE_BYTES):
+                yield piece
+
+
+Line = bytes | LongLine
+
+
+def line_pieces(line: Line) -> Iterator[bytes]:
+    """The bytes of an input line, a piece at a time."""
+    if isinstance(line, LongLine):
+        yield from line.pieces()
+    else:
+        yield line
+
+
+class SpillDirectory:
+    """Where a run keeps its long lines: a temporary directory made when the first is met
+    (a run without one, even one killed, leaves nothing behind), removed with ``stack``."""
+
+    def __init__(self, stack: ExitStack) -> None:
+        self._stack = stack
+        self._path: str | None = None
+
+    def __call__(self) -> str:
+        if self._path is None:
+            self._path = self._stack.enter_context(TemporaryDirectory(prefix="fastsubs-lines-"))
+        return self._path
+
+
+def spill(start: bytes, stream: BinaryIO, directory: str) -> LongLine:
+    """The line that begins with ``start`` (a full LONG_LINE_BYTES read from ``stream``, no
+    newline yet) read to its end into a new file in ``directory``."""
+    handle, path = tempfile.mkstemp(dir=directory, suffix=".line")
+    size = 0
+    with open(handle, "wb") as copy:
+        piece = start
+        while piece:
+            copy.write(piece)
+            size += len(piece)
+            if piece.endswith(b"\n"):
+                break
+            piece = stream.readline(PIECE_BYTES)
+    return LongLine(path, size)
+
+
+def _token_runs(line: LongLine) -> Iterator[list[bytes]]:
+    """The tokens of ``line`` as ``bytes.split()`` cuts them, without ``<s>`` and ``</s>``
+    (fastsubs/tokens.py's rule, and kernel/chunk.c's), a piece's worth at a time."""
+    rest = b""  # a token that may go on in the next piece
+    for piece in line.pieces():
+        data = rest + piece
+        tokens = data.split()
+        rest = tokens.pop() if tokens and not data[-1:].isspace() else b""
+        yield [token for token in tokens if token not in _MARKERS]
+    if rest and rest not in _MARKERS:
+        yield [rest]
+
+
+Window = tuple[int, int, int, bool, bool]
+
+
+def windows(line: LongLine, order: int, size: int = WINDOW_POSITIONS) -> Iterator[tuple[bytes, Window]]:
+    """The windows of ``line`` in order, each as the text the C core reads (its tokens
+    joined by spaces) and ``(first_position, lead, trail, at_start, at_end)``
+    (kernel/chunk.h ``Window``): ``size`` positions with the ``order - 1`` tokens of context
+    on each side, the last holding the rest and the closing ``</s>``."""
+    context = order - 1
+    held: list[bytes] = []  # tokens from ``base`` on: context, then tokens not yet searched
+    base = position = 0  # the line's token held[0], and the next position to search
+    for run in _token_runs(line):
+        held.extend(run)
+        while len(held) - (position - base) >= size + context:
+            lead = position - base
+            yield b" ".join(held[:lead + size + context]), (position, lead, context, base == 0, False)
+            position += size
+            drop = max(position - context - base, 0)
+            del held[:drop]
+            base += drop
+    yield b" ".join(held), (position, position - base, 0, base == 0, True)
+
+
+class ChunkSink:
+    """A chunk's output as it is made: in memory, or once ``spill`` is called (the chunk holds
+    a long line) in a file next to that line's, compressed as it goes by ``compress``."""
+
+    def __init__(self, compress: Compressor | None) -> None:
+        self.compress = compress
+        self.pieces: list[bytes] = []
+        self.path: str | None = None
+        self._file: BinaryIO | None = None
+        self._member = None
+        self._empty = True
+
+    def spill(self, directory: str) -> None:
+        if self._file is not None:
+            return
+        handle, self.path = tempfile.mkstemp(dir=directory, suffix=".out")
+        self._file = open(handle, "wb")
+        self._member = self.compress.stream() if self.compress is not None else None
+        for piece in self.pieces:
+            self.add(piece)
+        self.pieces = []
+
+    def add(self, data: bytes) -> None:
+        self._empty = self._empty and not data
+        if self._file is None:
+            self.pieces.append(data)
+        else:
+            self._file.write(self._member.compress(data) if self._member is not None else data)
+
+    def close(self) -> bytes:
+        """The output kept in memory (b"" when it is in the file at ``path``)."""
+        if self._file is None:
+            data = b"".join(self.pieces)
+            return self.compress(data) if self.compress is not None and data else data
+        if self._member is not None and not self._empty:  # no data, no member (as in memory)
+            self._file.write(self._member.flush())
+        self._file.close()
+        return b""
+
+    def abandon(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            os.unlink(self.path)  # type: ignore[arg-type]

@@ -1,0 +1,216 @@
+"""A line of any length in bounded memory (query/long_lines.py): a long plain line is read
+into a file and searched in windows, with the output of the whole line byte for byte.
+
+The tests make lines "long" at 2,000 bytes and windows of 64 positions through the
+environment (FASTSUBS_LONG_LINE_BYTES, FASTSUBS_WINDOW_POSITIONS), and compare with the
+same run where every line is read whole (the default threshold, 1 MiB, above them all)."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN, demo_text
+from fastsubs.query import long_lines
+from fastsubs.query.long_lines import LongLine, windows
+
+QUERY = str(BIN / "fastsubs-query")
+WINDOWED = {"FASTSUBS_LONG_LINE_BYTES": "2000", "FASTSUBS_WINDOW_POSITIONS": "64"}
+
+
+def long_input() -> bytes:
+    """Short lines around long ones (1,000 and 900 tokens, some 6,000 bytes each): with ``<s>``
+    and ``</s>`` tokens, tabs and runs of spaces inside, one of whitespace alone, the last
+    without a final newline."""
+    words = demo_text(200).split()
+    line = b" ".join(words[:1000]).replace(b" ", b"  <s> ", 3).replace(b" ", b"\t</s> ", 2)
+    return (demo_text(3) + line + b"\n" + demo_text(2) + line + b"   \n" + b" \t" * 1500 + b"\n"
+            + demo_text(1) + b" ".join(words[1000:1900]))
+
+
+def query(index: Path, args: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> bytes:
+    """The stdout of a run on the input at tmp_path/in.txt, checked to leave no file in its
+    own temporary directory (the long lines' and their output's)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir(exist_ok=True)
+    result = subprocess.run([QUERY, str(index), "-i", str(tmp_path / "in.txt"), *args], capture_output=True,
+                            env={**os.environ, "TMPDIR": str(scratch), **(env or {})}, timeout=300)
+    assert result.returncode == 0, result.stderr.decode()
+    assert list(scratch.iterdir()) == []
+    return result.stdout
+
+
+def test_windows_cover_every_position_once_with_the_context_of_the_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The windows of a 1,000-token line (64 positions each), read back 7 bytes at a time
+    (tokens cut between pieces): their positions follow one another from 0 to the end,
+    each window holds order - 1 tokens on each side of them (<s> before the first, </s>
+    after the last), and the tokens are the line's."""
+    monkeypatch.setattr(long_lines, "PIECE_BYTES", 7)
+    tokens = [f"w{i}".encode() for i in range(1000)]
+    text = b" ".join(tokens[:10]) + b" <s> </s>\t " + b" ".join(tokens[10:]) + b"  \n"
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"line-{os.getpid()}"
+    path.write_bytes(text)
+    try:
+        made = list(windows(LongLine(str(path), len(text)), order=4, size=64))
+    finally:
+        path.unlink()
+    assert len(made) == -(-1000 // 64)
+    position = 0
+    for text_of_window, (first, lead, trail, at_start, at_end) in made:
+        held = text_of_window.split()
+        assert first == position and at_start == (first - lead == 0) and at_end == (first + 64 >= 1000)
+        assert lead == min(3, first) and trail == (0 if at_end else 3)
+        assert held == tokens[first - lead:first + len(held) - lead]
+        position += len(held) - lead - trail
+    assert position == 1000
+
+
+@pytest.mark.parametrize("args", [[], ["-z"], ["--format", "jsonl"], ["--sample", "3", "--seed", "7"],
+                                  ["--sample", "2", "--format", "jsonl"], ["--no-eos"], ["--workers", "2"]],
+                         ids=["text", "z", "jsonl", "sample", "sample-jsonl", "no-eos", "workers-2"])
+def test_a_long_line_in_windows_gives_the_whole_lines_bytes(demo_index: Path, tmp_path: Path,
+                                                              args: list[str]) -> None:
+    (tmp_path / "in.txt").write_bytes(long_input())
+    whole = query(demo_index, ["-n", "5", *args], tmp_path)
+    assert query(demo_index, ["-n", "5", *args], tmp_path, WINDOWED) == whole
+
+
+@pytest.mark.parametrize("name, level, decompress", [("subs.txt.gz", "9", gzip.decompress),
+                                                     ("subs.txt.bz2", None, bz2.decompress),
+                                                     ("subs.txt.xz", None, lzma.decompress)])
+def test_a_long_lines_compressed_output_is_compressed_as_it_is_made(demo_index: Path, tmp_path: Path, name: str,
+                                                                    level: str | None, decompress) -> None:
+    """The chunk of a long line is compressed a window at a time into one member: with zlib,
+    bz2 and xz the same bytes as the member of the whole chunk (ISA-L's gzip, levels 1-6,
+    cuts its blocks where the pieces end: the same text in another valid member)."""
+    (tmp_path / "in.txt").write_bytes(long_input())
+    level_args = ["--compress-level", level] if level else []
+    query(demo_index, ["-n", "5", "-o", str(tmp_path / name), *level_args], tmp_path)
+    whole = (tmp_path / name).read_bytes()
+    query(demo_index, ["-n", "5", "-o", str(tmp_path / name), *level_args], tmp_path, WINDOWED)
+    assert (tmp_path / name).read_bytes() == whole
+    assert decompress(whole) == query(demo_index, ["-n", "5"], tmp_path)
+
+
+def test_a_long_lines_parquet_rows_are_the_whole_lines(demo_index: Path, tmp_path: Path) -> None:
+    """The same rows; the windows of a line of 9,000 tokens gathered into row groups of
+    LONG_LINE_ROW_GROUP_ROWS positions (and a window), not one a window nor one in all."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from fastsubs.query.parquet import LONG_LINE_ROW_GROUP_ROWS
+
+    words = demo_text(1500).split()
+    (tmp_path / "in.txt").write_bytes(long_input() + b"\n" + b" ".join(words[:9000]) + b"\n")
+    query(demo_index, ["-n", "5", "--format", "parquet", "-o", str(tmp_path / "whole")], tmp_path)
+    query(demo_index, ["-n", "5", "--format", "parquet", "-o", str(tmp_path / "windowed")], tmp_path, WINDOWED)
+    rows = pq.read_table(tmp_path / "whole").to_pylist()
+    assert len(rows) > 11_000 and pq.read_table(tmp_path / "windowed").to_pylist() == rows
+    (part,) = (tmp_path / "windowed").iterdir()
+    sizes = [group.num_rows for group in (pq.ParquetFile(part).metadata.row_group(i)
+                                           for i in range(pq.ParquetFile(part).metadata.num_row_groups))]
+    assert sum(sizes) == len(rows) and max(sizes) <= LONG_LINE_ROW_GROUP_ROWS + 64
+    assert sum(size >= LONG_LINE_ROW_GROUP_ROWS for size in sizes) == 2, sizes
+
+
+def test_a_long_target_record_is_read_whole(demo_index: Path, tmp_path: Path) -> None:
+    """A -t record names one target, whose search reads its text anyway: read whole, the same."""
+    text = b" ".join(demo_text(200).split()[:1000])
+    (tmp_path / "in.txt").write_bytes(b"r1\t1\t3\t" + text + b"\nr2\t2\t999\t" + text + b"\nr3\t3\t1000\t" + text)
+    whole = query(demo_index, ["-n", "5", "-t"], tmp_path)
+    assert whole.count(b"\n") == 6 and query(demo_index, ["-n", "5", "-t"], tmp_path, WINDOWED) == whole
+
+
+def test_a_run_stopped_in_a_long_line_resumes_to_the_uninterrupted_bytes(demo_index: Path, tmp_path: Path) -> None:
+    """SIGTERM while a long line's windows are searched: the line was never recorded, so
+    --resume searches it again from its block, and the output is the uninterrupted one."""
+    words = demo_text(400).split()
+    source = demo_text(40) + b" ".join((words * 40)[:100_000]) + b"\n" + demo_text(40)
+    (tmp_path / "in.txt").write_bytes(source)
+    env = {**os.environ, "FASTSUBS_LONG_LINE_BYTES": "65536"}
+    out = tmp_path / "subs.txt"
+    command = [QUERY, str(demo_index), "-n", "20", "-i", str(tmp_path / "in.txt"), "-o", str(out)]
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE)
+    time.sleep(1.5)
+    assert process.poll() is None, "the run was done before the signal: make the line longer"
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=60)
+    assert process.returncode == 143 and not out.exists()
+    subprocess.run([*command, "--resume"], env=env, check=True, capture_output=True, timeout=300)
+    assert out.read_bytes() == query(demo_index, ["-n", "20"], tmp_path)
+
+
+#: Runs the command in its argv and prints its peak resident memory in KiB: a process forked
+#: from the test's own keeps the test's memory as its high-water mark, this small one's not.
+PEAK_RSS = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+
+
+@pytest.mark.slow
+def test_a_20_mb_line_takes_under_100_mib(demo_index: Path, tmp_path: Path) -> None:
+    """One 20 MB line (some 3.8M words, at the default thresholds): the process's peak
+    resident memory stays under 100 MiB (it took 1.3 GiB held whole, at -n 10)."""
+    sentence = b" ".join(demo_text(1500).split())
+    copies = 20_000_000 // (len(sentence) + 1) + 1
+    (tmp_path / "in.txt").write_bytes(b" ".join([sentence] * copies) + b"\n")
+    words = (sentence.count(b" ") + 1) * copies
+    result = subprocess.run([sys.executable, "-c", PEAK_RSS, QUERY, str(demo_index), "-n", "10", "-i",
+                             str(tmp_path / "in.txt"), "-o", str(tmp_path / "subs.txt")],
+                            capture_output=True, timeout=1800)
+    assert result.returncode == 0, result.stderr.decode()
+    peak = int(result.stdout)
+    assert peak < 100 * 1024, f"peak RSS {peak / 1024:.0f} MiB"
+    with open(tmp_path / "subs.txt", "rb") as output:
+        assert sum(1 for _ in output) == words + 1
+
+
+def test_a_run_without_a_long_line_makes_no_temporary_directory(demo_index: Path, tmp_path: Path) -> None:
+    """The directory for long lines is made when the first is met: a run killed by SIGKILL
+    (which no cleanup survives) leaves nothing in $TMPDIR unless it held one."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    process = subprocess.Popen([QUERY, str(demo_index), "-n", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               env={**os.environ, "TMPDIR": str(scratch)})
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(demo_text(200))
+    process.stdin.flush()
+    assert process.stdout.read(1)  # searching: the input is being read
+    process.kill()
+    process.communicate(timeout=60)
+    assert list(scratch.iterdir()) == []
+
+
+def test_a_long_lines_files_are_removed_once_its_chunk_is_written(demo_index: Path, tmp_path: Path) -> None:
+    """The files of a long line and of its chunk's output go as soon as the chunk is written,
+    not at the end of the run (a corpus of many long lines would fill the disk): with the
+    first 40 of 200 lines long and the input still open, the temporary directory empties
+    once the output of the first two chunks (64 lines) is out."""
+    words = demo_text(200).split()
+    long_line = b" ".join(words[:600]) + b"\n"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    process = subprocess.Popen([QUERY, str(demo_index), "-n", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(scratch), **WINDOWED})
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(long_line * 40 + demo_text(160))
+        process.stdin.flush()
+        ends = 0
+        while ends < 63:  # line 63's end is out: its chunk is being written
+            line = process.stdout.readline()
+            assert line, process.stderr.read().decode()  # type: ignore[union-attr]
+            ends += line.startswith(b"</s>\t")
+        deadline = time.monotonic() + 10
+        while (left := [p for p in scratch.rglob("*") if p.is_file()]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert left == []
+    finally:
+        process.communicate(timeout=60)  # closes the input: the run ends
+    assert process.returncode == 0

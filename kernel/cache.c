@@ -323,13 +323,13 @@ int reader_init(Reader *r, const Store *s, MapTable *maps, size_t records, size_
         sets *= 2;
     r->n_sets = sets;
     if (!(r->slots = calloc(sets * RECORD_WAYS, sizeof(Record)))) {
-        fail(&r->failure, FS_ENOMEM, "out of memory");
+        fs_fail(&r->failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     if (pthread_mutex_init(&r->slots_lock, NULL)) {
         free(r->slots);
         r->slots = NULL;
-        fail(&r->failure, FS_ENOMEM, "cannot make a lock");
+        fs_fail(&r->failure, FS_ENOMEM, "cannot make a lock");
         return -1;
     }
     int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &r->txn);
@@ -337,7 +337,7 @@ int reader_init(Reader *r, const Store *s, MapTable *maps, size_t records, size_
         pthread_mutex_destroy(&r->slots_lock);
         free(r->slots);
         r->slots = NULL;
-        fail(&r->failure, FS_ELMDB, "cannot begin a read transaction (%s)", mdb_strerror(rc));
+        fs_fail(&r->failure, FS_ELMDB, "cannot begin a read transaction (%s)", mdb_strerror(rc));
         return -1;
     }
     return 0;
@@ -467,14 +467,14 @@ Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
             int cap = 2 * r->cap_spilled + 8;
             Record **grown = realloc(r->spilled, (size_t)cap * sizeof(Record *));
             if (!grown) {
-                fail(&r->failure, FS_ENOMEM, "out of memory");
+                fs_fail(&r->failure, FS_ENOMEM, "out of memory");
                 return NULL;
             }
             r->spilled = grown;
             r->cap_spilled = cap;
         }
         if (!(rec = calloc(1, sizeof(Record)))) {
-            fail(&r->failure, FS_ENOMEM, "out of memory");
+            fs_fail(&r->failure, FS_ENOMEM, "out of memory");
             return NULL;
         }
         r->spilled[r->n_spilled++] = rec;

@@ -204,7 +204,7 @@ int render_positions(Searcher *searcher, const ChunkRequest *request, Place *pla
     for (int target = first; target < last; target++) {
         if (request->interrupted && (target - first) % CHECK_POSITIONS == CHECK_POSITIONS - 1 &&
             request->interrupted()) {
-            fail(failure, FS_EINTERRUPTED, "interrupted");
+            fs_fail(failure, FS_EINTERRUPTED, "interrupted");
             return -1;
         }
         if (search_position(searcher, sentence, n, target, &request->limits) < 0) {
@@ -214,11 +214,11 @@ int render_positions(Searcher *searcher, const ChunkRequest *request, Place *pla
         int64_t listed = searcher->n_listed;
         if (probabilities && (GROW64(scratch->probabilities, scratch->cap_probabilities, listed) < 0 ||
                               (r->draws && GROW64(scratch->cumulative, scratch->cap_cumulative, listed) < 0))) {
-            fail(failure, FS_ENOMEM, "out of memory");
+            fs_fail(failure, FS_ENOMEM, "out of memory");
             return -1;
         }
         if (probabilities)
-            normalize_scored(searcher->listed, listed, scratch->probabilities);
+            search_normalize_scored(searcher->listed, listed, scratch->probabilities);
         const Span *word = &words[target - first];
         place->position = first_position + (target - first);
         place->word = word->text;
@@ -228,7 +228,7 @@ int render_positions(Searcher *searcher, const ChunkRequest *request, Place *pla
     }
     for (int i = 0; i < (r->kind == RENDER_COLUMNS ? COLUMN_COUNT : 1); i++)
         if (out[i].failed) {
-            fail(failure, FS_ENOMEM, "out of memory");
+            fs_fail(failure, FS_ENOMEM, "out of memory");
             return -1;
         }
     return 0;
@@ -266,7 +266,7 @@ int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span
     int64_t done = 0;
     *failure = (Failure){0};
     if (scratch_init(&scratch, &request->rendering) < 0) {
-        fail(failure, FS_ENOMEM, "out of memory");
+        fs_fail(failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     for (; done < n; done++) {
@@ -279,7 +279,7 @@ int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span
             int read = read_record(line, &record, &scratch, problem);
             if (read <= 0) {
                 if (read < 0)
-                    fail(failure, FS_ENOMEM, "out of memory");
+                    fs_fail(failure, FS_ENOMEM, "out of memory");
                 break;
             }
             if (request->rendering.kind == RENDER_FIELDS) {  /* the record itself, then its fields */
@@ -297,11 +297,11 @@ int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span
             last = first + 1;
         } else {
             if ((n_tokens = tokenize(line, &scratch)) < 0) {
-                fail(failure, FS_ENOMEM, "out of memory");
+                fs_fail(failure, FS_ENOMEM, "out of memory");
                 break;
             }
             if (window->lead < 0 || window->trail < 0 || window->lead + window->trail > n_tokens) {
-                fail(failure, FS_EARGUMENT, "a window's context is more than its tokens");
+                fs_fail(failure, FS_EARGUMENT, "a window's context is more than its tokens");
                 break;
             }
             place.position = window->first_position;
@@ -309,14 +309,14 @@ int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span
             last = window->at_start + n_tokens - window->trail + (window->at_end && request->eos);
         }
         if (n_tokens > INT_MAX - 2) {
-            fail(failure, FS_EARGUMENT, "a line of more than INT_MAX - 2 tokens");
+            fs_fail(failure, FS_EARGUMENT, "a line of more than INT_MAX - 2 tokens");
             break;
         }
         /* the sentence's ids (<s>, the tokens, </s>, as far as the window holds them), and
          * the words its positions show */
         if (GROW64(scratch.ids, scratch.cap_ids, n_tokens + 2) < 0 ||
             GROW64(scratch.tokens, scratch.cap_tokens, n_tokens + 1) < 0) {
-            fail(failure, FS_ENOMEM, "out of memory");
+            fs_fail(failure, FS_ENOMEM, "out of memory");
             break;
         }
         int start = window->at_start, n_ids = start + (int)n_tokens + window->at_end;
@@ -337,7 +337,7 @@ int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span
     if (target == columns) {
         pack_columns(out, columns);
         if (out->failed && !failure->code)
-            fail(failure, FS_ENOMEM, "out of memory");
+            fs_fail(failure, FS_ENOMEM, "out of memory");
     }
     return failure->code ? -1 : done;
 }

@@ -123,7 +123,7 @@ enum {
     FS_EINTERRUPTED,    /* a caller's interruption check said stop (its exception is already raised) */
 };
 
-void fail(Failure *failure, int code, const char *format, ...) __attribute__((format(printf, 3, 4)));
+void fs_fail(Failure *failure, int code, const char *format, ...) __attribute__((format(printf, 3, 4)));
 
 /* fs_record_checksum of fastsubs.format: ``key`` bytes and ``body``'s bytes as whole
  * little-endian words (the last one zero-padded). */

@@ -21,7 +21,7 @@ int index_open(FsIndex *ix, const char *path, Failure *failure) {
     ix->record_slots = INDEX_RECORD_SLOTS;
     ix->kept_bytes = INDEX_KEPT_BYTES;
     if (pthread_mutex_init(&ix->lock, NULL)) {
-        fail(failure, FS_ENOMEM, "cannot make a lock");
+        fs_fail(failure, FS_ENOMEM, "cannot make a lock");
         return -1;
     }
     if (store_open(&ix->store, path, failure) < 0) {
@@ -31,7 +31,7 @@ int index_open(FsIndex *ix, const char *path, Failure *failure) {
     if (!(ix->maps = map_table_new())) {
         store_close(&ix->store);
         pthread_mutex_destroy(&ix->lock);
-        fail(failure, FS_ENOMEM, "out of memory");
+        fs_fail(failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     return 0;
@@ -55,7 +55,7 @@ static void release_if_done(FsIndex *ix) {
 static int closed(FsIndex *ix, Failure *failure) {
     if (!ix->closed)
         return 0;
-    fail(failure, FS_ECLOSED, "the index is closed");
+    fs_fail(failure, FS_ECLOSED, "the index is closed");
     return -1;
 }
 
@@ -71,7 +71,7 @@ static Searcher *new_searcher(FsIndex *ix, Failure *failure) {
             ix->all = all;
         Searcher **idle = all ? realloc(ix->idle, (size_t)cap * sizeof(Searcher *)) : NULL;
         if (!idle) {
-            fail(failure, FS_ENOMEM, "out of memory");
+            fs_fail(failure, FS_ENOMEM, "out of memory");
             return NULL;
         }
         ix->idle = idle;
@@ -79,7 +79,7 @@ static Searcher *new_searcher(FsIndex *ix, Failure *failure) {
     }
     Searcher *searcher = malloc(sizeof(Searcher));
     if (!searcher) {
-        fail(failure, FS_ENOMEM, "out of memory");
+        fs_fail(failure, FS_ENOMEM, "out of memory");
         return NULL;
     }
     if (searcher_init(searcher, &ix->store, ix->maps, ix->record_slots, ix->kept_bytes) < 0) {
@@ -184,7 +184,7 @@ int index_find_pattern(FsIndex *ix, int slot, const uint32_t *ids, int n, Patter
     MDB_cursor *cursor;
     int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
     if (rc) {
-        fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
+        fs_fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
         return -1;
     }
     int found = -1;
@@ -226,7 +226,7 @@ int index_ngram(FsIndex *ix, const uint32_t *ids, int n, double *alpha, double *
 
 int index_check_patterns(FsIndex *ix, int order, PatternCounts *counts, Failure *failure) {
     if (order < 2 || order > ix->store.order) {
-        fail(failure, FS_EARGUMENT, "order outside 2 ... the model's order");
+        fs_fail(failure, FS_EARGUMENT, "order outside 2 ... the model's order");
         return -1;
     }
     if (index_hold(ix, failure) < 0)
@@ -234,7 +234,7 @@ int index_check_patterns(FsIndex *ix, int order, PatternCounts *counts, Failure 
     MDB_txn *txn;
     int rc = mdb_txn_begin(ix->store.env, NULL, MDB_RDONLY, &txn);
     if (rc) {
-        fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
+        fs_fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
     } else {
         rc = store_check_patterns(&ix->store, txn, order, counts, failure);
         mdb_txn_abort(txn);

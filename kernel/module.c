@@ -475,7 +475,7 @@ static PyObject *normalized(PyObject *module, PyObject *arg) {
         return NULL;
     PyObject *result = PyBytes_FromStringAndSize(NULL, n * 8);
     if (result)
-        normalize(scores.buf, n, (double *)PyBytes_AS_STRING(result));
+        search_normalize(scores.buf, n, (double *)PyBytes_AS_STRING(result));
     PyBuffer_Release(&scores);
     return result;
 }

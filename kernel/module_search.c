@@ -361,7 +361,7 @@ static int64_t render_sentence(Searcher *searcher, void *context, Failure *failu
     Positions *p = context;
     Scratch scratch;
     if (scratch_init(&scratch, &p->request->rendering) < 0) {
-        fail(failure, FS_ENOMEM, "out of memory");
+        fs_fail(failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     int rc = render_positions(searcher, p->request, &p->place, p->sentence, p->n, p->first, p->last, p->words, &scratch,

@@ -21,7 +21,7 @@ size_t store_pattern_key(const Store *s, int slot, const uint32_t *ids, int n, u
 }
 
 /* A key as hex, for messages (at most the first 32 bytes). */
-const char *hex(const uint8_t *key, size_t len, char out[65]) {
+const char *records_hex(const uint8_t *key, size_t len, char out[65]) {
     size_t n = len < 32 ? len : 32;
     for (size_t i = 0; i < n; i++) {
         out[2 * i] = "0123456789abcdef"[key[i] >> 4];
@@ -31,12 +31,12 @@ const char *hex(const uint8_t *key, size_t len, char out[65]) {
     return out;
 }
 
-int key_compare(const uint8_t *a, const uint8_t *b, size_t len) {
+int records_key_compare(const uint8_t *a, const uint8_t *b, size_t len) {
     return memcmp(a, b, len);
 }
 
 /* Bytes of the data of a pattern of ``count`` words. */
-uint64_t data_bytes(const Store *s, uint64_t count, unsigned flags) {
+uint64_t records_data_bytes(const Store *s, uint64_t count, unsigned flags) {
     return FS_PATTERN_DATA_BYTES(count, s->id_bytes, flags & PATTERN_HAS_BETA) +
            (flags & PATTERN_HAS_JOINT ? FS_JOINT_DATA_BYTES(count) : 0);
 }
@@ -97,7 +97,7 @@ static int check_order(const PatternData *p, const uint8_t *order, const ix_f32 
  * back-off weights.  Each check names what it found (fastsubs-index verify shows it), and
  * each would still stop a pattern that only another one trips (a repeated position is also
  * a tie out of order). */
-int check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_t *key, size_t key_len) {
+int records_check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_t *key, size_t key_len) {
     char shown[65], what[96] = "";
     uint32_t previous = 0;
     for (uint32_t i = 0; i < p->count && !what[0]; i++) {
@@ -122,7 +122,7 @@ int check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_
         }
     }
     if (what[0]) {
-        fail(failure, FS_EDAMAGED, "damaged index: pattern %s: %s", hex(key, key_len, shown), what);
+        fs_fail(failure, FS_EDAMAGED, "damaged index: pattern %s: %s", records_hex(key, key_len, shown), what);
         return -1;
     }
     float sup = 0.0f;
@@ -133,12 +133,12 @@ int check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_
     p->beta_sup = sup;
     return 0;
 no_memory:
-    fail(failure, FS_ENOMEM, "out of memory");
+    fs_fail(failure, FS_ENOMEM, "out of memory");
     return -1;
 }
 
 
-int open_record(const Store *s, int order, const MDB_val *k, const MDB_val *v, RecordView *r,
+int records_open(const Store *s, int order, const MDB_val *k, const MDB_val *v, RecordView *r,
                        Failure *failure) {
     const uint8_t *value = v->mv_data;
     size_t key_len = FS_KEY_BYTES((unsigned)order, s->id_bytes);
@@ -146,14 +146,14 @@ int open_record(const Store *s, int order, const MDB_val *k, const MDB_val *v, R
     r->key = k->mv_data;
     r->key_len = key_len;
     if (k->mv_size != key_len && k->mv_size != key_len + 1) {  /* a pattern's key, or an END record's */
-        fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a key of %zu bytes, not %zu "
+        fs_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a key of %zu bytes, not %zu "
              "(bytes flipped?)", order, k->mv_size, key_len);
         return -1;
     }
     if (v->mv_size < FS_R_PREVIOUS + key_len || v->mv_size % 4 ||
         fs_checksum(k->mv_data, k->mv_size, value + 4, v->mv_size - 4) != load_u32(value + FS_R_CHECKSUM)) {
-        fail(failure, FS_EDAMAGED, "damaged index: the record of patterns%d at key %s fails its checksum "
-             "(bytes flipped?)", order, hex(k->mv_data, k->mv_size, shown));
+        fs_fail(failure, FS_EDAMAGED, "damaged index: the record of patterns%d at key %s fails its checksum "
+             "(bytes flipped?)", order, records_hex(k->mv_data, k->mv_size, shown));
         return -1;
     }
     r->kind = value[FS_R_KIND];
@@ -166,14 +166,14 @@ int open_record(const Store *s, int order, const MDB_val *k, const MDB_val *v, R
     /* only a PATTERN record of a pattern "_ d" (order 2, the slot first) has a joint order */
     int joint_ok = !r->has_joint || (r->kind == FS_PATTERN && order == 2 && r->key[0] == 0);
     if (!key_ok || !joint_ok || (r->kind != FS_BLOCK && r->kind != FS_PATTERN && r->kind != FS_END)) {
-        fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a malformed key or kind", order);
+        fs_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a malformed key or kind", order);
         return -1;
     }
     return 0;
 }
 
 
-int open_block(const RecordView *r, BlockView *b) {
+int records_open_block(const RecordView *r, BlockView *b) {
     if (r->end - r->body < FS_BLOCK_RESTART_TABLE)
         return -1;
     b->n_patterns = load_u16(r->body + FS_BLOCK_PATTERNS);
@@ -185,7 +185,7 @@ int open_block(const RecordView *r, BlockView *b) {
 
 /* Decodes the entry at ``p`` (the key before it in ``key``, which it turns into its own):
  * its count and data; returns where the next entry starts, or NULL if it does not fit. */
-const uint8_t *read_entry(const Store *s, const RecordView *r, const uint8_t *p, uint8_t *key,
+const uint8_t *records_read_entry(const Store *s, const RecordView *r, const uint8_t *p, uint8_t *key,
                                  uint32_t *count, const uint8_t **data, unsigned has_beta) {
     size_t len = r->key_len, fields = FS_ENTRY_SHARED_BYTES + FS_ENTRY_COUNT_BYTES;  /* one byte each */
     if (r->end - p < (ptrdiff_t)fields || p[0] > len || (size_t)(r->end - p) < fields + len - p[0])
@@ -194,7 +194,7 @@ const uint8_t *read_entry(const Store *s, const RecordView *r, const uint8_t *p,
     p += FS_ENTRY_SHARED_BYTES + len - p[0];
     *count = *p;
     p += FS_ENTRY_COUNT_BYTES;
-    uint64_t bytes = data_bytes(s, *count, has_beta);
+    uint64_t bytes = records_data_bytes(s, *count, has_beta);
     if (*count == 0 || (uint64_t)(r->end - p) < bytes)
         return NULL;
     *data = p;
@@ -202,12 +202,12 @@ const uint8_t *read_entry(const Store *s, const RecordView *r, const uint8_t *p,
 }
 
 /* The pattern of a PATTERN record: 0, or -1 when its layout is malformed. */
-int alone_pattern(const Store *s, const RecordView *r, unsigned has_beta, PatternData *out) {
+int records_alone_pattern(const Store *s, const RecordView *r, unsigned has_beta, PatternData *out) {
     if (r->end - r->body < FS_PATTERN_DATA)
         return -1;
     unsigned flags = has_beta | (r->has_joint ? PATTERN_HAS_JOINT : 0);
     uint32_t count = load_u32(r->body + FS_PATTERN_COUNT);
-    uint64_t used = FS_PATTERN_DATA + data_bytes(s, count, flags), left = (uint64_t)(r->end - r->body);
+    uint64_t used = FS_PATTERN_DATA + records_data_bytes(s, count, flags), left = (uint64_t)(r->end - r->body);
     if (count == 0 || used > left || left - used > 3)
         return -1;
     store_pattern_at(s, r->body + FS_PATTERN_DATA, count, flags, out);
@@ -220,34 +220,34 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
     char shown[65];
     int rc = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE);
     if (rc == MDB_NOTFOUND) {
-        fail(failure, FS_EDAMAGED, "damaged index: patterns%d ends before its END record", order);
+        fs_fail(failure, FS_EDAMAGED, "damaged index: patterns%d ends before its END record", order);
         return -1;
     }
     if (rc)
         return store_read_failed(failure, mdb_cursor_txn(cursor), rc, "patterns%d", order);
     RecordView r;
-    if (open_record(s, order, &k, &v, &r, failure) < 0)
+    if (records_open(s, order, &k, &v, &r, failure) < 0)
         return -1;
     /* The record must be the one whose keys span ``key``: after the previous record's last
      * key, at most its own.  A damaged B-tree may land elsewhere; never read that as absence. */
-    if ((r.has_previous && key_compare(r.previous, key, key_len) >= 0) ||
-        (r.kind != FS_END && key_compare(r.key, key, key_len) < 0)) {
-        fail(failure, FS_EDAMAGED, "damaged index: the look-up of pattern %s landed on the wrong record of patterns%d",
-             hex(key, key_len, shown), order);
+    if ((r.has_previous && records_key_compare(r.previous, key, key_len) >= 0) ||
+        (r.kind != FS_END && records_key_compare(r.key, key, key_len) < 0)) {
+        fs_fail(failure, FS_EDAMAGED, "damaged index: the look-up of pattern %s landed on the wrong record of patterns%d",
+             records_hex(key, key_len, shown), order);
         return -1;
     }
     unsigned has_beta = order < s->order ? PATTERN_HAS_BETA : 0;
     if (r.kind == FS_END)
         return 0;
     if (r.kind == FS_PATTERN) {
-        if (key_compare(r.key, key, key_len))
+        if (records_key_compare(r.key, key, key_len))
             return 0;
-        if (alone_pattern(s, &r, has_beta, out) < 0)
+        if (records_alone_pattern(s, &r, has_beta, out) < 0)
             goto malformed;
-        return check_pattern(s, out, failure, key, key_len) < 0 ? -1 : 1;
+        return records_check_pattern(s, out, failure, key, key_len) < 0 ? -1 : 1;
     }
     BlockView b;
-    if (open_block(&r, &b) < 0)
+    if (records_open_block(&r, &b) < 0)
         goto malformed;
     /* the last restart whose key is at most ``key``, then entry by entry from it */
     size_t room = (size_t)(r.end - b.entries);
@@ -256,7 +256,7 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
         uint32_t mid = (low + high) / 2, at = load_u16(b.restarts + FS_RESTART_BYTES * mid);
         if (room - at < FS_ENTRY_SHARED_BYTES + FS_ENTRY_COUNT_BYTES + key_len || at >= room || b.entries[at])
             goto malformed;
-        if (key_compare(b.entries + at + FS_ENTRY_SHARED_BYTES, key, key_len) <= 0)
+        if (records_key_compare(b.entries + at + FS_ENTRY_SHARED_BYTES, key, key_len) <= 0)
             low = mid;
         else
             high = mid;
@@ -270,12 +270,12 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
     while (p < stop && !(stop == r.end && r.end - p < 4)) {
         uint32_t count;
         const uint8_t *data;
-        if (!(p = read_entry(s, &r, p, entry_key, &count, &data, has_beta)))
+        if (!(p = records_read_entry(s, &r, p, entry_key, &count, &data, has_beta)))
             goto malformed;
-        int c = key_compare(entry_key, key, key_len);
+        int c = records_key_compare(entry_key, key, key_len);
         if (c == 0) {
             store_pattern_at(s, data, count, has_beta, out);
-            return check_pattern(s, out, failure, key, key_len) < 0 ? -1 : 1;
+            return records_check_pattern(s, out, failure, key, key_len) < 0 ? -1 : 1;
         }
         if (c > 0)
             return 0;
@@ -284,7 +284,7 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
         return 0;  /* the next restart's key is above ``key`` */
     /* every key of the record is below ``key``, but the record's key is not */
 malformed:
-    fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d at key %s has a malformed layout", order,
-         hex(r.key, key_len, shown));
+    fs_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d at key %s has a malformed layout", order,
+         records_hex(r.key, key_len, shown));
     return -1;
 }

@@ -318,7 +318,7 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
     int n_pats = 0;
     int n_terms = read_terms(searcher, &n_pats);
     if (n_terms < 0) {
-        fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
+        fs_fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     mark_members(searcher, n_pats);
@@ -418,12 +418,12 @@ int search_position(Searcher *searcher, const uint32_t *sentence, int n, int tar
     uint32_t vocab_size = searcher->reader.store->vocab_size;
     searcher->n_listed = 0;
     if (target < 1 || target >= n) {
-        fail(&searcher->reader.failure, FS_EARGUMENT, "target outside 1 ... len(sentence) - 1");
+        fs_fail(&searcher->reader.failure, FS_EARGUMENT, "target outside 1 ... len(sentence) - 1");
         return -1;
     }
     for (int64_t i = 0; i < limits->n_excluded; i++)
         if (limits->excluded[i] >= vocab_size) {
-            fail(&searcher->reader.failure, FS_EARGUMENT, "excluded: word ids below the vocabulary size");
+            fs_fail(&searcher->reader.failure, FS_EARGUMENT, "excluded: word ids below the vocabulary size");
             return -1;
         }
     /* As the original, the -p rule applies only for P < 1: with P = 1 it would stop once
@@ -454,11 +454,11 @@ static void normalize_strided(const char *first, size_t stride, int64_t n, doubl
         out[i] /= total;
 }
 
-void normalize(const double *scores, int64_t n, double *out) {
+void search_normalize(const double *scores, int64_t n, double *out) {
     normalize_strided((const char *)scores, sizeof(double), n, out);
 }
 
-void normalize_scored(const Scored *answers, int64_t n, double *out) {
+void search_normalize_scored(const Scored *answers, int64_t n, double *out) {
     if (n > 0)
         normalize_strided((const char *)&answers->score, sizeof(Scored), n, out);
 }
@@ -485,7 +485,7 @@ static int keep_answer(Answers *a, const Searcher *searcher) {
         a->starts[0] = 0;
     memcpy(a->answers + a->n, searcher->listed, (size_t)searcher->n_listed * sizeof(Scored));
     if (a->normalized)
-        normalize_scored(searcher->listed, searcher->n_listed, a->probabilities + a->n);
+        search_normalize_scored(searcher->listed, searcher->n_listed, a->probabilities + a->n);
     a->n += searcher->n_listed;
     a->starts[++a->n_positions] = a->n;
     return 0;
@@ -497,7 +497,7 @@ int search_run(Searcher *searcher, const uint32_t *sentence, int n, int *target,
         if (search_position(searcher, sentence, n, *target, limits) < 0)
             return -1;
         if (keep_answer(a, searcher) < 0) {
-            fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
+            fs_fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
             return -1;
         }
     }
@@ -523,7 +523,7 @@ int searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t rec
     searcher->top = malloc(v * sizeof(double));
     if (!searcher->flags || !searcher->evaluated || !searcher->pending || !searcher->listed || !searcher->top) {
         searcher_free(searcher);
-        fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
+        fs_fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     if (s->bos < s->vocab_size)

@@ -78,8 +78,8 @@ int search_position(Searcher *searcher, const uint32_t *sentence, int n, int tar
  * original's -z, and the API's probability.  The search gives it with its answers
  * (Answers.probabilities), one function for every output, so text, JSON lines, samples
  * and the API agree to the last bit. */
-void normalize(const double *scores, int64_t n, double *out);
-void normalize_scored(const Scored *answers, int64_t n, double *out);
+void search_normalize(const double *scores, int64_t n, double *out);
+void search_normalize_scored(const Scored *answers, int64_t n, double *out);
 
 /* The answers of a run of positions: position i's are answers[starts[i] .. starts[i + 1]),
  * with p / sum p (normalize) beside them in ``probabilities`` when ``normalized``. */

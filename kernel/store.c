@@ -13,7 +13,7 @@
 /* Times opening is tried again when a rebuild swaps the index in at that very moment. */
 #define OPEN_ATTEMPTS 20
 
-void fail(Failure *failure, int code, const char *format, ...) {
+void fs_fail(Failure *failure, int code, const char *format, ...) {
     va_list args;
     va_start(args, format);
     vsnprintf(failure->message, sizeof(failure->message), format, args);
@@ -21,8 +21,8 @@ void fail(Failure *failure, int code, const char *format, ...) {
     failure->code = code;
 }
 
-int lmdb_failed(Failure *failure, int rc, const char *what) {
-    fail(failure, FS_ELMDB, "%s (%s)", what, mdb_strerror(rc));
+int store_lmdb_failed(Failure *failure, int rc, const char *what) {
+    fs_fail(failure, FS_ELMDB, "%s (%s)", what, mdb_strerror(rc));
     return -1;
 }
 
@@ -35,14 +35,14 @@ int store_read_failed(Failure *failure, MDB_txn *txn, int rc, const char *db_for
     size_t pgno;
     const char *what = txn ? mdb_txn_damage(txn, &pgno) : NULL;
     if (what)  /* (also when a later call found the transaction unusable: MDB_BAD_TXN) */
-        fail(failure, FS_EDAMAGED, "damaged index: %s: LMDB page %zu: %s", db, pgno, what);
+        fs_fail(failure, FS_EDAMAGED, "damaged index: %s: LMDB page %zu: %s", db, pgno, what);
     else
-        fail(failure, FS_EDAMAGED, "damaged index: %s (%s)", db, mdb_strerror(rc));
+        fs_fail(failure, FS_EDAMAGED, "damaged index: %s (%s)", db, mdb_strerror(rc));
     return -1;
 }
 
-int damaged(Failure *failure, const char *what) {
-    fail(failure, FS_EDAMAGED, "damaged index: %s", what);
+int store_damaged(Failure *failure, const char *what) {
+    fs_fail(failure, FS_EDAMAGED, "damaged index: %s", what);
     return -1;
 }
 
@@ -71,27 +71,27 @@ uint32_t fs_checksum(const uint8_t *key, size_t key_len, const uint8_t *body, si
 static int open_environment(Store *s, const char *path, Failure *failure) {
     struct stat where;
     if (stat(path, &where) < 0) {
-        fail(failure, FS_ENOTINDEX, errno == ENOENT ? "does not exist" : "cannot be read (%s)", strerror(errno));
+        fs_fail(failure, FS_ENOTINDEX, errno == ENOENT ? "does not exist" : "cannot be read (%s)", strerror(errno));
         return -1;
     }
     if (!S_ISDIR(where.st_mode)) {
-        fail(failure, FS_ENOTINDEX, "is not a directory (an index is the directory 'fastsubs-index build' makes)");
+        fs_fail(failure, FS_ENOTINDEX, "is not a directory (an index is the directory 'fastsubs-index build' makes)");
         return -1;
     }
     char data[4096];
     if (snprintf(data, sizeof(data), "%s/data.mdb", path) >= (int)sizeof(data)) {
-        fail(failure, FS_ENOTINDEX, "the path is too long");
+        fs_fail(failure, FS_ENOTINDEX, "the path is too long");
         return -1;
     }
     for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
         struct stat before, opened;
         if (stat(data, &before) < 0) {
-            fail(failure, FS_ENOTINDEX, "not a fastsubs index (no data.mdb in it)");
+            fs_fail(failure, FS_ENOTINDEX, "not a fastsubs index (no data.mdb in it)");
             return -1;
         }
         int rc = mdb_env_create(&s->env);
         if (rc)
-            return lmdb_failed(failure, rc, "cannot create an LMDB environment");
+            return store_lmdb_failed(failure, rc, "cannot create an LMDB environment");
         mdb_env_set_maxdbs(s->env, FS_MAX_ORDER + 4);
         /* The map is the file, not the map size its meta page asks for (the builder's is
          * 1 TiB): LMDB's page numbers are then checked against the file's pages (mdb.c
@@ -110,9 +110,9 @@ static int open_environment(Store *s, const char *path, Failure *failure) {
             int swapped = rc == 0 || stat(data, &now) < 0 || now.st_ino != before.st_ino;
             const char *damage = mdb_env_damage(s->env);  /* what mdb.c's checks of the meta pages found */
             if (!swapped && damage)
-                fail(failure, FS_EDAMAGED, "damaged index: LMDB's meta pages: %s", damage);
+                fs_fail(failure, FS_EDAMAGED, "damaged index: LMDB's meta pages: %s", damage);
             else if (!swapped)
-                fail(failure, FS_EDAMAGED, "damaged index: data.mdb cannot be read as LMDB (truncated or "
+                fs_fail(failure, FS_EDAMAGED, "damaged index: data.mdb cannot be read as LMDB (truncated or "
                      "overwritten?) (%s)", mdb_strerror(rc));
             mdb_env_close(s->env);
             s->env = NULL;
@@ -128,14 +128,14 @@ static int open_environment(Store *s, const char *path, Failure *failure) {
         if ((unsigned long long)opened.st_size < needed) {
             /* (the file cannot tell which: a whole file whose meta page's last-page number
              * was damaged reads the same as a truncated one) */
-            fail(failure, FS_EDAMAGED, "damaged index: data.mdb is truncated, or the last page number of its "
+            fs_fail(failure, FS_EDAMAGED, "damaged index: data.mdb is truncated, or the last page number of its "
                  "newer meta page is damaged (%lld bytes; that page number needs %llu)",
                  (long long)opened.st_size, needed);
             return -1;
         }
         return 0;
     }
-    fail(failure, FS_ENOTINDEX, "the index kept changing while being opened (rebuilt in a loop?)");
+    fs_fail(failure, FS_ENOTINDEX, "the index kept changing while being opened (rebuilt in a loop?)");
     return -1;
 }
 
@@ -157,7 +157,7 @@ static int no_metadata(Store *s, Failure *failure) {
     if (!rc)
         rc = mdb_cursor_open(s->txn, main_db, &cursor);
     if (rc)
-        return lmdb_failed(failure, rc, "damaged index");
+        return store_lmdb_failed(failure, rc, "damaged index");
     for (rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
         entries++;
         ours |= (k.mv_size == strlen(FS_ARRAYS_DB) && !memcmp(k.mv_data, FS_ARRAYS_DB, k.mv_size)) ||
@@ -165,10 +165,10 @@ static int no_metadata(Store *s, Failure *failure) {
     }
     mdb_cursor_close(cursor);
     if (rc != MDB_NOTFOUND)
-        return lmdb_failed(failure, rc, "damaged index");
+        return store_lmdb_failed(failure, rc, "damaged index");
     if (ours || entries != declared.ms_entries)
-        return damaged(failure, "its databases are there but not its metadata (bytes flipped in data.mdb?)");
-    fail(failure, FS_ENOTINDEX, "not a fastsubs index (no metadata)");
+        return store_damaged(failure, "its databases are there but not its metadata (bytes flipped in data.mdb?)");
+    fs_fail(failure, FS_ENOTINDEX, "not a fastsubs index (no metadata)");
     return -1;
 }
 
@@ -181,19 +181,19 @@ static int open_dbi(Store *s, const char *name, MDB_dbi *dbi, int code, Failure 
         if (mdb_dbi_open(s->txn, NULL, 0, &main_db) == 0)
             mdb_dbi_flags(s->txn, main_db, &main_flags);
         if (main_flags)
-            fail(failure, FS_EDAMAGED, "damaged index: LMDB's main database has flags (0x%x); an index's has none",
+            fs_fail(failure, FS_EDAMAGED, "damaged index: LMDB's main database has flags (0x%x); an index's has none",
                  main_flags);
         else if (code == FS_ENOTINDEX)
             return no_metadata(s, failure);
         else
-            fail(failure, code, "damaged index: database %s is missing", name);
+            fs_fail(failure, code, "damaged index: database %s is missing", name);
         return -1;
     }
     if (rc)
         return store_read_failed(failure, s->txn, rc, "the main database (opening %s)", name);
     /* an index's databases are plain: flags would change how LMDB reads their pages */
     if (mdb_dbi_flags(s->txn, *dbi, &flags) || flags) {
-        fail(failure, FS_EDAMAGED, "damaged index: database %s has LMDB flags (0x%x); an index's have none", name,
+        fs_fail(failure, FS_EDAMAGED, "damaged index: database %s has LMDB flags (0x%x); an index's have none", name,
              flags);
         return -1;
     }
@@ -221,18 +221,18 @@ static int no_header(Store *s, MDB_dbi meta, Failure *failure) {
     if (!found)
         return no_metadata(s, failure);
     if (!memmem(value.mv_data, value.mv_size, magic, sizeof(magic) - 1)) {
-        fail(failure, FS_ENOTINDEX, "not a fastsubs index (no metadata)");
+        fs_fail(failure, FS_ENOTINDEX, "not a fastsubs index (no metadata)");
         return -1;
     }
     const uint8_t *at = memmem(value.mv_data, value.mv_size, version_key, sizeof(version_key) - 1);
     size_t after = at ? (size_t)(at - (const uint8_t *)value.mv_data) + sizeof(version_key) - 1 : value.mv_size;
     if (after < value.mv_size && ((const uint8_t *)value.mv_data)[after] < FS_HEADER_SINCE)
-        fail(failure, FS_EVERSION, "index format version %d is older than this fastsubs reads (%d); rebuild it "
+        fs_fail(failure, FS_EVERSION, "index format version %d is older than this fastsubs reads (%d); rebuild it "
              "with this version", ((const uint8_t *)value.mv_data)[after], FS_FORMAT_VERSION);
     else if (after < value.mv_size)  /* the metadata of a format with a header: the header is lost */
-        damaged(failure, "its header record is missing (bytes flipped?)");
+        store_damaged(failure, "its header record is missing (bytes flipped?)");
     else
-        fail(failure, FS_EVERSION, "an index of an older format than this fastsubs reads (%d); rebuild it with "
+        fs_fail(failure, FS_EVERSION, "an index of an older format than this fastsubs reads (%d); rebuild it with "
              "this version", FS_FORMAT_VERSION);
     return -1;
 }
@@ -246,15 +246,15 @@ static int read_header(Store *s, MDB_dbi meta, const uint8_t **header, Failure *
     const uint8_t *h = value.mv_data;
     size_t len = value.mv_size;
     if (len < FS_H_BYTES + 8 || memcmp(h + FS_H_MAGIC, FS_HEADER_MAGIC, FS_HEADER_MAGIC_BYTES)) {
-        fail(failure, FS_ENOTINDEX, "not a fastsubs index (wrong magic)");
+        fs_fail(failure, FS_ENOTINDEX, "not a fastsubs index (wrong magic)");
         return -1;
     }
     if (load_u32(h + FS_H_BYTES) != len || len % 4 || fs_checksum(NULL, 0, h, len - 4) != load_u32(h + len - 4))
-        return damaged(failure, "the header fails its checksum (bytes flipped?)");
+        return store_damaged(failure, "the header fails its checksum (bytes flipped?)");
     uint32_t version = load_u32(h + FS_H_VERSION);
     if (version != FS_FORMAT_VERSION) {
         int newer = version > FS_FORMAT_VERSION;
-        fail(failure, FS_EVERSION, "index format version %u is %s than this fastsubs reads (%d); rebuild it with "
+        fs_fail(failure, FS_EVERSION, "index format version %u is %s than this fastsubs reads (%d); rebuild it with "
              "this version%s", version, newer ? "newer" : "older", FS_FORMAT_VERSION,
              newer ? " or upgrade fastsubs" : "");
         return -1;
@@ -265,7 +265,7 @@ static int read_header(Store *s, MDB_dbi meta, const uint8_t **header, Failure *
     if (order >= 1 && order <= FS_MAX_ORDER && len == FS_HEADER_BYTES(order))
         vocab_size = load_u32(h + FS_H_VOCAB_SIZE);
     if (vocab_size < 1 || vocab_size == FS_NO_WORD || load_u32(h + FS_H_ID_BYTES) != FS_ID_BYTES(vocab_size))
-        return damaged(failure, "the header's fields disagree (order, vocabulary size, id width)");
+        return store_damaged(failure, "the header's fields disagree (order, vocabulary size, id width)");
     s->order = (int)order;
     s->vocab_size = vocab_size;
     s->id_bytes = FS_ID_BYTES(vocab_size);
@@ -278,11 +278,11 @@ static int read_header(Store *s, MDB_dbi meta, const uint8_t **header, Failure *
     for (uint32_t m = 2; m <= order; m++)
         s->records[m] = load_u64(h + FS_H_COUNTS + 8 * order + 8 * (m - 2));
     if (s->counts[1] != vocab_size)
-        return damaged(failure, "the header's unigram count is not its vocabulary size");
+        return store_damaged(failure, "the header's unigram count is not its vocabulary size");
     s->joint_min = load_u32(h + FS_H_JOINT_MIN);
     memcpy(&s->value_bound, h + FS_H_VALUE_BOUND, sizeof(double));
     if (s->joint_min < 1 || !(s->value_bound >= 0.0 && s->value_bound < INFINITY))
-        return damaged(failure, "the header's joint threshold or value bound is out of range");
+        return store_damaged(failure, "the header's joint threshold or value bound is out of range");
     *header = h;
     return 0;
 }
@@ -301,11 +301,11 @@ static int read_arrays(Store *s, MDB_dbi arrays, MDB_dbi meta, const uint8_t *h,
             return -1;
         size_t items = a == FS_ARRAY_WORD_OFFSETS ? v + 1 : a == FS_ARRAY_WORD_BYTES ? value.mv_size : v;
         if (!found || value.mv_size != load_u64(entry) || value.mv_size != items * item_bytes[a]) {
-            fail(failure, FS_EDAMAGED, "damaged index: array %s is missing or truncated", names[a]);
+            fs_fail(failure, FS_EDAMAGED, "damaged index: array %s is missing or truncated", names[a]);
             return -1;
         }
         if (fs_checksum(NULL, 0, value.mv_data, value.mv_size) != load_u32(entry + 8)) {
-            fail(failure, FS_EDAMAGED, "damaged index: array %s fails its checksum (bytes flipped?)", names[a]);
+            fs_fail(failure, FS_EDAMAGED, "damaged index: array %s fails its checksum (bytes flipped?)", names[a]);
             return -1;
         }
         data[a] = value.mv_data;
@@ -324,7 +324,7 @@ static int read_arrays(Store *s, MDB_dbi arrays, MDB_dbi meta, const uint8_t *h,
         return -1;
     if (!found || value.mv_size != load_u64(h + FS_H_META_BYTES) ||
         fs_checksum(NULL, 0, value.mv_data, value.mv_size) != load_u32(h + FS_H_META_CHECKSUM))
-        return damaged(failure, "the metadata is missing or fails its checksum (bytes flipped?)");
+        return store_damaged(failure, "the metadata is missing or fails its checksum (bytes flipped?)");
     s->meta = value.mv_data;
     s->meta_len = value.mv_size;
     return 0;
@@ -338,17 +338,17 @@ static int cross_check(Store *s, Failure *failure) {
     for (size_t i = 0; ok && i < v; i++)
         ok = s->word_offsets[i] <= s->word_offsets[i + 1] && s->unigram_order[i] < v && s->spelling_order[i] < v;
     if (!ok)
-        return damaged(failure, "word_offsets, unigram_order or spelling_order out of range");
+        return store_damaged(failure, "word_offsets, unigram_order or spelling_order out of range");
     if (store_word_id(s, "<s>", 3) != s->bos || store_word_id(s, "</s>", 4) != s->eos ||
         store_word_id(s, "<unk>", 5) != s->unk)
-        return damaged(failure, "the header's ids of <s>, </s> or <unk> are not the vocabulary's");
+        return store_damaged(failure, "the header's ids of <s>, </s> or <unk> are not the vocabulary's");
     double sup = 0.0;
     for (size_t i = 0; i < v; i++) {
         float beta = s->unigram_beta[i];
         if (!isfinite(beta))
-            return damaged(failure, "a unigram back-off weight is not a number");
+            return store_damaged(failure, "a unigram back-off weight is not a number");
         if (!within_value_bound(s, beta) || !within_value_bound(s, s->unigram_alpha[i]))
-            return damaged(failure, "a unigram's value is beyond the header's value bound");
+            return store_damaged(failure, "a unigram's value is beyond the header's value bound");
         if (beta > sup)
             sup = beta;
     }
@@ -366,7 +366,7 @@ int store_open(Store *s, const char *path, Failure *failure) {
     const uint8_t *header;
     int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &s->txn);
     if (rc) {
-        lmdb_failed(failure, rc, "damaged index: data.mdb cannot be read");
+        store_lmdb_failed(failure, rc, "damaged index: data.mdb cannot be read");
         goto failed;
     }
     if (open_dbi(s, FS_META_DB, &meta, FS_ENOTINDEX, failure) < 0 || read_header(s, meta, &header, failure) < 0 ||
@@ -382,7 +382,7 @@ int store_open(Store *s, const char *path, Failure *failure) {
                 if (rc)
                     store_read_failed(failure, s->txn, rc, "the main database (opening %s)", name);
                 else
-                    damaged(failure, "the header's order is not the index's");
+                    store_damaged(failure, "the header's order is not the index's");
                 goto failed;
             }
         } else if (open_dbi(s, name, &s->patterns[m], FS_EDAMAGED, failure) < 0) {
@@ -396,7 +396,7 @@ int store_open(Store *s, const char *path, Failure *failure) {
     if (!rc)
         rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &s->txn);
     if (rc) {
-        lmdb_failed(failure, rc, "cannot begin a read transaction");
+        store_lmdb_failed(failure, rc, "cannot begin a read transaction");
         goto failed;
     }
     if (read_header(s, meta, &header, failure) < 0 || read_arrays(s, arrays, meta, header, failure) < 0 ||
@@ -406,7 +406,7 @@ int store_open(Store *s, const char *path, Failure *failure) {
     s->unigram = malloc(v * sizeof(UnigramScores));
     s->sorted_alpha = malloc(v * sizeof(float));
     if (!s->unigram || !s->sorted_alpha) {
-        fail(failure, FS_ENOMEM, "out of memory");
+        fs_fail(failure, FS_ENOMEM, "out of memory");
         goto failed;
     }
     for (size_t i = 0; i < v; i++) {
@@ -442,7 +442,7 @@ void store_close(Store *s) {
 /* ---------------------------------------------------------------- words */
 
 /* memcmp order, a prefix first: the builder's sort of the spellings (Python's bytes order). */
-int compare_spelling(const char *a, size_t a_len, const char *b, size_t b_len) {
+int store_compare_spelling(const char *a, size_t a_len, const char *b, size_t b_len) {
     int c = memcmp(a, b, a_len < b_len ? a_len : b_len);
     return c ? c : (a_len > b_len) - (a_len < b_len);
 }
@@ -453,7 +453,7 @@ uint32_t store_word_id(const Store *s, const char *word, size_t length) {
         uint32_t mid = low + (high - low) / 2, id = s->spelling_order[mid];
         size_t spelled;
         const char *spelling = store_word(s, id, &spelled);
-        int c = compare_spelling(spelling, spelled, word, length);
+        int c = store_compare_spelling(spelling, spelled, word, length);
         if (c == 0)
             return id;
         if (c < 0)

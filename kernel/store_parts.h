@@ -10,10 +10,10 @@
 #include "store.h"
 
 /* -1, with ``failure`` a damaged index (``what`` after "damaged index: "), or an LMDB error. */
-int damaged(Failure *failure, const char *what);
-int lmdb_failed(Failure *failure, int rc, const char *what);
+int store_damaged(Failure *failure, const char *what);
+int store_lmdb_failed(Failure *failure, int rc, const char *what);
 /* memcmp order, a prefix first: the builder's sort of the spellings (Python's bytes order). */
-int compare_spelling(const char *a, size_t a_len, const char *b, size_t b_len);
+int store_compare_spelling(const char *a, size_t a_len, const char *b, size_t b_len);
 
 /* Is |v| within the index's value bound (or v infinite)?  The joint bound's rounding slack
  * is measured in that bound (docs/algorithm.md, "The joint bound"). */
@@ -35,21 +35,21 @@ typedef struct {
 } BlockView;
 
 /* A key as hex, for messages (at most the first 32 bytes). */
-const char *hex(const uint8_t *key, size_t len, char out[65]);
-int key_compare(const uint8_t *a, const uint8_t *b, size_t len);
+const char *records_hex(const uint8_t *key, size_t len, char out[65]);
+int records_key_compare(const uint8_t *a, const uint8_t *b, size_t len);
 /* Bytes of the data of a pattern of ``count`` words. */
-uint64_t data_bytes(const Store *s, uint64_t count, unsigned flags);
+uint64_t records_data_bytes(const Store *s, uint64_t count, unsigned flags);
 /* Checks what a checksum cannot vouch for (ids, positions by score) and derives the bound
  * on the back-off weights: 0, or -1 with the failure set. */
-int check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_t *key, size_t key_len);
+int records_check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_t *key, size_t key_len);
 /* A record checked against its checksum and its key's length: 0, or -1 with the failure set. */
-int open_record(const Store *s, int order, const MDB_val *k, const MDB_val *v, RecordView *r, Failure *failure);
+int records_open(const Store *s, int order, const MDB_val *k, const MDB_val *v, RecordView *r, Failure *failure);
 /* A BLOCK record's entries and restart points: 0, or -1 when its layout is malformed. */
-int open_block(const RecordView *r, BlockView *b);
+int records_open_block(const RecordView *r, BlockView *b);
 /* Decodes the entry at ``p``; returns where the next starts, or NULL if it does not fit. */
-const uint8_t *read_entry(const Store *s, const RecordView *r, const uint8_t *p, uint8_t *key, uint32_t *count,
+const uint8_t *records_read_entry(const Store *s, const RecordView *r, const uint8_t *p, uint8_t *key, uint32_t *count,
                           const uint8_t **data, unsigned has_beta);
 /* The pattern of a PATTERN record: 0, or -1 when its layout is malformed. */
-int alone_pattern(const Store *s, const RecordView *r, unsigned has_beta, PatternData *out);
+int records_alone_pattern(const Store *s, const RecordView *r, unsigned has_beta, PatternData *out);
 
 #endif

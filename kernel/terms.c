@@ -125,7 +125,7 @@ int position_terms(Reader *r, const uint32_t *sentence, int n, int target, Posit
     int last = target + order < n ? target + order : n;
     out->n_terms = out->n_steps = 0;
     if (GROW(out->terms, out->cap_terms, last - target) < 0) {
-        fail(&r->failure, FS_ENOMEM, "out of memory");
+        fs_fail(&r->failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     for (int j = target; j < last; j++) {
@@ -138,7 +138,7 @@ int position_terms(Reader *r, const uint32_t *sentence, int n, int target, Posit
                                             j - target - 1, sentence[j], out, term);
         if (rc < 0) {
             if (!r->failure.code)
-                fail(&r->failure, FS_ENOMEM, "out of memory");
+                fs_fail(&r->failure, FS_ENOMEM, "out of memory");
             return -1;
         }
         term->n = out->n_steps - term->first;

@@ -39,15 +39,15 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
     for (rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
         RecordView r;
         if (ended) {
-            damaged(failure, "records follow the END record");
+            store_damaged(failure, "records follow the END record");
             goto out;
         }
-        if (open_record(s, order, &k, &v, &r, failure) < 0)
+        if (records_open(s, order, &k, &v, &r, failure) < 0)
             goto out;
         counts->records++;
         if (r.has_previous != has_last || (has_last && memcmp(r.previous, last, key_len))) {
-            fail(failure, FS_EDAMAGED, "damaged index: the record of patterns%d at key %s does not name the record "
-                 "before it", order, hex(r.key, k.mv_size, shown));
+            fs_fail(failure, FS_EDAMAGED, "damaged index: the record of patterns%d at key %s does not name the record "
+                 "before it", order, records_hex(r.key, k.mv_size, shown));
             goto out;
         }
         if (r.kind == FS_END) {
@@ -58,9 +58,9 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
             memcpy(key, r.key, key_len);
             if (has_last && memcmp(last, key, key_len) >= 0)
                 goto disorder;
-            if (alone_pattern(s, &r, has_beta, &p) < 0)
+            if (records_alone_pattern(s, &r, has_beta, &p) < 0)
                 goto malformed;
-            if (check_pattern(s, &p, failure, key, key_len) < 0)
+            if (records_check_pattern(s, &p, failure, key, key_len) < 0)
                 goto out;
             if (wants_joint(s, order, key, p.count) != (p.joint != NULL))
                 goto joint;
@@ -70,7 +70,7 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
                 goto scores;
         } else {
             BlockView b;
-            if (open_block(&r, &b) < 0)
+            if (records_open_block(&r, &b) < 0)
                 goto malformed;
             const uint8_t *at = b.entries;
             uint32_t restart = 0;
@@ -81,14 +81,14 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
                 if ((restarts_here && at[0]) || (e == 0 && !restarts_here))
                     goto malformed;
                 restart += restarts_here;
-                if (!(at = read_entry(s, &r, at, key, &count, &data, has_beta)))
+                if (!(at = records_read_entry(s, &r, at, key, &count, &data, has_beta)))
                     goto malformed;
                 if (has_last && memcmp(last, key, key_len) >= 0)
                     goto disorder;
                 memcpy(last, key, key_len);
                 has_last = 1;
                 store_pattern_at(s, data, count, has_beta, &p);
-                if (check_pattern(s, &p, failure, key, key_len) < 0)
+                if (records_check_pattern(s, &p, failure, key, key_len) < 0)
                     goto out;
                 if (wants_joint(s, order, key, count))
                     goto joint;
@@ -106,7 +106,7 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
     if (rc != MDB_NOTFOUND)
         goto lmdb;
     if (!ended) {
-        fail(failure, FS_EDAMAGED, "damaged index: patterns%d has no END record", order);
+        fs_fail(failure, FS_EDAMAGED, "damaged index: patterns%d has no END record", order);
         goto out;
     }
     /* the records are sound in key order: now the branch keys a look-up follows, which that
@@ -119,20 +119,20 @@ lmdb:
     store_read_failed(failure, txn, rc, "patterns%d", order);
     goto out;
 disorder:
-    fail(failure, FS_EDAMAGED, "damaged index: the keys of patterns%d do not ascend at %s", order,
-         hex(key, key_len, shown));
+    fs_fail(failure, FS_EDAMAGED, "damaged index: the keys of patterns%d do not ascend at %s", order,
+         records_hex(key, key_len, shown));
     goto out;
 scores:
-    fail(failure, FS_EDAMAGED, "damaged index: pattern %s holds a score that is no log-probability",
-         hex(key, key_len, shown));
+    fs_fail(failure, FS_EDAMAGED, "damaged index: pattern %s holds a score that is no log-probability",
+         records_hex(key, key_len, shown));
     goto out;
 malformed:
-    fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d at key %s has a malformed layout", order,
-         hex(k.mv_data, k.mv_size, shown));
+    fs_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d at key %s has a malformed layout", order,
+         records_hex(k.mv_data, k.mv_size, shown));
     goto out;
 joint:
-    fail(failure, FS_EDAMAGED, "damaged index: pattern %s %s a joint order, against the header's threshold of %u "
-         "words", hex(key, key_len, shown), p.joint ? "has" : "lacks", s->joint_min);
+    fs_fail(failure, FS_EDAMAGED, "damaged index: pattern %s %s a joint order, against the header's threshold of %u "
+         "words", records_hex(key, key_len, shown), p.joint ? "has" : "lacks", s->joint_min);
 out:
     mdb_cursor_close(cursor);
     return result;
@@ -142,7 +142,7 @@ int store_check_arrays(const Store *s, Failure *failure) {
     size_t v = s->vocab_size;
     uint8_t *seen = calloc(v, 2);
     if (!seen) {
-        fail(failure, FS_ENOMEM, "out of memory");
+        fs_fail(failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     int ok = 1;
@@ -155,9 +155,9 @@ int store_check_arrays(const Store *s, Failure *failure) {
             float a = s->unigram_alpha[before], b = s->unigram_alpha[by_score];
             size_t la, lb;
             const char *wa = store_word(s, s->spelling_order[i - 1], &la), *wb = store_word(s, by_spelling, &lb);
-            ok = (a > b || (a == b && before < by_score)) && compare_spelling(wa, la, wb, lb) < 0;
+            ok = (a > b || (a == b && before < by_score)) && store_compare_spelling(wa, la, wb, lb) < 0;
         }
     }
     free(seen);
-    return ok ? 0 : damaged(failure, "unigram_order or spelling_order does not sort the vocabulary");
+    return ok ? 0 : store_damaged(failure, "unigram_order or spelling_order does not sort the vocabulary");
 }

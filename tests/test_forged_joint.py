@@ -3,7 +3,7 @@
 A pattern ``_ d`` of at least the header's ``joint_min`` words carries, after its data in
 its PATTERN record, its words by joint key (the unigram alpha plus the pattern's alpha,
 rounded up to float32) and the keys.  The search bounds unread words by those keys, so a
-key too low would be a wrong answer, not an error: ``check_pattern`` (kernel/records.c)
+key too low would be a wrong answer, not an error: ``records_check_pattern`` (kernel/records.c)
 recomputes every key and checks the order whenever a search reads the pattern, and
 ``fastsubs-index verify`` also checks that exactly the patterns the threshold names carry
 one.  Here each promise is broken in turn in one joint order, the record's checksum made
@@ -72,7 +72,7 @@ def first(pairs: list[tuple[float, float]], relation: Callable[[float, float], b
     return next(i for i, (a, b) in enumerate(pairs) if relation(a, b))
 
 
-# Each forgery breaks one promise of the joint order and says what check_pattern reports.
+# Each forgery breaks one promise of the joint order and says what records_check_pattern reports.
 def joint_position_repeated(joint: Joint) -> str:
     joint.positions[1] = joint.positions[0]
     return f"its positions by joint key repeat {joint.positions[0]}"

@@ -1,6 +1,6 @@
 """Every check of a pattern record has a record that trips it.
 
-A record's checksum vouches for its bytes, not for the builder's work: ``check_pattern``
+A record's checksum vouches for its bytes, not for the builder's work: ``records_check_pattern``
 (kernel/store.c) checks, whenever a search reads a pattern and when ``fastsubs-index
 verify`` reads them all, that its ids strictly increase and lie inside the vocabulary, and
 that its positions by score are a permutation (none repeated, none past its words) that
@@ -133,7 +133,7 @@ def swap_positions(fields: Fields, i: int) -> None:
 
 
 # Each forgery breaks one thing the format promises and nothing else the checks read
-# before it, and says what check_pattern must then report (after "pattern KEY: ").
+# before it, and says what records_check_pattern must then report (after "pattern KEY: ").
 def ids_not_increasing(fields: Fields, vocab_size: int) -> str:
     fields.ids[0], fields.ids[1] = fields.ids[1], fields.ids[0]
     return "its word ids do not increase (entry 1)"

@@ -47,7 +47,6 @@
 
 #include "index.h"
 #include "render.h"
-#include "render.h"
 
 static int failed(const char *message) {
     fprintf(stderr, "kernel_check: %s\n", message);

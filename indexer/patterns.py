@@ -77,6 +77,24 @@ def _put(buffer: np.ndarray, at: np.ndarray, values: np.ndarray, width: int) -> 
         buffer[at + lane] = (values >> np.uint64(8 * lane)) & np.uint64(0xFF)
 
 
+def _put_order(buffer: np.ndarray, group_of_row: np.ndarray, rank: np.ndarray, keys: np.ndarray,
+               at_of_group: np.ndarray, width_of_group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Write, for each pattern, the positions (``rank``: each row's place in the pattern's
+    id-sorted arrays) of its rows ordered by ``keys`` descending, ties by id, from
+    ``at_of_group`` with ``width_of_group`` bytes each (none for a pattern of one word);
+    returns that order of the rows and each row's place in it.  One stable sort of
+    (pattern, key descending) packed in a uint64: the rows of a pattern come in id order."""
+    order = np.argsort((group_of_row.astype(np.uint64) << np.uint64(32)) | _descending_key(keys), kind="stable")
+    group = group_of_row[order]
+    place = np.arange(len(order)) - np.searchsorted(group, group)
+    width = width_of_group[group]
+    at = at_of_group[group] + place * width
+    for size in (1, 2, 4):
+        chosen = width == size
+        _put(buffer, at[chosen], rank[order][chosen], size)
+    return order, place
+
+
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For runs of ``lengths`` items starting at ``starts``: the run of each item and its place in the run."""
     run = np.repeat(np.arange(len(lengths)), lengths)
@@ -341,18 +359,7 @@ class _Patterns:
         _put(buffer, alpha_at + 4 * rank, self.alpha.astype("<f4").view("<u4"), 4)
         if writer.has_beta:
             _put(buffer, alpha_at + 4 * row_counts + 4 * rank, self.beta.astype("<f4").view("<u4"), 4)
-        # by_score: positions within the pattern, alpha descending, ties by id (one stable
-        # sort of (pattern, alpha descending) packed in a uint64: rows of a pattern are in id order)
-        by_score = np.argsort((group_of_row.astype(np.uint64) << np.uint64(32)) | _descending_key(self.alpha),
-                              kind="stable")
-        by_score = by_score[row_counts[by_score] > 1]
-        group = group_of_row[by_score]
-        score_rank = np.arange(len(by_score)) - np.searchsorted(group, group)
-        width = position_bytes[by_score]
-        at = positions_at[by_score] + score_rank * width
-        for size in (1, 2, 4):
-            chosen = width == size
-            _put(buffer, at[chosen], rank[by_score][chosen], size)
+        _put_order(buffer, group_of_row, rank, self.alpha, data_at + counts * writer.id_bytes, self.position_bytes)
 
     def _write_joint(self, buffer: np.ndarray, joint_at: np.ndarray) -> None:
         """The joint order of each pattern that has one, starting at ``joint_at``: its
@@ -365,13 +372,7 @@ class _Patterns:
         group_of_row = every_group[chosen]
         rank = (np.arange(len(self.words)) - self.starts[every_group])[chosen]
         keys = joint_keys(unigram_alpha[self.words[chosen]], self.alpha[chosen])
-        by_key = np.argsort((group_of_row.astype(np.uint64) << np.uint64(32)) | _descending_key(keys), kind="stable")
+        by_key, key_rank = _put_order(buffer, group_of_row, rank, keys, joint_at, self.position_bytes)
         group = group_of_row[by_key]
-        key_rank = np.arange(len(by_key)) - np.searchsorted(group, group)
-        counts = self.counts[group]
-        width = self.position_bytes[group]
-        at = joint_at[group]
-        for size in (1, 2, 4):
-            picked = width == size
-            _put(buffer, at[picked] + key_rank[picked] * size, rank[by_key][picked], size)
-        _put(buffer, at + counts * width + 4 * key_rank, keys[by_key].astype("<f4").view("<u4"), 4)
+        at = joint_at[group] + self.counts[group] * self.position_bytes[group] + 4 * key_rank
+        _put(buffer, at, keys[by_key].astype("<f4").view("<u4"), 4)

@@ -87,19 +87,20 @@ static int add_pattern(Searcher *searcher, Record *rec, int *n_pats) {
     return *n_pats - 1;
 }
 
-/* Whether the joint bound of terms 0 and 1 applies (search.c, pair_bound), and if so sets
- * searcher->joint_list to ``list`` and searcher->joint_alt to term 1's step of the pattern
- * "_ d" that carries a joint order; else joint_list is NONE.  Term 0 predicts x: its
- * contexts hold no x, so its back-off weights are constants (terms.c), down to the unigram
- * alpha of x. */
+/* Whether the joint bound of terms 0 and 1 applies (search.c, pair_bound): term 1 has an
+ * alternative whose pattern "_ d" carries a joint order.  If so, starts the list that reads
+ * that order as searcher->lists[list] and sets joint_list and joint_alt (that alternative,
+ * among term 1's); else joint_list is NONE.  Term 0 predicts x: its contexts hold no x, so
+ * its back-off weights are constants (terms.c), down to the unigram alpha of x. */
 static void plan_joint(Searcher *searcher, int n_terms, int list) {
     searcher->joint_list = NONE;
     if (n_terms < 2)
         return;
     const TermC *t1 = &searcher->terms[1];
-    for (int i = t1->first; i < t1->first + t1->n; i++) {
-        const StepC *step = &searcher->steps[i];
-        if (step->alpha != NONE && searcher->pats[step->alpha].data.joint) {
+    for (int a = 0; a < t1->n_alts; a++) {
+        int step = searcher->alts[t1->first_alt + a].n_longer;  /* (term 1's base is a constant: no alternative) */
+        const Pat *d = &searcher->pats[searcher->steps[t1->first + step].alpha];
+        if (d->data.joint) {
             const Store *s = searcher->reader.store;
             /* Leaves of the two terms' sums: at most N each, every one within max(M, 100)
              * (M the index's value bound, 100 the unknown word's): docs/algorithm.md, "The
@@ -108,7 +109,8 @@ static void plan_joint(Searcher *searcher, int n_terms, int list) {
             double magnitude = s->value_bound > -UNKNOWN_WORD_LOGPROB ? s->value_bound : -UNKNOWN_WORD_LOGPROB;
             searcher->joint_slack = (16.0 * s->order * s->order + 4.0) * 0x1p-53 * magnitude;
             searcher->joint_list = list;
-            searcher->joint_alt = i;
+            searcher->joint_alt = a;
+            start_list(searcher, &searcher->lists[list], NULL, NULL, &d->data, 1, NULL, d->count);
             return;
         }
     }
@@ -185,17 +187,9 @@ int read_terms(Searcher *searcher, int *n_pats) {
         searcher->steps[i].list =
             searcher->steps[i].alpha == NONE ? NONE : searcher->pats[searcher->steps[i].alpha].list;
     int unigram = searcher->unigram_list = n;
-    plan_joint(searcher, n_terms, n + 1);
     start_list(searcher, &searcher->lists[n++], NULL, s->unigram_order, NULL, 0, (const ix_f32 *)s->sorted_alpha,
                s->vocab_size);
-    if (searcher->joint_list != NONE) {
-        const Pat *d = &searcher->pats[searcher->steps[searcher->joint_alt].alpha];
-        start_list(searcher, &searcher->lists[n++], NULL, NULL, &d->data, 1, NULL, d->count);
-    }
-    for (int l = 0; l < n; l++)
-        searcher->binds[l] = 0;
-    /* Each term's bound alternatives (see bound()), base last; joint_alt, a step of term 1
-     * until now, becomes its alternative. */
+    /* Each term's bound alternatives (see bound()), base last. */
     if (GROW(searcher->alts, searcher->cap_alts, n_steps + n_terms) < 0)
         return -1;
     int n_alts = 0;
@@ -209,15 +203,13 @@ int read_terms(Searcher *searcher, int *n_pats) {
             searcher->alts[n_alts++] = (Alt){unigram, term->n};
         term->fixed = term->base_unigram ? -INFINITY : upper_term(&searcher->steps[term->first], term->n, term->base);
         term->n_alts = n_alts - term->first_alt;
-        if (t == 1 && searcher->joint_list != NONE) {
-            int step = searcher->joint_alt - term->first;
-            for (int a = 0; a < term->n_alts; a++)
-                if (searcher->alts[term->first_alt + a].n_longer == step)
-                    searcher->joint_alt = a;
-        }
         term->frozen = 0;
         term->arg = NONE;
     }
+    plan_joint(searcher, n_terms, n);
+    n += searcher->joint_list != NONE;
+    for (int l = 0; l < n; l++)
+        searcher->binds[l] = 0;
     return n_terms;
 }
 

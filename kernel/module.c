@@ -207,7 +207,7 @@ static PyObject *Index_pattern(Index *self, PyObject *args) {
     if (index_hold(&self->index, &failure) < 0)
         return raise_failure(self->path, &failure);
     const Store *s = &self->index.store;
-    PatternData p;
+    DiskPattern p;
     int found = index_find_pattern(&self->index, slot, ids, n, &p, &failure);
     PyObject *result = NULL;
     if (found > 0) {

@@ -42,24 +42,24 @@
 
 #define NONE (-1)
 
-typedef struct Pat {
-    Record *rec;             /* where it came from (pinned for the search by the reader) */
-    PatternData data;        /* ids sorted by word id, positions by score, alphas, betas */
+typedef struct SearchPattern {
+    CacheSlot *rec;             /* where it came from (pinned for the search by the reader) */
+    DiskPattern data;        /* ids sorted by word id, positions by score, alphas, betas */
     const ix_f32 *alpha;
     const ix_f32 *beta;      /* NULL: the pattern stores no back-off weights (they are 0) */
     uint32_t count;
     double beta_sup;         /* max(0, largest stored back-off weight) */
-    const Block *map;        /* rank map, or NULL */
-    const Super *supers;     /* its directory when it has two levels, else NULL */
+    const RankBlock *map;        /* rank map, or NULL */
+    const RankSuper *supers;     /* its directory when it has two levels, else NULL */
     uint8_t member;          /* its bit in Searcher.flags, or 0 */
     int list;                /* the sorted list reading this pattern by alpha, or NONE */
     uint64_t located;        /* the batch whose live words have their positions in Searcher.pos */
-} Pat;
+} SearchPattern;
 
-typedef struct StepC {
-    int alpha;          /* Pat index whose alpha applies when x is in it, or NONE */
+typedef struct SearchStep {
+    int alpha;          /* SearchPattern index whose alpha applies when x is in it, or NONE */
     int list;           /* the sorted list of that pattern (set once the lists are known) */
-    int beta;           /* Pat index holding beta(A x B), or -1 - BETA_CONST / -1 - BETA_UNIGRAM */
+    int beta;           /* SearchPattern index holding beta(A x B), or -1 - BETA_CONST / -1 - BETA_UNIGRAM */
     double beta_const;  /* the constant, when beta == STEP_CONST */
     double beta_sup;    /* upper bound on the back-off weight over unread x */
     /* for scoring, set once the patterns are known: the alpha pattern's row of batch
@@ -67,12 +67,12 @@ typedef struct StepC {
      * pattern (beta_values NULL: its back-off weights are all 0) */
     const int32_t *alpha_pos, *beta_pos;
     const ix_f32 *alpha_values, *beta_values;
-} StepC;
+} SearchStep;
 
 #define STEP_CONST (-1 - BETA_CONST)
 #define STEP_UNIGRAM (-1 - BETA_UNIGRAM)
 
-typedef struct TermC {
+typedef struct SearchTerm {
     int first, n;       /* steps[first .. first+n), longest context first */
     int base_unigram;   /* after the last step: unigram alpha of x (1) or ``base`` (0) */
     double base;
@@ -82,7 +82,7 @@ typedef struct TermC {
     int frozen;         /* no list binds it any more: its bound stays (sups only decrease) */
     int arg;            /* the alternative (in alts) its bound came from last time, or NONE */
     double runner_up;   /* the largest other alternative then: arg stays the largest while above it */
-} TermC;
+} SearchTerm;
 
 /* One alternative of a term's bound: "x is in the pattern of step ``n_longer``", bounded by
  * its list's sup under the beta sups of the n_longer steps before it, summed as the score
@@ -101,9 +101,9 @@ typedef struct Alt {
 #define LIST_FIRST_AHEAD 8
 
 typedef struct List {   /* one sorted list */
-    Record *big;        /* a big pattern's record: its sorted prefix serves the reads when it can */
+    CacheSlot *big;        /* a big pattern's record: its sorted prefix serves the reads when it can */
     const ix_u32 *in_order;    /* the words in score order (the unigram list), or NULL: */
-    const PatternData *pattern;  /* those of a pattern, read through its positions by score, */
+    const DiskPattern *pattern;  /* those of a pattern, read through its positions by score, */
     int joint;          /* or, when set, through its joint order (its sup is then a joint key) */
     const ix_f32 *alpha;
     int64_t depth, length;
@@ -125,7 +125,7 @@ typedef struct List {   /* one sorted list */
  * gives fl(a + b) <= fl(a' + b)), so a bound summed in the score's own order is above the
  * score as computed, not only as exact arithmetic has it: no slack for rounding is needed
  * however the magnitudes of the weights differ (docs/algorithm.md, "Rounding"). */
-static inline double upper_term(const StepC *steps, int n, double inner) {
+static inline double upper_term(const SearchStep *steps, int n, double inner) {
     while (n)
         inner = steps[--n].beta_sup + inner;
     return inner;

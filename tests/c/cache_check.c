@@ -5,8 +5,8 @@
  *
  *   cache_check INDEX
  *
- * A search holds what the cache gave it (a CacheSlot in a slot, a SlotAids rank map or sorted
- * prefix, a rank map another reader built, the open index itself) until it ends; a bug
+ * A search holds what the cache gave it (a CacheSlot, a rank map or sorted prefix of its
+ * SlotAids, a rank map another reader built, the open index itself) until it ends; a bug
  * that frees or reuses one of them early shows in a full search only when a later
  * allocation or miss happens to land on it.  Here each is forced: a cache of one set of
  * SLOT_WAYS slots overflowed while the search holds a hit and its misses, a kept budget

@@ -1,5 +1,5 @@
 /* The sorted lists of a search, and reading a position's terms into them: see searcher.h. */
-#include "searcher.h"
+#include "lists.h"
 
 #include <stdlib.h>
 #include <string.h>

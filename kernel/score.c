@@ -4,7 +4,7 @@
  * definition sums them (score_term: a chain as the back-off recursion nests; the terms
  * left to right), so they are the exhaustive scorer's bit for bit (docs/algorithm.md,
  * "Rounding"). */
-#include "searcher.h"
+#include "score.h"
 
 /* ---------------------------------------------------------------- exact scores */
 

@@ -20,6 +20,8 @@
  * Scores are summed in float64 from the stored float32 values, in the order the
  * exhaustive scorer uses (score.c), so results are bit-for-bit reproducible.
  */
+#include "lists.h"
+#include "score.h"
 #include "searcher.h"
 
 #include <limits.h>

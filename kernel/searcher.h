@@ -1,17 +1,15 @@
-/* The searcher's private parts, shared by the three files of the search (search.h is the
- * public side):
+/* The searcher's private types, shared by the three files of the search (search.h is the
+ * public side), each of which declares what it gives the others in its own header:
  *
  *   lists.c   the sorted lists, and reading a position's terms (terms.h) into the patterns,
- *             steps, lists and bound alternatives the search works on;
+ *             steps, lists and bound alternatives the search works on (lists.h);
  *   score.c   exact scores of a batch of new words, and dropping those that cannot make
- *             the top ``count``;
- *   search.c  the bound, the threshold search itself and its answers.
+ *             the top ``count`` (score.h);
+ *   search.c  the bound, the threshold search itself and its answers, over both.
  *
  * See search.c for how the search goes, and docs/algorithm.md for why it is exact. */
 #ifndef FASTSUBS_SEARCHER_H
 #define FASTSUBS_SEARCHER_H
-
-#include <math.h>
 
 #include "search.h"
 
@@ -135,44 +133,5 @@ static inline double upper_term(const SearchStep *steps, int n, double inner) {
 static inline int is_big(uint32_t count, uint32_t vocab_size) {
     return count >= RANK_MIN_COUNT && count >= vocab_size / SUPER_WORDS;
 }
-
-/* ---------------------------------------------------------------- lists.c */
-
-/* Makes the list's next entries readable (see List); read_list calls it when they run out. */
-void gather_ahead(Searcher *searcher, List *list);
-
-/* Reads the next entry of ``list``; returns its word. */
-static inline uint32_t read_list(Searcher *searcher, List *list) {
-    if (list->depth >= list->length)  /* nothing left: no word (the caller skips ids >= V) */
-        return UINT32_MAX;
-    uint32_t word = list->words[list->depth++ - list->ahead_start];
-    if (list->depth == list->length) {
-        list->sup = -INFINITY;
-    } else {
-        if (list->depth == list->ahead_end)
-            gather_ahead(searcher, list);
-        list->sup = list->alphas[list->depth - list->ahead_start];
-    }
-    return word;
-}
-
-
-/* Reads the position's terms (searcher->position) into searcher->terms/steps/pats/lists
- * and the bound's alternatives.  Returns the number of terms, -1 when out of memory;
- * *n_pats: the patterns added. */
-int read_terms(Searcher *searcher, int *n_pats);
-/* Gives the smallest patterns without a rank map a membership bit each (as many as
- * there are bits) and marks their words in searcher->flags. */
-void mark_members(Searcher *searcher, int n_pats);
-/* Clears every flag the search set: the words read, the marked patterns' words and the
- * excluded words. */
-void clear_flags(Searcher *searcher, int n_pats, int64_t n_evaluated, const uint32_t *excluded, int64_t n_excluded);
-
-/* ---------------------------------------------------------------- score.c */
-
-/* Exact lp(x) of the n words of a batch into ``total``, dropping those that cannot reach
- * ``threshold`` (see score.c); returns how many are kept, their batch columns in ``live``. */
-int score_batch(Searcher *searcher, int n_terms, const uint32_t *words, int n, const double *sup, double threshold,
-                double *total, int *live);
 
 #endif

@@ -5,62 +5,16 @@
  * ``Index(path)`` opens and checks an index in one call; fastsubs.index.SubstituteIndex
  * subclasses it with the Python API.  This file holds the module, the type and the
  * look-ups the tools make; module_search.c the searches and their answers, which run
- * without the GIL. */
+ * without the GIL; module_format.c the layouts; module_base.c what all of them share.  The
+ * calls run one way: this file calls those, none of them calls this one. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "module.h"
+#include "index.h"
+#include "module_base.h"
 #include "module_format.h"
-
-static PyObject *NotAnIndexError, *IndexVersionError, *DamagedIndexError;  /* fastsubs.errors */
-
-/* ---------------------------------------------------------------- errors and arguments */
-
-PyObject *raise_failure(PyObject *path, const Failure *failure) {
-    switch (failure->code) {
-    case FS_EINTERRUPTED:  /* what the signal's handler raised */
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_KeyboardInterrupt, failure->message);
-        return NULL;
-    case FS_ENOMEM:
-        return PyErr_NoMemory();
-    case FS_EARGUMENT:
-    case FS_ECLOSED:
-        PyErr_SetString(PyExc_ValueError, failure->message);
-        return NULL;
-    case FS_ENOTINDEX:
-        PyErr_Format(NotAnIndexError, "%U: %s", path, failure->message);
-        return NULL;
-    case FS_EVERSION:
-        PyErr_Format(IndexVersionError, "%U: %s", path, failure->message);
-        return NULL;
-    default:
-        PyErr_Format(DamagedIndexError, "%U: %s%s", path,
-                     strncmp(failure->message, "damaged index", 13) ? "damaged index: " : "", failure->message);
-        return NULL;
-    }
-}
-
-int check_open(Index *self) {
-    if (!self->opened || self->index.closed) {
-        PyErr_SetString(PyExc_ValueError, self->opened ? "the index is closed" : "the index is not open");
-        return -1;
-    }
-    return 0;
-}
-
-/* Reads ``a`` as ``*n`` items of ``size`` bytes (*n < 0: any number, set). */
-int get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, const char *what) {
-    if (PyObject_GetBuffer(a, view, PyBUF_C_CONTIGUOUS) < 0)
-        return -1;
-    if (view->len % size || (*n >= 0 && view->len != size * *n)) {
-        PyErr_Format(PyExc_ValueError, "%s: expected %zd-byte items", what, size);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    *n = view->len / size;
-    return 0;
-}
+#include "module_search.h"
+#include "render.h"
 
 static PyObject *id_or_none(uint32_t id) {
     return id == FS_NO_WORD ? Py_NewRef(Py_None) : PyLong_FromUnsignedLong(id);
@@ -519,14 +473,7 @@ static struct PyModuleDef kernel_module = {
 PyMODINIT_FUNC PyInit__kernel(void) {
     if (PyType_Ready(&IndexType) < 0)
         return NULL;
-    PyObject *errors = PyImport_ImportModule("fastsubs.errors");
-    if (!errors)
-        return NULL;
-    NotAnIndexError = PyObject_GetAttrString(errors, "NotAnIndexError");
-    IndexVersionError = PyObject_GetAttrString(errors, "IndexVersionError");
-    DamagedIndexError = PyObject_GetAttrString(errors, "DamagedIndexError");
-    Py_DECREF(errors);
-    if (!NotAnIndexError || !IndexVersionError || !DamagedIndexError)
+    if (load_errors() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&kernel_module);
     if (!module)

@@ -4,11 +4,14 @@
  * (rendering_args).  search() runs without the GIL in runs of positions, each run's answers
  * made into objects once the GIL is taken again; search_batch(), render() and
  * render_chunk() (fastsubs-query's lines, chunk.h) run whole in one release of the GIL, on
- * one searcher (on_a_searcher). */
+ * one searcher (on_a_searcher).  What it shares with the other files of the glue is
+ * below them all, in module_base.c. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "module.h"
+#include "chunk.h"
+#include "index.h"
+#include "module_search.h"
 
 /* The word ``id`` as a str (a new reference), decoded once and kept: the API names the
  * same frequent words again and again. */
@@ -147,28 +150,6 @@ static int rendering_args(Rendering *r, int kind, int columns, int normalize, lo
     }
     *r = (Rendering){kind, normalize, samples || kind == RENDER_COLUMNS ? draws : 0, seed};
     return 0;
-}
-
-Span *byte_spans(PyObject *list, PyObject **held, const char *what) {
-    if (!(*held = PyList_AsTuple(list)))  /* another thread may change the list meanwhile */
-        return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(*held);
-    Span *spans = PyMem_Malloc((size_t)n * sizeof(Span) + 1);
-    for (Py_ssize_t i = 0; spans && i < n; i++) {
-        PyObject *item = PyTuple_GET_ITEM(*held, i);
-        if (!PyBytes_Check(item)) {
-            PyErr_Format(PyExc_TypeError, "%s must be bytes", what);
-            PyMem_Free(spans);
-            Py_CLEAR(*held);
-            return NULL;
-        }
-        spans[i] = (Span){(const uint8_t *)PyBytes_AS_STRING(item), (size_t)PyBytes_GET_SIZE(item)};
-    }
-    if (!spans) {
-        Py_CLEAR(*held);
-        PyErr_NoMemory();
-    }
-    return spans;
 }
 
 /* ---------------------------------------------------------------- searches */

@@ -1,7 +1,9 @@
-/* What the two files of fastsubs._kernel's glue share (module.c: the module, the Index
- * type and the tools' look-ups; module_search.c: searches and their answers). */
-#ifndef FASTSUBS_MODULE_H
-#define FASTSUBS_MODULE_H
+/* What the files of fastsubs._kernel's glue share, below all of them (module_base.c): the
+ * Index object, failures as exceptions and Python's arguments as C arrays.  module.c holds
+ * the module and the Index type and calls down into module_search.c (searches and their
+ * answers) and module_format.c (the layouts); neither of those calls module.c. */
+#ifndef FASTSUBS_MODULE_BASE_H
+#define FASTSUBS_MODULE_BASE_H
 
 #include <Python.h>
 
@@ -17,6 +19,9 @@ typedef struct {
     PyObject **texts;             /* per word id: its str, once made (answer_records) */
 } Index;
 
+/* Finds the exceptions of fastsubs.errors that raise_failure raises (once, as the module
+ * is made): 0, or -1 with an exception set. */
+int load_errors(void);
 /* ``failure`` as the fastsubs exception it is (its message naming ``path``); NULL. */
 PyObject *raise_failure(PyObject *path, const Failure *failure);
 /* 0, or -1 with ValueError when the index is closed or was never opened. */
@@ -28,12 +33,5 @@ int get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, cons
  * tuple ``*held`` that holds them (another thread may change the list meanwhile): an
  * array to PyMem_Free, or NULL with an exception set (*held NULL). */
 Span *byte_spans(PyObject *list, PyObject **held, const char *what);
-
-/* The methods of module_search.c (their arguments are documented there). */
-PyObject *Index_search(Index *self, PyObject *args);
-PyObject *Index_search_batch(Index *self, PyObject *args);
-PyObject *Index_render(Index *self, PyObject *args, PyObject *kwds);
-PyObject *Index_render_chunk(Index *self, PyObject *args, PyObject *kwds);
-PyObject *Index_fields(Index *self, PyObject *args);
 
 #endif

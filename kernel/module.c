@@ -347,7 +347,7 @@ static PyMethodDef Index_methods[] = {
      "render(sentence, first, last, count, mass, excluded, kind, words, *, line=0, first_position=0,\n"
      "normalize=False, name=None, id=None, draws=0, seed=0) -> bytes\n\n"
      "The output of positions first ... last - 1 (searched as search() does) in one of fastsubs-query's\n"
-     "formats (``kind``, kernel/render.h: 0 text lines, 1 fields alone, 2 JSON lines, 3 sample lines,\n"
+     "formats (``kind``, kernel/render_layout.h: 0 text lines, 1 fields alone, 2 JSON lines, 3 sample lines,\n"
      "4 samples as JSON), ``words`` (bytes) naming the token of each position, ``line`` the input line\n"
      "(from 1), ``first_position`` the position of the first (from 0), ``name`` and ``id`` a -t record's."},
     {"render_chunk", (PyCFunction)Index_render_chunk, METH_VARARGS | METH_KEYWORDS,

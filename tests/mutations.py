@@ -371,11 +371,11 @@ MUTATIONS = [
              "--sample's draws seeded by the seed and the line only: every position of a line draws alike",
              "(uint64_t)place->line, (uint64_t)place->position, drawn, draws,",
              "(uint64_t)place->line, (uint64_t)0, drawn, draws,"),
-    # render.h: the layouts Python reads (fastsubs._kernel.RENDER)
-    Mutation("render-kinds-renumbered", "kernel/render.h",
+    # render_layout.h: the layouts Python reads (fastsubs._kernel.RENDER)
+    Mutation("render-kinds-renumbered", "kernel/render_layout.h",
              "a render kind renumbered in C alone: fastsubs.index.Render asks for another format",
              "    RENDER_JSON,", "    RENDER_JSON = 9,"),
-    Mutation("parquet-columns-reordered", "kernel/render.h",
+    Mutation("parquet-columns-reordered", "kernel/render_layout.h",
              "two packed columns swapped in C alone: query/parquet.py reads the scores as p / sum p",
              "COLUMN_SCORES, COLUMN_PROBABILITIES,", "COLUMN_PROBABILITIES, COLUMN_SCORES,"),
     # sample.c: the --sample draw, numpy's default_rng([seed, line, position]).choice
@@ -492,7 +492,7 @@ MUTATIONS = [
 #   word not excluded and lists them all, which is what the cap allows;
 # - a cache hit that ignores the key length or compares fewer key bytes: a hit also needs
 #   the 64-bit hash of the whole key to match, so it takes a hash collision to differ;
-# - PlaceRow's fields reordered in render.h: query/parquet.py reads each field at the offset
+# - PlaceRow's fields reordered in render_layout.h: query/parquet.py reads each field at the offset
 #   the core exports (fastsubs._kernel.RENDER);
 # - FLAT_MAP_RATIO the wrong way round (dense patterns given two-level maps, sparse ones
 #   flat maps): both maps give the same positions; only memory and time change.

@@ -42,7 +42,7 @@ static int Index_init(Index *self, PyObject *args, PyObject *kwds) {
     Py_END_ALLOW_THREADS
     Py_DECREF(encoded);
     if (rc < 0) {
-        raise_failure(path, &failure);
+        module_raise_failure(path, &failure);
         return -1;
     }
     self->opened = 1;
@@ -72,7 +72,7 @@ static PyObject *Index_close(Index *self, PyObject *unused) {
 
 /* word(id) -> bytes: the word with that id, as the model spells it. */
 static PyObject *Index_word(Index *self, PyObject *arg) {
-    if (check_open(self) < 0)
+    if (module_check_open(self) < 0)
         return NULL;
     unsigned long long id = PyLong_AsUnsignedLongLong(arg);
     if (id == (unsigned long long)-1 && PyErr_Occurred())
@@ -93,7 +93,7 @@ static PyObject *Index_ids(Index *self, PyObject *args) {
     unsigned int unknown;
     if (!PyArg_ParseTuple(args, "O!I:ids", &PyList_Type, &tokens, &unknown))
         return NULL;
-    Span *spans = byte_spans(tokens, &held, "tokens");
+    Span *spans = module_byte_spans(tokens, &held, "tokens");
     if (!spans)
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(held);
@@ -101,7 +101,7 @@ static PyObject *Index_ids(Index *self, PyObject *args) {
     PyObject *result = PyBytes_FromStringAndSize(NULL, n * 4);
     if (result && index_hold(&self->index, &failure) < 0) {
         Py_CLEAR(result);
-        raise_failure(self->path, &failure);
+        module_raise_failure(self->path, &failure);
     }
     if (result) {
         uint32_t *ids = (uint32_t *)PyBytes_AS_STRING(result);
@@ -123,7 +123,7 @@ static PyObject *Index_ids(Index *self, PyObject *args) {
 
 static PyObject *Index_metadata(Index *self, PyObject *unused) {
     (void)unused;
-    if (check_open(self) < 0)
+    if (module_check_open(self) < 0)
         return NULL;
     return PyBytes_FromStringAndSize((const char *)self->index.store.meta, (Py_ssize_t)self->index.store.meta_len);
 }
@@ -150,7 +150,7 @@ static PyObject *Index_pattern(Index *self, PyObject *args) {
     int slot, n;
     PyObject *fixed;
     uint32_t ids[FS_MAX_ORDER];
-    if (!PyArg_ParseTuple(args, "iO!:pattern", &slot, &PyTuple_Type, &fixed) || check_open(self) < 0 ||
+    if (!PyArg_ParseTuple(args, "iO!:pattern", &slot, &PyTuple_Type, &fixed) || module_check_open(self) < 0 ||
         (n = parse_ids(fixed, ids)) < 0)
         return NULL;
     if (slot < 0 || slot > n) {
@@ -159,7 +159,7 @@ static PyObject *Index_pattern(Index *self, PyObject *args) {
     }
     Failure failure = {0};
     if (index_hold(&self->index, &failure) < 0)
-        return raise_failure(self->path, &failure);
+        return module_raise_failure(self->path, &failure);
     const Store *s = &self->index.store;
     DiskPattern p;
     int found = index_find_pattern(&self->index, slot, ids, n, &p, &failure);
@@ -184,7 +184,7 @@ static PyObject *Index_pattern(Index *self, PyObject *args) {
     } else if (found == 0) {
         result = Py_NewRef(Py_None);
     } else {
-        raise_failure(self->path, &failure);
+        module_raise_failure(self->path, &failure);
     }
     index_release(&self->index);
     return result;
@@ -198,20 +198,20 @@ static PyObject *Index_ngram(Index *self, PyObject *arg) {
         PyErr_SetString(PyExc_TypeError, "ngram() takes a tuple of word ids");
         return NULL;
     }
-    if (check_open(self) < 0 || (n = parse_ids(arg, ids)) < 0)
+    if (module_check_open(self) < 0 || (n = parse_ids(arg, ids)) < 0)
         return NULL;
     double alpha, beta;
     Failure failure = {0};
     int found = index_ngram(&self->index, ids, n, &alpha, &beta, &failure);
     if (found < 0)
-        return raise_failure(self->path, &failure);
+        return module_raise_failure(self->path, &failure);
     return found ? Py_BuildValue("(dd)", alpha, beta) : Py_NewRef(Py_None);
 }
 
 /* unigrams() -> (alpha, beta): copies of every word's unigram scores (float32 bytes). */
 static PyObject *Index_unigrams(Index *self, PyObject *unused) {
     (void)unused;
-    if (check_open(self) < 0)
+    if (module_check_open(self) < 0)
         return NULL;
     const Store *s = &self->index.store;
     return Py_BuildValue("(y#y#)", (const char *)s->unigram_alpha, (Py_ssize_t)(s->vocab_size * sizeof(ix_f32)),
@@ -221,7 +221,7 @@ static PyObject *Index_unigrams(Index *self, PyObject *unused) {
 /* check_patterns(order) -> (records, patterns, entries): every record of the order read and checked. */
 static PyObject *Index_check_patterns(Index *self, PyObject *arg) {
     long order = PyLong_AsLong(arg);
-    if ((order == -1 && PyErr_Occurred()) || check_open(self) < 0)
+    if ((order == -1 && PyErr_Occurred()) || module_check_open(self) < 0)
         return NULL;
     PatternCounts counts;
     Failure failure = {0};
@@ -230,7 +230,7 @@ static PyObject *Index_check_patterns(Index *self, PyObject *arg) {
     rc = index_check_patterns(&self->index, order > FS_MAX_ORDER ? 0 : (int)order, &counts, &failure);
     Py_END_ALLOW_THREADS
     if (rc)
-        return raise_failure(self->path, &failure);
+        return module_raise_failure(self->path, &failure);
     return Py_BuildValue("(KKK)", (unsigned long long)counts.records, (unsigned long long)counts.patterns,
                          (unsigned long long)counts.entries);
 }
@@ -238,10 +238,10 @@ static PyObject *Index_check_patterns(Index *self, PyObject *arg) {
 static PyObject *Index_check_arrays(Index *self, PyObject *unused) {
     (void)unused;
     Failure failure = {0};
-    if (check_open(self) < 0)
+    if (module_check_open(self) < 0)
         return NULL;
     if (index_check_arrays(&self->index, &failure) < 0)
-        return raise_failure(self->path, &failure);
+        return module_raise_failure(self->path, &failure);
     Py_RETURN_NONE;
 }
 
@@ -256,7 +256,7 @@ static PyObject *Index_counters(Index *self, PyObject *unused) {
 /* set_cache(records, kept_bytes): the cache sizes of searchers (for tests). */
 static PyObject *Index_set_cache(Index *self, PyObject *args) {
     Py_ssize_t records, kept;
-    if (!PyArg_ParseTuple(args, "nn:set_cache", &records, &kept) || check_open(self) < 0)
+    if (!PyArg_ParseTuple(args, "nn:set_cache", &records, &kept) || module_check_open(self) < 0)
         return NULL;
     if (records < 0 || kept < 0) {
         PyErr_SetString(PyExc_ValueError, "cache sizes must not be negative");
@@ -425,7 +425,7 @@ static PyObject *normalized(PyObject *module, PyObject *arg) {
     (void)module;
     Py_buffer scores;
     Py_ssize_t n = -1;
-    if (get_array(arg, &scores, 8, &n, "scores") < 0)
+    if (module_get_array(arg, &scores, 8, &n, "scores") < 0)
         return NULL;
     PyObject *result = PyBytes_FromStringAndSize(NULL, n * 8);
     if (result)
@@ -473,7 +473,7 @@ static struct PyModuleDef kernel_module = {
 PyMODINIT_FUNC PyInit__kernel(void) {
     if (PyType_Ready(&IndexType) < 0)
         return NULL;
-    if (load_errors() < 0)
+    if (module_load_errors() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&kernel_module);
     if (!module)

@@ -9,7 +9,7 @@ static PyObject *NotAnIndexError, *IndexVersionError, *DamagedIndexError;  /* fa
 
 /* ---------------------------------------------------------------- errors and arguments */
 
-int load_errors(void) {
+int module_load_errors(void) {
     PyObject *errors = PyImport_ImportModule("fastsubs.errors");
     if (!errors)
         return -1;
@@ -20,7 +20,7 @@ int load_errors(void) {
     return NotAnIndexError && IndexVersionError && DamagedIndexError ? 0 : -1;
 }
 
-PyObject *raise_failure(PyObject *path, const Failure *failure) {
+PyObject *module_raise_failure(PyObject *path, const Failure *failure) {
     switch (failure->code) {
     case FS_EINTERRUPTED:  /* what the signal's handler raised */
         if (!PyErr_Occurred())
@@ -45,7 +45,7 @@ PyObject *raise_failure(PyObject *path, const Failure *failure) {
     }
 }
 
-int check_open(Index *self) {
+int module_check_open(Index *self) {
     if (!self->opened || self->index.closed) {
         PyErr_SetString(PyExc_ValueError, self->opened ? "the index is closed" : "the index is not open");
         return -1;
@@ -54,7 +54,7 @@ int check_open(Index *self) {
 }
 
 /* Reads ``a`` as ``*n`` items of ``size`` bytes (*n < 0: any number, set). */
-int get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, const char *what) {
+int module_get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, const char *what) {
     if (PyObject_GetBuffer(a, view, PyBUF_C_CONTIGUOUS) < 0)
         return -1;
     if (view->len % size || (*n >= 0 && view->len != size * *n)) {
@@ -66,7 +66,7 @@ int get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, cons
     return 0;
 }
 
-Span *byte_spans(PyObject *list, PyObject **held, const char *what) {
+Span *module_byte_spans(PyObject *list, PyObject **held, const char *what) {
     if (!(*held = PyList_AsTuple(list)))  /* another thread may change the list meanwhile */
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(*held);

@@ -19,19 +19,19 @@ typedef struct {
     PyObject **texts;             /* per word id: its str, once made (answer_records) */
 } Index;
 
-/* Finds the exceptions of fastsubs.errors that raise_failure raises (once, as the module
+/* Finds the exceptions of fastsubs.errors that module_raise_failure raises (once, as the module
  * is made): 0, or -1 with an exception set. */
-int load_errors(void);
+int module_load_errors(void);
 /* ``failure`` as the fastsubs exception it is (its message naming ``path``); NULL. */
-PyObject *raise_failure(PyObject *path, const Failure *failure);
+PyObject *module_raise_failure(PyObject *path, const Failure *failure);
 /* 0, or -1 with ValueError when the index is closed or was never opened. */
-int check_open(Index *self);
+int module_check_open(Index *self);
 /* Reads ``a`` as ``*n`` items of ``size`` bytes (*n < 0: any number, set): 0, or -1. */
-int get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, const char *what);
+int module_get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, const char *what);
 
 /* The items of ``list``, each bytes (else TypeError naming ``what``), as spans into the
  * tuple ``*held`` that holds them (another thread may change the list meanwhile): an
  * array to PyMem_Free, or NULL with an exception set (*held NULL). */
-Span *byte_spans(PyObject *list, PyObject **held, const char *what);
+Span *module_byte_spans(PyObject *list, PyObject **held, const char *what);
 
 #endif

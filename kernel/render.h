@@ -25,11 +25,11 @@
 
 /* The original tool's text: ``word score`` fields joined by tabs, each score as ``"%.8f"``
  * writes it, the words read in place from the index. */
-/* Bytes write_fields needs at most for the fields of ``answers`` with ``values`` (NULL: their
+/* Bytes render_write_fields needs at most for the fields of ``answers`` with ``values`` (NULL: their
  * scores); -1 if a word is outside the vocabulary. */
-int64_t fields_size(const Store *s, const Scored *answers, const double *values, int64_t n);
-/* Writes the fields at ``out`` (room: fields_size); returns the end of what it wrote. */
-char *write_fields(const Store *s, const Scored *answers, const double *values, int64_t n, char *out);
+int64_t render_fields_size(const Store *s, const Scored *answers, const double *values, int64_t n);
+/* Writes the fields at ``out`` (room: render_fields_size); returns the end of what it wrote. */
+char *render_write_fields(const Store *s, const Scored *answers, const double *values, int64_t n, char *out);
 /* -z lists substitutes down to the first whose p / Σp is below this (the original's rule). */
 #define NORMALIZED_FLOOR 1e-8
 

@@ -169,3 +169,11 @@ def test_the_reading_finds_what_it_checks(tmp_path, graph):
         (tmp_path / file).write_text(original + line)
         assert check(dependencies(kernel_files(tmp_path))), f"{file}: {line.strip()} went unseen"
         (tmp_path / file).write_text(original)
+
+
+def test_the_documented_layers_are_these():
+    """docs/development.md draws the same layers in the same order."""
+    text = (KERNEL.parent / "docs" / "development.md").read_text()
+    section = text.split("## The kernel's layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1].strip() for line in section.splitlines() if line.startswith("| ")]
+    assert rows[1:] == [name for name, _ in LAYERS]  # rows[0]: the table's head

@@ -3,9 +3,10 @@
 Read from the files themselves (kernel/*.c, kernel/*.h): a file depends on each header it
 ``#include``s, and on each .c file whose functions it names (a call, or a method table's
 entry); a header's prototypes name what its own .c defines, so only the bodies of its
-inline functions count, and those may call its own .c.  A circle (module.c calling module_search.c, which called back
-into module.c; searcher.h, a header with no .c, calling lists.c, which included it) makes
-two files one: neither can be read, tested or changed without the other.  LAYERS is the
+inline functions count, and those may call its own .c.  A circle (module.c calling
+module_search.c, which called back into module.c; searcher.h, a header with no .c,
+calling lists.c, which included it) makes two files one: neither can be read, tested or
+changed without the other.  LAYERS is the
 order docs/development.md draws ("The kernel's layers"): a file may depend on its own
 layer and those below, never on one above, and a new file must be given its place.
 """

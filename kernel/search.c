@@ -20,6 +20,8 @@
  * Scores are summed in float64 from the stored float32 values, in the order the
  * exhaustive scorer uses (score.c), so results are bit-for-bit reproducible.
  */
+#include "lists.h"
+#include "score.h"
 #include "searcher.h"
 
 #include <limits.h>
@@ -47,7 +49,7 @@ static void bind(Searcher *searcher, uint64_t stamp, int list, double best, doub
 }
 
 /* The value of alternative ``a`` of ``term`` (its list's sup under the longer steps' beta sups). */
-static inline double alternative(const Searcher *searcher, const TermC *term, int a) {
+static inline double alternative(const Searcher *searcher, const SearchTerm *term, int a) {
     const Alt *alt = &searcher->alts[term->first_alt + a];
     return upper_term(&searcher->steps[term->first], alt->n_longer, searcher->lists[alt->list].sup);
 }
@@ -68,7 +70,7 @@ static inline double alternative(const Searcher *searcher, const TermC *term, in
  *     word of "_ d" not read yet, plus a slack that covers the rounding of both sums.
  * The largest of the three bounds the pair; its lists bind. */
 static double pair_bound(Searcher *searcher, uint64_t stamp) {
-    TermC *t0 = &searcher->terms[0], *t1 = &searcher->terms[1];
+    SearchTerm *t0 = &searcher->terms[0], *t1 = &searcher->terms[1];
     int base_alt = t0->n_alts - 1, d_alt = searcher->joint_alt;
     /* term 0: its unigram base (the last alternative) and the best of the others */
     double base0 = alternative(searcher, t0, base_alt), other0 = -INFINITY;
@@ -154,12 +156,12 @@ static double bound(Searcher *searcher, int n_terms) {
         first = 2;
     }
     for (int t = first; t < n_terms; t++) {
-        TermC *term = &searcher->terms[t];
+        SearchTerm *term = &searcher->terms[t];
         if (term->frozen) {
             total += searcher->term_sup[t];
             continue;
         }
-        const StepC *steps = &searcher->steps[term->first];
+        const SearchStep *steps = &searcher->steps[term->first];
         const Alt *alts = &searcher->alts[term->first_alt];
         double best = -INFINITY;
         if (term->arg != NONE)

@@ -30,15 +30,22 @@
 
 /* ---------------------------------------------------------------- the bound */
 
+/* How far below its sup a binding list is read before the bound is recomputed, in gaps
+ * between the alternative it binds and the runner-up (see bind).  At 1 the bound is
+ * recomputed about when another list would start to bind; reading on a little past that
+ * reads a few more words than needed but recomputes the bound less often (the
+ * measurements: docs/performance.md, "Tuning"). */
+#define KEEP_GAPS 2.0
+
 /* Marks ``list`` as binding the bound computed at ``stamp``, through an alternative worth
  * ``best`` whose runner-up is worth ``runner_up``: it keeps binding while its sup stays above
- * about sup - (best - runner_up) (searcher->keep; an estimate of when to recompute the
+ * sup - KEEP_GAPS (best - runner_up) (searcher->keep; an estimate of when to recompute the
  * bound, never part of its value). */
 static void bind(Searcher *searcher, uint64_t stamp, int list, double best, double runner_up) {
     double sup = searcher->lists[list].sup;
     if (sup == -INFINITY)  /* read to its end: reading it gives nothing */
         return;
-    double keep = isfinite(best) && isfinite(runner_up) ? sup - (best - runner_up) : -INFINITY;
+    double keep = isfinite(best) && isfinite(runner_up) ? sup - KEEP_GAPS * (best - runner_up) : -INFINITY;
     if (searcher->binds[list] != stamp) {
         searcher->binds[list] = stamp;
         searcher->binding[searcher->n_binding++] = list;
@@ -141,10 +148,10 @@ static double pair_bound(Searcher *searcher, uint64_t stamp) {
  *
  * Sups only decrease, so a term whose largest alternative is a constant keeps its bound
  * (frozen), and an alternative that was the largest stays so while it is at least the
- * runner-up was then.  A binding list keeps binding the same terms while its sup stays
- * above about searcher->keep[list] (where its alternatives fall to the runners-up): the search
- * reads on without recomputing the bound until then (only when to recompute rests on
- * that estimate, never the bound's value). */
+ * runner-up was then.  A binding list is read on without recomputing the bound while its
+ * sup stays above searcher->keep[list] (KEEP_GAPS past where its alternative falls to the
+ * runner-up: see bind).  Only when to recompute rests on that estimate, never the
+ * bound's value. */
 static double bound(Searcher *searcher, int n_terms) {
     const List *lists = searcher->lists;
     uint64_t stamp = ++searcher->bound_stamp;

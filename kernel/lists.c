@@ -9,7 +9,7 @@
 /* Makes the list's next entries (words and alphas) from the depth on readable, gathering
  * them when they are not in score order already, and prefetches the words' flags, which
  * the search tests next. */
-void gather_ahead(Searcher *searcher, List *list) {
+void lists_gather_ahead(Searcher *searcher, List *list) {
     int64_t n = list->length - list->depth;
     n = n < list->ahead ? n : list->ahead;
     SlotAids *kept = list->big ? slot_sorted_prefix(&searcher->reader, list->big, (uint32_t)(list->depth + n)) : NULL;
@@ -47,8 +47,8 @@ void gather_ahead(Searcher *searcher, List *list) {
 }
 
 /* A list of ``length`` (>= 1) entries, none read yet. */
-static void start_list(Searcher *searcher, List *list, CacheSlot *big, const ix_u32 *in_order, const DiskPattern *pattern,
-                       int joint, const ix_f32 *alpha, int64_t length) {
+static void start_list(Searcher *searcher, List *list, CacheSlot *big, const ix_u32 *in_order,
+                       const DiskPattern *pattern, int joint, const ix_f32 *alpha, int64_t length) {
     list->big = big;
     list->in_order = in_order;
     list->pattern = pattern;
@@ -57,7 +57,7 @@ static void start_list(Searcher *searcher, List *list, CacheSlot *big, const ix_
     list->depth = 0;
     list->length = length;
     list->ahead = LIST_FIRST_AHEAD;
-    gather_ahead(searcher, list);
+    lists_gather_ahead(searcher, list);
     list->sup = list->alphas[0];
 }
 
@@ -118,7 +118,7 @@ static void plan_joint(Searcher *searcher, int n_terms, int list) {
 
 /* Reads the position's terms (searcher->position) into searcher->terms/steps/pats/lists.  Returns the
  * number of terms, -1 when out of memory; *n_pats: the patterns added. */
-int read_terms(Searcher *searcher, int *n_pats) {
+int lists_read_terms(Searcher *searcher, int *n_pats) {
     const PositionTerms *position = &searcher->position;
     const Store *s = searcher->reader.store;
     int n_terms = position->n_terms, n_steps = 0;
@@ -215,7 +215,7 @@ int read_terms(Searcher *searcher, int *n_pats) {
 
 /* Gives the smallest patterns without a rank map a membership bit each (as many as
  * there are bits) and marks their words in searcher->flags. */
-void mark_members(Searcher *searcher, int n_pats) {
+void lists_mark_members(Searcher *searcher, int n_pats) {
     int next = 0;
     for (int i = 0; i < n_pats && next < MEMBER_BITS; i++) {
         SearchPattern *p = &searcher->pats[i];
@@ -229,7 +229,7 @@ void mark_members(Searcher *searcher, int n_pats) {
 
 /* Clears every flag the search set: the words read, the marked patterns' words and the
  * excluded words. */
-void clear_flags(Searcher *searcher, int n_pats, int64_t n_evaluated, const uint32_t *excluded,
+void lists_clear_flags(Searcher *searcher, int n_pats, int64_t n_evaluated, const uint32_t *excluded,
                         int64_t n_excluded) {
     for (int64_t i = 0; i < n_evaluated; i++)
         searcher->flags[searcher->evaluated[i]] = 0;

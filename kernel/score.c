@@ -70,8 +70,8 @@ static inline __attribute__((always_inline)) void step_loop(const Searcher *sear
  * the longest step holding x gives its alpha, plus the back-off weights of the longer
  * steps added shortest first (the order of the exhaustive scorer).  A step at a time
  * over all the words (step_loop). */
-static void score_term(const Searcher *searcher, const SearchTerm *t, const uint32_t *words, const int *live, int n_live,
-                       double *value) {
+static void score_term(const Searcher *searcher, const SearchTerm *t, const uint32_t *words, const int *live,
+                       int n_live, double *value) {
     const SearchStep *steps = &searcher->steps[t->first];
     const UnigramScores *unigram = searcher->reader.store->unigram;
     if (t->base_unigram)

@@ -1,7 +1,7 @@
 /* The exact top-K search of one position: see search.h.
  *
  * terms.c describes lp(x) at the position as back-off chains over pattern records;
- * read_terms (lists.c) turns them into the lists and steps the search works on, and this
+ * lists_read_terms (lists.c) turns them into the lists and steps the search works on, and this
  * file runs the threshold search of docs/algorithm.md:
  *
  *   - the sorted lists are the patterns some step reads by alpha (``by_score`` order)
@@ -325,12 +325,12 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
                       int64_t n_excluded) {
     uint32_t vocab_size = searcher->reader.store->vocab_size;
     int n_pats = 0;
-    int n_terms = read_terms(searcher, &n_pats);
+    int n_terms = lists_read_terms(searcher, &n_pats);
     if (n_terms < 0) {
         fs_fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
         return -1;
     }
-    mark_members(searcher, n_pats);
+    lists_mark_members(searcher, n_pats);
     int64_t candidates = vocab_size;  /* V of the cap and the -p rule: the words not excluded */
     for (int64_t i = 0; i < n_excluded; i++) {
         if (!(searcher->flags[excluded[i]] & SEEN)) {  /* <s> (SEEN already) and repeats count once */
@@ -369,7 +369,7 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
             /* one entry of each list that binds (its sup is finite, so it has one left) */
             for (int b = 0; b < searcher->n_binding && n < size; b++) {
                 int l = searcher->binding[b];
-                uint32_t word = read_list(searcher, &searcher->lists[l]);
+                uint32_t word = lists_read(searcher, &searcher->lists[l]);
                 reads++;
                 need_bound |= searcher->lists[l].sup <= searcher->keep[l];
                 if (word < vocab_size && !(searcher->flags[word] & SEEN)) {
@@ -414,7 +414,7 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
         }
         done |= everything;
     }
-    clear_flags(searcher, n_pats, n_evaluated, excluded, n_excluded);
+    lists_clear_flags(searcher, n_pats, n_evaluated, excluded, n_excluded);
     searcher->n_listed = n_listed;
     searcher->n_searches++;
     searcher->n_evaluated += (unsigned long long)n_evaluated;

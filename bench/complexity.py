@@ -5,7 +5,8 @@ log-log axes, one curve per vocabulary size (16K to 512K), with the exhaustive c
 a dotted line, and reports growth as about K^0.59 at V = 64K.  This command runs the
 search over a text for several K on one or more indexes (say, one model per vocabulary
 size), counts the candidates evaluated per position, fits each log-log slope by least
-squares, prints the table (a column per index) and draws the curves to a PNG
+squares (and, over all the indexes, the exponents of K and V of the paper's K^0.59·V^0.41),
+prints the table (a column per index) and draws the curves to a PNG
 (matplotlib: ``pip install '.[plot]'`` in the clone).  The command itself is registered
 in :mod:`fastsubs.bench.cli`.
 """
@@ -72,6 +73,37 @@ def fitted_slope(points: list[EffortPoint]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
+@dataclass(frozen=True)
+class EffortFit:
+    """Candidates per position as ``K^k_exponent · V^v_exponent`` (times a constant): the
+    form of the paper's K^0.59·V^0.41."""
+
+    k_exponent: float
+    v_exponent: float
+
+
+def fitted_exponents(curves: list[EffortCurve]) -> EffortFit | None:
+    """Least squares of log(candidates) on log(K) and log(V) over every point of every curve.
+
+    One slope per curve says how effort grows with K; how it grows with V needs the curves
+    together.  None when they hold fewer than two vocabulary sizes (V's exponent is then
+    undetermined); each curve holds two K or more, as the command requires.
+    """
+    if len({curve.vocab_size for curve in curves}) < 2:
+        return None
+    rows = [(math.log(p.k), math.log(curve.vocab_size), math.log(p.candidates))
+            for curve in curves for p in curve.points]
+    means = [sum(row[i] for row in rows) / len(rows) for i in range(3)]
+    centred = [[value - mean for value, mean in zip(row, means)] for row in rows]
+    skk = sum(k * k for k, _, _ in centred)
+    svv = sum(v * v for _, v, _ in centred)
+    skv = sum(k * v for k, v, _ in centred)
+    sky = sum(k * y for k, _, y in centred)
+    svy = sum(v * y for _, v, y in centred)
+    determinant = skk * svv - skv * skv
+    return EffortFit((sky * svv - svy * skv) / determinant, (svy * skk - sky * skv) / determinant)
+
+
 def pyplot() -> Any:
     """matplotlib's pyplot, drawing to files; FastsubsError saying how to install it if missing."""
     try:
@@ -111,6 +143,9 @@ def table(curves: list[EffortCurve]) -> list[str]:
     for i, point in enumerate(curves[0].points):
         rows.append(f"{point.k:<8}" + "".join(f"{curve.points[i].candidates:>18,.1f}" for curve in curves))
     rows.append("slope   " + "".join(f"{fitted_slope(curve.points):>18.3f}" for curve in curves))
+    fit = fitted_exponents(curves)
+    if fit is not None:
+        rows.append(f"fit     K^{fit.k_exponent:.3f} V^{fit.v_exponent:.3f} (every point of every index)")
     return rows
 
 
@@ -118,7 +153,8 @@ HELP = """Plot candidates evaluated per position against K (log-log), one curve 
 
 \b
 Arguments: one or more index directories, then the text.  Prints a row per K with the
-candidates evaluated per position for each index, and each index's log-log slope.
+candidates evaluated per position for each index, each index's log-log slope and, for
+indexes of two or more vocabulary sizes, the exponents of K and V fitted to all of them.
 Example (the paper's figure, one model per vocabulary size):
   fastsubs-bench complexity kn4-16k.fsidx kn4-64k.fsidx kn4-256k.fsidx heldout-dev.txt \\
       --ks 1,10,100,1000,16384 -o complexity.png

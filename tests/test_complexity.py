@@ -8,12 +8,29 @@ import pytest
 
 import fastsubs
 from conftest import demo_text, run_cli
-from fastsubs.bench.complexity import EffortPoint, fitted_slope
+from fastsubs.bench.complexity import EffortCurve, EffortPoint, fitted_exponents, fitted_slope
 
 
 def test_fitted_slope_recovers_a_power_law() -> None:
     points = [EffortPoint(k, 7.0 * k ** 0.59) for k in (1, 10, 100, 1000)]
     assert fitted_slope(points) == pytest.approx(0.59)
+
+
+def power_law_curves(sizes: tuple[int, ...]) -> list[EffortCurve]:
+    """Curves whose candidates are 3·K^0.59·V^0.41 exactly, one per vocabulary size."""
+    return [EffortCurve(f"v{size}", size, [EffortPoint(k, 3.0 * k ** 0.59 * size ** 0.41)
+                                           for k in (1, 10, 100, 1000)])
+            for size in sizes]
+
+
+def test_fitted_exponents_recover_the_papers_power_law() -> None:
+    fit = fitted_exponents(power_law_curves((16_000, 64_000, 256_000)))
+    assert fit is not None
+    assert (fit.k_exponent, fit.v_exponent) == (pytest.approx(0.59), pytest.approx(0.41))
+
+
+def test_one_vocabulary_size_fits_no_exponent_of_v() -> None:
+    assert fitted_exponents(power_law_curves((64_000, 64_000))) is None
 
 
 @pytest.fixture()
@@ -44,6 +61,7 @@ def test_one_column_per_index_and_a_png(demo_index: Path, tiny_index: Path, text
         assert all(min(k, size - 1) <= e <= size for k, e in zip((1, 10, 100), effort)), effort
         assert effort == sorted(effort)
     assert rows[5][0] == "slope" and len(rows[5]) == 3
+    assert rows[6][0] == "fit" and len(rows) == 7  # two vocabulary sizes: V's exponent too
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

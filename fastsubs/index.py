@@ -274,9 +274,9 @@ class SubstituteIndex(Index):
 
     def arrow_vocabulary(self) -> Any:
         """The words by id as Arrow's string columns are gathered from
-        (:class:`fastsubs.query.parquet.Vocabulary`; made once per open index)."""
+        (:class:`fastsubs.parquet.Vocabulary`; made once per open index)."""
         if self._arrow_vocabulary is None:
-            from fastsubs.query.parquet import Vocabulary
+            from fastsubs.parquet import Vocabulary
 
             self._arrow_vocabulary = Vocabulary(self)
         return self._arrow_vocabulary

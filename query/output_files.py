@@ -1,6 +1,6 @@
 """Where a run's output goes: stdout as it comes, or ``-o OUT`` atomically and resumably.
 
-Output arrives a chunk of input lines at a time (:mod:`fastsubs.query.lines`), finished by
+Output arrives a chunk of input lines at a time (:mod:`fastsubs.lines`), finished by
 the process that searched it: text, or for a compressed OUT one complete gzip member (bz2,
 xz stream) per chunk.  Chunk boundaries depend on the input alone, so OUT's bytes are the
 same for any number of workers.
@@ -46,8 +46,8 @@ from typing import Any, BinaryIO
 
 from fastsubs.cli_support import signals_held
 from fastsubs.errors import OutputError, ResumeError
-from fastsubs.query.lines import TEXT_BLOCKS, Blocks
-from fastsubs.query.long_lines import Line, line_pieces
+from fastsubs.lines import TEXT_BLOCKS, Blocks
+from fastsubs.long_lines import Line, line_pieces
 from fastsubs.query.provenance import FLAGS, finished_record
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
 from fastsubs.textio import Compressor, file_sha256
@@ -499,7 +499,7 @@ def _one_after_another(parts: list[tuple[str, int, int, str]], lines: int) -> bo
 
 #: A dataset's part, by the first input line it holds (so the names sort in input order),
 #: and the prefix of one being written (hidden from dataset readers, which skip names
-#: starting with a dot); query/parquet.py writes them.
+#: starting with a dot); fastsubs/parquet.py writes them.
 PART_NAME = "part-{:010d}.parquet"
 PART_TEMPORARY_PREFIX = ".writing-"
 

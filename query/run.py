@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 from fastsubs.cli_support import signals_held, usable_cores
 from fastsubs.errors import ArgumentError, QueryInputError, ResumeError
 from fastsubs.index import SubstituteIndex
-from fastsubs.query.formats import input_blocks, render_lines
-from fastsubs.query.lines import Chunk, InputLines
-from fastsubs.query.long_lines import PIECE_BYTES, ChunkSink, LongLine, SpillDirectory, windows
-from fastsubs.query.options import QueryOptions, missing_word_warning
+from fastsubs.formats import input_blocks, render_lines
+from fastsubs.lines import Chunk, InputLines
+from fastsubs.long_lines import PIECE_BYTES, ChunkSink, LongLine, SpillDirectory, windows
+from fastsubs.options import QueryOptions, missing_word_warning
 from fastsubs.query.output_files import (
     PARTIAL_SUFFIX,
     PartialOutput,
@@ -44,7 +44,7 @@ from fastsubs.stats import SearchStats
 from fastsubs.textio import Compressor, compressor, open_binary
 
 if TYPE_CHECKING:
-    from fastsubs.query.parquet import PartFiles
+    from fastsubs.parquet import PartFiles
     from fastsubs.workers import WorkerProcesses
 
 #: Chunks a forked worker holds: the one it searches and the next.  The run's own process
@@ -83,7 +83,7 @@ def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, s
     dataset): the process that searched a chunk also formats and compresses it, so the
     writing process only writes.  The chunk is made in one call into the C core (a part,
     in one per row group), and one more after each bad -t record, which is skipped only
-    when asked; a long line, in one per window (:mod:`fastsubs.query.long_lines`), its
+    when asked; a long line, in one per window (:mod:`fastsubs.long_lines`), its
     chunk's output kept in a file (``ChunkResult.spilled``).  Its stats count this
     thread's searches alone: other threads may search the same index."""
     first = chunk[0][0] if chunk else 1
@@ -355,7 +355,7 @@ def dataset_parts(output_path: Path | None, options: QueryOptions, level: int | 
     if compressor(output_path) is not None or level is not None:
         raise ArgumentError("--format parquet compresses its columns itself (zstd): name -o without "
                             ".gz/.bz2/.xz and leave out --compress-level")
-    from fastsubs.query.parquet import PartFiles
+    from fastsubs.parquet import PartFiles
 
     return PartFiles(f"{output_path}{PARTIAL_SUFFIX}", options)
 

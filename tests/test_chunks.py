@@ -21,9 +21,9 @@ from conftest import run_cli
 from fastsubs.cli_support import usable_cores
 from fastsubs.index import Render, SubstituteIndex
 from fastsubs.jsonl import text_fields
-from fastsubs.query.formats import render_lines
-from fastsubs.query.lines import CHUNK_LINES
-from fastsubs.query.options import QueryOptions
+from fastsubs.formats import render_lines
+from fastsubs.lines import CHUNK_LINES
+from fastsubs.options import QueryOptions
 from fastsubs.query.run import process_chunk
 from fastsubs.tokens import tokenize
 
@@ -74,7 +74,7 @@ def quoted(field: bytes) -> str:
 
 
 def python_record_rule(line: bytes) -> tuple[bytes, bytes, list[bytes], int] | str:
-    """How fastsubs-query read a -t record when the rule was Python's (query/lines.py, before
+    """How fastsubs-query read a -t record when the rule was Python's (fastsubs/lines.py, before
     the rule moved into kernel/chunk.c): the test's oracle.  The record's name, id, tokens
     and target position, or the message saying what is wrong."""
     fields = line.rstrip(b"\r\n").split(b"\t", 3)

@@ -17,8 +17,8 @@ from fastsubs import _kernel
 from fastsubs.index import SubstituteIndex
 from fastsubs.jsonl import text_fields
 from fastsubs.limits import Limits
-from fastsubs.query.formats import render_lines
-from fastsubs.query.options import QueryOptions
+from fastsubs.formats import render_lines
+from fastsubs.options import QueryOptions
 from fastsubs.tokens import tokenize
 
 EOS = b"</s>"

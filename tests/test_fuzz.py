@@ -25,7 +25,7 @@ from conftest import TEST_DATA
 from exhaustive import ArpaFormatError, ArpaModel
 from fastsubs.errors import ModelFormatError
 from fastsubs.index import SubstituteIndex
-from fastsubs.query.options import QueryOptions
+from fastsubs.options import QueryOptions
 from fastsubs.query.run import process_chunk
 from fastsubs.tokens import tokenize
 

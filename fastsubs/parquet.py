@@ -32,8 +32,8 @@ import numpy as np
 from fastsubs._kernel import RENDER
 from fastsubs.errors import missing_extra
 from fastsubs.index import SubstituteIndex
-from fastsubs.query.lines import Blocks
-from fastsubs.query.options import QueryOptions
+from fastsubs.lines import Blocks
+from fastsubs.options import QueryOptions
 from fastsubs.query.output_files import PART_NAME, PART_TEMPORARY_PREFIX, errors_named
 
 # Arrow's allocator is chosen as its library loads: the C library's malloc, not mimalloc,
@@ -55,7 +55,7 @@ PART_BLOCKS = Blocks(lines=1024, tail_lines=2048, tail_chunk_lines=128)
 #: Input lines per row group: what a process holds of a part before writing it out.
 ROW_GROUP_LINES = 128
 
-#: Positions a row group of a long line's windows holds at least (query/long_lines.py): a
+#: Positions a row group of a long line's windows holds at least (fastsubs/long_lines.py): a
 #: row group a window (512 positions) would be 20,000 in the part of a 50 MB line, and the
 #: writer keeps a few KiB for each until the part is closed (3 KiB for a 3-column table,
 #: measured); these hold some 8 MB of numbers at -n 100 while they gather.

@@ -1,11 +1,20 @@
-"""Running fastsubs on a Dask cluster: corpora that outgrow one machine.
+"""fastsubs on Dask, for corpora that outgrow one machine (``pip install '.[dask]'`` in the clone).
 
-Dask (``pip install '.[dask]'`` in the clone) supplies the scheduler, the workers and the bags
-of text partitions; fastsubs only supplies the per-partition work.  Every worker
-process opens the index once, from a path it can read (a copy on each node, or one
-shared read-only filesystem), and keeps it open for all the tasks it runs.
+::
 
-Entry points (the first two are public, as :mod:`fastsubs.dask`):
+    import dask.bag as db
+    import fastsubs
+    from fastsubs.dask import substitutes_bag, to_parquet, to_textfiles
+
+    lines = db.read_text("corpus/*.txt", encoding="utf-8", errors="surrogateescape")
+    subs = substitutes_bag(lines, "/shared/model.fsidx", fastsubs.QueryOptions(n=100))
+    to_textfiles(subs, "subs/*.txt")     # each file as fastsubs-query writes it for that input file
+    to_parquet(lines, "subs.parquet", "/shared/model.fsidx", fastsubs.QueryOptions(n=100))  # a dataset
+
+Dask supplies the scheduler, the workers and the bags of text partitions; fastsubs only
+supplies the per-partition work.  Place the index where every worker can read it (a copy
+on each node, or a shared read-only filesystem); each worker process opens it once and
+keeps it open for all the tasks it runs.
 
 * :func:`substitutes_bag` maps a ``dask.bag`` of input lines to a bag of the output
   lines ``fastsubs-query`` prints for them, partition by partition, order kept;
@@ -15,34 +24,27 @@ Entry points (the first two are public, as :mod:`fastsubs.dask`):
   DataFrame of the rows ``--format parquet`` writes for them, a partition per partition,
   built as :meth:`fastsubs.index.SubstituteIndex.frame` builds them (no text in between);
   :func:`to_parquet` writes it as a dataset through Dask's own writer, one part per
-  partition, in the schema of ``fastsubs-query``'s datasets;
-* :func:`run_files` (``fastsubs-query --dask ADDRESS -i 'corpus/*.txt' -o out/``)
-  processes each input file as one task and writes ``out/<file name>``; each output
-  file is byte-identical to a single-machine run on that input file (with
-  ``--format parquet``, ``out/<file name>`` is a dataset directory whose parts are those
-  of a single-machine run, published whole as there).
+  partition, in the schema of ``fastsubs-query``'s datasets.
+
+``fastsubs-query --dask`` runs whole files the same way from the command line
+(:mod:`fastsubs.query.cluster`).
 """
 
 from __future__ import annotations
 
-import glob
 import os
-import shutil
 import threading
 import warnings
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
-from fastsubs.errors import ArgumentError, FastsubsError, missing_extra
+from fastsubs.chunks import process_chunk
+from fastsubs.errors import ArgumentError, missing_extra
 from fastsubs.index import SubstituteIndex
-from fastsubs.formats import input_blocks
-from fastsubs.lines import Chunk, numbered_chunks
+from fastsubs.lines import Chunk
 from fastsubs.options import QueryOptions, missing_word_warning
-from fastsubs.query.output_files import PARTIAL_SUFFIX, publish_part, written_atomically
-from fastsubs.query.run import process_chunk
-from fastsubs.stats import SearchStats
-from fastsubs.textio import compressor, open_binary
+
+__all__ = ["substitutes_bag", "substitutes_frame", "to_parquet", "to_textfiles"]
 
 _indexes: dict[str, SubstituteIndex] = {}
 # One open index per index path per worker process, shared by its threads: they search it
@@ -50,7 +52,9 @@ _indexes: dict[str, SubstituteIndex] = {}
 _indexes_lock = threading.Lock()
 
 
-def _open(index_path: str) -> SubstituteIndex:
+def worker_index(index_path: str) -> SubstituteIndex:
+    """The index at ``index_path`` as this process has it open: opened by the first task
+    that needs it, kept for every later task and thread (:mod:`fastsubs.query.cluster`'s too)."""
     with _indexes_lock:
         index = _indexes.get(index_path)
         if index is None:
@@ -61,7 +65,7 @@ def _open(index_path: str) -> SubstituteIndex:
 def _render_partition(lines: Iterable[str], index_path: str, options: QueryOptions) -> list[str]:
     """The output lines (no newline) of a partition's input lines, numbered from 1."""
     encoded: Chunk = [(number, line.encode("utf-8", "surrogateescape")) for number, line in enumerate(lines, start=1)]
-    result = process_chunk(_open(index_path), encoded, options, "<bag>")
+    result = process_chunk(worker_index(index_path), encoded, options, "<bag>")
     for warning in result.warnings:
         warnings.warn(warning, stacklevel=1)
     if result.error is not None:
@@ -109,7 +113,7 @@ def to_textfiles(bag: Any, path: str, **kwargs: Any) -> Any:
 
 def _frame_partition(lines: Iterable[str], index_path: str, options: QueryOptions) -> Any:
     """The rows of a partition's input lines (numbered from 1), as a pandas frame."""
-    return _open(index_path).frame(lines, options)
+    return worker_index(index_path).frame(lines, options)
 
 
 def _meta(options: QueryOptions) -> Any:
@@ -159,84 +163,3 @@ def to_parquet(lines: Any, path: str | os.PathLike[str], index_path: str | os.Pa
     frame = substitutes_frame(lines, index_path, options)
     settings = {"compression": "zstd", "write_index": False, "schema": schema(options), **kwargs}
     return frame.to_parquet(os.fspath(path), **settings)
-
-
-def _process_file(job: tuple[str, str], index_path: str, options: QueryOptions) -> SearchStats:
-    """One input file's output, written as fastsubs-query writes it (a compressed one in the
-    same members), with a bad record an error as there; published whole, as every ``-o``
-    (a task that fails leaves no file)."""
-    if options.format == "parquet":
-        return _process_file_into_a_dataset(job, index_path, options)
-    source, target = job
-    totals = SearchStats()
-    compress = compressor(target)
-    with open_binary(source) as stream, written_atomically(target) as out:
-        index = _open(index_path)
-        for chunk in numbered_chunks(stream, source):
-            result = process_chunk(index, chunk, options, source, compress)
-            out.write(result.data)
-            totals.add(result.stats)
-            if result.error is not None:
-                raise result.error
-        if compress is not None and out.tell() == 0:  # no output at all: still a valid file
-            out.write(compress(b""))
-    return totals
-
-
-def _process_file_into_a_dataset(job: tuple[str, str], index_path: str, options: QueryOptions) -> SearchStats:
-    """One input file's Parquet dataset: its parts written into ``<target>.partial/`` as a
-    single-machine run writes them, which becomes ``<target>`` once whole."""
-    from fastsubs.parquet import PartFiles
-
-    source, target = job
-    totals = SearchStats()
-    building = f"{target}{PARTIAL_SUFFIX}"
-    shutil.rmtree(building, ignore_errors=True)  # an earlier attempt's
-    os.mkdir(building)
-    parts = PartFiles(building, options)
-    with open_binary(source) as stream:
-        index = _open(index_path)
-        for chunk in numbered_chunks(stream, source, input_blocks(options)):
-            result = process_chunk(index, chunk, options, source, parts=parts)
-            assert result.part is not None
-            publish_part(result.part, building)
-            totals.add(result.stats)
-            if result.error is not None:
-                raise result.error
-    shutil.rmtree(target, ignore_errors=True)
-    os.rename(building, target)
-    return totals
-
-
-def run_files(scheduler: str, index_path: str, pattern: str, output_dir: Path, options: QueryOptions) -> SearchStats:
-    """Process every file matching ``pattern`` on the cluster at ``scheduler``; one output file each."""
-    try:
-        import dask.bag as db
-        from distributed import Client
-    except ImportError as error:
-        raise missing_extra("--dask needs Dask", "dask", str(error)) from None
-    if options.format == "parquet":
-        from fastsubs.parquet import require_pyarrow
-
-        require_pyarrow()
-    sources = sorted(glob.glob(pattern))
-    if not sources:
-        raise FastsubsError(f"{pattern}: no input file matches")
-    names = [os.path.basename(s) for s in sources]
-    if len(set(names)) != len(names):
-        raise FastsubsError(f"{pattern}: input files must have distinct names (they name the outputs)")
-    with Client(scheduler) as client:  # first: a run that cannot reach its cluster makes nothing
-        made = not output_dir.exists()
-        output_dir.mkdir(parents=True, exist_ok=True)
-        jobs = [(os.path.abspath(s), str(output_dir.resolve() / n)) for s, n in zip(sources, names)]
-        bag = db.from_sequence(jobs, npartitions=len(jobs))
-        try:
-            results = client.compute(bag.map(_process_file, os.path.abspath(index_path), options)).result()
-        except BaseException:
-            if made and not any(output_dir.iterdir()):  # nothing written: leave nothing
-                output_dir.rmdir()
-            raise
-    totals = SearchStats()
-    for stats in results:
-        totals.add(stats)
-    return totals

@@ -9,8 +9,8 @@ substitutes as list columns.  A chunk of the input (a block of :data:`PART_BLOCK
 is one part file, ``part-<first input line>.parquet``, written by the process that searched
 it, a row group per :data:`ROW_GROUP_LINES` input lines so that what a worker holds stays
 small; the writing process only publishes the finished parts in input order
-(:class:`fastsubs.query.output_files.PartDirectory`).  The schema and how to read it back
-are in docs/output-formats.md.
+(:class:`fastsubs.query.output_files.PartDirectory`, by the names of :mod:`fastsubs.parts`).
+The schema and how to read it back are in docs/output-formats.md.
 
 Encodings: the words through a dictionary (each distinct word once per row group), the
 float64 scores split into byte streams before zstd (the bytes of equal significance
@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 
 from fastsubs._kernel import RENDER
-from fastsubs.errors import missing_extra
+from fastsubs.errors import errors_named, missing_extra
 from fastsubs.index import SubstituteIndex
 from fastsubs.lines import Blocks
 from fastsubs.options import QueryOptions
-from fastsubs.query.output_files import PART_NAME, PART_TEMPORARY_PREFIX, errors_named
+from fastsubs.parts import PART_NAME, PART_TEMPORARY_PREFIX
 
 # Arrow's allocator is chosen as its library loads: the C library's malloc, not mimalloc,
 # which keeps what it has freed in each process (keep_memory_small; a choice made in the

@@ -136,7 +136,7 @@ def query(
 def _run_on_dask(scheduler: str, index: Path, pattern: str, output_dir: Path, options: QueryOptions,
                  stats: bool, count_given: bool) -> None:
     from fastsubs.index import SubstituteIndex
-    from fastsubs.dask import run_files
+    from fastsubs.query.cluster import run_files
     from fastsubs.query.run import format_stats, run_notes
 
     if index.is_dir():  # the workers' path: this machine may not see it

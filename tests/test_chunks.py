@@ -18,13 +18,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
+from fastsubs.chunks import process_chunk
 from fastsubs.cli_support import usable_cores
+from fastsubs.formats import render_lines
 from fastsubs.index import Render, SubstituteIndex
 from fastsubs.jsonl import text_fields
-from fastsubs.formats import render_lines
 from fastsubs.lines import CHUNK_LINES
 from fastsubs.options import QueryOptions
-from fastsubs.query.run import process_chunk
 from fastsubs.tokens import tokenize
 
 EOS = b"</s>"

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastsubs import _kernel
+from fastsubs.formats import render_lines
 from fastsubs.index import SubstituteIndex
 from fastsubs.jsonl import text_fields
 from fastsubs.limits import Limits
-from fastsubs.formats import render_lines
 from fastsubs.options import QueryOptions
 from fastsubs.tokens import tokenize
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 
 import fastsubs
+from fastsubs import parquet
 from fastsubs._kernel import RENDER
 from fastsubs.index import Render
 from fastsubs.limits import Limits
-from fastsubs import parquet
 
 
 def test_the_render_kinds_are_the_core_s() -> None:

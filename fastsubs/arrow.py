@@ -8,7 +8,7 @@ Python loop per position.  So the table has the dataset's columns, the same valu
 for bit (docs/output-formats.md, "Parquet datasets"), and a frame from it equals
 ``pd.read_parquet(dataset, dtype_backend="pyarrow")`` of the same lines.
 
-Used through :meth:`fastsubs.index.SubstituteIndex.table` and ``.frame``; needs pyarrow
+Used through :meth:`fastsubs.SubstituteIndex.table` and ``.frame``; needs pyarrow
 (``pip install '.[parquet]'``), and pandas for a frame (``'.[dataframe]'``).
 """
 
@@ -23,7 +23,7 @@ from fastsubs.options import QueryOptions
 from fastsubs.tokens import Token, as_bytes
 
 if TYPE_CHECKING:
-    from fastsubs.index import SubstituteIndex
+    from fastsubs.core import CoreIndex
 
 #: Input lines searched per call into the core (a row group of a part file): what is held
 #: as packed numbers at once beside the table being made.
@@ -69,7 +69,7 @@ def _chunks(sentences: Iterable[Sequence[Token] | str | bytes]) -> Iterator[list
         yield chunk
 
 
-def table(index: SubstituteIndex, sentences: Iterable[Sequence[Token] | str | bytes],
+def table(index: CoreIndex, sentences: Iterable[Sequence[Token] | str | bytes],
           options: QueryOptions | None = None, **fields: Any) -> Any:
     """The rows of ``sentences`` (numbered from 1, as input lines) as a ``pyarrow.Table`` of
     the dataset's schema (:func:`fastsubs.parquet.schema`).  With ``targets=True``
@@ -100,7 +100,7 @@ def table(index: SubstituteIndex, sentences: Iterable[Sequence[Token] | str | by
     return parquet.pa.concat_tables(pieces).combine_chunks()
 
 
-def frame(index: SubstituteIndex, sentences: Iterable[Sequence[Token] | str | bytes],
+def frame(index: CoreIndex, sentences: Iterable[Sequence[Token] | str | bytes],
           options: QueryOptions | None = None, **fields: Any) -> Any:
     """:func:`table` as a pandas DataFrame of Arrow-backed columns (``pd.ArrowDtype``, what
     ``pd.read_parquet(..., dtype_backend="pyarrow")`` gives), without copying the lists."""

@@ -15,9 +15,9 @@ from functools import partial
 from itertools import takewhile
 from typing import TYPE_CHECKING
 
+from fastsubs.core import CoreIndex
 from fastsubs.errors import QueryInputError
 from fastsubs.formats import render_lines
-from fastsubs.index import SubstituteIndex
 from fastsubs.lines import Chunk
 from fastsubs.long_lines import ChunkSink, LongLine, windows
 from fastsubs.options import QueryOptions
@@ -48,7 +48,7 @@ class ChunkResult:
     spilled: str | None = None  # the file that holds the output instead of ``data`` (a long line's chunk)
 
 
-def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, source: str,
+def process_chunk(index: CoreIndex, chunk: Chunk, options: QueryOptions, source: str,
                   compress: Compressor | None = None, parts: PartFiles | None = None) -> ChunkResult:
     """The output of every line of ``chunk`` (consecutive lines), finished as the output file
     takes it (compressed by ``compress``, if any; a part file among ``parts``, for a

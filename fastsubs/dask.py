@@ -22,7 +22,7 @@ keeps it open for all the tasks it runs.
   to ``fastsubs-query``'s output for that partition's lines;
 * :func:`substitutes_frame` makes a bag (or a Dask Series) of input lines into a Dask
   DataFrame of the rows ``--format parquet`` writes for them, a partition per partition,
-  built as :meth:`fastsubs.index.SubstituteIndex.frame` builds them (no text in between);
+  built as :meth:`fastsubs.SubstituteIndex.frame` builds them (no text in between);
   :func:`to_parquet` writes it as a dataset through Dask's own writer, one part per
   partition, in the schema of ``fastsubs-query``'s datasets.
 
@@ -38,27 +38,28 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
+from fastsubs import arrow
 from fastsubs.chunks import process_chunk
+from fastsubs.core import CoreIndex
 from fastsubs.errors import ArgumentError, missing_extra
-from fastsubs.index import SubstituteIndex
 from fastsubs.lines import Chunk
 from fastsubs.options import QueryOptions, missing_word_warning
 
 __all__ = ["substitutes_bag", "substitutes_frame", "to_parquet", "to_textfiles"]
 
-_indexes: dict[str, SubstituteIndex] = {}
+_indexes: dict[str, CoreIndex] = {}
 # One open index per index path per worker process, shared by its threads: they search it
 # at once (each with a searcher of its own, without the GIL) and share its caches.
 _indexes_lock = threading.Lock()
 
 
-def worker_index(index_path: str) -> SubstituteIndex:
+def worker_index(index_path: str) -> CoreIndex:
     """The index at ``index_path`` as this process has it open: opened by the first task
     that needs it, kept for every later task and thread (:mod:`fastsubs.query.cluster`'s too)."""
     with _indexes_lock:
         index = _indexes.get(index_path)
         if index is None:
-            index = _indexes[index_path] = SubstituteIndex(index_path)
+            index = _indexes[index_path] = CoreIndex(index_path)
         return index
 
 
@@ -92,7 +93,7 @@ def substitutes_bag(bag: Any, index_path: str | os.PathLike[str], options: Query
                             "fastsubs.dask.substitutes_frame or to_parquet")
     path = os.path.abspath(index_path)  # workers resolve it, maybe from another directory
     if options.exclude and os.path.isdir(path):
-        with SubstituteIndex(path) as index:
+        with CoreIndex(path) as index:
             for word in index.unknown(options.excluded_words):
                 warnings.warn(missing_word_warning(word), stacklevel=2)
     return bag.map_partitions(_render_partition, path, options)
@@ -113,7 +114,7 @@ def to_textfiles(bag: Any, path: str, **kwargs: Any) -> Any:
 
 def _frame_partition(lines: Iterable[str], index_path: str, options: QueryOptions) -> Any:
     """The rows of a partition's input lines (numbered from 1), as a pandas frame."""
-    return worker_index(index_path).frame(lines, options)
+    return arrow.frame(worker_index(index_path), lines, options)
 
 
 def _meta(options: QueryOptions) -> Any:

@@ -31,7 +31,7 @@ line or per substitute:
 
 from __future__ import annotations
 
-from fastsubs.index import Render, Rendered, SubstituteIndex
+from fastsubs.core import CoreIndex, Render, Rendered
 from fastsubs.lines import TEXT_BLOCKS, Blocks
 from fastsubs.long_lines import Window
 from fastsubs.options import QueryOptions
@@ -48,10 +48,10 @@ def _rendering(options: QueryOptions) -> Render:
     return Render.FIELDS if options.targets else Render.LINE
 
 
-def render_lines(index: SubstituteIndex, lines: list[bytes], first_line: int, options: QueryOptions,
+def render_lines(index: CoreIndex, lines: list[bytes], first_line: int, options: QueryOptions,
                  window: Window | None = None) -> Rendered:
     """The output of consecutive input ``lines``, the first numbered ``first_line`` (from 1),
-    up to a -t record that cannot be read (:class:`fastsubs.index.Rendered`); with
+    up to a -t record that cannot be read (:class:`fastsubs.core.Rendered`); with
     ``window``, the one line is a window of a long line (:mod:`fastsubs.long_lines`)."""
     return index.render_chunk(lines, first_line, options.limits, index.excluded(options.excluded_words),
                               _rendering(options), targets=options.targets, eos=not options.no_eos,

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from fastsubs._kernel import RENDER
+from fastsubs.core import CoreIndex
 from fastsubs.errors import errors_named, missing_extra
-from fastsubs.index import SubstituteIndex
 from fastsubs.lines import Blocks
 from fastsubs.options import QueryOptions
 from fastsubs.parts import PART_NAME, PART_TEMPORARY_PREFIX
@@ -173,7 +173,7 @@ class Vocabulary:
     """The index's words by id, as the bytes and offsets the substitutes' string columns
     are gathered from with numpy."""
 
-    def __init__(self, index: SubstituteIndex) -> None:
+    def __init__(self, index: CoreIndex) -> None:
         words = [index.word(i) for i in range(index.vocab_size)]
         self.lengths = np.array([len(word) for word in words], np.int64)
         self.starts = np.zeros(len(words) + 1, np.int64)
@@ -238,7 +238,7 @@ class PartFiles:
         self.row_group_lines = ROW_GROUP_LINES
         self._vocabulary: Vocabulary | None = None
 
-    def writer(self, index: SubstituteIndex, first_line: int) -> PartWriter:
+    def writer(self, index: CoreIndex, first_line: int) -> PartWriter:
         self._vocabulary = index.arrow_vocabulary()
         return PartWriter(self, first_line)
 

@@ -91,10 +91,10 @@ def info(
     index: Path = typer.Argument(..., help="Index directory."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole metadata as JSON (for programs)."),
 ) -> None:
-    from fastsubs.index import SubstituteIndex
+    from fastsubs.core import CoreIndex
 
     def show() -> None:
-        with SubstituteIndex(index) as opened:
+        with CoreIndex(index) as opened:
             meta = opened.meta
         print(json.dumps(meta, indent=2, sort_keys=True) if as_json else described(index, meta))
 

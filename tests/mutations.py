@@ -5,7 +5,7 @@ format's header and records in store.c, the reader's cache in cache.c, the open 
 index.c, the terms and the search, the output formats in render.c and sample.c, the -t
 records in chunk.c, the checks of the vendored LMDB) or of the Python around it (the
 resume record and its sinks in query/output_files.py, the Parquet writer, build --force in
-indexer/) the way a plausible bug would (a rank off by one, the paper's wrong bound, a
+indexer/, the library's layering and API surface) the way a plausible bug would (a rank off by one, the paper's wrong bound, a
 cache slot reused while a search holds it, a front-coded key decoded from its start, a
 checksum computed but not compared, ...).  For each, this script
 
@@ -481,6 +481,13 @@ MUTATIONS = [
     Mutation("force-takes-any-tag-file", PUBLISH,
              "any file named like the tag passes: another program's LMDB environment is replaced",
              "return stream.read(len(TAG_TEXT) + 1) == TAG_TEXT", "return True"),
+    # the library under the command line (tests/test_api_surface.py)
+    Mutation("library-imports-the-command-line", "fastsubs/__init__.py",
+             "fastsubs.QueryOptions is taken from a module of the command line: the library needs query/ again",
+             '"QueryOptions": "fastsubs.options",', '"QueryOptions": "fastsubs.query.cluster",'),
+    Mutation("api-shows-the-core", "fastsubs/index.py",
+             "an open index shows the core it holds as a public attribute: the API is more than docs/api.md",
+             "        self._core = CoreIndex(path)", "        self._core = self.core = CoreIndex(path)"),
 ]
 # Left out, as no output can tell them from the kernel (equivalent mutants):
 # - a cached record of the highest order given a back-off pointer (has_beta for every

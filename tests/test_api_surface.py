@@ -5,6 +5,10 @@
   statement anywhere in it (a function's, a TYPE_CHECKING block's) or by a module name
   it hands to ``importlib``: the library and ``fastsubs.dask`` are built on the pipeline,
   and the command line on them.
+* :class:`fastsubs.SubstituteIndex` shows what docs/api.md's reference documents of it,
+  and no more: its public names (no leading underscore), on the class and on an open
+  index, are the names the reference's rows give it.  The core's own methods stay behind
+  it (:mod:`fastsubs.core`); a name added on either side alone fails.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ import re
 from pathlib import Path
 
 import pytest
+
+import fastsubs
+from fastsubs.index import SubstituteIndex
 
 REPO = Path(__file__).resolve().parents[1]
 LIBRARY = sorted(path for path in (REPO / "fastsubs").glob("*.py") if not path.is_symlink())
@@ -67,3 +74,44 @@ def test_each_way_of_importing_the_command_line_is_seen(line: str) -> None:
     "import querystring", "'''see :mod:`fastsubs.query.cluster`'''", "x = 'query'"])
 def test_what_is_not_the_command_line_is_not_flagged(line: str) -> None:
     assert command_line_imports(line) == []
+
+
+def documented_names(api: str) -> set[str]:
+    """The names docs/api.md's reference gives SubstituteIndex: in each row that names it, every
+    ``SubstituteIndex.NAME`` or ``.NAME`` in code in the row's first cell."""
+    reference = api[api.index("## API reference"):]
+    names = set()
+    for row in reference.splitlines():
+        cells = row.split(" | ")
+        if row.startswith("| ") and "SubstituteIndex." in cells[0]:
+            for code in re.findall(r"`([^`]*)`", cells[0]):
+                named = re.match(r"(?:SubstituteIndex)?\.(\w+)", code)
+                if named:
+                    names.add(named.group(1))
+    return names
+
+
+def public_names(thing: object) -> set[str]:
+    return {name for name in dir(thing) if not name.startswith("_")}
+
+
+def test_the_open_index_shows_what_the_reference_documents(demo_index: Path) -> None:
+    documented = documented_names((REPO / "docs" / "api.md").read_text())
+    assert {"position", "sentence", "batch", "order", "close"} <= documented  # the rows were read
+    assert public_names(SubstituteIndex) == documented
+    with fastsubs.open_index(demo_index) as index:
+        assert public_names(index) == documented
+        assert hasattr(index, "__enter__") and hasattr(index, "__exit__")  # "context manager"
+
+
+def test_the_reference_is_read_row_by_row() -> None:
+    api = """## API reference
+
+| name | what it does |
+|---|---|
+| `open_index(path) -> SubstituteIndex` | open |
+| `SubstituteIndex.position(tokens, position) -> list[Substitute]` | one |
+| `SubstituteIndex.order`, `.vocab_size`, `.close()`, context manager | sizes |
+| `Batch(ids, scores)` | a named tuple; see `SubstituteIndex.batch` |
+"""
+    assert documented_names(api) == {"position", "order", "vocab_size", "close"}

@@ -14,7 +14,7 @@ import numpy as np
 import fastsubs
 from fastsubs import parquet
 from fastsubs._kernel import RENDER
-from fastsubs.index import Render
+from fastsubs.core import CoreIndex, Render
 from fastsubs.limits import Limits
 
 
@@ -37,12 +37,12 @@ def test_the_packed_columns_read_back_as_the_api_s_answers(demo_index: Path) -> 
     API gives for the same sentences: each position's line and place, its substitutes' ids and
     scores, their p / sum p, its draws among them and its word."""
     sentences = [b"the cat sat on the mat", b"a house"]
-    with fastsubs.open_index(demo_index) as index:
+    with CoreIndex(demo_index) as index, fastsubs.open_index(demo_index) as api:
         rendered = index.render_chunk(sentences, 7, Limits.from_options(5, None), index.excluded([]), Render.COLUMNS,
                                       normalize=True, draws=3, seed=1)
         columns = parquet._unpacked(rendered.data)
         places = columns["places"]
-        expected = [(line, position, word, index.sentence(sentence.decode(), n=5)[position])
+        expected = [(line, position, word, api.sentence(sentence.decode(), n=5)[position])
                     for line, sentence in enumerate(sentences, 7)
                     for position, word in enumerate(sentence.split() + [b"</s>"])]
         listed = np.concatenate([[0], np.cumsum(places["listed"])])

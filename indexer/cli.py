@@ -14,7 +14,8 @@ from typing import Optional
 import typer
 
 from fastsubs import origin
-from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, usable_cores, version_option
+from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
+from fastsubs.processes import usable_cores
 
 single_threaded_blas()  # before anything imports numpy
 

@@ -44,11 +44,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from fastsubs.cli_support import signals_held
 from fastsubs.errors import OutputError, ResumeError, errors_named
 from fastsubs.lines import TEXT_BLOCKS, Blocks
 from fastsubs.long_lines import Line, line_pieces
 from fastsubs.parts import PART_NAME, PART_TEMPORARY_PREFIX, is_part, publish_part
+from fastsubs.processes import signals_held
 from fastsubs.query.provenance import FLAGS, finished_record
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
 from fastsubs.textio import Compressor, file_sha256

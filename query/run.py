@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastsubs.chunks import ChunkResult, process_chunk
-from fastsubs.cli_support import signals_held, usable_cores
 from fastsubs.core import CoreIndex
 from fastsubs.errors import ArgumentError, ResumeError
 from fastsubs.formats import input_blocks
 from fastsubs.lines import Chunk, InputLines
 from fastsubs.long_lines import PIECE_BYTES, LongLine, SpillDirectory
 from fastsubs.options import QueryOptions, missing_word_warning
+from fastsubs.processes import signals_held, usable_cores
 from fastsubs.query.output_files import (
     PARTIAL_SUFFIX,
     PartialOutput,

@@ -5,9 +5,9 @@ format's header and records in store.c, the reader's cache in cache.c, the open 
 index.c, the terms and the search, the output formats in render.c and sample.c, the -t
 records in chunk.c, the checks of the vendored LMDB) or of the Python around it (the
 resume record and its sinks in query/output_files.py, the Parquet writer, build --force in
-indexer/, the library's layering and API surface) the way a plausible bug would (a rank off by one, the paper's wrong bound, a
-cache slot reused while a search holds it, a front-coded key decoded from its start, a
-checksum computed but not compared, ...).  For each, this script
+indexer/, the library's layering and API surface) the way a plausible bug would (a rank
+off by one, the paper's wrong bound, a cache slot reused while a search holds it, a
+front-coded key decoded from its start, a checksum computed but not compared, ...).  For each, this script
 
 1. copies the repository (the working tree's tracked and untracked, not ignored, files,
    or a commit with ``--ref``) into a temporary directory, beside a link to the shared

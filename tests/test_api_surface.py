@@ -1,7 +1,8 @@
 """The library stands under the command line, and shows what docs/api.md documents.
 
 * No module of the library (``fastsubs/*.py``: not the linked folders ``query``,
-  ``indexer``, ``bench``) imports the command line (``fastsubs.query``), by an import
+  ``indexer``, ``bench``, nor ``cli_support.py``, what the three command-line tools
+  share) imports the command line (``fastsubs.query``, ``fastsubs.cli_support``), by an import
   statement anywhere in it (a function's, a TYPE_CHECKING block's) or by a module name
   it hands to ``importlib``: the library and ``fastsubs.dask`` are built on the pipeline,
   and the command line on them.
@@ -23,10 +24,10 @@ import fastsubs
 from fastsubs.index import SubstituteIndex
 
 REPO = Path(__file__).resolve().parents[1]
-LIBRARY = sorted(path for path in (REPO / "fastsubs").glob("*.py") if not path.is_symlink())
+LIBRARY = sorted(path for path in (REPO / "fastsubs").glob("*.py") if path.name != "cli_support.py")
 #: The command line's modules, by their name under fastsubs (as the folder ``query/`` at the
 #: top of the clone is imported: ``fastsubs.query``) or as a top-level name.
-COMMAND_LINE = re.compile(r"query(\.\w+)*")
+COMMAND_LINE = re.compile(r"query(\.\w+)*|cli_support")
 
 
 def command_line_imports(source: str) -> list[str]:
@@ -51,7 +52,7 @@ def command_line_imports(source: str) -> list[str]:
 
 def test_the_library_is_every_module_of_fastsubs_but_the_linked_folders() -> None:
     names = {path.name for path in LIBRARY}
-    assert {"__init__.py", "index.py", "dask.py", "options.py", "chunks.py"} <= names
+    assert {"__init__.py", "index.py", "dask.py", "options.py", "chunks.py", "workers.py"} <= names
     assert (REPO / "fastsubs" / "query").is_symlink() and "query" not in names
 
 
@@ -64,7 +65,8 @@ def test_no_library_module_imports_the_command_line(path: Path) -> None:
     "import fastsubs.query.run", "from fastsubs.query.run import execute", "from fastsubs.query import cli",
     "from fastsubs import query", "from .query.run import execute", "from . import query", "import query.run",
     "from query.options import QueryOptions", "LOCATIONS = {'x': 'fastsubs.query.options'}",
-    "def f():\n    from fastsubs.query.parquet import schema"])
+    "def f():\n    from fastsubs.query.parquet import schema", "from fastsubs.cli_support import signals_held",
+    "from fastsubs import cli_support", "from .cli_support import usable_cores"])
 def test_each_way_of_importing_the_command_line_is_seen(line: str) -> None:
     assert len(command_line_imports(line)) >= 1
 

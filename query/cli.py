@@ -108,8 +108,9 @@ def query(
     version: bool = version_option("fastsubs-query"),
 ) -> None:
     # The search stack loads only once the arguments are valid (start-up stays small).
-    from fastsubs.options import FORMATS, QueryOptions, joined, read_word_list
+    from fastsubs.options import FORMATS, QueryOptions
     from fastsubs.query.run import execute
+    from fastsubs.query.word_lists import joined, read_word_list
 
     if output_format not in FORMATS:
         raise typer.BadParameter(f"expected one of {', '.join(FORMATS)}", param_hint="--format")

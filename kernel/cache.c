@@ -5,16 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A pattern holding at least V / FLAT_MAP_RATIO words gets a flat rank map, a Block per
+/* A pattern holding at least V / FLAT_MAP_RATIO words gets a flat rank map, a RankBlock per
  * 64 vocabulary words (2 bits per word: at most 64 bytes per word it holds; V = 64K:
- * 16 KiB); a sparser one a two-level map: a Super per SUPER_WORDS vocabulary words, then
- * a Block per 64 words only where it holds some (at most 16 (V / SUPER_WORDS + count + 1)
- * bytes).  Flat maps read one Block per look-up; two-level maps one more (a Super, from a
+ * 16 KiB); a sparser one a two-level map: a RankSuper per SUPER_WORDS vocabulary words, then
+ * a RankBlock per 64 words only where it holds some (at most 16 (V / SUPER_WORDS + count + 1)
+ * bytes).  Flat maps read one RankBlock per look-up; two-level maps one more (a RankSuper, from a
  * directory of V / 256 bytes that stays in cache), which costs about nothing
  * (docs/performance.md, "Tuning"), while the memory of a flat map would grow with V. */
 #define FLAT_MAP_RATIO 256
 
-void record_pattern(const Store *s, const Record *rec, PatternData *out) {
+void slot_pattern(const Store *s, const CacheSlot *rec, DiskPattern *out) {
     store_pattern_at(s, rec->data, rec->count, rec->flags, out);
     out->beta_sup = rec->beta_sup;
 }
@@ -29,8 +29,8 @@ void record_pattern(const Store *s, const Record *rec, PatternData *out) {
 
 struct SharedMap {
     const uint8_t *value;       /* the data of the pattern it maps */
-    Block *map;
-    Super *supers;              /* its directory (same allocation), or NULL: flat */
+    RankBlock *map;
+    RankSuper *supers;              /* its directory (same allocation), or NULL: flat */
     size_t bytes;
     int refs;                   /* the readers keeping it */
 };
@@ -126,11 +126,11 @@ static void map_release(MapTable *t, SharedMap *m) {
 /* ---------------------------------------------------------------- kept: rank maps, sorted prefixes */
 
 /* What k counts against its reader's budget: a shared map counts for each reader keeping it. */
-static size_t kept_size(const Kept *k) {
+static size_t kept_size(const SlotAids *k) {
     return (k->map ? k->map->bytes : 0) + (size_t)k->sorted_cap * (sizeof(uint32_t) + sizeof(float));
 }
 
-static void free_kept(Reader *r, Kept *k) {
+static void free_kept(Reader *r, SlotAids *k) {
     if (k->newer) k->newer->older = k->older; else r->newest = k->older;
     if (k->older) k->older->newer = k->newer; else r->oldest = k->newer;
     r->kept_bytes -= kept_size(k);
@@ -143,7 +143,7 @@ static void free_kept(Reader *r, Kept *k) {
 }
 
 /* Marks k the most recently used. */
-static void touch(Reader *r, Kept *k) {
+static void touch(Reader *r, SlotAids *k) {
     if (r->newest == k)
         return;
     if (k->newer) k->newer->older = k->older;
@@ -158,8 +158,8 @@ static void touch(Reader *r, Kept *k) {
 /* Frees what patterns unused by the current search keep, least recently used first,
  * until ``more`` bytes fit; 0 if they cannot. */
 static int make_room(Reader *r, size_t more) {
-    for (Kept *k = r->oldest; k && r->kept_bytes + more > r->kept_budget;) {
-        Kept *newer = k->newer;
+    for (SlotAids *k = r->oldest; k && r->kept_bytes + more > r->kept_budget;) {
+        SlotAids *newer = k->newer;
         if (k->owner->used != r->search)
             free_kept(r, k);
         k = newer;
@@ -167,10 +167,10 @@ static int make_room(Reader *r, size_t more) {
     return r->kept_bytes + more <= r->kept_budget;
 }
 
-/* The Kept of rec, made when it has none; NULL when out of memory. */
-static Kept *kept_of(Reader *r, Record *rec) {
+/* The SlotAids of rec, made when it has none; NULL when out of memory. */
+static SlotAids *kept_of(Reader *r, CacheSlot *rec) {
     if (!rec->kept) {
-        Kept *k = calloc(1, sizeof(Kept));
+        SlotAids *k = calloc(1, sizeof(SlotAids));
         if (!k)
             return NULL;
         k->owner = rec;
@@ -184,24 +184,24 @@ static Kept *kept_of(Reader *r, Record *rec) {
     return rec->kept;
 }
 
-/* Bytes of the rank map of a pattern with ``count`` words ``ids`` (ascending): flat, a Block
- * per 64 words of the vocabulary, or two levels (see FLAT_MAP_RATIO), a Super per
- * SUPER_WORDS words and the Blocks that hold words of the pattern, after an empty one
- * (map[0]) that the look-up of a word in no Block reads. */
+/* Bytes of the rank map of a pattern with ``count`` words ``ids`` (ascending): flat, a RankBlock
+ * per 64 words of the vocabulary, or two levels (see FLAT_MAP_RATIO), a RankSuper per
+ * SUPER_WORDS words and the RankBlocks that hold words of the pattern, after an empty one
+ * (map[0]) that the look-up of a word in no RankBlock reads. */
 static int flat_map(const Store *s, uint32_t count) { return count >= s->vocab_size / FLAT_MAP_RATIO; }
 
 static size_t n_supers(const Store *s) { return ((size_t)s->vocab_size + SUPER_WORDS - 1) / SUPER_WORDS; }
 
-static size_t map_bytes(const Store *s, const PatternData *p) {
+static size_t map_bytes(const Store *s, const DiskPattern *p) {
     if (flat_map(s, p->count))
-        return ((size_t)s->vocab_size + 63) / 64 * sizeof(Block);
+        return ((size_t)s->vocab_size + 63) / 64 * sizeof(RankBlock);
     size_t n_blocks = 1;
-    for (uint32_t i = 0; i < p->count; i++)  /* ids ascend: count the Blocks they fall in */
+    for (uint32_t i = 0; i < p->count; i++)  /* ids ascend: count the RankBlocks they fall in */
         n_blocks += i == 0 || pattern_id(s, p, i) >> 6 != pattern_id(s, p, i - 1) >> 6;
-    return n_supers(s) * sizeof(Super) + n_blocks * sizeof(Block);
+    return n_supers(s) * sizeof(RankSuper) + n_blocks * sizeof(RankBlock);
 }
 
-TARGET_CLONES static void fill_flat_map(const Store *s, Block *map, size_t n, const PatternData *p) {
+TARGET_CLONES static void fill_flat_map(const Store *s, RankBlock *map, size_t n, const DiskPattern *p) {
     for (uint32_t i = 0; i < p->count; i++) {
         uint32_t id = pattern_id(s, p, i);
         map[id >> 6].bits |= 1ull << (id & 63);
@@ -213,13 +213,13 @@ TARGET_CLONES static void fill_flat_map(const Store *s, Block *map, size_t n, co
     }
 }
 
-static void fill_two_level_map(const Store *s, Super *supers, Block *map, const PatternData *p) {
+static void fill_two_level_map(const Store *s, RankSuper *supers, RankBlock *map, const DiskPattern *p) {
     size_t b = 0;
     uint32_t previous = 0;
     for (uint32_t i = 0; i < p->count; i++) {
         uint32_t word = pattern_id(s, p, i);
         if (i == 0 || word >> 6 != previous >> 6) {
-            Super *super = &supers[word / SUPER_WORDS];
+            RankSuper *super = &supers[word / SUPER_WORDS];
             map[++b].rank = i;
             if (!super->present)
                 super->first = (uint32_t)b;
@@ -231,7 +231,7 @@ static void fill_two_level_map(const Store *s, Super *supers, Block *map, const 
 }
 
 /* A new map (refs 1) of rec's pattern, ``bytes`` (map_bytes) long; NULL when out of memory. */
-static SharedMap *build_map(const Store *s, const PatternData *p, size_t bytes) {
+static SharedMap *build_map(const Store *s, const DiskPattern *p, size_t bytes) {
     SharedMap *m = calloc(1, sizeof(SharedMap));
     void *memory = m ? calloc(bytes, 1) : NULL;
     if (!memory) {
@@ -243,23 +243,23 @@ static SharedMap *build_map(const Store *s, const PatternData *p, size_t bytes) 
     m->refs = 1;
     if (flat_map(s, p->count)) {
         m->map = memory;
-        fill_flat_map(s, m->map, bytes / sizeof(Block), p);
+        fill_flat_map(s, m->map, bytes / sizeof(RankBlock), p);
     } else {
         m->supers = memory;
-        m->map = (Block *)(m->supers + n_supers(s));
+        m->map = (RankBlock *)(m->supers + n_supers(s));
         fill_two_level_map(s, m->supers, m->map, p);
     }
     return m;
 }
 
-const Block *record_rank_map(Reader *r, Record *rec, const Super **supers) {
-    Kept *k = kept_of(r, rec);
+const RankBlock *slot_rank_map(Reader *r, CacheSlot *rec, const RankSuper **supers) {
+    SlotAids *k = kept_of(r, rec);
     if (!k)
         return NULL;
     if (!k->map) {
         MapTable *maps = r->maps;
-        PatternData p;
-        record_pattern(r->store, rec, &p);
+        DiskPattern p;
+        slot_pattern(r->store, rec, &p);
         SharedMap *m = map_take(maps, rec->data);
         size_t bytes = m ? m->bytes : map_bytes(r->store, &p);
         if (!make_room(r, bytes)) {
@@ -279,8 +279,8 @@ const Block *record_rank_map(Reader *r, Record *rec, const Super **supers) {
     return k->map->map;
 }
 
-Kept *record_sorted_prefix(Reader *r, Record *rec, uint32_t need) {
-    Kept *k = kept_of(r, rec);
+SlotAids *slot_sorted_prefix(Reader *r, CacheSlot *rec, uint32_t need) {
+    SlotAids *k = kept_of(r, rec);
     if (!k)
         return NULL;
     if (need > k->sorted_cap) {
@@ -299,8 +299,8 @@ Kept *record_sorted_prefix(Reader *r, Record *rec, uint32_t need) {
         r->kept_bytes += more;
         k->sorted_cap = cap;
     }
-    PatternData p;
-    record_pattern(r->store, rec, &p);
+    DiskPattern p;
+    slot_pattern(r->store, rec, &p);
     for (uint32_t i = k->sorted_len; i < need; i++) {
         uint32_t at = position_at(&p, i);
         k->sorted_ids[i] = pattern_id(r->store, &p, at);
@@ -319,10 +319,10 @@ int reader_init(Reader *r, const Store *s, MapTable *maps, size_t records, size_
     r->maps = maps;
     r->kept_budget = kept_budget;
     size_t sets = 1;
-    while (sets * RECORD_WAYS < records)
+    while (sets * SLOT_WAYS < records)
         sets *= 2;
     r->n_sets = sets;
-    if (!(r->slots = calloc(sets * RECORD_WAYS, sizeof(Record)))) {
+    if (!(r->slots = calloc(sets * SLOT_WAYS, sizeof(CacheSlot)))) {
         fs_fail(&r->failure, FS_ENOMEM, "out of memory");
         return -1;
     }
@@ -347,9 +347,9 @@ void reader_seed(Reader *r, Reader *from) {
     if (r->store != from->store || r->n_sets != from->n_sets)
         return;  /* sized apart: the sets differ */
     pthread_mutex_lock(&from->slots_lock);
-    for (size_t i = 0; i < r->n_sets * RECORD_WAYS; i++) {
-        const Record *have = &from->slots[i];
-        Record *copy = &r->slots[i];
+    for (size_t i = 0; i < r->n_sets * SLOT_WAYS; i++) {
+        const CacheSlot *have = &from->slots[i];
+        CacheSlot *copy = &r->slots[i];
         if (!have->hash)
             continue;
         copy->hash = have->hash;
@@ -404,7 +404,7 @@ static uint64_t hash_key(const uint8_t *key, size_t n) {
 }
 
 /* Looks ``key`` up into rec (checked by the store); 0, or -1 with r->failure set. */
-static int read_record(Reader *r, Record *rec, int order, const uint8_t *key, size_t key_len) {
+static int read_record(Reader *r, CacheSlot *rec, int order, const uint8_t *key, size_t key_len) {
     const Store *s = r->store;
     rec->data = NULL;
     rec->kept = NULL;
@@ -419,7 +419,7 @@ static int read_record(Reader *r, Record *rec, int order, const uint8_t *key, si
             return -1;
         }
     }
-    PatternData p;
+    DiskPattern p;
     int found = store_find_pattern(s, r->cursors[order], order, key, key_len, &p, &r->failure);
     if (found <= 0)
         return found;
@@ -430,7 +430,7 @@ static int read_record(Reader *r, Record *rec, int order, const uint8_t *key, si
     return 0;
 }
 
-Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
+CacheSlot *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
     const Store *s = r->store;
     int order = n + 1;
     if (order < 2 || order > s->order)
@@ -441,11 +441,11 @@ Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
         return NULL;
     r->lookups++;
     uint64_t hash = hash_key(key, key_len);
-    Record *rec = NULL;
-    if (key_len <= RECORD_KEY_MAX) {
-        Record *set = &r->slots[(hash & (r->n_sets - 1)) * RECORD_WAYS];
-        for (int w = 0; w < RECORD_WAYS; w++) {
-            Record *slot_rec = &set[w];
+    CacheSlot *rec = NULL;
+    if (key_len <= SLOT_KEY_MAX) {
+        CacheSlot *set = &r->slots[(hash & (r->n_sets - 1)) * SLOT_WAYS];
+        for (int w = 0; w < SLOT_WAYS; w++) {
+            CacheSlot *slot_rec = &set[w];
             if (slot_rec->hash == hash && slot_rec->key_len == key_len && !memcmp(slot_rec->key, key, key_len)) {
                 slot_rec->used = r->search;
                 return slot_rec->data ? slot_rec : NULL;
@@ -465,7 +465,7 @@ Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
     if (!rec) {  /* no slot: the record serves this search only */
         if (r->n_spilled == r->cap_spilled) {
             int cap = 2 * r->cap_spilled + 8;
-            Record **grown = realloc(r->spilled, (size_t)cap * sizeof(Record *));
+            CacheSlot **grown = realloc(r->spilled, (size_t)cap * sizeof(CacheSlot *));
             if (!grown) {
                 fs_fail(&r->failure, FS_ENOMEM, "out of memory");
                 return NULL;
@@ -473,7 +473,7 @@ Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
             r->spilled = grown;
             r->cap_spilled = cap;
         }
-        if (!(rec = calloc(1, sizeof(Record)))) {
+        if (!(rec = calloc(1, sizeof(CacheSlot)))) {
             fs_fail(&r->failure, FS_ENOMEM, "out of memory");
             return NULL;
         }

@@ -4,8 +4,8 @@
  * The Reader keeps a 64-byte slot per pattern it met (its key, where its data lies in
  * the map, its count), filled when a look-up first finds the pattern (store.h checks it
  * then, so a flipped byte is never read as an answer), and for big patterns a rank map
- * and the sorted prefix read so far (Kept), within a byte budget.  Slots are replaced
- * least recently used first within a set of RECORD_WAYS, and never while the current
+ * and the sorted prefix read so far (SlotAids), within a byte budget.  Slots are replaced
+ * least recently used first within a set of SLOT_WAYS, and never while the current
  * search uses them: nothing is ever emptied wholesale, and memory does not grow with the
  * text.  Rank maps are shared by the readers of every thread of one open index (MapTable). */
 #ifndef FASTSUBS_CACHE_H
@@ -17,26 +17,26 @@
 
 /* Key bytes a cache slot holds: up to order 11 with 2-byte ids, 8 with 3-byte ids, 6
  * with 4-byte ids; patterns with longer keys are read afresh at every search that needs them. */
-#define RECORD_KEY_MAX 22
-#define RECORD_WAYS 8
+#define SLOT_KEY_MAX 22
+#define SLOT_WAYS 8
 
 /* 64 words of a rank map: which of them the pattern holds, and how many words before
  * them it holds (the position of the first of them in the pattern's id-sorted arrays). */
 typedef struct {
     uint64_t bits;
     uint32_t rank, unused;
-} Block;
+} RankBlock;
 
-/* SUPER_WORDS words of a two-level rank map: which of their 64 Blocks the pattern holds
- * words of, and where the first of those is in the map's Blocks. */
+/* SUPER_WORDS words of a two-level rank map: which of their 64 RankBlocks the pattern holds
+ * words of, and where the first of those is in the map's RankBlocks. */
 typedef struct {
     uint64_t present;
     uint32_t first, unused;
-} Super;
+} RankSuper;
 
 #define SUPER_WORDS 4096
 
-typedef struct Kept Kept;
+typedef struct SlotAids SlotAids;
 /* A big pattern's rank map, built once by the first reader that needs it and shared by the
  * readers of every thread of the index while any of them keeps it (it never changes). */
 typedef struct SharedMap SharedMap;
@@ -46,29 +46,29 @@ typedef struct MapTable MapTable;
 MapTable *map_table_new(void);
 void map_table_free(MapTable *t);  /* once every reader has released its maps */
 
-/* One pattern as the cache holds it (store.h's PatternData, in 64 bytes). */
-typedef struct Record {
+/* One pattern as the cache holds it (store.h's DiskPattern, in 64 bytes). */
+typedef struct CacheSlot {
     uint64_t hash;              /* of the key; 0: an empty slot */
     uint64_t used;              /* the reader's search that used it last */
     const uint8_t *data;        /* NULL: the model has no such pattern */
-    Kept *kept;                 /* a big pattern's rank map and sorted prefix, or NULL */
+    SlotAids *kept;                 /* a big pattern's rank map and sorted prefix, or NULL */
     uint32_t count;
     float beta_sup;             /* max(0, largest stored back-off weight) */
     uint8_t key_len, flags;     /* flags: PATTERN_HAS_BETA, PATTERN_HAS_JOINT (store.h) */
-    uint8_t key[RECORD_KEY_MAX];
-} Record;
+    uint8_t key[SLOT_KEY_MAX];
+} CacheSlot;
 
-/* The pattern a present Record holds, with every field's place. */
-void record_pattern(const Store *s, const Record *rec, PatternData *out);
+/* The pattern a present CacheSlot holds, with every field's place. */
+void slot_pattern(const Store *s, const CacheSlot *rec, DiskPattern *out);
 
 /* What a big pattern keeps between searches (see searcher.h, RANK_MIN_COUNT). */
-struct Kept {
-    Record *owner;
+struct SlotAids {
+    CacheSlot *owner;
     SharedMap *map;             /* rank map, or NULL until built or taken from another reader */
     uint32_t *sorted_ids;       /* the first sorted_len entries of the sorted list */
     float *sorted_alpha;        /* (room for sorted_cap) */
     uint32_t sorted_len, sorted_cap;
-    Kept *newer, *older;        /* least recently used last */
+    SlotAids *newer, *older;        /* least recently used last */
 };
 
 typedef struct Reader {
@@ -76,11 +76,11 @@ typedef struct Reader {
     MapTable *maps;
     MDB_txn *txn;
     MDB_cursor *cursors[FS_MAX_ORDER + 1];  /* per order, opened on first use */
-    Record *slots;              /* n_sets * RECORD_WAYS */
+    CacheSlot *slots;              /* n_sets * SLOT_WAYS */
     size_t n_sets;              /* a power of 2 */
-    Record **spilled;           /* this search's records that found no slot */
+    CacheSlot **spilled;           /* this search's records that found no slot */
     int n_spilled, cap_spilled;
-    Kept *newest, *oldest;
+    SlotAids *newest, *oldest;
     size_t kept_bytes, kept_budget;
     uint64_t search;            /* counts searches: the current one */
     unsigned long long lookups, misses;
@@ -92,7 +92,7 @@ typedef struct Reader {
 } Reader;
 
 /* A reader with ``records`` cache slots (rounded up to a power of 2, at least
- * RECORD_WAYS) and ``kept_budget`` bytes for rank maps and sorted prefixes; ``maps`` is
+ * SLOT_WAYS) and ``kept_budget`` bytes for rank maps and sorted prefixes; ``maps`` is
  * shared by the readers of the index. */
 int reader_init(Reader *r, const Store *s, MapTable *maps, size_t records, size_t kept_budget);
 void reader_free(Reader *r);
@@ -105,12 +105,12 @@ void reader_begin_search(Reader *r);
 void reader_end_search(Reader *r);
 /* The pattern of order n + 1 whose fixed words are ids[0 .. n) with the slot before
  * ids[slot]; NULL when the model has none, or on a damaged record (r->failure.code set). */
-Record *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n);
+CacheSlot *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n);
 /* The rank map of a big pattern, built on first use; NULL when the budget has no room
  * for it (the caller then binary-searches). */
-const Block *record_rank_map(Reader *r, Record *rec, const Super **supers);
+const RankBlock *slot_rank_map(Reader *r, CacheSlot *rec, const RankSuper **supers);
 /* Makes the sorted prefix of a big pattern hold its first ``need`` entries; NULL when
  * there is no room (the caller reads through the positions by score). */
-Kept *record_sorted_prefix(Reader *r, Record *rec, uint32_t need);
+SlotAids *slot_sorted_prefix(Reader *r, CacheSlot *rec, uint32_t need);
 
 #endif

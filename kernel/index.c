@@ -169,12 +169,12 @@ void index_counters(FsIndex *ix, unsigned long long totals[6]) {
 
 void index_set_cache(FsIndex *ix, size_t records, size_t kept_bytes) {
     pthread_mutex_lock(&ix->lock);
-    ix->record_slots = records < RECORD_WAYS ? RECORD_WAYS : records;
+    ix->record_slots = records < SLOT_WAYS ? SLOT_WAYS : records;
     ix->kept_bytes = kept_bytes;
     pthread_mutex_unlock(&ix->lock);
 }
 
-int index_find_pattern(FsIndex *ix, int slot, const uint32_t *ids, int n, PatternData *out, Failure *failure) {
+int index_find_pattern(FsIndex *ix, int slot, const uint32_t *ids, int n, DiskPattern *out, Failure *failure) {
     const Store *s = &ix->store;
     uint8_t key[1 + 4 * FS_MAX_ORDER];
     size_t key_len = n >= 1 && n + 1 <= s->order ? store_pattern_key(s, slot, ids, n, key) : 0;
@@ -210,7 +210,7 @@ int index_ngram(FsIndex *ix, const uint32_t *ids, int n, double *alpha, double *
         *alpha = s->unigram_alpha[ids[0]];
         *beta = s->unigram_beta[ids[0]];
     } else {
-        PatternData p;
+        DiskPattern p;
         found = index_find_pattern(ix, n - 1, ids, n - 1, &p, failure);
         int32_t at = found > 0 ? pattern_find(s, &p, ids[n - 1]) : -1;
         if (found > 0 && at < 0)

@@ -18,7 +18,7 @@
  * of patterns (present or not), so a text's patterns fit many times over in a first pass
  * of thousands of lines (measured: docs/performance.md, "Tuning"). */
 #define INDEX_RECORD_SLOTS ((size_t)1 << 17)
-/* Bytes of rank maps and sorted prefixes a Searcher keeps (cache.h, Kept). */
+/* Bytes of rank maps and sorted prefixes a Searcher keeps (cache.h, SlotAids). */
 #define INDEX_KEPT_BYTES ((size_t)24 << 20)
 
 typedef struct {
@@ -56,7 +56,7 @@ void index_set_cache(FsIndex *ix, size_t records, size_t kept_bytes);
  * the pattern of order n + 1 whose fixed words are ``ids`` (slot before ids[slot]), through a
  * read transaction of its own: 1 found (*out, valid while the caller holds the index), 0
  * absent, -1 with the failure set. */
-int index_find_pattern(FsIndex *ix, int slot, const uint32_t *ids, int n, PatternData *out, Failure *failure);
+int index_find_pattern(FsIndex *ix, int slot, const uint32_t *ids, int n, DiskPattern *out, Failure *failure);
 /* The scores of the n-gram ids[0 .. n): 1 found, 0 absent, -1 with the failure set. */
 int index_ngram(FsIndex *ix, const uint32_t *ids, int n, double *alpha, double *beta, Failure *failure);
 /* store_check_patterns and store_check_arrays, the index held meanwhile: 0, or -1. */

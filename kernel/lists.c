@@ -1,5 +1,5 @@
 /* The sorted lists of a search, and reading a position's terms into them: see searcher.h. */
-#include "searcher.h"
+#include "lists.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +9,10 @@
 /* Makes the list's next entries (words and alphas) from the depth on readable, gathering
  * them when they are not in score order already, and prefetches the words' flags, which
  * the search tests next. */
-void gather_ahead(Searcher *searcher, List *list) {
+void lists_gather_ahead(Searcher *searcher, List *list) {
     int64_t n = list->length - list->depth;
     n = n < list->ahead ? n : list->ahead;
-    Kept *kept = list->big ? record_sorted_prefix(&searcher->reader, list->big, (uint32_t)(list->depth + n)) : NULL;
+    SlotAids *kept = list->big ? slot_sorted_prefix(&searcher->reader, list->big, (uint32_t)(list->depth + n)) : NULL;
     if (kept) {
         list->words = (const ix_u32 *)&kept->sorted_ids[list->depth];
         list->alphas = &kept->sorted_alpha[list->depth];
@@ -47,8 +47,8 @@ void gather_ahead(Searcher *searcher, List *list) {
 }
 
 /* A list of ``length`` (>= 1) entries, none read yet. */
-static void start_list(Searcher *searcher, List *list, Record *big, const ix_u32 *in_order, const PatternData *pattern,
-                       int joint, const ix_f32 *alpha, int64_t length) {
+static void start_list(Searcher *searcher, List *list, CacheSlot *big, const ix_u32 *in_order,
+                       const DiskPattern *pattern, int joint, const ix_f32 *alpha, int64_t length) {
     list->big = big;
     list->in_order = in_order;
     list->pattern = pattern;
@@ -57,7 +57,7 @@ static void start_list(Searcher *searcher, List *list, Record *big, const ix_u32
     list->depth = 0;
     list->length = length;
     list->ahead = LIST_FIRST_AHEAD;
-    gather_ahead(searcher, list);
+    lists_gather_ahead(searcher, list);
     list->sup = list->alphas[0];
 }
 
@@ -65,23 +65,23 @@ static void start_list(Searcher *searcher, List *list, Record *big, const ix_u32
 /* ---------------------------------------------------------------- reading the terms */
 
 /* Index of the pattern ``rec`` in searcher->pats, adding it when new; -1 when out of memory. */
-static int add_pattern(Searcher *searcher, Record *rec, int *n_pats) {
+static int add_pattern(Searcher *searcher, CacheSlot *rec, int *n_pats) {
     for (int i = 0; i < *n_pats; i++)
         if (searcher->pats[i].rec == rec)
             return i;
     if (GROW(searcher->pats, searcher->cap_pats, *n_pats + 1) < 0)
         return -1;
-    Pat *p = &searcher->pats[(*n_pats)++];
+    SearchPattern *p = &searcher->pats[(*n_pats)++];
     memset(p, 0, sizeof(*p));
     p->rec = rec;
     p->list = NONE;
-    record_pattern(searcher->reader.store, rec, &p->data);
+    slot_pattern(searcher->reader.store, rec, &p->data);
     p->alpha = p->data.alpha;
     p->beta = p->data.beta;
     p->count = rec->count;
     p->beta_sup = rec->beta_sup;
     p->map = is_big(rec->count, searcher->reader.store->vocab_size)
-                 ? record_rank_map(&searcher->reader, rec, &p->supers) : NULL;
+                 ? slot_rank_map(&searcher->reader, rec, &p->supers) : NULL;
     if (!p->map)
         p->supers = NULL;
     return *n_pats - 1;
@@ -96,10 +96,10 @@ static void plan_joint(Searcher *searcher, int n_terms, int list) {
     searcher->joint_list = NONE;
     if (n_terms < 2)
         return;
-    const TermC *t1 = &searcher->terms[1];
+    const SearchTerm *t1 = &searcher->terms[1];
     for (int a = 0; a < t1->n_alts; a++) {
         int step = searcher->alts[t1->first_alt + a].n_longer;  /* (term 1's base is a constant: no alternative) */
-        const Pat *d = &searcher->pats[searcher->steps[t1->first + step].alpha];
+        const SearchPattern *d = &searcher->pats[searcher->steps[t1->first + step].alpha];
         if (d->data.joint) {
             const Store *s = searcher->reader.store;
             /* Leaves of the two terms' sums: at most N each, every one within max(M, 100)
@@ -118,7 +118,7 @@ static void plan_joint(Searcher *searcher, int n_terms, int list) {
 
 /* Reads the position's terms (searcher->position) into searcher->terms/steps/pats/lists.  Returns the
  * number of terms, -1 when out of memory; *n_pats: the patterns added. */
-int read_terms(Searcher *searcher, int *n_pats) {
+int lists_read_terms(Searcher *searcher, int *n_pats) {
     const PositionTerms *position = &searcher->position;
     const Store *s = searcher->reader.store;
     int n_terms = position->n_terms, n_steps = 0;
@@ -128,15 +128,15 @@ int read_terms(Searcher *searcher, int *n_pats) {
         GROW(searcher->batch_sup, searcher->cap_batch_sup, n_terms) < 0)
         return -1;
     for (int t = 0; t < n_terms; t++) {
-        const TermSpec *spec = &position->terms[t];
-        TermC *tc = &searcher->terms[t];
+        const TermPlan *spec = &position->terms[t];
+        SearchTerm *tc = &searcher->terms[t];
         tc->first = n_steps;
         tc->n = spec->n;
         tc->base_unigram = spec->base_unigram;
         tc->base = spec->base;
         for (int i = spec->first; i < spec->first + spec->n; i++) {
-            const StepSpec *step = &position->steps[i];
-            StepC *sc = &searcher->steps[n_steps++];
+            const StepPlan *step = &position->steps[i];
+            SearchStep *sc = &searcher->steps[n_steps++];
             sc->alpha = step->alpha ? add_pattern(searcher, step->alpha, n_pats) : NONE;
             if (step->alpha && sc->alpha < 0)
                 return -1;
@@ -166,7 +166,7 @@ int read_terms(Searcher *searcher, int *n_pats) {
         GROW(searcher->pos, searcher->cap_pos, *n_pats * MAX_BATCH) < 0)
         return -1;
     for (int i = 0; i < n_steps; i++) {
-        StepC *step = &searcher->steps[i];
+        SearchStep *step = &searcher->steps[i];
         step->alpha_pos = step->alpha == NONE ? NULL : &searcher->pos[step->alpha * MAX_BATCH];
         step->alpha_values = step->alpha == NONE ? NULL : searcher->pats[step->alpha].alpha;
         step->beta_pos = step->beta < 0 ? NULL : &searcher->pos[step->beta * MAX_BATCH];
@@ -177,7 +177,7 @@ int read_terms(Searcher *searcher, int *n_pats) {
         for (int j = 0; j < n_steps; j++)
             used |= searcher->steps[j].alpha == i;
         if (used) {
-            Pat *p = &searcher->pats[i];
+            SearchPattern *p = &searcher->pats[i];
             p->list = n;
             start_list(searcher, &searcher->lists[n++], is_big(p->count, s->vocab_size) ? p->rec : NULL, NULL, &p->data,
                        0, p->alpha, p->count);
@@ -194,7 +194,7 @@ int read_terms(Searcher *searcher, int *n_pats) {
         return -1;
     int n_alts = 0;
     for (int t = 0; t < n_terms; t++) {
-        TermC *term = &searcher->terms[t];
+        SearchTerm *term = &searcher->terms[t];
         term->first_alt = n_alts;
         for (int i = 0; i < term->n; i++)
             if (searcher->steps[term->first + i].list != NONE)
@@ -215,10 +215,10 @@ int read_terms(Searcher *searcher, int *n_pats) {
 
 /* Gives the smallest patterns without a rank map a membership bit each (as many as
  * there are bits) and marks their words in searcher->flags. */
-void mark_members(Searcher *searcher, int n_pats) {
+void lists_mark_members(Searcher *searcher, int n_pats) {
     int next = 0;
     for (int i = 0; i < n_pats && next < MEMBER_BITS; i++) {
-        Pat *p = &searcher->pats[i];
+        SearchPattern *p = &searcher->pats[i];
         if (p->map || is_big(p->count, searcher->reader.store->vocab_size))
             continue;
         p->member = (uint8_t)(2u << next++);
@@ -229,7 +229,7 @@ void mark_members(Searcher *searcher, int n_pats) {
 
 /* Clears every flag the search set: the words read, the marked patterns' words and the
  * excluded words. */
-void clear_flags(Searcher *searcher, int n_pats, int64_t n_evaluated, const uint32_t *excluded,
+void lists_clear_flags(Searcher *searcher, int n_pats, int64_t n_evaluated, const uint32_t *excluded,
                         int64_t n_excluded) {
     for (int64_t i = 0; i < n_evaluated; i++)
         searcher->flags[searcher->evaluated[i]] = 0;

@@ -5,62 +5,16 @@
  * ``Index(path)`` opens and checks an index in one call; fastsubs.index.SubstituteIndex
  * subclasses it with the Python API.  This file holds the module, the type and the
  * look-ups the tools make; module_search.c the searches and their answers, which run
- * without the GIL. */
+ * without the GIL; module_format.c the layouts; module_base.c what all of them share.  The
+ * calls run one way: this file calls those, none of them calls this one. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "module.h"
+#include "index.h"
+#include "module_base.h"
 #include "module_format.h"
-
-static PyObject *NotAnIndexError, *IndexVersionError, *DamagedIndexError;  /* fastsubs.errors */
-
-/* ---------------------------------------------------------------- errors and arguments */
-
-PyObject *raise_failure(PyObject *path, const Failure *failure) {
-    switch (failure->code) {
-    case FS_EINTERRUPTED:  /* what the signal's handler raised */
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_KeyboardInterrupt, failure->message);
-        return NULL;
-    case FS_ENOMEM:
-        return PyErr_NoMemory();
-    case FS_EARGUMENT:
-    case FS_ECLOSED:
-        PyErr_SetString(PyExc_ValueError, failure->message);
-        return NULL;
-    case FS_ENOTINDEX:
-        PyErr_Format(NotAnIndexError, "%U: %s", path, failure->message);
-        return NULL;
-    case FS_EVERSION:
-        PyErr_Format(IndexVersionError, "%U: %s", path, failure->message);
-        return NULL;
-    default:
-        PyErr_Format(DamagedIndexError, "%U: %s%s", path,
-                     strncmp(failure->message, "damaged index", 13) ? "damaged index: " : "", failure->message);
-        return NULL;
-    }
-}
-
-int check_open(Index *self) {
-    if (!self->opened || self->index.closed) {
-        PyErr_SetString(PyExc_ValueError, self->opened ? "the index is closed" : "the index is not open");
-        return -1;
-    }
-    return 0;
-}
-
-/* Reads ``a`` as ``*n`` items of ``size`` bytes (*n < 0: any number, set). */
-int get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, const char *what) {
-    if (PyObject_GetBuffer(a, view, PyBUF_C_CONTIGUOUS) < 0)
-        return -1;
-    if (view->len % size || (*n >= 0 && view->len != size * *n)) {
-        PyErr_Format(PyExc_ValueError, "%s: expected %zd-byte items", what, size);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    *n = view->len / size;
-    return 0;
-}
+#include "module_search.h"
+#include "render.h"
 
 static PyObject *id_or_none(uint32_t id) {
     return id == FS_NO_WORD ? Py_NewRef(Py_None) : PyLong_FromUnsignedLong(id);
@@ -88,7 +42,7 @@ static int Index_init(Index *self, PyObject *args, PyObject *kwds) {
     Py_END_ALLOW_THREADS
     Py_DECREF(encoded);
     if (rc < 0) {
-        raise_failure(path, &failure);
+        module_raise_failure(path, &failure);
         return -1;
     }
     self->opened = 1;
@@ -118,7 +72,7 @@ static PyObject *Index_close(Index *self, PyObject *unused) {
 
 /* word(id) -> bytes: the word with that id, as the model spells it. */
 static PyObject *Index_word(Index *self, PyObject *arg) {
-    if (check_open(self) < 0)
+    if (module_check_open(self) < 0)
         return NULL;
     unsigned long long id = PyLong_AsUnsignedLongLong(arg);
     if (id == (unsigned long long)-1 && PyErr_Occurred())
@@ -139,7 +93,7 @@ static PyObject *Index_ids(Index *self, PyObject *args) {
     unsigned int unknown;
     if (!PyArg_ParseTuple(args, "O!I:ids", &PyList_Type, &tokens, &unknown))
         return NULL;
-    Span *spans = byte_spans(tokens, &held, "tokens");
+    Span *spans = module_byte_spans(tokens, &held, "tokens");
     if (!spans)
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(held);
@@ -147,7 +101,7 @@ static PyObject *Index_ids(Index *self, PyObject *args) {
     PyObject *result = PyBytes_FromStringAndSize(NULL, n * 4);
     if (result && index_hold(&self->index, &failure) < 0) {
         Py_CLEAR(result);
-        raise_failure(self->path, &failure);
+        module_raise_failure(self->path, &failure);
     }
     if (result) {
         uint32_t *ids = (uint32_t *)PyBytes_AS_STRING(result);
@@ -169,7 +123,7 @@ static PyObject *Index_ids(Index *self, PyObject *args) {
 
 static PyObject *Index_metadata(Index *self, PyObject *unused) {
     (void)unused;
-    if (check_open(self) < 0)
+    if (module_check_open(self) < 0)
         return NULL;
     return PyBytes_FromStringAndSize((const char *)self->index.store.meta, (Py_ssize_t)self->index.store.meta_len);
 }
@@ -196,7 +150,7 @@ static PyObject *Index_pattern(Index *self, PyObject *args) {
     int slot, n;
     PyObject *fixed;
     uint32_t ids[FS_MAX_ORDER];
-    if (!PyArg_ParseTuple(args, "iO!:pattern", &slot, &PyTuple_Type, &fixed) || check_open(self) < 0 ||
+    if (!PyArg_ParseTuple(args, "iO!:pattern", &slot, &PyTuple_Type, &fixed) || module_check_open(self) < 0 ||
         (n = parse_ids(fixed, ids)) < 0)
         return NULL;
     if (slot < 0 || slot > n) {
@@ -205,9 +159,9 @@ static PyObject *Index_pattern(Index *self, PyObject *args) {
     }
     Failure failure = {0};
     if (index_hold(&self->index, &failure) < 0)
-        return raise_failure(self->path, &failure);
+        return module_raise_failure(self->path, &failure);
     const Store *s = &self->index.store;
-    PatternData p;
+    DiskPattern p;
     int found = index_find_pattern(&self->index, slot, ids, n, &p, &failure);
     PyObject *result = NULL;
     if (found > 0) {
@@ -230,7 +184,7 @@ static PyObject *Index_pattern(Index *self, PyObject *args) {
     } else if (found == 0) {
         result = Py_NewRef(Py_None);
     } else {
-        raise_failure(self->path, &failure);
+        module_raise_failure(self->path, &failure);
     }
     index_release(&self->index);
     return result;
@@ -244,20 +198,20 @@ static PyObject *Index_ngram(Index *self, PyObject *arg) {
         PyErr_SetString(PyExc_TypeError, "ngram() takes a tuple of word ids");
         return NULL;
     }
-    if (check_open(self) < 0 || (n = parse_ids(arg, ids)) < 0)
+    if (module_check_open(self) < 0 || (n = parse_ids(arg, ids)) < 0)
         return NULL;
     double alpha, beta;
     Failure failure = {0};
     int found = index_ngram(&self->index, ids, n, &alpha, &beta, &failure);
     if (found < 0)
-        return raise_failure(self->path, &failure);
+        return module_raise_failure(self->path, &failure);
     return found ? Py_BuildValue("(dd)", alpha, beta) : Py_NewRef(Py_None);
 }
 
 /* unigrams() -> (alpha, beta): copies of every word's unigram scores (float32 bytes). */
 static PyObject *Index_unigrams(Index *self, PyObject *unused) {
     (void)unused;
-    if (check_open(self) < 0)
+    if (module_check_open(self) < 0)
         return NULL;
     const Store *s = &self->index.store;
     return Py_BuildValue("(y#y#)", (const char *)s->unigram_alpha, (Py_ssize_t)(s->vocab_size * sizeof(ix_f32)),
@@ -267,7 +221,7 @@ static PyObject *Index_unigrams(Index *self, PyObject *unused) {
 /* check_patterns(order) -> (records, patterns, entries): every record of the order read and checked. */
 static PyObject *Index_check_patterns(Index *self, PyObject *arg) {
     long order = PyLong_AsLong(arg);
-    if ((order == -1 && PyErr_Occurred()) || check_open(self) < 0)
+    if ((order == -1 && PyErr_Occurred()) || module_check_open(self) < 0)
         return NULL;
     PatternCounts counts;
     Failure failure = {0};
@@ -276,7 +230,7 @@ static PyObject *Index_check_patterns(Index *self, PyObject *arg) {
     rc = index_check_patterns(&self->index, order > FS_MAX_ORDER ? 0 : (int)order, &counts, &failure);
     Py_END_ALLOW_THREADS
     if (rc)
-        return raise_failure(self->path, &failure);
+        return module_raise_failure(self->path, &failure);
     return Py_BuildValue("(KKK)", (unsigned long long)counts.records, (unsigned long long)counts.patterns,
                          (unsigned long long)counts.entries);
 }
@@ -284,10 +238,10 @@ static PyObject *Index_check_patterns(Index *self, PyObject *arg) {
 static PyObject *Index_check_arrays(Index *self, PyObject *unused) {
     (void)unused;
     Failure failure = {0};
-    if (check_open(self) < 0)
+    if (module_check_open(self) < 0)
         return NULL;
     if (index_check_arrays(&self->index, &failure) < 0)
-        return raise_failure(self->path, &failure);
+        return module_raise_failure(self->path, &failure);
     Py_RETURN_NONE;
 }
 
@@ -302,7 +256,7 @@ static PyObject *Index_counters(Index *self, PyObject *unused) {
 /* set_cache(records, kept_bytes): the cache sizes of searchers (for tests). */
 static PyObject *Index_set_cache(Index *self, PyObject *args) {
     Py_ssize_t records, kept;
-    if (!PyArg_ParseTuple(args, "nn:set_cache", &records, &kept) || check_open(self) < 0)
+    if (!PyArg_ParseTuple(args, "nn:set_cache", &records, &kept) || module_check_open(self) < 0)
         return NULL;
     if (records < 0 || kept < 0) {
         PyErr_SetString(PyExc_ValueError, "cache sizes must not be negative");
@@ -393,7 +347,7 @@ static PyMethodDef Index_methods[] = {
      "render(sentence, first, last, count, mass, excluded, kind, words, *, line=0, first_position=0,\n"
      "normalize=False, name=None, id=None, draws=0, seed=0) -> bytes\n\n"
      "The output of positions first ... last - 1 (searched as search() does) in one of fastsubs-query's\n"
-     "formats (``kind``, kernel/render.h: 0 text lines, 1 fields alone, 2 JSON lines, 3 sample lines,\n"
+     "formats (``kind``, kernel/render_layout.h: 0 text lines, 1 fields alone, 2 JSON lines, 3 sample lines,\n"
      "4 samples as JSON), ``words`` (bytes) naming the token of each position, ``line`` the input line\n"
      "(from 1), ``first_position`` the position of the first (from 0), ``name`` and ``id`` a -t record's."},
     {"render_chunk", (PyCFunction)Index_render_chunk, METH_VARARGS | METH_KEYWORDS,
@@ -471,7 +425,7 @@ static PyObject *normalized(PyObject *module, PyObject *arg) {
     (void)module;
     Py_buffer scores;
     Py_ssize_t n = -1;
-    if (get_array(arg, &scores, 8, &n, "scores") < 0)
+    if (module_get_array(arg, &scores, 8, &n, "scores") < 0)
         return NULL;
     PyObject *result = PyBytes_FromStringAndSize(NULL, n * 8);
     if (result)
@@ -519,14 +473,7 @@ static struct PyModuleDef kernel_module = {
 PyMODINIT_FUNC PyInit__kernel(void) {
     if (PyType_Ready(&IndexType) < 0)
         return NULL;
-    PyObject *errors = PyImport_ImportModule("fastsubs.errors");
-    if (!errors)
-        return NULL;
-    NotAnIndexError = PyObject_GetAttrString(errors, "NotAnIndexError");
-    IndexVersionError = PyObject_GetAttrString(errors, "IndexVersionError");
-    DamagedIndexError = PyObject_GetAttrString(errors, "DamagedIndexError");
-    Py_DECREF(errors);
-    if (!NotAnIndexError || !IndexVersionError || !DamagedIndexError)
+    if (module_load_errors() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&kernel_module);
     if (!module)

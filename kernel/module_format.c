@@ -1,7 +1,7 @@
 /* fastsubs._kernel.FORMAT: the index format's constants and rules as the core was compiled
  * with them (kernel/format.h), for tests/test_checksums.py to compare with
  * fastsubs/format.py, so that neither spelling of the format changes alone; and
- * fastsubs._kernel.RENDER: the output layouts Python reads (kernel/render.h), which
+ * fastsubs._kernel.RENDER: the output layouts Python reads (kernel/render_layout.h), which
  * query/parquet.py builds its dtype from and tests/test_render_layout.py compares. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -10,7 +10,7 @@
 
 #include "format.h"
 #include "module_format.h"
-#include "render.h"
+#include "render_layout.h"
 
 /* The format's constants as the core was compiled with them (a test compares them with
  * fastsubs/format.py). */
@@ -114,7 +114,7 @@ failed:
     return NULL;
 }
 
-/* A name of render.h (``RENDER_JSON``'s ``JSON``) and its value. */
+/* A name of render_layout.h (``RENDER_JSON``'s ``JSON``) and its value. */
 typedef struct {
     const char *name;
     int value;
@@ -130,7 +130,8 @@ typedef struct {
 static PyObject *column_names(void) {
     static const Named columns[] = {COLUMN(PLACES), COLUMN(SCORES), COLUMN(PROBABILITIES), COLUMN(SUBSTITUTES),
                                     COLUMN(DRAWS), COLUMN(WORDS), COLUMN(NAMES), COLUMN(RECORD_IDS)};
-    _Static_assert(sizeof(columns) / sizeof(columns[0]) == COLUMN_COUNT, "every column of render.h is named here");
+    _Static_assert(sizeof(columns) / sizeof(columns[0]) == COLUMN_COUNT,
+                   "every column of render_layout.h is named here");
     PyObject *names = PyTuple_New(COLUMN_COUNT);
     for (int c = 0; names && c < COLUMN_COUNT; c++) {
         char lower[32] = {0};
@@ -139,7 +140,8 @@ static PyObject *column_names(void) {
         PyObject *name = columns[c].value == c ? PyUnicode_FromString(lower) : NULL;
         if (!name) {
             if (!PyErr_Occurred())
-                PyErr_Format(PyExc_SystemError, "module_format.c names render.h's column %s out of its order", lower);
+                PyErr_Format(PyExc_SystemError, "module_format.c names render_layout.h's column %s out of its order",
+                             lower);
             Py_CLEAR(names);
             break;
         }

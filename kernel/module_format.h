@@ -1,5 +1,5 @@
 /* What module_format.c gives module.c: fastsubs._kernel's FORMAT (the index format, format.h)
- * and RENDER (the output layouts, render.h), the layouts the core shares with Python. */
+ * and RENDER (the output layouts, render_layout.h), the layouts the core shares with Python. */
 #ifndef FASTSUBS_MODULE_FORMAT_H
 #define FASTSUBS_MODULE_FORMAT_H
 

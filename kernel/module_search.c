@@ -4,11 +4,14 @@
  * (rendering_args).  search() runs without the GIL in runs of positions, each run's answers
  * made into objects once the GIL is taken again; search_batch(), render() and
  * render_chunk() (fastsubs-query's lines, chunk.h) run whole in one release of the GIL, on
- * one searcher (on_a_searcher). */
+ * one searcher (on_a_searcher).  What it shares with the other files of the glue is
+ * below them all, in module_base.c. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "module.h"
+#include "chunk.h"
+#include "index.h"
+#include "module_search.h"
 
 /* The word ``id`` as a str (a new reference), decoded once and kept: the API names the
  * same frequent words again and again. */
@@ -28,7 +31,7 @@ static PyObject *word_text(Index *self, uint32_t id) {
 
 /* ``word value`` fields joined by tabs (render.h) as bytes. */
 static PyObject *fields_bytes(Index *self, const Scored *answers, const double *values, Py_ssize_t n) {
-    int64_t size = fields_size(&self->index.store, answers, values, n);
+    int64_t size = render_fields_size(&self->index.store, answers, values, n);
     if (size < 0) {
         PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
         return NULL;
@@ -36,7 +39,7 @@ static PyObject *fields_bytes(Index *self, const Scored *answers, const double *
     PyObject *result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
     if (result) {
         char *start = PyBytes_AS_STRING(result);
-        char *end = write_fields(&self->index.store, answers, values, n, start);
+        char *end = render_write_fields(&self->index.store, answers, values, n, start);
         if (_PyBytes_Resize(&result, end - start) < 0)
             result = NULL;
     }
@@ -109,7 +112,7 @@ static int limits_args(SearchLimits *limits, Py_buffer *view, long long count, P
     if (limits->use_mass && (limits->mass = PyFloat_AsDouble(mass)) == -1.0 && PyErr_Occurred())
         return -1;
     Py_ssize_t n = -1;
-    if (get_array(excluded, view, 4, &n, "excluded") < 0)
+    if (module_get_array(excluded, view, 4, &n, "excluded") < 0)
         return -1;
     limits->excluded = view->buf;
     limits->n_excluded = n;
@@ -120,7 +123,7 @@ static int limits_args(SearchLimits *limits, Py_buffer *view, long long count, P
  * its length, or -1 with an exception set (nothing held). */
 static Py_ssize_t sentence_args(Py_buffer *view, PyObject *sentence, Py_ssize_t first, Py_ssize_t last) {
     Py_ssize_t n = -1;
-    if (get_array(sentence, view, 4, &n, "sentence") < 0)
+    if (module_get_array(sentence, view, 4, &n, "sentence") < 0)
         return -1;
     if (first < 1 || last > n || first > last || n > INT_MAX) {
         PyErr_SetString(PyExc_ValueError, "targets outside 1 ... len(sentence) - 1");
@@ -149,28 +152,6 @@ static int rendering_args(Rendering *r, int kind, int columns, int normalize, lo
     return 0;
 }
 
-Span *byte_spans(PyObject *list, PyObject **held, const char *what) {
-    if (!(*held = PyList_AsTuple(list)))  /* another thread may change the list meanwhile */
-        return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(*held);
-    Span *spans = PyMem_Malloc((size_t)n * sizeof(Span) + 1);
-    for (Py_ssize_t i = 0; spans && i < n; i++) {
-        PyObject *item = PyTuple_GET_ITEM(*held, i);
-        if (!PyBytes_Check(item)) {
-            PyErr_Format(PyExc_TypeError, "%s must be bytes", what);
-            PyMem_Free(spans);
-            Py_CLEAR(*held);
-            return NULL;
-        }
-        spans[i] = (Span){(const uint8_t *)PyBytes_AS_STRING(item), (size_t)PyBytes_GET_SIZE(item)};
-    }
-    if (!spans) {
-        Py_CLEAR(*held);
-        PyErr_NoMemory();
-    }
-    return spans;
-}
-
 /* ---------------------------------------------------------------- searches */
 
 /* What runs on a searcher of the index without the GIL: a count, or -1 with ``failure`` set. */
@@ -195,7 +176,7 @@ static int64_t on_a_searcher(Index *self, SearcherWork work, void *context, unsi
     for (int i = 0; took && i < 4; i++)
         took[i] = after[i] - before[i];
     if (result < 0)
-        raise_failure(self->path, &failure);
+        module_raise_failure(self->path, &failure);
     return result;
 }
 
@@ -232,7 +213,7 @@ PyObject *Index_search(Index *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     searcher = index_take(&self->index, &failure);
     Py_END_ALLOW_THREADS
-    PyObject *results = searcher ? PyList_New(last - first) : raise_failure(self->path, &failure);
+    PyObject *results = searcher ? PyList_New(last - first) : module_raise_failure(self->path, &failure);
     Answers run = {0};
     run.normalized = kind == ANSWER_RECORDS;
     for (int target = (int)first; results && target < last;) {
@@ -242,7 +223,7 @@ PyObject *Index_search(Index *self, PyObject *args) {
         rc = search_run(searcher, ids.buf, (int)n, &target, (int)last, &limits, &run, SEARCH_RUN_ANSWERS);
         Py_END_ALLOW_THREADS
         if (rc < 0) {
-            raise_failure(self->path, &searcher->reader.failure);
+            module_raise_failure(self->path, &searcher->reader.failure);
             Py_CLEAR(results);
         }
         for (int64_t p = 0; results && p < run.n_positions; p++) {
@@ -301,11 +282,11 @@ PyObject *Index_search_batch(Index *self, PyObject *args) {
     SearchLimits limits;
     if (limits_args(&limits, &excluded, count, mass, excluded_object) < 0)
         return NULL;
-    if (get_array(ids_object, &ids, 4, &n_ids, "ids") < 0) {
+    if (module_get_array(ids_object, &ids, 4, &n_ids, "ids") < 0) {
         PyBuffer_Release(&excluded);
         return NULL;
     }
-    if (get_array(starts_object, &starts, 8, &n_starts, "starts") < 0) {
+    if (module_get_array(starts_object, &starts, 8, &n_starts, "starts") < 0) {
         PyBuffer_Release(&ids);
         PyBuffer_Release(&excluded);
         return NULL;
@@ -405,7 +386,7 @@ PyObject *Index_render(Index *self, PyObject *args, PyObject *kwds) {
         return NULL;
     }
     p.sentence = ids.buf;
-    Span *spans = byte_spans(words, &held, "words");
+    Span *spans = module_byte_spans(words, &held, "words");
     if (spans && (p.words = spans, on_a_searcher(self, render_sentence, &p, NULL) == 0))
         result = PyBytes_FromStringAndSize(p.out.data, (Py_ssize_t)p.out.len);
     text_free(&p.out);
@@ -472,7 +453,7 @@ PyObject *Index_render_chunk(Index *self, PyObject *args, PyObject *kwds) {
     if (limits_args(&request.limits, &excluded, count, mass, excluded_object) < 0)
         return NULL;
     PyObject *held, *result = NULL;
-    Chunk chunk = {&request, byte_spans(lines, &held, "lines"), 0, first_line, {0}, {0}};
+    Chunk chunk = {&request, module_byte_spans(lines, &held, "lines"), 0, first_line, {0}, {0}};
     unsigned long long took[4];
     int64_t done = -1;
     if (chunk.lines) {
@@ -500,13 +481,13 @@ PyObject *Index_render_chunk(Index *self, PyObject *args, PyObject *kwds) {
 /* fields(ids, values) -> bytes: ``word value`` fields joined by tabs (render.h). */
 PyObject *Index_fields(Index *self, PyObject *args) {
     PyObject *ids_object, *values_object, *result = NULL;
-    if (!PyArg_ParseTuple(args, "OO:fields", &ids_object, &values_object) || check_open(self) < 0)
+    if (!PyArg_ParseTuple(args, "OO:fields", &ids_object, &values_object) || module_check_open(self) < 0)
         return NULL;
     Py_buffer ids, values;
     Py_ssize_t n = -1;
-    if (get_array(ids_object, &ids, 4, &n, "ids") < 0)
+    if (module_get_array(ids_object, &ids, 4, &n, "ids") < 0)
         return NULL;
-    if (get_array(values_object, &values, 8, &n, "values") < 0) {
+    if (module_get_array(values_object, &values, 8, &n, "values") < 0) {
         PyBuffer_Release(&ids);
         return NULL;
     }

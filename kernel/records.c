@@ -41,7 +41,7 @@ uint64_t records_data_bytes(const Store *s, uint64_t count, unsigned flags) {
            (flags & PATTERN_HAS_JOINT ? FS_JOINT_DATA_BYTES(count) : 0);
 }
 
-void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, unsigned flags, PatternData *p) {
+void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, unsigned flags, DiskPattern *p) {
     p->count = count;
     p->ids = data;
     p->position_bytes = FS_POSITION_BYTES(count);
@@ -59,7 +59,7 @@ void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, unsig
 /* Checks that ``order`` (positions into the pattern's arrays, ``p->position_bytes`` each)
  * is a permutation that sorts ``keys`` (keys[i] of entry i when ``in_order``, else
  * keys[position]) descending, ties by lower position; ``name`` names it in ``what``. */
-static int check_order(const PatternData *p, const uint8_t *order, const ix_f32 *keys, int in_order, const char *name,
+static int check_order(const DiskPattern *p, const uint8_t *order, const ix_f32 *keys, int in_order, const char *name,
                        char *what, size_t what_size) {
     if (p->count <= 1)
         return 0;
@@ -97,7 +97,7 @@ static int check_order(const PatternData *p, const uint8_t *order, const ix_f32 
  * back-off weights.  Each check names what it found (fastsubs-index verify shows it), and
  * each would still stop a pattern that only another one trips (a repeated position is also
  * a tie out of order). */
-int records_check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_t *key, size_t key_len) {
+int records_check_pattern(const Store *s, DiskPattern *p, Failure *failure, const uint8_t *key, size_t key_len) {
     char shown[65], what[96] = "";
     uint32_t previous = 0;
     for (uint32_t i = 0; i < p->count && !what[0]; i++) {
@@ -138,7 +138,7 @@ no_memory:
 }
 
 
-int records_open(const Store *s, int order, const MDB_val *k, const MDB_val *v, RecordView *r,
+int records_open(const Store *s, int order, const MDB_val *k, const MDB_val *v, DiskRecord *r,
                        Failure *failure) {
     const uint8_t *value = v->mv_data;
     size_t key_len = FS_KEY_BYTES((unsigned)order, s->id_bytes);
@@ -173,7 +173,7 @@ int records_open(const Store *s, int order, const MDB_val *k, const MDB_val *v, 
 }
 
 
-int records_open_block(const RecordView *r, BlockView *b) {
+int records_open_block(const DiskRecord *r, DiskBlock *b) {
     if (r->end - r->body < FS_BLOCK_RESTART_TABLE)
         return -1;
     b->n_patterns = load_u16(r->body + FS_BLOCK_PATTERNS);
@@ -185,7 +185,7 @@ int records_open_block(const RecordView *r, BlockView *b) {
 
 /* Decodes the entry at ``p`` (the key before it in ``key``, which it turns into its own):
  * its count and data; returns where the next entry starts, or NULL if it does not fit. */
-const uint8_t *records_read_entry(const Store *s, const RecordView *r, const uint8_t *p, uint8_t *key,
+const uint8_t *records_read_entry(const Store *s, const DiskRecord *r, const uint8_t *p, uint8_t *key,
                                  uint32_t *count, const uint8_t **data, unsigned has_beta) {
     size_t len = r->key_len, fields = FS_ENTRY_SHARED_BYTES + FS_ENTRY_COUNT_BYTES;  /* one byte each */
     if (r->end - p < (ptrdiff_t)fields || p[0] > len || (size_t)(r->end - p) < fields + len - p[0])
@@ -202,7 +202,7 @@ const uint8_t *records_read_entry(const Store *s, const RecordView *r, const uin
 }
 
 /* The pattern of a PATTERN record: 0, or -1 when its layout is malformed. */
-int records_alone_pattern(const Store *s, const RecordView *r, unsigned has_beta, PatternData *out) {
+int records_alone_pattern(const Store *s, const DiskRecord *r, unsigned has_beta, DiskPattern *out) {
     if (r->end - r->body < FS_PATTERN_DATA)
         return -1;
     unsigned flags = has_beta | (r->has_joint ? PATTERN_HAS_JOINT : 0);
@@ -215,7 +215,7 @@ int records_alone_pattern(const Store *s, const RecordView *r, unsigned has_beta
 }
 
 int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
-                       PatternData *out, Failure *failure) {
+                       DiskPattern *out, Failure *failure) {
     MDB_val k = {key_len, (void *)key}, v;
     char shown[65];
     int rc = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE);
@@ -225,7 +225,7 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
     }
     if (rc)
         return store_read_failed(failure, mdb_cursor_txn(cursor), rc, "patterns%d", order);
-    RecordView r;
+    DiskRecord r;
     if (records_open(s, order, &k, &v, &r, failure) < 0)
         return -1;
     /* The record must be the one whose keys span ``key``: after the previous record's last
@@ -246,7 +246,7 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
             goto malformed;
         return records_check_pattern(s, out, failure, key, key_len) < 0 ? -1 : 1;
     }
-    BlockView b;
+    DiskBlock b;
     if (records_open_block(&r, &b) < 0)
         goto malformed;
     /* the last restart whose key is at most ``key``, then entry by entry from it */

@@ -175,9 +175,9 @@ static char *append_score(char *out, double value) {
     return out + snprintf(out, LONG_SCORE + 1, "%.8f", value);
 }
 
-int64_t fields_size(const Store *s, const Scored *answers, const double *values, int64_t n) {
+int64_t render_fields_size(const Store *s, const Scored *answers, const double *values, int64_t n) {
     /* room per field: the word, ' ', '\t' and the score; the last field also room for
-     * the 16-byte copy of write_fields and the formatter's terminating zero */
+     * the 16-byte copy of render_write_fields and the formatter's terminating zero */
     int64_t size = 16 + 1;
     for (int64_t i = 0; i < n; i++) {
         if (answers[i].word >= s->vocab_size)
@@ -190,7 +190,7 @@ int64_t fields_size(const Store *s, const Scored *answers, const double *values,
     return size;
 }
 
-char *write_fields(const Store *s, const Scored *answers, const double *values, int64_t n, char *out) {
+char *render_write_fields(const Store *s, const Scored *answers, const double *values, int64_t n, char *out) {
     for (int64_t i = 0; i < n; i++) {
         if (i)
             *out++ = '\t';
@@ -367,10 +367,10 @@ static void render_fields(Text *t, const Store *s, const Rendering *r, const Sco
         n = kept;
         values = probabilities;
     }
-    int64_t size = fields_size(s, answers, values, n);
+    int64_t size = render_fields_size(s, answers, values, n);
     char *at = size < 0 ? NULL : room(t, (size_t)size);
     if (at)
-        t->len += (size_t)(write_fields(s, answers, values, n, at) - at);
+        t->len += (size_t)(render_write_fields(s, answers, values, n, at) - at);
     APPEND(t, "\n");
 }
 
@@ -380,7 +380,7 @@ static int64_t position_draws(const Rendering *r, const Place *place, const doub
                               int64_t *draws, double *cumulative) {
     int64_t drawn = n ? r->draws : 0;
     if (drawn)
-        draw_samples(probabilities, n, r->seed, (uint64_t)place->line, (uint64_t)place->position, drawn, draws,
+        sample_draws(probabilities, n, r->seed, (uint64_t)place->line, (uint64_t)place->position, drawn, draws,
                      cumulative);
     return drawn;
 }

@@ -20,15 +20,16 @@
 #ifndef FASTSUBS_RENDER_H
 #define FASTSUBS_RENDER_H
 
+#include "render_layout.h"
 #include "search.h"
 
 /* The original tool's text: ``word score`` fields joined by tabs, each score as ``"%.8f"``
  * writes it, the words read in place from the index. */
-/* Bytes write_fields needs at most for the fields of ``answers`` with ``values`` (NULL: their
+/* Bytes render_write_fields needs at most for the fields of ``answers`` with ``values`` (NULL: their
  * scores); -1 if a word is outside the vocabulary. */
-int64_t fields_size(const Store *s, const Scored *answers, const double *values, int64_t n);
-/* Writes the fields at ``out`` (room: fields_size); returns the end of what it wrote. */
-char *write_fields(const Store *s, const Scored *answers, const double *values, int64_t n, char *out);
+int64_t render_fields_size(const Store *s, const Scored *answers, const double *values, int64_t n);
+/* Writes the fields at ``out`` (room: render_fields_size); returns the end of what it wrote. */
+char *render_write_fields(const Store *s, const Scored *answers, const double *values, int64_t n, char *out);
 /* -z lists substitutes down to the first whose p / Σp is below this (the original's rule). */
 #define NORMALIZED_FLOOR 1e-8
 
@@ -54,32 +55,6 @@ typedef struct {
     const uint8_t *name, *id;   /* a -t record's name and id, or NULL */
     size_t name_len, id_len;
 } Place;
-
-enum {
-    RENDER_LINE,                /* word<TAB>fields\n */
-    RENDER_FIELDS,              /* fields\n (a -t record's line) */
-    RENDER_JSON,                /* {...}\n */
-    RENDER_SAMPLE_LINES,        /* [name<TAB>id<TAB>]word<TAB>sub\n, once per draw */
-    RENDER_SAMPLE_JSON,         /* {..., "samples": [...]}\n */
-    RENDER_COLUMNS,             /* the columns below; draws too when r->draws > 0 */
-};
-
-/* The columns of RENDER_COLUMNS, in the order they are packed (8-byte items first, so
- * each starts aligned): one PlaceRow per position; its substitutes' scores, their
- * p / sum p (-z only) and their word ids; the word ids of its draws; the bytes of its
- * word, and of a -t record's name and id.  query/parquet.py reads them in this order. */
-enum {
-    COLUMN_PLACES, COLUMN_SCORES, COLUMN_PROBABILITIES, COLUMN_SUBSTITUTES, COLUMN_DRAWS, COLUMN_WORDS,
-    COLUMN_NAMES, COLUMN_RECORD_IDS, COLUMN_COUNT
-};
-
-/* A position in COLUMN_PLACES (int64 fields: numpy reads them as one structured array). */
-typedef struct {
-    int64_t line, position;
-    int64_t listed, drawn;      /* its items in COLUMN_SUBSTITUTES and COLUMN_DRAWS */
-    int64_t word_len, name_len, id_len;  /* its bytes in COLUMN_WORDS, COLUMN_NAMES, COLUMN_RECORD_IDS */
-    int64_t not_utf8;           /* bit 0: the word is not UTF-8, bit 1: the name, bit 2: the id */
-} PlaceRow;
 
 typedef struct {
     int kind;

@@ -89,7 +89,7 @@ static double pcg_double(Pcg64 *g) {
     return (double)(next >> 11) * (1.0 / 9007199254740992.0);
 }
 
-void draw_samples(const double *probabilities, int64_t n, uint64_t seed, uint64_t line, uint64_t position,
+void sample_draws(const double *probabilities, int64_t n, uint64_t seed, uint64_t line, uint64_t position,
                   int64_t draws, int64_t *out, double *cumulative) {
     uint64_t numbers[3] = {seed, line, position};
     uint32_t entropy[6], state[8];

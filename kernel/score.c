@@ -4,29 +4,29 @@
  * definition sums them (score_term: a chain as the back-off recursion nests; the terms
  * left to right), so they are the exhaustive scorer's bit for bit (docs/algorithm.md,
  * "Rounding"). */
-#include "searcher.h"
+#include "score.h"
 
 /* ---------------------------------------------------------------- exact scores */
 
 /* Position of ``word`` in pattern p's id-sorted arrays, or -1. */
-static inline int32_t locate(const Searcher *searcher, const Pat *p, uint32_t word) {
+static inline int32_t locate(const Searcher *searcher, const SearchPattern *p, uint32_t word) {
     if (p->member && !(searcher->flags[word] & p->member))
         return -1;
     if (p->map) {
         size_t at = word >> 6;
-        if (p->supers) {  /* two levels: the Block of ``word``, or map[0] (empty) */
-            Super super = p->supers[word / SUPER_WORDS];
+        if (p->supers) {  /* two levels: the RankBlock of ``word``, or map[0] (empty) */
+            RankSuper super = p->supers[word / SUPER_WORDS];
             uint64_t j = at & 63;
             at = super.present >> j & 1 ? super.first + popcount64(super.present & ((1ull << j) - 1)) : 0;
         }
-        Block block = p->map[at];
+        RankBlock block = p->map[at];
         uint64_t bit = 1ull << (word & 63);
         return block.bits & bit ? (int32_t)(block.rank + popcount64(block.bits & (bit - 1))) : -1;
     }
     return find_id(p->data.ids, p->count, word, searcher->reader.store->id_bytes, searcher->reader.store->id_mask);
 }
 
-/* Where a step's back-off weight comes from, for step_loop: the kinds of StepC.beta,
+/* Where a step's back-off weight comes from, for step_loop: the kinds of SearchStep.beta,
  * with patterns split by whether they store weights. */
 enum { FROM_CONST, FROM_UNIGRAM, FROM_PATTERN, FROM_ZERO };
 
@@ -35,7 +35,7 @@ enum { FROM_CONST, FROM_UNIGRAM, FROM_PATTERN, FROM_ZERO };
  * each loop is of one kind with no dispatch per word; the choice "is x in this
  * pattern" is a select in the source (which steps hold a word is a coin toss for the
  * predictor; the loads it skips are located and prefetched). */
-static inline __attribute__((always_inline)) void step_loop(const Searcher *searcher, const StepC *step, int from,
+static inline __attribute__((always_inline)) void step_loop(const Searcher *searcher, const SearchStep *step, int from,
                                                             int has_alpha, const uint32_t *words, const int *live,
                                                             int n_live, double *value) {
     const UnigramScores *unigram = searcher->reader.store->unigram;
@@ -70,9 +70,9 @@ static inline __attribute__((always_inline)) void step_loop(const Searcher *sear
  * the longest step holding x gives its alpha, plus the back-off weights of the longer
  * steps added shortest first (the order of the exhaustive scorer).  A step at a time
  * over all the words (step_loop). */
-static void score_term(const Searcher *searcher, const TermC *t, const uint32_t *words, const int *live, int n_live,
-                       double *value) {
-    const StepC *steps = &searcher->steps[t->first];
+static void score_term(const Searcher *searcher, const SearchTerm *t, const uint32_t *words, const int *live,
+                       int n_live, double *value) {
+    const SearchStep *steps = &searcher->steps[t->first];
     const UnigramScores *unigram = searcher->reader.store->unigram;
     if (t->base_unigram)
         for (int j = 0; j < n_live; j++)
@@ -81,7 +81,7 @@ static void score_term(const Searcher *searcher, const TermC *t, const uint32_t 
         for (int j = 0; j < n_live; j++)
             value[live[j]] = t->base;
     for (int s = t->n - 1; s >= 0; s--) {
-        const StepC *step = &steps[s];
+        const SearchStep *step = &steps[s];
         int from = step->beta == STEP_CONST     ? FROM_CONST
                    : step->beta == STEP_UNIGRAM ? FROM_UNIGRAM
                    : step->beta_values          ? FROM_PATTERN
@@ -109,7 +109,7 @@ static void score_term(const Searcher *searcher, const TermC *t, const uint32_t 
  * independent across words: the CPU overlaps their
  * cache misses. */
 TARGET_CLONES static void locate_live(Searcher *searcher, int i, const uint32_t *words, const int *live, int n_live) {
-    Pat *p = &searcher->pats[i];
+    SearchPattern *p = &searcher->pats[i];
     if (p->located == searcher->batch_stamp)
         return;
     p->located = searcher->batch_stamp;
@@ -139,7 +139,7 @@ int score_batch(Searcher *searcher, int n_terms, const uint32_t *words, int n, c
     for (int c = 0; c < n; c++)
         live[c] = c;
     for (int t = 0; t < n_terms && n_live; t++) {
-        const TermC *term = &searcher->terms[t];
+        const SearchTerm *term = &searcher->terms[t];
         for (int s = term->first; s < term->first + term->n; s++) {
             if (searcher->steps[s].alpha != NONE)
                 locate_live(searcher, searcher->steps[s].alpha, words, live, n_live);

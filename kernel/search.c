@@ -1,7 +1,7 @@
 /* The exact top-K search of one position: see search.h.
  *
  * terms.c describes lp(x) at the position as back-off chains over pattern records;
- * read_terms (lists.c) turns them into the lists and steps the search works on, and this
+ * lists_read_terms (lists.c) turns them into the lists and steps the search works on, and this
  * file runs the threshold search of docs/algorithm.md:
  *
  *   - the sorted lists are the patterns some step reads by alpha (``by_score`` order)
@@ -20,6 +20,8 @@
  * Scores are summed in float64 from the stored float32 values, in the order the
  * exhaustive scorer uses (score.c), so results are bit-for-bit reproducible.
  */
+#include "lists.h"
+#include "score.h"
 #include "searcher.h"
 
 #include <limits.h>
@@ -28,15 +30,22 @@
 
 /* ---------------------------------------------------------------- the bound */
 
+/* How far below its sup a binding list is read before the bound is recomputed, in gaps
+ * between the alternative it binds and the runner-up (see bind).  At 1 the bound is
+ * recomputed about when another list would start to bind; reading on a little past that
+ * reads a few more words than needed but recomputes the bound less often (the
+ * measurements: docs/performance.md, "Tuning"). */
+#define KEEP_GAPS 2.0
+
 /* Marks ``list`` as binding the bound computed at ``stamp``, through an alternative worth
  * ``best`` whose runner-up is worth ``runner_up``: it keeps binding while its sup stays above
- * about sup - (best - runner_up) (searcher->keep; an estimate of when to recompute the
+ * sup - KEEP_GAPS (best - runner_up) (searcher->keep; an estimate of when to recompute the
  * bound, never part of its value). */
 static void bind(Searcher *searcher, uint64_t stamp, int list, double best, double runner_up) {
     double sup = searcher->lists[list].sup;
     if (sup == -INFINITY)  /* read to its end: reading it gives nothing */
         return;
-    double keep = isfinite(best) && isfinite(runner_up) ? sup - (best - runner_up) : -INFINITY;
+    double keep = isfinite(best) && isfinite(runner_up) ? sup - KEEP_GAPS * (best - runner_up) : -INFINITY;
     if (searcher->binds[list] != stamp) {
         searcher->binds[list] = stamp;
         searcher->binding[searcher->n_binding++] = list;
@@ -47,7 +56,7 @@ static void bind(Searcher *searcher, uint64_t stamp, int list, double best, doub
 }
 
 /* The value of alternative ``a`` of ``term`` (its list's sup under the longer steps' beta sups). */
-static inline double alternative(const Searcher *searcher, const TermC *term, int a) {
+static inline double alternative(const Searcher *searcher, const SearchTerm *term, int a) {
     const Alt *alt = &searcher->alts[term->first_alt + a];
     return upper_term(&searcher->steps[term->first], alt->n_longer, searcher->lists[alt->list].sup);
 }
@@ -68,7 +77,7 @@ static inline double alternative(const Searcher *searcher, const TermC *term, in
  *     word of "_ d" not read yet, plus a slack that covers the rounding of both sums.
  * The largest of the three bounds the pair; its lists bind. */
 static double pair_bound(Searcher *searcher, uint64_t stamp) {
-    TermC *t0 = &searcher->terms[0], *t1 = &searcher->terms[1];
+    SearchTerm *t0 = &searcher->terms[0], *t1 = &searcher->terms[1];
     int base_alt = t0->n_alts - 1, d_alt = searcher->joint_alt;
     /* term 0: its unigram base (the last alternative) and the best of the others */
     double base0 = alternative(searcher, t0, base_alt), other0 = -INFINITY;
@@ -139,10 +148,10 @@ static double pair_bound(Searcher *searcher, uint64_t stamp) {
  *
  * Sups only decrease, so a term whose largest alternative is a constant keeps its bound
  * (frozen), and an alternative that was the largest stays so while it is at least the
- * runner-up was then.  A binding list keeps binding the same terms while its sup stays
- * above about searcher->keep[list] (where its alternatives fall to the runners-up): the search
- * reads on without recomputing the bound until then (only when to recompute rests on
- * that estimate, never the bound's value). */
+ * runner-up was then.  A binding list is read on without recomputing the bound while its
+ * sup stays above searcher->keep[list] (KEEP_GAPS past where its alternative falls to the
+ * runner-up: see bind).  Only when to recompute rests on that estimate, never the
+ * bound's value. */
 static double bound(Searcher *searcher, int n_terms) {
     const List *lists = searcher->lists;
     uint64_t stamp = ++searcher->bound_stamp;
@@ -154,12 +163,12 @@ static double bound(Searcher *searcher, int n_terms) {
         first = 2;
     }
     for (int t = first; t < n_terms; t++) {
-        TermC *term = &searcher->terms[t];
+        SearchTerm *term = &searcher->terms[t];
         if (term->frozen) {
             total += searcher->term_sup[t];
             continue;
         }
-        const StepC *steps = &searcher->steps[term->first];
+        const SearchStep *steps = &searcher->steps[term->first];
         const Alt *alts = &searcher->alts[term->first_alt];
         double best = -INFINITY;
         if (term->arg != NONE)
@@ -316,12 +325,12 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
                       int64_t n_excluded) {
     uint32_t vocab_size = searcher->reader.store->vocab_size;
     int n_pats = 0;
-    int n_terms = read_terms(searcher, &n_pats);
+    int n_terms = lists_read_terms(searcher, &n_pats);
     if (n_terms < 0) {
         fs_fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
         return -1;
     }
-    mark_members(searcher, n_pats);
+    lists_mark_members(searcher, n_pats);
     int64_t candidates = vocab_size;  /* V of the cap and the -p rule: the words not excluded */
     for (int64_t i = 0; i < n_excluded; i++) {
         if (!(searcher->flags[excluded[i]] & SEEN)) {  /* <s> (SEEN already) and repeats count once */
@@ -360,7 +369,7 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
             /* one entry of each list that binds (its sup is finite, so it has one left) */
             for (int b = 0; b < searcher->n_binding && n < size; b++) {
                 int l = searcher->binding[b];
-                uint32_t word = read_list(searcher, &searcher->lists[l]);
+                uint32_t word = lists_read(searcher, &searcher->lists[l]);
                 reads++;
                 need_bound |= searcher->lists[l].sup <= searcher->keep[l];
                 if (word < vocab_size && !(searcher->flags[word] & SEEN)) {
@@ -405,7 +414,7 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
         }
         done |= everything;
     }
-    clear_flags(searcher, n_pats, n_evaluated, excluded, n_excluded);
+    lists_clear_flags(searcher, n_pats, n_evaluated, excluded, n_excluded);
     searcher->n_listed = n_listed;
     searcher->n_searches++;
     searcher->n_evaluated += (unsigned long long)n_evaluated;

@@ -26,9 +26,9 @@ typedef struct {
     int64_t n_excluded;
 } SearchLimits;
 
-struct Pat;
-struct StepC;
-struct TermC;
+struct SearchPattern;
+struct SearchStep;
+struct SearchTerm;
 struct Alt;
 struct List;
 
@@ -36,9 +36,9 @@ typedef struct Searcher {
     Reader reader;
     PositionTerms position;
     uint8_t *flags;                  /* per word: SEEN and small-pattern membership bits */
-    struct Pat *pats; int cap_pats;
-    struct StepC *steps; int cap_steps;
-    struct TermC *terms; int cap_terms;
+    struct SearchPattern *pats; int cap_pats;
+    struct SearchStep *steps; int cap_steps;
+    struct SearchTerm *terms; int cap_terms;
     struct List *lists; int cap_lists;
     struct Alt *alts; int cap_alts;
     uint64_t *binds; int cap_binds;  /* per list: binds some term's bound if == bound_stamp */

@@ -1,17 +1,15 @@
-/* The searcher's private parts, shared by the three files of the search (search.h is the
- * public side):
+/* The searcher's private types, shared by the three files of the search (search.h is the
+ * public side), each of which declares what it gives the others in its own header:
  *
  *   lists.c   the sorted lists, and reading a position's terms (terms.h) into the patterns,
- *             steps, lists and bound alternatives the search works on;
+ *             steps, lists and bound alternatives the search works on (lists.h);
  *   score.c   exact scores of a batch of new words, and dropping those that cannot make
- *             the top ``count``;
- *   search.c  the bound, the threshold search itself and its answers.
+ *             the top ``count`` (score.h);
+ *   search.c  the bound, the threshold search itself and its answers, over both.
  *
  * See search.c for how the search goes, and docs/algorithm.md for why it is exact. */
 #ifndef FASTSUBS_SEARCHER_H
 #define FASTSUBS_SEARCHER_H
-
-#include <math.h>
 
 #include "search.h"
 
@@ -42,24 +40,24 @@
 
 #define NONE (-1)
 
-typedef struct Pat {
-    Record *rec;             /* where it came from (pinned for the search by the reader) */
-    PatternData data;        /* ids sorted by word id, positions by score, alphas, betas */
+typedef struct SearchPattern {
+    CacheSlot *rec;             /* where it came from (pinned for the search by the reader) */
+    DiskPattern data;        /* ids sorted by word id, positions by score, alphas, betas */
     const ix_f32 *alpha;
     const ix_f32 *beta;      /* NULL: the pattern stores no back-off weights (they are 0) */
     uint32_t count;
     double beta_sup;         /* max(0, largest stored back-off weight) */
-    const Block *map;        /* rank map, or NULL */
-    const Super *supers;     /* its directory when it has two levels, else NULL */
+    const RankBlock *map;        /* rank map, or NULL */
+    const RankSuper *supers;     /* its directory when it has two levels, else NULL */
     uint8_t member;          /* its bit in Searcher.flags, or 0 */
     int list;                /* the sorted list reading this pattern by alpha, or NONE */
     uint64_t located;        /* the batch whose live words have their positions in Searcher.pos */
-} Pat;
+} SearchPattern;
 
-typedef struct StepC {
-    int alpha;          /* Pat index whose alpha applies when x is in it, or NONE */
+typedef struct SearchStep {
+    int alpha;          /* SearchPattern index whose alpha applies when x is in it, or NONE */
     int list;           /* the sorted list of that pattern (set once the lists are known) */
-    int beta;           /* Pat index holding beta(A x B), or -1 - BETA_CONST / -1 - BETA_UNIGRAM */
+    int beta;           /* SearchPattern index holding beta(A x B), or -1 - BETA_CONST / -1 - BETA_UNIGRAM */
     double beta_const;  /* the constant, when beta == STEP_CONST */
     double beta_sup;    /* upper bound on the back-off weight over unread x */
     /* for scoring, set once the patterns are known: the alpha pattern's row of batch
@@ -67,12 +65,12 @@ typedef struct StepC {
      * pattern (beta_values NULL: its back-off weights are all 0) */
     const int32_t *alpha_pos, *beta_pos;
     const ix_f32 *alpha_values, *beta_values;
-} StepC;
+} SearchStep;
 
 #define STEP_CONST (-1 - BETA_CONST)
 #define STEP_UNIGRAM (-1 - BETA_UNIGRAM)
 
-typedef struct TermC {
+typedef struct SearchTerm {
     int first, n;       /* steps[first .. first+n), longest context first */
     int base_unigram;   /* after the last step: unigram alpha of x (1) or ``base`` (0) */
     double base;
@@ -82,7 +80,7 @@ typedef struct TermC {
     int frozen;         /* no list binds it any more: its bound stays (sups only decrease) */
     int arg;            /* the alternative (in alts) its bound came from last time, or NONE */
     double runner_up;   /* the largest other alternative then: arg stays the largest while above it */
-} TermC;
+} SearchTerm;
 
 /* One alternative of a term's bound: "x is in the pattern of step ``n_longer``", bounded by
  * its list's sup under the beta sups of the n_longer steps before it, summed as the score
@@ -101,9 +99,9 @@ typedef struct Alt {
 #define LIST_FIRST_AHEAD 8
 
 typedef struct List {   /* one sorted list */
-    Record *big;        /* a big pattern's record: its sorted prefix serves the reads when it can */
+    CacheSlot *big;        /* a big pattern's record: its sorted prefix serves the reads when it can */
     const ix_u32 *in_order;    /* the words in score order (the unigram list), or NULL: */
-    const PatternData *pattern;  /* those of a pattern, read through its positions by score, */
+    const DiskPattern *pattern;  /* those of a pattern, read through its positions by score, */
     int joint;          /* or, when set, through its joint order (its sup is then a joint key) */
     const ix_f32 *alpha;
     int64_t depth, length;
@@ -125,7 +123,7 @@ typedef struct List {   /* one sorted list */
  * gives fl(a + b) <= fl(a' + b)), so a bound summed in the score's own order is above the
  * score as computed, not only as exact arithmetic has it: no slack for rounding is needed
  * however the magnitudes of the weights differ (docs/algorithm.md, "Rounding"). */
-static inline double upper_term(const StepC *steps, int n, double inner) {
+static inline double upper_term(const SearchStep *steps, int n, double inner) {
     while (n)
         inner = steps[--n].beta_sup + inner;
     return inner;
@@ -135,44 +133,5 @@ static inline double upper_term(const StepC *steps, int n, double inner) {
 static inline int is_big(uint32_t count, uint32_t vocab_size) {
     return count >= RANK_MIN_COUNT && count >= vocab_size / SUPER_WORDS;
 }
-
-/* ---------------------------------------------------------------- lists.c */
-
-/* Makes the list's next entries readable (see List); read_list calls it when they run out. */
-void gather_ahead(Searcher *searcher, List *list);
-
-/* Reads the next entry of ``list``; returns its word. */
-static inline uint32_t read_list(Searcher *searcher, List *list) {
-    if (list->depth >= list->length)  /* nothing left: no word (the caller skips ids >= V) */
-        return UINT32_MAX;
-    uint32_t word = list->words[list->depth++ - list->ahead_start];
-    if (list->depth == list->length) {
-        list->sup = -INFINITY;
-    } else {
-        if (list->depth == list->ahead_end)
-            gather_ahead(searcher, list);
-        list->sup = list->alphas[list->depth - list->ahead_start];
-    }
-    return word;
-}
-
-
-/* Reads the position's terms (searcher->position) into searcher->terms/steps/pats/lists
- * and the bound's alternatives.  Returns the number of terms, -1 when out of memory;
- * *n_pats: the patterns added. */
-int read_terms(Searcher *searcher, int *n_pats);
-/* Gives the smallest patterns without a rank map a membership bit each (as many as
- * there are bits) and marks their words in searcher->flags. */
-void mark_members(Searcher *searcher, int n_pats);
-/* Clears every flag the search set: the words read, the marked patterns' words and the
- * excluded words. */
-void clear_flags(Searcher *searcher, int n_pats, int64_t n_evaluated, const uint32_t *excluded, int64_t n_excluded);
-
-/* ---------------------------------------------------------------- score.c */
-
-/* Exact lp(x) of the n words of a batch into ``total``, dropping those that cannot reach
- * ``threshold`` (see score.c); returns how many are kept, their batch columns in ``live``. */
-int score_batch(Searcher *searcher, int n_terms, const uint32_t *words, int n, const double *sup, double threshold,
-                double *total, int *live);
 
 #endif

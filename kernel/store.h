@@ -62,7 +62,7 @@ typedef struct {
     uint32_t count;
     unsigned position_bytes;
     float beta_sup;             /* max(0, largest back-off weight): the search's bound */
-} PatternData;
+} DiskPattern;
 
 /* What a pattern's data holds besides ids, positions and alphas (store_pattern_at's ``flags``). */
 #define PATTERN_HAS_BETA 1u
@@ -93,9 +93,9 @@ uint32_t store_word_id(const Store *s, const char *word, size_t length);
 
 /* The pattern of ``count`` words whose data (format.h) starts at ``data``, fields in place;
  * ``flags``: PATTERN_HAS_BETA (its order is below the model's), PATTERN_HAS_JOINT. */
-void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, unsigned flags, PatternData *p);
+void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, unsigned flags, DiskPattern *p);
 
-static inline uint32_t pattern_id(const Store *s, const PatternData *p, uint32_t i) {
+static inline uint32_t pattern_id(const Store *s, const DiskPattern *p, uint32_t i) {
     return load_narrow(p->ids, i, s->id_bytes, s->id_mask);
 }
 
@@ -112,17 +112,17 @@ static inline int32_t find_id(const uint8_t *ids, uint32_t count, uint32_t word,
     return load_narrow(ids, first, width, mask) == word ? (int32_t)first : -1;
 }
 
-static inline int32_t pattern_find(const Store *s, const PatternData *p, uint32_t word) {
+static inline int32_t pattern_find(const Store *s, const DiskPattern *p, uint32_t word) {
     return find_id(p->ids, p->count, word, s->id_bytes, s->id_mask);
 }
 
 /* Position i of the sorted list: where its word is in the id-sorted arrays. */
-static inline uint32_t position_at(const PatternData *p, uint32_t i) {
+static inline uint32_t position_at(const DiskPattern *p, uint32_t i) {
     return p->positions ? load_narrow(p->positions, i, p->position_bytes, width_mask(p->position_bytes)) : 0;
 }
 
 /* Position i of the joint order (a pattern with one): where its word is in the id-sorted arrays. */
-static inline uint32_t joint_at(const PatternData *p, uint32_t i) {
+static inline uint32_t joint_at(const DiskPattern *p, uint32_t i) {
     return p->position_bytes ? load_narrow(p->joint, i, p->position_bytes, width_mask(p->position_bytes)) : 0;
 }
 
@@ -143,7 +143,7 @@ size_t store_pattern_key(const Store *s, int slot, const uint32_t *ids, int n, u
  * s->patterns[order] in the caller's read transaction): 1 found (*out), 0 the model has
  * no such pattern, -1 with the failure set (FS_EDAMAGED, FS_ELMDB). */
 int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
-                       PatternData *out, Failure *failure);
+                       DiskPattern *out, Failure *failure);
 
 /* What store_check_patterns counted. */
 typedef struct {

@@ -26,13 +26,13 @@ typedef struct {
     int kind, has_previous, has_joint;
     const uint8_t *key, *previous, *body, *end;  /* body: after the common part; end: of the value */
     size_t key_len;             /* of the database's pattern keys */
-} RecordView;
+} DiskRecord;
 
 /* Where a record's entries are, and its restart points. */
 typedef struct {
     uint32_t n_patterns, n_restarts;
     const uint8_t *restarts, *entries;
-} BlockView;
+} DiskBlock;
 
 /* A key as hex, for messages (at most the first 32 bytes). */
 const char *records_hex(const uint8_t *key, size_t len, char out[65]);
@@ -41,15 +41,15 @@ int records_key_compare(const uint8_t *a, const uint8_t *b, size_t len);
 uint64_t records_data_bytes(const Store *s, uint64_t count, unsigned flags);
 /* Checks what a checksum cannot vouch for (ids, positions by score) and derives the bound
  * on the back-off weights: 0, or -1 with the failure set. */
-int records_check_pattern(const Store *s, PatternData *p, Failure *failure, const uint8_t *key, size_t key_len);
+int records_check_pattern(const Store *s, DiskPattern *p, Failure *failure, const uint8_t *key, size_t key_len);
 /* A record checked against its checksum and its key's length: 0, or -1 with the failure set. */
-int records_open(const Store *s, int order, const MDB_val *k, const MDB_val *v, RecordView *r, Failure *failure);
+int records_open(const Store *s, int order, const MDB_val *k, const MDB_val *v, DiskRecord *r, Failure *failure);
 /* A BLOCK record's entries and restart points: 0, or -1 when its layout is malformed. */
-int records_open_block(const RecordView *r, BlockView *b);
+int records_open_block(const DiskRecord *r, DiskBlock *b);
 /* Decodes the entry at ``p``; returns where the next starts, or NULL if it does not fit. */
-const uint8_t *records_read_entry(const Store *s, const RecordView *r, const uint8_t *p, uint8_t *key, uint32_t *count,
+const uint8_t *records_read_entry(const Store *s, const DiskRecord *r, const uint8_t *p, uint8_t *key, uint32_t *count,
                           const uint8_t **data, unsigned has_beta);
 /* The pattern of a PATTERN record: 0, or -1 when its layout is malformed. */
-int records_alone_pattern(const Store *s, const RecordView *r, unsigned has_beta, PatternData *out);
+int records_alone_pattern(const Store *s, const DiskRecord *r, unsigned has_beta, DiskPattern *out);
 
 #endif

@@ -16,11 +16,11 @@ static int ngram(Reader *r, const uint32_t *ids, int n, double *alpha, double *b
         *beta = s->unigram_beta[ids[0]];
         return 1;
     }
-    const Record *rec = reader_pattern(r, n - 1, ids, n - 1);
+    const CacheSlot *rec = reader_pattern(r, n - 1, ids, n - 1);
     if (!rec)
         return r->failure.code ? -1 : 0;
-    PatternData p;
-    record_pattern(s, rec, &p);
+    DiskPattern p;
+    slot_pattern(s, rec, &p);
     int32_t at = ids[n - 1] < s->vocab_size ? pattern_find(s, &p, ids[n - 1]) : -1;
     if (at < 0)
         return 0;
@@ -62,21 +62,21 @@ static int logprob(Reader *r, uint32_t word, const uint32_t *context, int n, dou
     return 0;
 }
 
-static StepSpec *new_step(PositionTerms *t) {
+static StepPlan *new_step(PositionTerms *t) {
     if (GROW(t->steps, t->cap_steps, t->n_steps + 1) < 0)
         return NULL;
-    StepSpec *step = &t->steps[t->n_steps++];
+    StepPlan *step = &t->steps[t->n_steps++];
     memset(step, 0, sizeof(*step));
     return step;
 }
 
 /* log10 p(x | history[0 .. n)): steps ``history[k:] _`` for k = 0 ... n - 1, then the
  * unigram alpha of x. */
-static int predicting_term(Reader *r, const uint32_t *history, int n, PositionTerms *t, TermSpec *term) {
+static int predicting_term(Reader *r, const uint32_t *history, int n, PositionTerms *t, TermPlan *term) {
     term->base_unigram = 1;
     term->base = 0.0;
     for (int k = 0; k < n; k++) {
-        StepSpec *step = new_step(t);
+        StepPlan *step = new_step(t);
         double alpha, beta = 0.0;
         int found = step ? ngram(r, history + k, n - k, &alpha, &beta) : -1;
         if (found < 0)
@@ -93,7 +93,7 @@ static int predicting_term(Reader *r, const uint32_t *history, int n, PositionTe
 /* log10 p(word | left x right): steps ``left[k:] _ right word`` for k = 0 ... n_left,
  * then the probability of word once x has dropped out of its context. */
 static int context_term(Reader *r, const uint32_t *left, int n_left, const uint32_t *right, int n_right,
-                        uint32_t word, PositionTerms *t, TermSpec *term) {
+                        uint32_t word, PositionTerms *t, TermPlan *term) {
     uint32_t ids[256];
     term->base_unigram = 0;
     for (int k = 0; k <= n_left; k++) {
@@ -101,7 +101,7 @@ static int context_term(Reader *r, const uint32_t *left, int n_left, const uint3
         memcpy(ids, left + k, (size_t)slot * sizeof(uint32_t));
         memcpy(ids + slot, right, (size_t)n_right * sizeof(uint32_t));
         ids[n] = word;
-        StepSpec *step = new_step(t);
+        StepPlan *step = new_step(t);
         if (!step)
             return -1;
         step->alpha = reader_pattern(r, slot, ids, n + 1);
@@ -131,7 +131,7 @@ int position_terms(Reader *r, const uint32_t *sentence, int n, int target, Posit
     for (int j = target; j < last; j++) {
         /* the term of s_j depends on the words left of x in its n-gram and those after */
         int first = j - order + 1 > 0 ? j - order + 1 : 0;
-        TermSpec *term = &out->terms[out->n_terms++];
+        TermPlan *term = &out->terms[out->n_terms++];
         term->first = out->n_steps;
         int rc = j == target ? predicting_term(r, sentence + first, target - first, out, term)
                              : context_term(r, sentence + first, target - first, sentence + target + 1,

@@ -16,10 +16,10 @@ enum { BETA_PATTERN, BETA_CONST, BETA_UNIGRAM };
  * where the back-off weight comes from: beta(A x B) stored in ``beta`` (BETA_PATTERN),
  * a constant, or the unigram back-off of x. */
 typedef struct {
-    Record *alpha, *beta;
+    CacheSlot *alpha, *beta;
     int beta_kind;
     double beta_const;
-} StepSpec;
+} StepPlan;
 
 /* steps[first .. first + n), longest context first, then the base: the unigram alpha of
  * x (base_unigram) or the constant ``base`` (the probability once x has left the context). */
@@ -27,11 +27,11 @@ typedef struct {
     int first, n;
     int base_unigram;
     double base;
-} TermSpec;
+} TermPlan;
 
 typedef struct {
-    TermSpec *terms;
-    StepSpec *steps;
+    TermPlan *terms;
+    StepPlan *steps;
     int n_terms, n_steps, cap_terms, cap_steps;
 } PositionTerms;
 

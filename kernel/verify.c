@@ -11,7 +11,7 @@
 /* ---------------------------------------------------------------- whole-index checks */
 
 /* Log-probabilities at most 0, -inf (log10 of 0) included, never NaN; weights finite. */
-static int scores_ok(const PatternData *p) {
+static int scores_ok(const DiskPattern *p) {
     for (uint32_t i = 0; i < p->count; i++)
         if (!(p->alpha[i] <= 0.0f) || (p->beta && !isfinite(p->beta[i])))
             return 0;
@@ -34,10 +34,10 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
     int has_last = 0, ended = 0, result = -1;
     unsigned has_beta = order < s->order ? PATTERN_HAS_BETA : 0;
     char shown[65];
-    PatternData p = {0};
+    DiskPattern p = {0};
     MDB_val k, v;
     for (rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
-        RecordView r;
+        DiskRecord r;
         if (ended) {
             store_damaged(failure, "records follow the END record");
             goto out;
@@ -69,7 +69,7 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
             if (!scores_ok(&p))
                 goto scores;
         } else {
-            BlockView b;
+            DiskBlock b;
             if (records_open_block(&r, &b) < 0)
                 goto malformed;
             const uint8_t *at = b.entries;

@@ -173,10 +173,10 @@ MUTATIONS = [
              "making room frees the rank maps and prefixes of patterns the current search uses",
              "->owner->used != r->search", "->owner"),
     Mutation("flat-map-32-bit-shift", CACHE,
-             "a flat rank map built with a 32-bit shift: words 32-63 of a Block set the wrong bits",
+             "a flat rank map built with a 32-bit shift: words 32-63 of a RankBlock set the wrong bits",
              "map[id >> 6].bits |= 1ull << (id & 63);", "map[id >> 6].bits |= 1u << (id & 63);"),
     Mutation("two-level-map-first-block-moved", CACHE,
-             "a two-level map's Super points at its last Block, not its first",
+             "a two-level map's RankSuper points at its last RankBlock, not its first",
              "if (!super->present)", "if (1)"),
     Mutation("shared-map-taken-uncounted", CACHE,
              "a reader takes another thread's rank map without counting itself: freed while it is read",
@@ -232,7 +232,8 @@ MUTATIONS = [
              "locate() through a rank map counts the word's own bit: every big-pattern position is one too far",
              "popcount64(block.bits & (bit - 1))", "popcount64(block.bits & ((bit << 1) - 1))"),
     Mutation("two-level-map-off-by-one", SCORE,
-             "locate() through a two-level map counts the word's own Block: sparse big patterns read the next Block",
+             "locate() through a two-level map counts the word's own RankBlock: sparse big patterns read the next "
+             "RankBlock",
              "super.first + popcount64(super.present & ((1ull << j) - 1))",
              "super.first + popcount64(super.present & ((2ull << j) - 1))"),
     Mutation("member-bits-overwrite", LISTS,
@@ -370,11 +371,11 @@ MUTATIONS = [
              "--sample's draws seeded by the seed and the line only: every position of a line draws alike",
              "(uint64_t)place->line, (uint64_t)place->position, drawn, draws,",
              "(uint64_t)place->line, (uint64_t)0, drawn, draws,"),
-    # render.h: the layouts Python reads (fastsubs._kernel.RENDER)
-    Mutation("render-kinds-renumbered", "kernel/render.h",
-             "a render kind renumbered in C alone: fastsubs.index.Render asks for another format",
+    # render_layout.h: the layouts Python reads (fastsubs._kernel.RENDER)
+    Mutation("render-kinds-renumbered", "kernel/render_layout.h",
+             "a render kind renumbered in C alone: fastsubs.core.Render asks for another format",
              "    RENDER_JSON,", "    RENDER_JSON = 9,"),
-    Mutation("parquet-columns-reordered", "kernel/render.h",
+    Mutation("parquet-columns-reordered", "kernel/render_layout.h",
              "two packed columns swapped in C alone: fastsubs/parquet.py reads the scores as p / sum p",
              "COLUMN_SCORES, COLUMN_PROBABILITIES,", "COLUMN_PROBABILITIES, COLUMN_SCORES,"),
     # sample.c: the --sample draw, numpy's default_rng([seed, line, position]).choice
@@ -498,7 +499,7 @@ MUTATIONS = [
 #   word not excluded and lists them all, which is what the cap allows;
 # - a cache hit that ignores the key length or compares fewer key bytes: a hit also needs
 #   the 64-bit hash of the whole key to match, so it takes a hash collision to differ;
-# - PlaceRow's fields reordered in render.h: fastsubs/parquet.py reads each field at the offset
+# - PlaceRow's fields reordered in render_layout.h: fastsubs/parquet.py reads each field at the offset
 #   the core exports (fastsubs._kernel.RENDER);
 # - FLAT_MAP_RATIO the wrong way round (dense patterns given two-level maps, sparse ones
 #   flat maps): both maps give the same positions; only memory and time change.

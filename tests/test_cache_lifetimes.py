@@ -1,15 +1,15 @@
 """What the reader's cache hands a search lives as long as the search, checked deterministically.
 
-A search holds records in cache slots, rank maps and sorted prefixes (Kept), rank maps
+A search holds records in cache slots, rank maps and sorted prefixes (SlotAids), rank maps
 that another thread's reader built, and the open index itself, until it ends.  A bug that
 frees or reuses one of them early (tests/mutations.py plants several: cache-hit-not-pinned,
 cache-victim-in-use, kept-freed-in-use, shared-map-taken-uncounted, close-frees-in-use)
 shows in whole searches only when a later miss or allocation happens to land on it: run
 alone such a mutation was caught by an assertion, a hang or a crash, and in the full suite
 by whatever earlier tests had left in the process.  tests/c/cache_check.c forces each case
-(a set of RECORD_WAYS slots overflowed under a held hit, a kept budget that fits one Kept
+(a set of SLOT_WAYS slots overflowed under a held hit, a kept budget that fits one SlotAids
 asked for a second, a shared map released by its builder, an index closed mid-search) on a
-small index built here from a generated model, and checks every record, Kept and map
+small index built here from a generated model, and checks every record, SlotAids and map
 against what the store reads afresh, under the sanitizers, so each of those mutations fails
 one of its checks on every run.
 """

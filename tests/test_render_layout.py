@@ -1,5 +1,5 @@
 """The output layouts Python shares with the C core are the core's: the render kinds
-(kernel/render.h ``RENDER_*``, :class:`fastsubs.index.Render`), the packed columns of
+(kernel/render_layout.h ``RENDER_*``, :class:`fastsubs.core.Render`), the packed columns of
 ``--format parquet`` (``COLUMN_*``, fastsubs/parquet.py's ``COLUMNS``) and the fields of a
 position's row (``PlaceRow``, fastsubs/parquet.py's ``PLACE_ROW``), as the core exports them
 (``fastsubs._kernel.RENDER``).  A change to one side alone fails here, before any output is

@@ -5,16 +5,16 @@
  *
  *   cache_check INDEX
  *
- * A search holds what the cache gave it (a Record in a slot, a Kept rank map or sorted
- * prefix, a rank map another reader built, the open index itself) until it ends; a bug
+ * A search holds what the cache gave it (a CacheSlot, a rank map or sorted prefix of its
+ * SlotAids, a rank map another reader built, the open index itself) until it ends; a bug
  * that frees or reuses one of them early shows in a full search only when a later
  * allocation or miss happens to land on it.  Here each is forced: a cache of one set of
- * RECORD_WAYS slots overflowed while the search holds a hit and its misses, a kept budget
- * that fits one Kept asked for a second while the first is in use, a shared rank map
+ * SLOT_WAYS slots overflowed while the search holds a hit and its misses, a kept budget
+ * that fits one SlotAids asked for a second while the first is in use, a shared rank map
  * released by the reader that built it while another keeps it, an index closed while a
  * search holds it.  Every check compares what the cache hands back with what the store
  * reads afresh (keys, data in the map, counts, sorted prefixes, rank maps) or with a count
- * that follows from the cache's shape (RECORD_WAYS), before anything that might have been
+ * that follows from the cache's shape (SLOT_WAYS), before anything that might have been
  * freed is read; each difference is written as "cache_check: WHAT" on standard error and
  * the run exits with 1.  On success it writes "cache_check: N checks" and exits with 0. */
 #include <stdarg.h>
@@ -55,21 +55,21 @@ typedef struct {
     uint32_t word;
     uint8_t key[1 + 4];
     size_t key_len;
-    PatternData data;
+    DiskPattern data;
 } Known;
 
-static Record *look_up(Reader *r, const Known *known) {
+static CacheSlot *look_up(Reader *r, const Known *known) {
     return reader_pattern(r, 1, &known->word, 1);
 }
 
 /* Whether ``rec`` is one of the reader's slots (else a record that found none). */
-static int in_slots(const Reader *r, const Record *rec) {
-    return (uintptr_t)rec - (uintptr_t)r->slots < r->n_sets * RECORD_WAYS * sizeof(Record);
+static int in_slots(const Reader *r, const CacheSlot *rec) {
+    return (uintptr_t)rec - (uintptr_t)r->slots < r->n_sets * SLOT_WAYS * sizeof(CacheSlot);
 }
 
 /* Whether ``rec`` holds the pattern ``known``: its data where the store finds it, its count
  * (and, for a slot, its key: a record that found no slot serves one search and keeps none). */
-static int holds(const Reader *r, const Record *rec, const Known *known) {
+static int holds(const Reader *r, const CacheSlot *rec, const Known *known) {
     return rec->data == known->data.ids && rec->count == known->data.count &&
            (!in_slots(r, rec) || (rec->key_len == known->key_len && !memcmp(rec->key, known->key, known->key_len)));
 }
@@ -103,44 +103,44 @@ static Known *known_patterns(const Store *s, int *n) {
 /* ---------------------------------------------------------------- slots */
 
 /* A reader of one set: a search holds a hit (read by the search before) and then misses
- * RECORD_WAYS patterns more.  The held slot and the slots those misses filled must keep
+ * SLOT_WAYS patterns more.  The held slot and the slots those misses filled must keep
  * their records; the misses that find no free slot are served apart ("spilled"), exactly
  * those beyond the slots the search does not hold. */
 static void held_slots_outlive_a_full_set(const Store *s, const Known *known) {
     MapTable *maps = map_table_new();
     Reader r;
-    if (!check(maps && reader_init(&r, s, maps, RECORD_WAYS, 0) == 0, "cannot make a reader of %d slots",
-               RECORD_WAYS)) {
+    if (!check(maps && reader_init(&r, s, maps, SLOT_WAYS, 0) == 0, "cannot make a reader of %d slots",
+               SLOT_WAYS)) {
         map_table_free(maps);
         return;
     }
-    check(r.n_sets == 1, "a reader of %d slots has %zu sets, not 1", RECORD_WAYS, r.n_sets);
+    check(r.n_sets == 1, "a reader of %d slots has %zu sets, not 1", SLOT_WAYS, r.n_sets);
     reader_begin_search(&r);  /* the first search fills the set */
-    for (int i = 0; i < RECORD_WAYS; i++) {
-        Record *rec = look_up(&r, &known[i]);
+    for (int i = 0; i < SLOT_WAYS; i++) {
+        CacheSlot *rec = look_up(&r, &known[i]);
         check(rec && holds(&r, rec, &known[i]), "search 1: look-up %d does not hold pattern %u _", i,
               known[i].word);
     }
-    check(r.n_spilled == 0, "search 1: %d of %d look-ups found no slot in an empty set", r.n_spilled, RECORD_WAYS);
+    check(r.n_spilled == 0, "search 1: %d of %d look-ups found no slot in an empty set", r.n_spilled, SLOT_WAYS);
     reader_end_search(&r);
 
     unsigned long long misses = r.misses;
     reader_begin_search(&r);
-    Record *held = look_up(&r, &known[0]), *got[RECORD_WAYS];
+    CacheSlot *held = look_up(&r, &known[0]), *got[SLOT_WAYS];
     check(r.misses == misses && held && in_slots(&r, held),
           "search 2: pattern %u _, read by search 1, was not a hit in its slot", known[0].word);
-    for (int j = 0; j < RECORD_WAYS; j++)
-        got[j] = look_up(&r, &known[RECORD_WAYS + j]);
-    int free_slots = RECORD_WAYS - 1;  /* every slot but the held one */
-    check(r.misses == misses + RECORD_WAYS, "search 2: %llu misses, expected %d", r.misses - misses, RECORD_WAYS);
-    check(r.n_spilled == RECORD_WAYS - free_slots, "search 2: %d records spilled, expected %d", r.n_spilled,
-          RECORD_WAYS - free_slots);
+    for (int j = 0; j < SLOT_WAYS; j++)
+        got[j] = look_up(&r, &known[SLOT_WAYS + j]);
+    int free_slots = SLOT_WAYS - 1;  /* every slot but the held one */
+    check(r.misses == misses + SLOT_WAYS, "search 2: %llu misses, expected %d", r.misses - misses, SLOT_WAYS);
+    check(r.n_spilled == SLOT_WAYS - free_slots, "search 2: %d records spilled, expected %d", r.n_spilled,
+          SLOT_WAYS - free_slots);
     check(held && holds(&r, held, &known[0]), "search 2: the held slot of pattern %u _ now holds another record",
           known[0].word);
-    for (int j = 0; j < RECORD_WAYS; j++)
-        check(got[j] && holds(&r, got[j], &known[RECORD_WAYS + j]),
+    for (int j = 0; j < SLOT_WAYS; j++)
+        check(got[j] && holds(&r, got[j], &known[SLOT_WAYS + j]),
               "search 2: miss %d (pattern %u _) no longer holds its record after the later misses", j,
-              known[RECORD_WAYS + j].word);
+              known[SLOT_WAYS + j].word);
     reader_end_search(&r);
     check(r.n_spilled == 0, "the spilled records outlived their search");
     reader_free(&r);
@@ -153,7 +153,7 @@ static void held_slots_outlive_a_full_set(const Store *s, const Known *known) {
 #define NEED 2
 
 /* Whether the sorted prefix holds the pattern's first NEED entries by score, as the store reads them. */
-static int prefix_ok(const Store *s, const Kept *k, const Known *known) {
+static int prefix_ok(const Store *s, const SlotAids *k, const Known *known) {
     if (k->sorted_len < NEED)
         return 0;
     for (uint32_t i = 0; i < NEED; i++) {
@@ -166,12 +166,12 @@ static int prefix_ok(const Store *s, const Kept *k, const Known *known) {
 
 /* Whether the rank map (flat: ``supers`` NULL, else two levels) gives every word of the
  * pattern its position, as the search's locate() reads it. */
-static int map_ok(const Store *s, const Block *map, const Super *supers, const Known *known) {
+static int map_ok(const Store *s, const RankBlock *map, const RankSuper *supers, const Known *known) {
     for (uint32_t i = 0; i < known->data.count; i++) {
         uint32_t word = pattern_id(s, &known->data, i);
-        Block block;
+        RankBlock block;
         if (supers) {
-            Super super = supers[word / SUPER_WORDS];
+            RankSuper super = supers[word / SUPER_WORDS];
             uint32_t j = word >> 6 & 63;
             if (!(super.present >> j & 1))
                 return 0;
@@ -190,27 +190,27 @@ typedef enum { SORTED_PREFIX, RANK_MAP } KeptKind;
 static const char *const KEPT_NAMES[] = {"sorted prefix", "rank map"};
 
 /* The rank map of the pattern (looked up), or NULL. */
-static const Block *rank_map_of(Reader *r, const Known *known, const Super **supers) {
-    Record *rec = look_up(r, known);
-    return rec ? record_rank_map(r, rec, supers) : NULL;
+static const RankBlock *rank_map_of(Reader *r, const Known *known, const RankSuper **supers) {
+    CacheSlot *rec = look_up(r, known);
+    return rec ? slot_rank_map(r, rec, supers) : NULL;
 }
 
-/* Asks for a Kept of ``rec``: 1 given (and right), 0 refused for want of room (or no ``rec``). */
-static int keep(Reader *r, Record *rec, KeptKind kind, const Known *known) {
+/* Asks for a SlotAids of ``rec``: 1 given (and right), 0 refused for want of room (or no ``rec``). */
+static int keep(Reader *r, CacheSlot *rec, KeptKind kind, const Known *known) {
     if (!rec)
         return 0;
     if (kind == SORTED_PREFIX) {
-        Kept *k = record_sorted_prefix(r, rec, NEED);
+        SlotAids *k = slot_sorted_prefix(r, rec, NEED);
         return k ? check(prefix_ok(r->store, k, known), "the sorted prefix of pattern %u _ is wrong", known->word)
                  : 0;
     }
-    const Super *supers;
-    const Block *map = record_rank_map(r, rec, &supers);
+    const RankSuper *supers;
+    const RankBlock *map = slot_rank_map(r, rec, &supers);
     return map ? check(map_ok(r->store, map, supers, known), "the rank map of pattern %u _ is wrong", known->word)
                : 0;
 }
 
-/* A kept budget that fits the Kept of one of two patterns, not both: in one search the
+/* A kept budget that fits the SlotAids of one of two patterns, not both: in one search the
  * second is refused (the first is in use: freeing it would pull it from under the search);
  * in the next, the first is unused and makes room for the second. */
 static void kept_in_use_outlives_a_full_budget(const Store *s, const Known *one, const Known *two, KeptKind kind) {
@@ -238,11 +238,11 @@ static void kept_in_use_outlives_a_full_budget(const Store *s, const Known *one,
     }
 
     reader_begin_search(&r);
-    Record *first = look_up(&r, one);
+    CacheSlot *first = look_up(&r, one);
     check(first && keep(&r, first, kind, one), "search 1: no %s of pattern %u _ within a budget of %zu bytes", name,
           one->word, budget);
-    Kept *kept = first ? first->kept : NULL;
-    Record *second = look_up(&r, two);
+    SlotAids *kept = first ? first->kept : NULL;
+    CacheSlot *second = look_up(&r, two);
     check(second && !keep(&r, second, kind, two),
           "search 1: a %s of pattern %u _ was made beside one in use, within a budget that fits one", name,
           two->word);
@@ -269,19 +269,19 @@ static void kept_in_use_outlives_a_full_budget(const Store *s, const Known *one,
 static void a_shared_map_outlives_its_builder(const Store *s, const Known *known) {
     MapTable *maps = map_table_new();
     Reader a, b, c;
-    const Super *supers;
+    const RankSuper *supers;
     if (!check(maps && reader_init(&a, s, maps, 64, SIZE_MAX) == 0 && reader_init(&b, s, maps, 64, SIZE_MAX) == 0 &&
                reader_init(&c, s, maps, 64, SIZE_MAX) == 0, "cannot make three readers"))
         stop();
     reader_begin_search(&a);
-    const Block *built = rank_map_of(&a, known, &supers);
+    const RankBlock *built = rank_map_of(&a, known, &supers);
     reader_begin_search(&b);
-    const Block *taken = rank_map_of(&b, known, &supers);
+    const RankBlock *taken = rank_map_of(&b, known, &supers);
     check(built && taken == built, "reader B built a rank map of its own, not the one A published");
     reader_end_search(&a);
     reader_free(&a);
     reader_begin_search(&c);
-    const Block *again = rank_map_of(&c, known, &supers);
+    const RankBlock *again = rank_map_of(&c, known, &supers);
     if (!check(taken && again == taken, "the rank map reader B keeps left the table with reader A (freed?)"))
         stop();  /* B's release of it would free it again */
     check(map_ok(s, taken, supers, known), "the rank map reader B keeps is wrong");
@@ -309,7 +309,7 @@ static void a_closed_index_outlives_its_search(const char *path, const Known *kn
     index_close(&ix);
     if (check(!ix.released && ix.store.env && ix.maps, "the index was released at close while a search held it")) {
         reader_begin_search(&k->reader);
-        Record *rec = look_up(&k->reader, known);
+        CacheSlot *rec = look_up(&k->reader, known);
         check(rec && rec->count == known->data.count &&
               !memcmp(rec->data, known->data.ids, (size_t)known->data.count * ix.store.id_bytes),
               "a search holding a closed index does not read pattern %u _", known->word);
@@ -335,8 +335,8 @@ int main(int argc, char **argv) {
     }
     int n;
     Known *known = known_patterns(&s, &n);
-    if (check(known && n >= 2 * RECORD_WAYS, "the model has %d patterns w _, not the %d needed", n, 2 * RECORD_WAYS)) {
-        /* the two biggest patterns for the Kept */
+    if (check(known && n >= 2 * SLOT_WAYS, "the model has %d patterns w _, not the %d needed", n, 2 * SLOT_WAYS)) {
+        /* the two biggest patterns for the SlotAids */
         const Known *one = &known[0], *two = &known[1];
         for (int i = 0; i < n; i++) {
             if (known[i].data.count > one->data.count) {

@@ -19,7 +19,7 @@
  * in input order whatever the threads, it writes four lines:
  *
  *   S TARGET N ID SCORE ID SCORE ...      (scores as "%.17g": they read back exactly)
- *   F TARGET FIELDS                       (write_fields' text, as it wrote it)
+ *   F TARGET FIELDS                       (render_write_fields' text, as it wrote it)
  *   J TARGET JSON                         (the position's --format jsonl line, -t style)
  *   D TARGET JSON                         (its --sample 3 --format jsonl line, seed: the query's number)
  *
@@ -186,7 +186,7 @@ static int write_answers(const Store *store, const Answers *a, int first, Query 
         int rc = out(q, "S %d %" PRId64, first + (int)p, n);
         for (int64_t i = 0; rc == 0 && i < n; i++)
             rc = out(q, " %" PRIu32 " %.17g", answers[i].word, answers[i].score);
-        int64_t size = fields_size(store, answers, NULL, n);
+        int64_t size = render_fields_size(store, answers, NULL, n);
         char *text = size < 0 ? NULL : malloc((size_t)size);  /* exactly what it asks: ASan sees past it */
         if (size < 0) {
             snprintf(q->error, sizeof(q->error), "a listed word id is outside the vocabulary");
@@ -197,9 +197,9 @@ static int write_answers(const Store *store, const Answers *a, int first, Query 
             snprintf(q->error, sizeof(q->error), "out of memory");
             return -1;
         }
-        char *end = write_fields(store, answers, NULL, n, text);
+        char *end = render_write_fields(store, answers, NULL, n, text);
         if (end < text || end - text > size) {
-            snprintf(q->error, sizeof(q->error), "write_fields wrote %td bytes, fields_size allowed %" PRId64,
+            snprintf(q->error, sizeof(q->error), "render_write_fields wrote %td bytes, render_fields_size allowed %" PRId64,
                      end - text, size);
             free(text);
             return -1;

@@ -1,0 +1,180 @@
+"""The C kernel's files form layers whose calls and includes all run downward, with no circle.
+
+Read from the files themselves (kernel/*.c, kernel/*.h): a file depends on each header it
+``#include``s, and on each .c file whose functions it names (a call, or a method table's
+entry); a header's prototypes name what its own .c defines, so only the bodies of its
+inline functions count, and those may call its own .c.  A circle (module.c calling
+module_search.c, which called back into module.c; searcher.h, a header with no .c,
+calling lists.c, which included it) makes two files one: neither can be read, tested or
+changed without the other.  LAYERS is the
+order docs/development.md draws ("The kernel's layers"): a file may depend on its own
+layer and those below, never on one above, and a new file must be given its place.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+
+KERNEL = Path(__file__).resolve().parent.parent / "kernel"
+
+# Lowest first: each layer may use itself and what is below it.
+LAYERS = [
+    ("vendored", ["lmdb/lmdb.h", "ryu/ryu.h"]),
+    ("format", ["format.h", "common.h"]),
+    ("disk", ["store.h", "store_parts.h", "store.c", "records.c", "verify.c"]),
+    ("cache", ["cache.h", "cache.c"]),
+    ("terms", ["terms.h", "terms.c"]),
+    ("search types", ["search.h", "searcher.h"]),
+    ("search parts", ["lists.h", "lists.c", "score.h", "score.c"]),
+    ("search", ["search.c"]),
+    ("index", ["index.h", "index.c"]),
+    ("render layout", ["render_layout.h"]),
+    ("render", ["sample.h", "sample.c", "render.h", "render.c"]),
+    ("chunk", ["chunk.h", "chunk.c"]),
+    ("glue base", ["module_base.h", "module_base.c"]),
+    ("glue", ["module_format.h", "module_format.c", "module_search.h", "module_search.c"]),
+    ("module", ["module.c"]),
+]
+LAYER_OF = {name: rank for rank, (_, files) in enumerate(LAYERS) for name in files}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+# A function defined at the top level: its return type from column 0, its name, its
+# parameters, its body.
+DEFINITION = re.compile(r"^([A-Za-z_][\w \t*]*?)\b(\w+)\s*\([^;{}]*\)\s*\{", re.MULTILINE)
+
+
+def without_comments(text: str) -> str:
+    """``text`` with its comments and string and character literals blanked (names in them are no uses),
+    its ``#include`` lines kept whole."""
+    pattern = re.compile(r'^[ \t]*#[ \t]*include[^\n]*|/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
+                         re.DOTALL | re.MULTILINE)
+
+    def blank(match: re.Match) -> str:
+        found = match.group(0)
+        if found.lstrip().startswith("#"):
+            return found
+        return "\n" * found.count("\n") if found[0] == "/" else '""'
+
+    return pattern.sub(blank, text)
+
+
+def function_bodies(code: str) -> str:
+    """The bodies of a header's inline functions (its prototypes and struct fields name no use)."""
+    bodies, depth, start = [], 0, 0
+    for i, char in enumerate(code):
+        if char == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0 and code[:start].rstrip().endswith(")"):
+                bodies.append(code[start:i + 1])
+    return "\n".join(bodies)
+
+
+def kernel_files(root: Path) -> dict[str, str]:
+    """Each of the kernel's own files (not the vendored ones) by its name, its code without comments."""
+    return {path.name: without_comments(path.read_text()) for path in sorted(root.glob("*.[ch]"))}
+
+
+def dependencies(files: dict[str, str]) -> dict[str, set[str]]:
+    """What each file depends on: the headers it includes and the .c files whose functions it names."""
+    defined_in = {}
+    for name, code in files.items():
+        if name.endswith(".c"):
+            for match in DEFINITION.finditer(code):
+                if "static" not in match.group(1).split():
+                    defined_in[match.group(2)] = name
+    graph = {}
+    for name, code in files.items():
+        uses = set(INCLUDE.findall(code))
+        named = code if name.endswith(".c") else function_bodies(code)
+        uses |= {defined_in[word] for word in set(re.findall(r"\b\w+\b", named)) if word in defined_in}
+        uses -= {name, name[:-2] + ".c"}  # a header's inline functions may call its own .c
+        graph[name] = uses
+    return graph
+
+
+def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A circle of the graph as its files in order (the first one again at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the path being walked, 2: done
+    path: list[str] = []
+
+    def walk(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for after in sorted(graph.get(node, ())):
+            if state.get(after) == 1:
+                return path[path.index(after):] + [after]
+            if after not in state and (circle := walk(after)):
+                return circle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (circle := walk(node)):
+            return circle
+    return None
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every dependency of a file on a file of a higher layer, as "file (layer) -> file (layer)"."""
+    names = [name for name, _ in LAYERS]
+    return [f"{name} ({names[LAYER_OF[name]]}) -> {used} ({names[LAYER_OF[used]]})"
+            for name, uses in sorted(graph.items()) for used in sorted(uses)
+            if used in LAYER_OF and name in LAYER_OF and LAYER_OF[used] > LAYER_OF[name]]
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return dependencies(kernel_files(KERNEL))
+
+
+def test_every_file_has_a_layer(graph):
+    unplaced = sorted({name for name in graph} - set(LAYER_OF))
+    assert not unplaced, f"kernel files missing from LAYERS: {unplaced}"
+    missing = sorted(name for name in LAYER_OF if not (KERNEL / name).is_file())
+    assert not missing, f"LAYERS names files kernel/ does not hold: {missing}"
+    included = {used for uses in graph.values() for used in uses if used.endswith(".h")}
+    unknown = sorted(included - set(LAYER_OF))
+    assert not unknown, f"included headers that are no kernel file: {unknown}"
+
+
+def test_no_circle(graph):
+    circle = find_circle(graph)
+    assert circle is None, "the kernel's files depend on each other in a circle: " + " -> ".join(circle)
+
+
+def test_dependencies_run_downward(graph):
+    assert upward(graph) == []
+
+
+def test_the_reading_finds_what_it_checks(tmp_path, graph):
+    """The reader sees the dependencies the files have: calls, includes and inline bodies.
+
+    Read on copies of the kernel's files with one back-edge added each way the checks must
+    see it, so that a reading that finds nothing cannot pass them."""
+    assert "store.h" in graph["cache.h"] and "cache.c" in graph["terms.c"]  # an include, a call
+    assert "lists.c" in graph["search.c"] and "records.c" not in graph["store.h"]  # a call; a prototype is none
+    for name, code in kernel_files(KERNEL).items():
+        (tmp_path / name).write_text(code)
+    planted = [("store.h", '#include "index.h"\n', upward),                                   # an include upward
+               ("cache.c", "void f(void) { index_close(0); }\n", upward),                       # a call upward
+               ("terms.h", "static inline void g(void) { score_batch(0, 0, 0, 0, 0, 0, 0, 0); }\n", upward),
+               ("store.c", "void h(void) { records_hex(0, 0, 0); }\n", find_circle)]            # a circle in a layer
+    for file, line, check in planted:
+        original = (tmp_path / file).read_text()
+        (tmp_path / file).write_text(original + line)
+        assert check(dependencies(kernel_files(tmp_path))), f"{file}: {line.strip()} went unseen"
+        (tmp_path / file).write_text(original)
+
+
+def test_the_documented_layers_are_these():
+    """docs/development.md draws the same layers in the same order."""
+    text = (KERNEL.parent / "docs" / "development.md").read_text()
+    section = text.split("## The kernel's layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1].strip() for line in section.splitlines() if line.startswith("| ")]
+    assert rows[1:] == [name for name, _ in LAYERS]  # rows[0]: the table's head

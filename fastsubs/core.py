@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 import os
 import struct
+import threading
 from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -194,3 +195,20 @@ class CoreIndex(Index):
         """(pattern look-ups, look-ups that read the index) over every search so far."""
         lookups, misses = self.counters()[4:]
         return lookups, misses
+
+
+_process_indexes: dict[str, CoreIndex] = {}
+# One open index per index path per process, shared by its threads: they search it at once
+# (each with a searcher of its own, without the GIL) and share its caches.
+_process_indexes_lock = threading.Lock()
+
+
+def process_index(index_path: str) -> CoreIndex:
+    """The index at ``index_path`` as this process has it open: opened by the first task
+    that needs it, kept for every later task and thread (a Dask worker's:
+    :mod:`fastsubs.dask`, :mod:`fastsubs.query.cluster`)."""
+    with _process_indexes_lock:
+        index = _process_indexes.get(index_path)
+        if index is None:
+            index = _process_indexes[index_path] = CoreIndex(index_path)
+        return index

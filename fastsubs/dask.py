@@ -33,40 +33,23 @@ keeps it open for all the tasks it runs.
 from __future__ import annotations
 
 import os
-import threading
 import warnings
 from collections.abc import Iterable
 from typing import Any
 
 from fastsubs import arrow
 from fastsubs.chunks import process_chunk
-from fastsubs.core import CoreIndex
+from fastsubs.core import CoreIndex, process_index
 from fastsubs.errors import ArgumentError, missing_extra
 from fastsubs.lines import Chunk
 from fastsubs.options import QueryOptions, missing_word_warning
 
 __all__ = ["substitutes_bag", "substitutes_frame", "to_parquet", "to_textfiles"]
 
-_indexes: dict[str, CoreIndex] = {}
-# One open index per index path per worker process, shared by its threads: they search it
-# at once (each with a searcher of its own, without the GIL) and share its caches.
-_indexes_lock = threading.Lock()
-
-
-def worker_index(index_path: str) -> CoreIndex:
-    """The index at ``index_path`` as this process has it open: opened by the first task
-    that needs it, kept for every later task and thread (:mod:`fastsubs.query.cluster`'s too)."""
-    with _indexes_lock:
-        index = _indexes.get(index_path)
-        if index is None:
-            index = _indexes[index_path] = CoreIndex(index_path)
-        return index
-
-
 def _render_partition(lines: Iterable[str], index_path: str, options: QueryOptions) -> list[str]:
     """The output lines (no newline) of a partition's input lines, numbered from 1."""
     encoded: Chunk = [(number, line.encode("utf-8", "surrogateescape")) for number, line in enumerate(lines, start=1)]
-    result = process_chunk(worker_index(index_path), encoded, options, "<bag>")
+    result = process_chunk(process_index(index_path), encoded, options, "<bag>")
     for warning in result.warnings:
         warnings.warn(warning, stacklevel=1)
     if result.error is not None:
@@ -114,7 +97,7 @@ def to_textfiles(bag: Any, path: str, **kwargs: Any) -> Any:
 
 def _frame_partition(lines: Iterable[str], index_path: str, options: QueryOptions) -> Any:
     """The rows of a partition's input lines (numbered from 1), as a pandas frame."""
-    return arrow.frame(worker_index(index_path), lines, options)
+    return arrow.frame(process_index(index_path), lines, options)
 
 
 def _meta(options: QueryOptions) -> Any:

@@ -5,7 +5,7 @@ on a Dask cluster (``pip install '.[dask]'`` in the clone).
 each output file is byte-identical to a single-machine run on that input file (with
 ``--format parquet``, ``out/<file name>`` is a dataset directory whose parts are those
 of a single-machine run, published whole as there).  Each worker process opens the index
-once (:func:`fastsubs.dask.worker_index`), from a path it can read.
+once (:func:`fastsubs.core.process_index`), from a path it can read.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from fastsubs.chunks import process_chunk
-from fastsubs.dask import worker_index
+from fastsubs.core import process_index
 from fastsubs.errors import FastsubsError, missing_extra
 from fastsubs.formats import input_blocks
 from fastsubs.lines import numbered_chunks
@@ -37,7 +37,7 @@ def _process_file(job: tuple[str, str], index_path: str, options: QueryOptions) 
     totals = SearchStats()
     compress = compressor(target)
     with open_binary(source) as stream, written_atomically(target) as out:
-        index = worker_index(index_path)
+        index = process_index(index_path)
         for chunk in numbered_chunks(stream, source):
             result = process_chunk(index, chunk, options, source, compress)
             out.write(result.data)
@@ -61,7 +61,7 @@ def _process_file_into_a_dataset(job: tuple[str, str], index_path: str, options:
     os.mkdir(building)
     parts = PartFiles(building, options)
     with open_binary(source) as stream:
-        index = worker_index(index_path)
+        index = process_index(index_path)
         for chunk in numbered_chunks(stream, source, input_blocks(options)):
             result = process_chunk(index, chunk, options, source, parts=parts)
             assert result.part is not None

@@ -9,7 +9,8 @@
 * :class:`fastsubs.SubstituteIndex` shows what docs/api.md's reference documents of it,
   and no more: its public names (no leading underscore), on the class and on an open
   index, are the names the reference's rows give it.  The core's own methods stay behind
-  it (:mod:`fastsubs.core`); a name added on either side alone fails.
+  it (:mod:`fastsubs.core`); a name added on either side alone fails.  So for the
+  functions ``fastsubs.dask`` exports.
 """
 
 from __future__ import annotations
@@ -104,6 +105,15 @@ def test_the_open_index_shows_what_the_reference_documents(demo_index: Path) -> 
     with fastsubs.open_index(demo_index) as index:
         assert public_names(index) == documented
         assert hasattr(index, "__enter__") and hasattr(index, "__exit__")  # "context manager"
+
+
+def test_fastsubs_dask_exports_what_the_reference_documents() -> None:
+    import fastsubs.dask
+
+    reference = (REPO / "docs" / "api.md").read_text().split("## API reference")[1]
+    documented = set(re.findall(r"^\| `fastsubs\.dask\.(\w+)\(", reference, re.MULTILINE))
+    assert documented == set(fastsubs.dask.__all__) == {"substitutes_bag", "to_textfiles", "substitutes_frame",
+                                                         "to_parquet"}
 
 
 def test_the_reference_is_read_row_by_row() -> None:

@@ -49,17 +49,18 @@ class EffortPoint:
 
 def measure_effort(index: Path, text: Path, ks: list[int], lines: int) -> EffortCurve:
     """Run the search over the first ``lines`` lines of ``text`` for every K."""
-    from fastsubs.index import SubstituteIndex
-    from fastsubs.tokens import tokenize
+    from fastsubs.core import CoreIndex
+    from fastsubs.limits import Limits
+    from fastsubs.tokens import sentence_tokens, tokenize
 
     with open(text, "rb") as stream:
-        sentences = [tokenize(line) for line in islice(stream, lines)]
-    with SubstituteIndex(index) as opened:
+        sentences = [sentence_tokens(tokenize(line)) for line in islice(stream, lines)]
+    with CoreIndex(index) as opened:
         points = []
         for k in ks:
             before = opened.stats
-            for tokens in sentences:
-                opened.sentence(tokens, n=k)
+            for tokens in sentences:  # every position, as index.sentence(tokens, n=k) searches them
+                opened.search(opened.sentence_ids(tokens), 1, len(tokens) + 2, Limits(k))
             done = opened.stats.since(before)
             points.append(EffortPoint(k, done.evaluated / max(done.positions, 1)))
         return EffortCurve(index.name, opened.vocab_size, points)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import fastsubs
-from fastsubs.index import Render
+from fastsubs.core import CoreIndex, Render
 
 
 def jsonl_frame(data: bytes) -> Any:
@@ -30,7 +30,7 @@ def jsonl_frame(data: bytes) -> Any:
     import pandas as pd
     import pyarrow as pa
 
-    from fastsubs.query.parquet import schema
+    from fastsubs.parquet import schema
 
     columns: dict[str, list[Any]] = {name: [] for name in ("sentence", "position", "word", "word_bytes",
                                                            "substitutes", "lp")}
@@ -59,12 +59,12 @@ def main() -> None:
     import pandas as pd
     import pyarrow as pa
 
-    from fastsubs.query import parquet
+    from fastsubs import arrow, parquet
 
     seconds: dict[str, list[float]] = {"search": [], "columns to frame": [], "index.frame()": [],
                                        "jsonl written": [], "jsonl parsed": []}
-    with fastsubs.open_index(args.index) as index:
-        index.frame(lines[:50], options)  # the vocabulary's arrays, made once per open index
+    with CoreIndex(args.index) as index:
+        arrow.frame(index, lines[:50], options)  # the vocabulary's arrays, made once per open index
         for _ in range(args.repeats):
             start = time.perf_counter()
             packed = [index.render_chunk(lines[first:first + 128], first + 1, options.limits, excluded,
@@ -76,7 +76,7 @@ def main() -> None:
             built = pa.concat_tables(pieces).combine_chunks().to_pandas(types_mapper=pd.ArrowDtype)
             seconds["columns to frame"].append(time.perf_counter() - start)
             start = time.perf_counter()
-            frame = index.frame(lines, options)
+            frame = arrow.frame(index, lines, options)  # what index.frame() does
             seconds["index.frame()"].append(time.perf_counter() - start)
             start = time.perf_counter()
             data = b"".join(index.render_chunk(lines[first:first + 128], first + 1, options.limits, excluded,

@@ -42,7 +42,7 @@ _LOCATIONS = {
     "open_index": "fastsubs.index",
     "SubstituteIndex": "fastsubs.index",
     "Substitute": "fastsubs.index",
-    "QueryOptions": "fastsubs.query.options",
+    "QueryOptions": "fastsubs.options",
     "field_bytes": "fastsubs.jsonl",
 }
 
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from fastsubs.index import Substitute, SubstituteIndex, open_index
     from fastsubs.indexer.build import BuildSummary, build_index
     from fastsubs.jsonl import field_bytes
-    from fastsubs.query.options import QueryOptions
+    from fastsubs.options import QueryOptions
 
 from fastsubs.errors import (  # noqa: E402  (light: plain exception classes)
     ArgumentError,

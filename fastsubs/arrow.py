@@ -3,12 +3,12 @@ rows ``--format parquet`` writes, for sentences or ``-t`` records given in Pytho
 
 No file and no text lie in between: the C core searches the lines and packs their
 positions as numbers (``Render.COLUMNS``, as for a Parquet part), and
-:func:`fastsubs.query.parquet.table` makes those numbers into Arrow columns without a
+:func:`fastsubs.parquet.table` makes those numbers into Arrow columns without a
 Python loop per position.  So the table has the dataset's columns, the same values bit
 for bit (docs/output-formats.md, "Parquet datasets"), and a frame from it equals
 ``pd.read_parquet(dataset, dtype_backend="pyarrow")`` of the same lines.
 
-Used through :meth:`fastsubs.index.SubstituteIndex.table` and ``.frame``; needs pyarrow
+Used through :meth:`fastsubs.SubstituteIndex.table` and ``.frame``; needs pyarrow
 (``pip install '.[parquet]'``), and pandas for a frame (``'.[dataframe]'``).
 """
 
@@ -19,11 +19,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fastsubs.errors import ArgumentError, QueryInputError, missing_extra
-from fastsubs.query.options import QueryOptions
+from fastsubs.options import QueryOptions
 from fastsubs.tokens import Token, as_bytes
 
 if TYPE_CHECKING:
-    from fastsubs.index import SubstituteIndex
+    from fastsubs.core import CoreIndex
 
 #: Input lines searched per call into the core (a row group of a part file): what is held
 #: as packed numbers at once beside the table being made.
@@ -69,15 +69,15 @@ def _chunks(sentences: Iterable[Sequence[Token] | str | bytes]) -> Iterator[list
         yield chunk
 
 
-def table(index: SubstituteIndex, sentences: Iterable[Sequence[Token] | str | bytes],
+def table(index: CoreIndex, sentences: Iterable[Sequence[Token] | str | bytes],
           options: QueryOptions | None = None, **fields: Any) -> Any:
     """The rows of ``sentences`` (numbered from 1, as input lines) as a ``pyarrow.Table`` of
-    the dataset's schema (:func:`fastsubs.query.parquet.schema`).  With ``targets=True``
+    the dataset's schema (:func:`fastsubs.parquet.schema`).  With ``targets=True``
     each item is a ``-t`` record (``name<TAB>id<TAB>index<TAB>text``); one that cannot be
     read is a :class:`fastsubs.QueryInputError` naming it, or is left out with
     ``skip_bad_records=True``."""
-    from fastsubs.query import parquet
-    from fastsubs.query.formats import render_lines
+    from fastsubs import parquet
+    from fastsubs.formats import render_lines
 
     parquet.require_pyarrow()
     chosen = options_of(options, fields)
@@ -100,7 +100,7 @@ def table(index: SubstituteIndex, sentences: Iterable[Sequence[Token] | str | by
     return parquet.pa.concat_tables(pieces).combine_chunks()
 
 
-def frame(index: SubstituteIndex, sentences: Iterable[Sequence[Token] | str | bytes],
+def frame(index: CoreIndex, sentences: Iterable[Sequence[Token] | str | bytes],
           options: QueryOptions | None = None, **fields: Any) -> Any:
     """:func:`table` as a pandas DataFrame of Arrow-backed columns (``pd.ArrowDtype``, what
     ``pd.read_parquet(..., dtype_backend="pyarrow")`` gives), without copying the lists."""

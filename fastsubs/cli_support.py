@@ -1,4 +1,7 @@
-"""What both command-line tools share: turning errors and stop signals into one line and an exit status.
+"""What the command-line tools (fastsubs-query, fastsubs-index, fastsubs-bench) share, and
+the library does not use: turning errors and stop signals into one line and an exit
+status, ``--version``, and BLAS without threads of its own.  It lives at the package's
+root because the three tools live in three folders (query/, indexer/, bench/).
 
 A user's bad input (a model, an index, a query text) must end in one readable line on
 stderr, never a traceback; a closed pipe (``| head``) ends the run quietly.
@@ -9,7 +12,7 @@ exceptions in the main thread — KeyboardInterrupt and :class:`Terminated` — 
 output got) before the tool exits with 130 or 143 and one line on stderr.  Worker
 processes say nothing: they ignore both (their parent stops them, whether the signal
 reached it alone or its whole process group) and die with their parent
-(:func:`become_worker`).
+(:func:`fastsubs.processes.become_worker`).
 """
 
 from __future__ import annotations
@@ -17,11 +20,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fastsubs.errors import FastsubsError, OutputError
+from fastsubs.processes import STOP_SIGNALS
 
 
 def single_threaded_blas() -> None:
@@ -35,16 +38,6 @@ def single_threaded_blas() -> None:
     for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
         os.environ.setdefault(variable, "1")
 
-def usable_cores() -> int:
-    """The cores this process may run on: its CPU affinity where the system keeps one (a
-    SLURM job, ``taskset``), else the machine's.  More working processes than that only
-    take turns on the same cores, each with its own caches and pipes, at a cost that grows
-    with their number (docs/performance.md, "Tuning")."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity on this system (macOS)
-        return os.cpu_count() or 1
-
 
 T = TypeVar("T")
 
@@ -52,10 +45,6 @@ T = TypeVar("T")
 EXIT_INPUT_ERROR = 1
 #: What a shell reports for a process ended by SIGPIPE; used when the reader went away.
 EXIT_BROKEN_PIPE = 141
-#: The signals that ask a run to stop; a process stopped by one exits with 128 + its number.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-#: Linux prctl option: the signal a process gets when its parent dies.
-_PR_SET_PDEATHSIG = 1
 
 
 class Terminated(BaseException):
@@ -130,42 +119,6 @@ def _report(program: str, error: BaseException) -> int | None:
         print(f"{program}: {_line('interrupted' if interrupted else 'terminated', error)}", file=sys.stderr)
         return 128 + (signal.SIGINT if interrupted else signal.SIGTERM)
     return None
-
-
-@contextmanager
-def signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back (pending, not lost) for the duration of the block.
-
-    For the few steps a stop signal must not cut in two: forking workers (a child starts
-    with them held, until :func:`become_worker` ignores them) and writing one chunk of
-    output with its bookkeeping.  A signal that arrived meanwhile is raised as the block ends.
-    """
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def become_worker(parent: int) -> None:
-    """Make this forked process a worker that leaves stopping to its parent ``parent``.
-
-    It ignores SIGINT and SIGTERM (Ctrl-C, or a batch system's SIGTERM, may reach the
-    whole process group; the parent handles them and kills its workers, :mod:`fastsubs.workers`),
-    and the kernel kills it when the parent dies, even by SIGKILL, so no worker outlives a run.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass  # not Linux: the parent still stops its workers whenever it gets the chance
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
 
 
 def _silence_stdout() -> None:

@@ -6,6 +6,9 @@ for input they got wrong.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class FastsubsError(Exception):
     """Base of every error caused by input (a model, an index, a query text)."""
@@ -109,3 +112,14 @@ def missing_extra(what: str, extra: str, detail: str = "") -> FastsubsError:
 
 class ResumeError(FastsubsError):
     """``--resume`` found a partial output it cannot continue (another input, index or options)."""
+
+
+@contextmanager
+def errors_named(path: str) -> Iterator[None]:
+    """Turn an OSError while writing into an OutputError that names ``path``."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise OutputError(path, error.strerror or str(error)) from None

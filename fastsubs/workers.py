@@ -33,8 +33,8 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from fastsubs.cli_support import become_worker, signals_held
 from fastsubs.errors import FastsubsError
+from fastsubs.processes import become_worker, signals_held
 
 #: What a worker makes once, as it starts (a query's: its open index; None for a build).
 Prepare = Callable[[], Any]

@@ -14,7 +14,8 @@ from typing import Optional
 import typer
 
 from fastsubs import origin
-from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, usable_cores, version_option
+from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
+from fastsubs.processes import usable_cores
 
 single_threaded_blas()  # before anything imports numpy
 
@@ -91,10 +92,10 @@ def info(
     index: Path = typer.Argument(..., help="Index directory."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole metadata as JSON (for programs)."),
 ) -> None:
-    from fastsubs.index import SubstituteIndex
+    from fastsubs.core import CoreIndex
 
     def show() -> None:
-        with SubstituteIndex(index) as opened:
+        with CoreIndex(index) as opened:
             meta = opened.meta
         print(json.dumps(meta, indent=2, sort_keys=True) if as_json else described(index, meta))
 

@@ -123,10 +123,10 @@ def is_empty_directory(path: Path) -> bool:
 def _untagged_problem(directory: Path) -> str | None:
     """None when ``directory`` opens as a fastsubs index through the kernel's checked
     reader (an index published before builds wrote the tag), else why not."""
-    from fastsubs.index import SubstituteIndex
+    from fastsubs.core import CoreIndex
 
     try:
-        with SubstituteIndex(directory):
+        with CoreIndex(directory):
             return None
     except FastsubsError as error:
         return str(error).removeprefix(f"{directory}: ")

@@ -16,7 +16,7 @@ from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, ver
 single_threaded_blas()  # before anything imports numpy
 
 if TYPE_CHECKING:
-    from fastsubs.query.options import QueryOptions
+    from fastsubs.options import QueryOptions
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
@@ -108,8 +108,9 @@ def query(
     version: bool = version_option("fastsubs-query"),
 ) -> None:
     # The search stack loads only once the arguments are valid (start-up stays small).
-    from fastsubs.query.options import FORMATS, QueryOptions, joined, read_word_list
+    from fastsubs.options import FORMATS, QueryOptions
     from fastsubs.query.run import execute
+    from fastsubs.query.word_lists import joined, read_word_list
 
     if output_format not in FORMATS:
         raise typer.BadParameter(f"expected one of {', '.join(FORMATS)}", param_hint="--format")
@@ -135,12 +136,12 @@ def query(
 
 def _run_on_dask(scheduler: str, index: Path, pattern: str, output_dir: Path, options: QueryOptions,
                  stats: bool, count_given: bool) -> None:
-    from fastsubs.index import SubstituteIndex
-    from fastsubs.query.dask import run_files
+    from fastsubs.core import CoreIndex
+    from fastsubs.query.cluster import run_files
     from fastsubs.query.run import format_stats, run_notes
 
     if index.is_dir():  # the workers' path: this machine may not see it
-        with SubstituteIndex(index) as opened:
+        with CoreIndex(index) as opened:
             for note in run_notes(opened, options, count_given):
                 print(note, file=sys.stderr)
     totals = run_files(scheduler, str(index), pattern, output_dir, options)

@@ -1,6 +1,6 @@
 """Where a run's output goes: stdout as it comes, or ``-o OUT`` atomically and resumably.
 
-Output arrives a chunk of input lines at a time (:mod:`fastsubs.query.lines`), finished by
+Output arrives a chunk of input lines at a time (:mod:`fastsubs.lines`), finished by
 the process that searched it: text, or for a compressed OUT one complete gzip member (bz2,
 xz stream) per chunk.  Chunk boundaries depend on the input alone, so OUT's bytes are the
 same for any number of workers.
@@ -44,10 +44,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from fastsubs.cli_support import signals_held
-from fastsubs.errors import OutputError, ResumeError
-from fastsubs.query.lines import TEXT_BLOCKS, Blocks
-from fastsubs.query.long_lines import Line, line_pieces
+from fastsubs.errors import OutputError, ResumeError, errors_named
+from fastsubs.lines import TEXT_BLOCKS, Blocks
+from fastsubs.long_lines import Line, line_pieces
+from fastsubs.parts import PART_NAME, PART_TEMPORARY_PREFIX, is_part, publish_part
+from fastsubs.processes import signals_held
 from fastsubs.query.provenance import FLAGS, finished_record
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
 from fastsubs.textio import Compressor, file_sha256
@@ -75,17 +76,6 @@ def run_identity(record: dict[str, Any]) -> dict[str, Any]:
         "compression": record["compression"],
         "fastsubs": record["fastsubs"],
     }
-
-
-@contextmanager
-def errors_named(path: str) -> Iterator[None]:
-    """Turn an OSError while writing into an OutputError that names ``path``."""
-    try:
-        yield
-    except BrokenPipeError:
-        raise
-    except OSError as error:
-        raise OutputError(path, error.strerror or str(error)) from None
 
 
 class StreamOutput:
@@ -418,7 +408,7 @@ class PartDirectory:
         if os.path.lexists(target) and not os.path.isdir(target):
             raise OutputError(str(target), "it is not a directory; --format parquet writes a dataset directory")
         if os.path.isdir(target):
-            foreign = [name for name in os.listdir(target) if not _is_part(name)]
+            foreign = [name for name in os.listdir(target) if not is_part(name)]
             if foreign:
                 raise OutputError(str(target), f"it holds {foreign[0]!r}, which is not a part of a dataset: "
                                                "name a new or empty directory")
@@ -495,23 +485,6 @@ def _one_after_another(parts: list[tuple[str, int, int, str]], lines: int) -> bo
             return False
         first += count
     return first == lines + 1
-
-
-#: A dataset's part, by the first input line it holds (so the names sort in input order),
-#: and the prefix of one being written (hidden from dataset readers, which skip names
-#: starting with a dot); query/parquet.py writes them.
-PART_NAME = "part-{:010d}.parquet"
-PART_TEMPORARY_PREFIX = ".writing-"
-
-
-def publish_part(temporary: str, directory: str) -> None:
-    """A finished part, from its temporary name into ``directory`` under its own name."""
-    os.replace(temporary, os.path.join(directory, os.path.basename(temporary).removeprefix(PART_TEMPORARY_PREFIX)))
-
-
-def _is_part(name: str) -> bool:
-    before, after = PART_NAME.split("{:010d}")
-    return name.startswith(before) and name.endswith(after)
 
 
 def _shown(value: Any) -> str:

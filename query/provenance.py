@@ -19,7 +19,7 @@ import shlex
 from typing import Any
 
 from fastsubs import origin
-from fastsubs.query.options import QueryOptions
+from fastsubs.options import QueryOptions
 from fastsubs.textio import DEFAULT_LEVELS, Compressor
 
 #: Appended to OUT for its record.

@@ -7,7 +7,7 @@ workers have sent wait to be written.  So a thread reads the chunks ahead into a
 queue and says so through a pipe that the process waits on beside the workers' results
 (:meth:`fastsubs.workers.WorkerProcesses.collect`): answers are written as soon as they
 are ready, whatever the input does.  A chunk is still only handed out once it is whole
-(the input's chunks do not depend on timing: :mod:`fastsubs.query.lines`).
+(the input's chunks do not depend on timing: :mod:`fastsubs.lines`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from types import TracebackType
 
-from fastsubs.query.lines import Chunk
+from fastsubs.lines import Chunk
 
 #: What :meth:`ReadingThread.next_ready` gives once the input has ended.
 END = object()

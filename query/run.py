@@ -17,19 +17,18 @@ import sys
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from contextlib import AbstractContextManager, ExitStack, closing
-from dataclasses import dataclass
 from functools import partial
-from itertools import takewhile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fastsubs.cli_support import signals_held, usable_cores
-from fastsubs.errors import ArgumentError, QueryInputError, ResumeError
-from fastsubs.index import SubstituteIndex
-from fastsubs.query.formats import input_blocks, render_lines
-from fastsubs.query.lines import Chunk, InputLines
-from fastsubs.query.long_lines import PIECE_BYTES, ChunkSink, LongLine, SpillDirectory, windows
-from fastsubs.query.options import QueryOptions, missing_word_warning
+from fastsubs.chunks import ChunkResult, process_chunk
+from fastsubs.core import CoreIndex
+from fastsubs.errors import ArgumentError, ResumeError
+from fastsubs.formats import input_blocks
+from fastsubs.lines import Chunk, InputLines
+from fastsubs.long_lines import PIECE_BYTES, LongLine, SpillDirectory
+from fastsubs.options import QueryOptions, missing_word_warning
+from fastsubs.processes import signals_held, usable_cores
 from fastsubs.query.output_files import (
     PARTIAL_SUFFIX,
     PartialOutput,
@@ -44,7 +43,7 @@ from fastsubs.stats import SearchStats
 from fastsubs.textio import Compressor, compressor, open_binary
 
 if TYPE_CHECKING:
-    from fastsubs.query.parquet import PartFiles
+    from fastsubs.parquet import PartFiles
     from fastsubs.workers import WorkerProcesses
 
 #: Chunks a forked worker holds: the one it searches and the next.  The run's own process
@@ -56,86 +55,10 @@ CHUNKS_AHEAD = 2
 WORKER_DIED = "a worker process died (killed, or out of memory?); the output is incomplete"
 
 
-@dataclass
-class ChunkResult:
-    """What processing a chunk gives back: its finished output (one member, when the output
-    is compressed; for a dataset, ``part``, the path of its part file, written under a
-    temporary name; for a chunk with a long line, the file ``spilled``), how many of its
-    lines that output covers, warnings, and the work it took.
-
-    A bad record that is not to be skipped ends the chunk: ``error`` holds it, and
-    ``data`` (``part``) the output of the ``done`` lines before it.
-    """
-
-    data: bytes
-    done: int
-    warnings: list[str]
-    stats: SearchStats
-    error: QueryInputError | None = None
-    part: str | None = None
-    spilled: str | None = None  # the file that holds the output instead of ``data`` (a long line's chunk)
-
-
-def process_chunk(index: SubstituteIndex, chunk: Chunk, options: QueryOptions, source: str,
-                  compress: Compressor | None = None, parts: PartFiles | None = None) -> ChunkResult:
-    """The output of every line of ``chunk`` (consecutive lines), finished as the output file
-    takes it (compressed by ``compress``, if any; a part file among ``parts``, for a
-    dataset): the process that searched a chunk also formats and compresses it, so the
-    writing process only writes.  The chunk is made in one call into the C core (a part,
-    in one per row group), and one more after each bad -t record, which is skipped only
-    when asked; a long line, in one per window (:mod:`fastsubs.query.long_lines`), its
-    chunk's output kept in a file (``ChunkResult.spilled``).  Its stats count this
-    thread's searches alone: other threads may search the same index."""
-    first = chunk[0][0] if chunk else 1
-    lines = [line for _, line in chunk]
-    part = parts.writer(index, first) if parts is not None else None
-    sink = ChunkSink(compress)
-    add = part.add if part is not None else sink.add
-    add_window = partial(part.add, window=True) if part is not None else sink.add
-    step = parts.row_group_lines if parts is not None else len(lines)
-    warnings = []
-    stats = SearchStats()
-    done = 0
-    error = None
-    try:
-        while done < len(lines):
-            line = lines[done]
-            if isinstance(line, LongLine):
-                sink.spill(os.path.dirname(line.path))
-                for text, window in windows(line, index.order):
-                    rendered = render_lines(index, [text], first + done, options, window)
-                    add_window(rendered.data)
-                    stats.add(rendered.stats)
-                done += 1
-                continue
-            plain = list(takewhile(lambda line: not isinstance(line, LongLine), lines[done:done + step]))
-            rendered = render_lines(index, plain, first + done, options)  # type: ignore[arg-type]
-            add(rendered.data)
-            stats.add(rendered.stats)
-            done += rendered.done
-            if rendered.problem is None:
-                continue
-            bad = QueryInputError(source, first + done, rendered.problem)
-            if not options.skip_bad_records:
-                error = bad
-                break
-            warnings.append(f"fastsubs-query: warning: skipped {bad}")
-            done += 1
-    except BaseException:
-        sink.abandon()
-        if part is not None:
-            part.abandon()
-        raise
-    data = sink.close()
-    if part is not None:
-        return ChunkResult(b"", done, warnings, stats, error, part.close())
-    return ChunkResult(data, done, warnings, stats, error, spilled=sink.path)
-
-
 Results = Generator[tuple[Chunk, ChunkResult], None, None]
 
 
-def serial_results(index: SubstituteIndex, chunks: Iterable[Chunk], options: QueryOptions, source: str,
+def serial_results(index: CoreIndex, chunks: Iterable[Chunk], options: QueryOptions, source: str,
                    compress: Compressor | None, parts: PartFiles | None) -> Results:
     """Every chunk with its result, computed in this process."""
     for chunk in chunks:
@@ -149,13 +72,13 @@ def search_workers(count: int, index_path: str, options: QueryOptions, source: s
     # Imported here: a one-process run (the common case) should not pay for multiprocessing.
     from fastsubs.workers import worker_processes
 
-    def work(index: SubstituteIndex, chunk: Chunk) -> ChunkResult:
+    def work(index: CoreIndex, chunk: Chunk) -> ChunkResult:
         return process_chunk(index, chunk, options, source, compress, parts)
 
-    return worker_processes(count, partial(SubstituteIndex, index_path), work, os.getpid(), WORKER_DIED)
+    return worker_processes(count, partial(CoreIndex, index_path), work, os.getpid(), WORKER_DIED)
 
 
-def parallel_results(index: SubstituteIndex, pool: WorkerProcesses, chunks: Iterable[Chunk], options: QueryOptions,
+def parallel_results(index: CoreIndex, pool: WorkerProcesses, chunks: Iterable[Chunk], options: QueryOptions,
                      source: str, compress: Compressor | None, parts: PartFiles | None) -> Results:
     """Every chunk with its result from this process and the ``pool``'s workers, in input
     order, memory bounded.
@@ -239,7 +162,7 @@ class InOrder:
             yield chunk, answered.pop(number)  # type: ignore[misc]
 
 
-def run_notes(index: SubstituteIndex, options: QueryOptions, count_given: bool) -> list[str]:
+def run_notes(index: CoreIndex, options: QueryOptions, count_given: bool) -> list[str]:
     """What a run says before it starts about options the index cannot honour as given: a
     word of ``--exclude`` the vocabulary lacks (a warning), and a ``-n`` (``count_given``:
     the user's, not the default 100) above the substitutes a position can have, the
@@ -284,7 +207,7 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
         # for below, or the run stops them.
         pool = stack.enter_context(search_workers(workers - 1, index_path, options, source, compress, parts)) \
             if workers > 1 else None
-        opened = stack.enter_context(SubstituteIndex(index_path))  # fails early on a bad index
+        opened = stack.enter_context(CoreIndex(index_path))  # fails early on a bad index
         record = run_record(index_path, opened.meta, options, compress)
         for note in run_notes(opened, options, count_given):
             warn(note)
@@ -355,7 +278,7 @@ def dataset_parts(output_path: Path | None, options: QueryOptions, level: int | 
     if compressor(output_path) is not None or level is not None:
         raise ArgumentError("--format parquet compresses its columns itself (zstd): name -o without "
                             ".gz/.bz2/.xz and leave out --compress-level")
-    from fastsubs.query.parquet import PartFiles
+    from fastsubs.parquet import PartFiles
 
     return PartFiles(f"{output_path}{PARTIAL_SUFFIX}", options)
 

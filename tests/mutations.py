@@ -5,9 +5,9 @@ format's header and records in store.c, the reader's cache in cache.c, the open 
 index.c, the terms and the search, the output formats in render.c and sample.c, the -t
 records in chunk.c, the checks of the vendored LMDB) or of the Python around it (the
 resume record and its sinks in query/output_files.py, the Parquet writer, build --force in
-indexer/) the way a plausible bug would (a rank off by one, the paper's wrong bound, a
-cache slot reused while a search holds it, a front-coded key decoded from its start, a
-checksum computed but not compared, ...).  For each, this script
+indexer/, the library's layering and API surface) the way a plausible bug would (a rank
+off by one, the paper's wrong bound, a cache slot reused while a search holds it, a
+front-coded key decoded from its start, a checksum computed but not compared, ...).  For each, this script
 
 1. copies the repository (the working tree's tracked and untracked, not ignored, files,
    or a commit with ``--ref``) into a temporary directory, beside a link to the shared
@@ -60,9 +60,9 @@ STORE_H = "kernel/store.h"
 CHUNK, LMDB = "kernel/chunk.c", "kernel/lmdb/mdb.c"
 #: The Python side: the output files of a run (the resume record and its two sinks), the
 #: Parquet writer, and the indexer's publishing of an index.
-OUTPUT_FILES, PARQUET, PUBLISH, BUILD = "query/output_files.py", "query/parquet.py", "indexer/publish.py", \
+OUTPUT_FILES, PARQUET, PUBLISH, BUILD = "query/output_files.py", "fastsubs/parquet.py", "indexer/publish.py", \
     "indexer/build.py"
-LONG_LINES = "query/long_lines.py"
+LONG_LINES = "fastsubs/long_lines.py"
 
 
 @dataclass(frozen=True)
@@ -373,10 +373,10 @@ MUTATIONS = [
              "(uint64_t)place->line, (uint64_t)0, drawn, draws,"),
     # render_layout.h: the layouts Python reads (fastsubs._kernel.RENDER)
     Mutation("render-kinds-renumbered", "kernel/render_layout.h",
-             "a render kind renumbered in C alone: fastsubs.index.Render asks for another format",
+             "a render kind renumbered in C alone: fastsubs.core.Render asks for another format",
              "    RENDER_JSON,", "    RENDER_JSON = 9,"),
     Mutation("parquet-columns-reordered", "kernel/render_layout.h",
-             "two packed columns swapped in C alone: query/parquet.py reads the scores as p / sum p",
+             "two packed columns swapped in C alone: fastsubs/parquet.py reads the scores as p / sum p",
              "COLUMN_SCORES, COLUMN_PROBABILITIES,", "COLUMN_PROBABILITIES, COLUMN_SCORES,"),
     # sample.c: the --sample draw, numpy's default_rng([seed, line, position]).choice
     Mutation("sample-seed-high-word-dropped", SAMPLE,
@@ -461,7 +461,7 @@ MUTATIONS = [
              "a dataset's record is written at whole blocks, a second apart, not with each part: a kill loses "
              "published parts, and a stop keeps none of the tail's",
              "if part is not None:  # a dataset's part, whole: recorded at once", "if False:"),
-    Mutation("tail-resumed-at-a-block-start", "query/lines.py",
+    Mutation("tail-resumed-at-a-block-start", "fastsubs/lines.py",
              "a dataset resumed after a part of its tail cuts the rest from a new block: other parts, and "
              "rows past the input's end cut differently",
              "block_size = size - self.read % size", "block_size = size"),
@@ -482,6 +482,13 @@ MUTATIONS = [
     Mutation("force-takes-any-tag-file", PUBLISH,
              "any file named like the tag passes: another program's LMDB environment is replaced",
              "return stream.read(len(TAG_TEXT) + 1) == TAG_TEXT", "return True"),
+    # the library under the command line (tests/test_api_surface.py)
+    Mutation("library-imports-the-command-line", "fastsubs/__init__.py",
+             "fastsubs.QueryOptions is taken from a module of the command line: the library needs query/ again",
+             '"QueryOptions": "fastsubs.options",', '"QueryOptions": "fastsubs.query.cluster",'),
+    Mutation("api-shows-the-core", "fastsubs/index.py",
+             "an open index shows the core it holds as a public attribute: the API is more than docs/api.md",
+             "        self._core = CoreIndex(path)", "        self._core = self.core = CoreIndex(path)"),
 ]
 # Left out, as no output can tell them from the kernel (equivalent mutants):
 # - a cached record of the highest order given a back-off pointer (has_beta for every
@@ -492,7 +499,7 @@ MUTATIONS = [
 #   word not excluded and lists them all, which is what the cap allows;
 # - a cache hit that ignores the key length or compares fewer key bytes: a hit also needs
 #   the 64-bit hash of the whole key to match, so it takes a hash collision to differ;
-# - PlaceRow's fields reordered in render_layout.h: query/parquet.py reads each field at the offset
+# - PlaceRow's fields reordered in render_layout.h: fastsubs/parquet.py reads each field at the offset
 #   the core exports (fastsubs._kernel.RENDER);
 # - FLAT_MAP_RATIO the wrong way round (dense patterns given two-level maps, sparse ones
 #   flat maps): both maps give the same positions; only memory and time change.

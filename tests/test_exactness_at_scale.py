@@ -32,7 +32,7 @@ import fastsubs
 from arpa_gen import BigModelShape, big_models
 from exhaustive import ArpaModel
 from fastsubs.bench.reference_terms import Pattern, TermBuilder
-from fastsubs.index import SubstituteIndex
+from fastsubs.core import CoreIndex
 from fastsubs.tokens import tokenize
 from test_exactness import assert_exact
 
@@ -72,7 +72,7 @@ def check_big_model(shape: BigModelShape, drawn_k: int, limits: list[Limit] | No
         for budget_name, budget in BUDGETS.items():
             # opened afresh: what an earlier budget kept must not serve this one
             with fastsubs.open_index(Path(tmp) / "model.fsidx") as index:
-                index.set_cache(DEFAULT_SLOTS, budget)
+                index._core.set_cache(DEFAULT_SLOTS, budget)  # the core the API searches with
                 for (number, position, (n, p)), listed in expected.items():
                     assert_exact(index.position(sentences[number], position, n=n, p=p), listed,
                                  f"{budget_name}, {sentences[number]} position {position} n={n} p={p}")
@@ -95,7 +95,7 @@ def test_search_equals_exhaustive_scoring_on_big_models_long_run(shape: BigModel
 def position_pattern_sizes(index_path: Path, lines: list[str]) -> list[list[int]]:
     """Per position of ``lines``, the sizes of the patterns its terms read (the reference
     term builder builds the chains the kernel builds)."""
-    with SubstituteIndex(index_path) as index:
+    with CoreIndex(index_path) as index:
         builder = TermBuilder(index)
         found = []
         for line in lines:
@@ -177,8 +177,8 @@ def test_positions_two_and_four_bytes_wide(tmp_path: Path) -> None:
             + "\n\n\\2-grams:\n" + "\n".join(bigrams) + "\n\n\\end\\\n")
     (tmp_path / "model.arpa").write_text(text)
     fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx", joint_min=1)
-    with SubstituteIndex(tmp_path / "model.fsidx") as index:
-        sizes = {fixed: len(index.pattern(1, (index.word_id(fixed),))[0]) // 4 for fixed in ("<s>", "w0")}
+    with CoreIndex(tmp_path / "model.fsidx") as core:
+        sizes = {fixed: len(core.pattern(1, (core.word_id(fixed),))[0]) // 4 for fixed in ("<s>", "w0")}
     assert sizes == {"<s>": 65536, "w0": 65537}
     oracle = ArpaModel.from_text(text).stored_as_float32()
     tokens = ["w0", "w5", "w7"]

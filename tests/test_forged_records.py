@@ -34,7 +34,7 @@ import fastsubs
 from conftest import run_cli
 from fastsubs import format as fmt
 from fastsubs.bench.reference_terms import TermBuilder
-from fastsubs.index import SubstituteIndex
+from fastsubs.core import CoreIndex
 from generated_models import write_model
 from test_damaged_index import put
 
@@ -191,7 +191,7 @@ class Forgeable:
     targets: dict[int, Target]  # by record kind
 
 
-def query_sentence(index: SubstituteIndex, where: Located) -> list[str] | None:
+def query_sentence(index: CoreIndex, where: Located) -> list[str] | None:
     """The words of a sentence ``A x B`` for the pattern ``A _ B``, x any word of the model
     (the look-up of the pattern does not depend on it), checked with the reference term
     builder (which looks up what the C core looks up) to read the pattern; None when no
@@ -225,7 +225,7 @@ def forgeable(tmp_path_factory: pytest.TempPathFactory) -> Forgeable:
     path = folder / "model.fsidx"
     fastsubs.build_index(folder / "model.arpa", path)
     targets: dict[int, Target] = {}
-    with SubstituteIndex(path) as index:
+    with CoreIndex(path) as index:
         vocab_size, id_bytes, order = index.vocab_size, index.id_bytes, index.order
         env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=64)
         with env.begin() as txn:
@@ -243,8 +243,9 @@ def forgeable(tmp_path_factory: pytest.TempPathFactory) -> Forgeable:
                             targets[where.kind] = Target(where, sentence)
         env.close()
         assert set(targets) == set(KINDS.values()), f"no pattern to forge in records of kinds {set(KINDS.values())}"
+    with fastsubs.open_index(path) as api:
         for target in targets.values():  # sound, they answer: what fails once forged is the forgery
-            assert len(index.sentence(target.sentence, n=5)) == len(target.sentence) + 1
+            assert len(api.sentence(target.sentence, n=5)) == len(target.sentence) + 1
     return Forgeable(path, vocab_size, id_bytes, targets)
 
 

@@ -9,12 +9,10 @@ here means exactly what its flag means.  Invalid values raise
 from __future__ import annotations
 
 import numbers
-import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-from fastsubs.errors import ArgumentError, QueryInputError
+from fastsubs.errors import ArgumentError
 from fastsubs.limits import DEFAULT_COUNT, Limits
 from fastsubs.tokens import word_list
 
@@ -77,21 +75,3 @@ def missing_word_warning(word: bytes) -> str:
 
 def _whole(value: object, least: int) -> bool:
     return not isinstance(value, bool) and isinstance(value, numbers.Integral) and int(value) >= least
-
-
-def read_word_list(path: str | os.PathLike[str]) -> list[str]:
-    """The words of ``--exclude-from FILE``: one per line; blank lines are skipped, a line
-    with two words is an error naming it."""
-    words: list[str] = []
-    with open(path, "rb") as stream:
-        for number, line in enumerate(stream, start=1):
-            fields = line.split()
-            if len(fields) > 1:
-                raise QueryInputError(os.fspath(path), number, f"expected one word, found {len(fields)}")
-            words.extend(field.decode("utf-8", "surrogateescape") for field in fields)
-    return words
-
-
-def joined(*lists: Iterable[str]) -> tuple[str, ...]:
-    """The words of several lists, each once, in the order first given."""
-    return tuple(dict.fromkeys(word for words in lists for word in words))

@@ -1,0 +1,104 @@
+"""A chunk of input lines through the C core into finished output: the step every run
+takes, one chunk at a time, whoever drives it (``fastsubs-query``'s processes and
+workers, its ``--dask`` tasks, :mod:`fastsubs.dask`'s partitions).
+
+The chunk is tokenized, searched and written in one call into the core
+(:func:`fastsubs.formats.render_lines`); the output is finished where it was made
+(compressed, or a dataset's part file), so whoever writes it only writes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import partial
+from itertools import takewhile
+from typing import TYPE_CHECKING
+
+from fastsubs.core import CoreIndex
+from fastsubs.errors import QueryInputError
+from fastsubs.formats import render_lines
+from fastsubs.lines import Chunk
+from fastsubs.long_lines import ChunkSink, LongLine, windows
+from fastsubs.options import QueryOptions
+from fastsubs.stats import SearchStats
+from fastsubs.textio import Compressor
+
+if TYPE_CHECKING:
+    from fastsubs.parquet import PartFiles
+
+
+@dataclass
+class ChunkResult:
+    """What processing a chunk gives back: its finished output (one member, when the output
+    is compressed; for a dataset, ``part``, the path of its part file, written under a
+    temporary name; for a chunk with a long line, the file ``spilled``), how many of its
+    lines that output covers, warnings, and the work it took.
+
+    A bad record that is not to be skipped ends the chunk: ``error`` holds it, and
+    ``data`` (``part``) the output of the ``done`` lines before it.
+    """
+
+    data: bytes
+    done: int
+    warnings: list[str]
+    stats: SearchStats
+    error: QueryInputError | None = None
+    part: str | None = None
+    spilled: str | None = None  # the file that holds the output instead of ``data`` (a long line's chunk)
+
+
+def process_chunk(index: CoreIndex, chunk: Chunk, options: QueryOptions, source: str,
+                  compress: Compressor | None = None, parts: PartFiles | None = None) -> ChunkResult:
+    """The output of every line of ``chunk`` (consecutive lines), finished as the output file
+    takes it (compressed by ``compress``, if any; a part file among ``parts``, for a
+    dataset): the process that searched a chunk also formats and compresses it, so the
+    writing process only writes.  The chunk is made in one call into the C core (a part,
+    in one per row group), and one more after each bad -t record, which is skipped only
+    when asked; a long line, in one per window (:mod:`fastsubs.long_lines`), its
+    chunk's output kept in a file (``ChunkResult.spilled``).  Its stats count this
+    thread's searches alone: other threads may search the same index."""
+    first = chunk[0][0] if chunk else 1
+    lines = [line for _, line in chunk]
+    part = parts.writer(index, first) if parts is not None else None
+    sink = ChunkSink(compress)
+    add = part.add if part is not None else sink.add
+    add_window = partial(part.add, window=True) if part is not None else sink.add
+    step = parts.row_group_lines if parts is not None else len(lines)
+    warnings = []
+    stats = SearchStats()
+    done = 0
+    error = None
+    try:
+        while done < len(lines):
+            line = lines[done]
+            if isinstance(line, LongLine):
+                sink.spill(os.path.dirname(line.path))
+                for text, window in windows(line, index.order):
+                    rendered = render_lines(index, [text], first + done, options, window)
+                    add_window(rendered.data)
+                    stats.add(rendered.stats)
+                done += 1
+                continue
+            plain = list(takewhile(lambda line: not isinstance(line, LongLine), lines[done:done + step]))
+            rendered = render_lines(index, plain, first + done, options)  # type: ignore[arg-type]
+            add(rendered.data)
+            stats.add(rendered.stats)
+            done += rendered.done
+            if rendered.problem is None:
+                continue
+            bad = QueryInputError(source, first + done, rendered.problem)
+            if not options.skip_bad_records:
+                error = bad
+                break
+            warnings.append(f"fastsubs-query: warning: skipped {bad}")
+            done += 1
+    except BaseException:
+        sink.abandon()
+        if part is not None:
+            part.abandon()
+        raise
+    data = sink.close()
+    if part is not None:
+        return ChunkResult(b"", done, warnings, stats, error, part.close())
+    return ChunkResult(data, done, warnings, stats, error, spilled=sink.path)

@@ -53,7 +53,7 @@ class Answer(enum.IntEnum):
 
 
 class Render(enum.IntEnum):
-    """How :meth:`CoreIndex.render` writes each position (``kernel/render.h``)."""
+    """How :meth:`CoreIndex.render` writes each position (``kernel/render_layout.h``)."""
 
     LINE = 0                  #: ``word<TAB>fields``: fastsubs-query's text
     FIELDS = 1                #: the fields alone (render_chunk writes each -t record before them)

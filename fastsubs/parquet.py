@@ -2,7 +2,7 @@
 Spark read directly, written in part files by the processes that search.
 
 The C core makes a chunk's positions into numbers, not text (``Render.COLUMNS``:
-``kernel/render.h``'s columns, packed as ``kernel/chunk.h`` says), and this module hands
+``kernel/render_layout.h``'s columns, packed as ``kernel/chunk.h`` says), and this module hands
 them to Apache Arrow (``pyarrow``, the reference implementation of Parquet that the other
 readers agree with) without a Python loop per position: one row per position, its
 substitutes as list columns.  A chunk of the input (a block of :data:`PART_BLOCKS`'s lines)
@@ -66,13 +66,13 @@ GATHER_IDS = 16384
 #: glibc's mallopt() parameter of the size from which malloc maps a block on its own.
 M_MMAP_THRESHOLD = -3
 
-#: One position of the places column: kernel/render.h's ``PlaceRow`` (signed integer fields),
+#: One position of the places column: kernel/render_layout.h's ``PlaceRow`` (signed integer fields),
 #: each field at the offset and of the size the core has it (``fastsubs._kernel.RENDER``).
 PLACE_ROW = np.dtype({"names": [name for name, _, _ in RENDER["place_row"]],
                       "formats": [f"=i{size}" for _, _, size in RENDER["place_row"]],
                       "offsets": [offset for _, offset, _ in RENDER["place_row"]],
                       "itemsize": RENDER["place_row_bytes"]})
-#: The packed columns in kernel/render.h's order, with their item types (the names and order
+#: The packed columns in kernel/render_layout.h's order, with their item types (the names and order
 #: are the core's, ``RENDER["columns"]``: tests/test_render_layout.py).
 COLUMNS: tuple[tuple[str, np.dtype], ...] = (
     ("places", PLACE_ROW), ("scores", np.dtype(np.float64)), ("probabilities", np.dtype(np.float64)),

@@ -2,8 +2,9 @@
  * results and maps failures to exceptions; what an open index is and does lives in
  * index.c (lifecycle, searchers), store.c (the format), search.c and render.c.
  *
- * ``Index(path)`` opens and checks an index in one call; fastsubs.index.SubstituteIndex
- * subclasses it with the Python API.  This file holds the module, the type and the
+ * ``Index(path)`` opens and checks an index in one call; fastsubs.core.CoreIndex subclasses
+ * it with the package's helpers, and fastsubs.index.SubstituteIndex (the public API) holds
+ * one.  This file holds the module, the type and the
  * look-ups the tools make; module_search.c the searches and their answers, which run
  * without the GIL; module_format.c the layouts; module_base.c what all of them share.  The
  * calls run one way: this file calls those, none of them calls this one. */

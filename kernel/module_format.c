@@ -2,7 +2,7 @@
  * with them (kernel/format.h), for tests/test_checksums.py to compare with
  * fastsubs/format.py, so that neither spelling of the format changes alone; and
  * fastsubs._kernel.RENDER: the output layouts Python reads (kernel/render_layout.h), which
- * query/parquet.py builds its dtype from and tests/test_render_layout.py compares. */
+ * fastsubs/parquet.py builds its dtype from and tests/test_render_layout.py compares. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <ctype.h>

@@ -11,7 +11,7 @@
  *   (Python's ``backslashreplace``), and ``<field>_bytes`` holding the bytes in base64;
  * * samples (--sample N): N draws (sample.h) as ``word<TAB>sub`` lines (``name<TAB>id<TAB>``
  *   before them for -t), or as one JSON object whose ``samples`` lists them;
- * * columns (Parquet, query/parquet.py): no text at all but the numbers of each position
+ * * columns (Parquet, fastsubs/parquet.py): no text at all but the numbers of each position
  *   appended to the columns below, which the chunk's caller packs (chunk.h) and Python
  *   hands to Apache Arrow without a loop per position.
  *

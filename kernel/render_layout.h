@@ -19,7 +19,7 @@ enum {
 /* The columns of RENDER_COLUMNS, in the order they are packed (8-byte items first, so
  * each starts aligned): one PlaceRow per position; its substitutes' scores, their
  * p / sum p (-z only) and their word ids; the word ids of its draws; the bytes of its
- * word, and of a -t record's name and id.  query/parquet.py reads them in this order. */
+ * word, and of a -t record's name and id.  fastsubs/parquet.py reads them in this order. */
 enum {
     COLUMN_PLACES, COLUMN_SCORES, COLUMN_PROBABILITIES, COLUMN_SUBSTITUTES, COLUMN_DRAWS, COLUMN_WORDS,
     COLUMN_NAMES, COLUMN_RECORD_IDS, COLUMN_COUNT

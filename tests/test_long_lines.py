@@ -134,11 +134,17 @@ def test_a_run_stopped_in_a_long_line_resumes_to_the_uninterrupted_bytes(demo_in
     words = demo_text(400).split()
     source = demo_text(40) + b" ".join((words * 40)[:100_000]) + b"\n" + demo_text(40)
     (tmp_path / "in.txt").write_bytes(source)
-    env = {**os.environ, "FASTSUBS_LONG_LINE_BYTES": "65536"}
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "FASTSUBS_LONG_LINE_BYTES": "65536", "TMPDIR": str(scratch)}
     out = tmp_path / "subs.txt"
     command = [QUERY, str(demo_index), "-n", "20", "-i", str(tmp_path / "in.txt"), "-o", str(out)]
     process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE)
-    time.sleep(1.5)
+    # the signal goes as soon as the line's windows are being searched: their output has
+    # spilled to its temporary file (a fixed sleep raced the run on a fast, idle machine)
+    deadline = time.monotonic() + 120
+    while process.poll() is None and not any(scratch.rglob("*.out")) and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert process.poll() is None, "the run was done before the signal: make the line longer"
     process.send_signal(signal.SIGTERM)
     process.communicate(timeout=60)

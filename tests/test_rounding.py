@@ -20,11 +20,14 @@ for score.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arpa_gen import arpa_models, sentences
+from c_programs import build_program, no_sanitizer_report, run_program
 from exhaustive import ArpaModel
 from test_exactness import check_model
 
@@ -151,6 +154,29 @@ def test_model_b_back_off_weights_that_cancel() -> None:
     scores = oracle.substitute_scores(["c1", "c2", "c3", "u"], 3)
     assert abs(scores["u"] - scores["e"]) < 1e-7  # the two nearly tie
     check_model(MODEL_B, [["c1", "c2", "c3", "u"]])
+
+
+@pytest.fixture(scope="module")
+def bound_check(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_program(tmp_path_factory, "bound_check.c")
+
+
+def test_model_c_an_alternatives_bound_is_the_chain_of_its_best_word(bound_check: Path) -> None:
+    """The bound of u's alternative at model C's position (the unigram list, its sup u's alpha
+    -1, under the back-off weights of "c1 c2 c3", "c2 c3" and "c3") is the score of u itself,
+    summed as the score sums the chain; the weights summed first round below u's score,
+    and below e's -1.0.  Whether the search's answers show such a bound depends on when the
+    search recomputes it (the search tests of models B and C caught it only while the bound
+    was recomputed as soon as another list could bind: KEEP_GAPS 1); this checks the sum."""
+    oracle = ArpaModel.from_text(MODEL_C).stored_as_float32()
+    context = ("c1", "c2", "c3")
+    sups = [oracle.ngrams[context[k:]][1] for k in range(len(context))]
+    inner = oracle.ngrams[("u",)][0]
+    result = run_program(bound_check, inner.hex(), *(sup.hex() for sup in sups), timeout=60)
+    no_sanitizer_report(result)
+    bound = float.fromhex(result.stdout.decode().strip())
+    assert bound == oracle.logprob("u", context) > -1.0
+    assert sum(sups) + inner < -1.0  # the other order: what the search must not take
 
 
 def test_model_c_the_bound_is_summed_as_the_score() -> None:

@@ -103,12 +103,16 @@ class CoreIndex(Index):
         found = int.from_bytes(self.ids([as_bytes(word)], fmt.NO_WORD), "little")
         return None if found == fmt.NO_WORD else found
 
-    def sentence_ids(self, tokens: Sequence[bytes]) -> bytes:
-        """``<s> tokens </s>`` as word ids (bytes of uint32, as :meth:`search` takes them);
-        unknown words are ``<unk>`` or, without it, a word that matches no n-gram."""
+    def token_ids(self, tokens: Sequence[bytes]) -> bytes:
+        """``tokens`` as word ids (bytes of uint32, as :meth:`search` takes them); unknown
+        words are ``<unk>`` or, without it, a word that matches no n-gram."""
         unknown = self.unk_id
-        ids: bytes = self.ids([b"<s>", *tokens, b"</s>"], fmt.NO_WORD if unknown is None else unknown)
+        ids: bytes = self.ids(tokens, fmt.NO_WORD if unknown is None else unknown)
         return ids
+
+    def sentence_ids(self, tokens: Sequence[bytes]) -> bytes:
+        """``<s> tokens </s>`` as word ids (:meth:`token_ids`)."""
+        return self.token_ids([b"<s>", *tokens, b"</s>"])
 
     def excluded(self, words: tuple[bytes, ...]) -> bytes:
         """The words of ``words`` that can be substitutes, as :meth:`search` takes them: their

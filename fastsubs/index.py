@@ -157,8 +157,7 @@ class SubstituteIndex:
             tokens += [b"<s>", *sentence_tokens(sentence), b"</s>"]
             starts.append(len(tokens))
         core = self._core
-        unknown = core.unk_id
-        ids = core.ids(tokens, fmt.NO_WORD if unknown is None else unknown)
+        ids = core.token_ids(tokens)
         sentence_starts = np.array(starts, dtype=np.int64)
         words, scores, offsets = core.search_batch(ids, sentence_starts.tobytes(), limits.count, limits.mass,
                                                    excluded, eos)

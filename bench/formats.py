@@ -29,9 +29,9 @@ import threading
 import time
 from pathlib import Path
 
+from fastsubs import open_index
 from fastsubs.bench.bench import machine
 from fastsubs.bench.processes import BIN, private_anon_kib, run_sampling
-from fastsubs.core import CoreIndex
 from fastsubs.tokens import tokenize
 
 FORMATS = {"text": ("out.txt", []), ".gz": ("out.txt.gz", []), "jsonl": ("out.jsonl", ["-f", "jsonl"])}
@@ -139,7 +139,7 @@ def threads(args, lines: list[bytes]) -> None:
     positions = sum(len(tokens) + 1 for tokens in sentences)
     print(f"\n== API: index.batch(n=100) from T threads on one open index, {positions} positions "
           f"(median of {args.repeats}) ==")
-    with CoreIndex(args.index) as index:
+    with open_index(args.index) as index:
         index.batch(sentences, n=100)  # the page cache and the caches warm, for every count of threads alike
         seconds = {}
         for count in args.threads:

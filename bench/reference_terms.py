@@ -6,7 +6,7 @@ lp(x) is the sum over j = t … min(t+N-1, n+1) of log10 p(s_j | context) with s
 (docs/algorithm.md).  Each such term is a back-off chain: the longest n-gram present gives
 its alpha, every shorter step adds a back-off weight.  This module only *describes*
 the chains (which pattern, which constant), reading patterns as copies through
-:meth:`fastsubs.index.CoreIndex.pattern`; the C core builds the same chains for
+:meth:`fastsubs.core.CoreIndex.pattern`; the C core builds the same chains for
 itself.  The bench's exhaustive scorer and the tests evaluate these, so a mistake in the
 core's chains shows as a difference from them.
 """

@@ -17,8 +17,8 @@ import argparse
 from pathlib import Path
 
 import fastsubs
+from fastsubs import format as fmt
 from fastsubs.core import CoreIndex
-from fastsubs.indexer.patterns import PARTS
 
 
 def _file_bytes(index: Path) -> int:
@@ -33,7 +33,7 @@ def report(index: Path) -> str:
     if sizes is None:
         return f"{index}: no size report (built before fastsubs recorded one: rebuild it)"
     total_ngrams = sum(meta["counts"])
-    columns = (*PARTS, "lmdb", "total")
+    columns = (*fmt.PARTS, "lmdb", "total")
     lines = [f"{index}: {meta['order']}-gram model, {meta['vocab_size']:,} words, {total_ngrams:,} n-grams, "
              f"{meta['id_bytes']}-byte ids; bytes per n-gram of each order",
              f"{'':>10} {'n-grams':>12} {'records':>10} " + " ".join(f"{c:>9}" for c in columns)]
@@ -41,8 +41,8 @@ def report(index: Path) -> str:
         if line["part"] == "arrays":
             continue
         ngrams = line["ngrams"]
-        written = sum(line[part] for part in PARTS)
-        values = [line[part] for part in PARTS] + [line["pages"] - written, line["pages"]]
+        written = sum(line[part] for part in fmt.PARTS)
+        values = [line[part] for part in fmt.PARTS] + [line["pages"] - written, line["pages"]]
         lines.append(f"{line['part']:>10} {ngrams:>12,} {line['records']:>10,} "
                      + " ".join(f"{v / ngrams:>9.2f}" for v in values))
     arrays = next(line for line in sizes if line["part"] == "arrays")

@@ -27,7 +27,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fastsubs import format as fmt
-from fastsubs._kernel import Index, thread_counters
+from fastsubs._kernel import RENDER, Index, thread_counters
 from fastsubs.limits import Limits
 from fastsubs.stats import SearchStats
 from fastsubs.tokens import Token, as_bytes
@@ -53,14 +53,16 @@ class Answer(enum.IntEnum):
 
 
 class Render(enum.IntEnum):
-    """How :meth:`CoreIndex.render` writes each position (``kernel/render_layout.h``)."""
+    """How :meth:`CoreIndex.render` writes each position: the core's kinds of output, each the
+    value the core gives it (``kernel/render_layout.h``, ``RENDER_KINDS``; the names are its
+    list's, tests/test_render_layout.py)."""
 
-    LINE = 0                  #: ``word<TAB>fields``: fastsubs-query's text
-    FIELDS = 1                #: the fields alone (render_chunk writes each -t record before them)
-    JSON = 2                  #: a JSON object (``--format jsonl``)
-    SAMPLE_LINES = 3          #: ``word<TAB>sub`` per draw (``--sample``)
-    SAMPLE_JSON = 4           #: a JSON object listing the draws (``--sample --format jsonl``)
-    COLUMNS = 5               #: numbers, not text (``--format parquet``; render_chunk alone)
+    LINE = RENDER["kinds"]["LINE"]                  #: ``word<TAB>fields``: fastsubs-query's text
+    FIELDS = RENDER["kinds"]["FIELDS"]              #: the fields alone (render_chunk writes each -t record before)
+    JSON = RENDER["kinds"]["JSON"]                  #: a JSON object (``--format jsonl``)
+    SAMPLE_LINES = RENDER["kinds"]["SAMPLE_LINES"]  #: ``word<TAB>sub`` per draw (``--sample``)
+    SAMPLE_JSON = RENDER["kinds"]["SAMPLE_JSON"]    #: a JSON object listing the draws (``--sample --format jsonl``)
+    COLUMNS = RENDER["kinds"]["COLUMNS"]            #: numbers, not text (``--format parquet``; render_chunk alone)
 
 
 class Rendered(NamedTuple):

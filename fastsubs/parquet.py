@@ -72,12 +72,12 @@ PLACE_ROW = np.dtype({"names": [name for name, _, _ in RENDER["place_row"]],
                       "formats": [f"=i{size}" for _, _, size in RENDER["place_row"]],
                       "offsets": [offset for _, offset, _ in RENDER["place_row"]],
                       "itemsize": RENDER["place_row_bytes"]})
-#: The packed columns in kernel/render_layout.h's order, with their item types (the names and order
-#: are the core's, ``RENDER["columns"]``: tests/test_render_layout.py).
-COLUMNS: tuple[tuple[str, np.dtype], ...] = (
-    ("places", PLACE_ROW), ("scores", np.dtype(np.float64)), ("probabilities", np.dtype(np.float64)),
-    ("substitutes", np.dtype(np.uint32)), ("draws", np.dtype(np.uint32)), ("words", np.dtype(np.uint8)),
-    ("names", np.dtype(np.uint8)), ("record_ids", np.dtype(np.uint8)))
+#: The packed columns in kernel/render_layout.h's order, with their item types, as the core has
+#: them (``RENDER["columns"]``: name, numpy kind, item bytes; kind ``V`` is a place row).
+COLUMNS: tuple[tuple[str, np.dtype], ...] = tuple(
+    (name, PLACE_ROW if kind == "V" else np.dtype(f"<{kind}{size}")) for name, kind, size in RENDER["columns"])
+#: The length of each column, in bytes, that frames a chunk's columns (before them, in their order).
+COLUMN_LENGTH = np.dtype(RENDER["column_length"])
 
 
 def keep_memory_small() -> None:
@@ -121,7 +121,7 @@ def schema(options: QueryOptions) -> Any:
 
 def _unpacked(data: bytes) -> dict[str, np.ndarray]:
     """The columns of a chunk's packed numbers (kernel/chunk.h), as numpy views of ``data``."""
-    lengths = np.frombuffer(data, np.int64, len(COLUMNS))
+    lengths = np.frombuffer(data, COLUMN_LENGTH, len(COLUMNS))
     columns, at = {}, lengths.nbytes
     for (name, dtype), length in zip(COLUMNS, lengths.tolist()):
         columns[name] = np.frombuffer(data, dtype, offset=at, count=length // dtype.itemsize)

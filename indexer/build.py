@@ -27,7 +27,7 @@ from fastsubs.errors import FastsubsError, IndexExistsError, ModelFormatError
 from fastsubs.indexer.arpa import ArpaReader, NgramTable
 from fastsubs.indexer.completeness import check_count, check_opens, check_unigram_arrays
 from fastsubs.indexer.jobs import Jobs
-from fastsubs.indexer.patterns import PARTS, end_record, largest_magnitude
+from fastsubs.indexer.patterns import largest_magnitude
 from fastsubs.indexer.publish import (
     check_replaceable,
     is_empty_directory,
@@ -128,7 +128,7 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
         if spill is None or spill.order != chunk.order:
             if spill is not None:
                 start_jobs(spill)
-            spill = Spill(directory / f"{chunk.order}.ngrams", chunk.order, fmt.id_bytes_for(len(reader.words)))
+            spill = Spill(directory / f"{chunk.order}.ngrams", chunk.order, fmt.id_bytes(len(reader.words)))
         spill.add(chunk)
     if spill is not None:
         start_jobs(spill)
@@ -237,7 +237,7 @@ def _disk_full(directory: Path) -> bool:
 def _write_environment(directory: Path, model: _ReadModel, model_path: Path, progress: Progress,
                        joint_min: int) -> None:
     vocab_size = len(model.words)
-    id_bytes = fmt.id_bytes_for(vocab_size)
+    id_bytes = fmt.id_bytes(vocab_size)
     env = lmdb.open(str(directory), map_size=BUILD_MAP_SIZE, max_dbs=model.order + 2,
                     sync=False, metasync=False, writemap=False)
     try:
@@ -249,8 +249,8 @@ def _write_environment(directory: Path, model: _ReadModel, model_path: Path, pro
         for order in range(2, model.order + 1):
             db = env.open_db(fmt.patterns_db_name(order))
             previous, written = None, 0
-            key_length = fmt.key_length(order, id_bytes)
-            parts = dict.fromkeys(PARTS, 0)
+            key_length = fmt.key_bytes(order, id_bytes)
+            parts = dict.fromkeys(fmt.PARTS, 0)
             for slot, job in enumerate(model.slots[order]):
                 made = job.get()
                 drop_read_spills(model.slots, model.spills)
@@ -261,7 +261,7 @@ def _write_environment(directory: Path, model: _ReadModel, model_path: Path, pro
                 for part, size in made.parts.items():
                     parts[part] += size
                 progress(f"wrote the {order}-grams with the slot at {slot + 1}")
-            end_key, end_value = end_record(order, id_bytes, previous)
+            end_key, end_value = fmt.encode_end(order, id_bytes, previous)
             with env.begin(write=True, db=db) as txn:
                 txn.put(end_key, end_value, append=True)
             parts["structure"] += len(end_key) + len(end_value)
@@ -269,11 +269,12 @@ def _write_environment(directory: Path, model: _ReadModel, model_path: Path, pro
             sizes.append(_order_sizes(env, db, order, model.counts[order - 1], written + 1, parts))
         meta = msgpack.packb(_metadata(model, model_path, vocab_size, id_bytes, sizes))
         index_of = {w: i for i, w in enumerate(model.words)}
-        header = fmt.pack_header(
-            order=model.order, vocab_size=vocab_size, id_bytes=id_bytes,
-            bos_id=index_of.get(b"<s>", fmt.NO_WORD), eos_id=index_of.get(b"</s>", fmt.NO_WORD),
-            unk_id=index_of.get(b"<unk>", fmt.NO_WORD), meta=(len(meta), fmt.record_checksum(b"", meta)),
-            arrays=arrays, counts=model.counts, records=records, joint_min=joint_min, value_bound=value_bound)
+        header = fmt.encode_header({
+            "order": model.order, "vocab_size": vocab_size, "id_bytes": id_bytes,
+            "bos_id": index_of.get(b"<s>", fmt.NO_WORD), "eos_id": index_of.get(b"</s>", fmt.NO_WORD),
+            "unk_id": index_of.get(b"<unk>", fmt.NO_WORD), "meta_bytes": len(meta),
+            "meta_checksum": fmt.checksum(b"", meta), "arrays": arrays, "counts": model.counts, "records": records,
+            "joint_min": joint_min, "value_bound": value_bound})
         with env.begin(write=True, db=env.open_db(fmt.META_DB)) as txn:
             txn.put(fmt.META_KEY, meta)
             txn.put(fmt.HEADER_KEY, header)
@@ -286,23 +287,24 @@ def _write_arrays(env: lmdb.Environment, txn: lmdb.Transaction, model: _ReadMode
     """Write the whole-vocabulary arrays; returns each one's (length, checksum) for the header."""
     unigrams = model.unigrams
     alpha = unigrams.alpha.astype(fmt.SCORE_DTYPE)
-    arrays = {
-        fmt.UNIGRAM_ALPHA: alpha,
-        fmt.UNIGRAM_BETA: unigrams.beta.astype(fmt.SCORE_DTYPE),
-        fmt.UNIGRAM_ORDER: np.lexsort((np.arange(len(alpha)), -alpha)).astype(fmt.ID_DTYPE),
-        fmt.WORD_OFFSETS: np.concatenate(([0], np.cumsum([len(w) for w in model.words]))).astype(fmt.OFFSET_DTYPE),
-        fmt.WORD_BYTES: np.frombuffer(b"".join(model.words), np.uint8),
-        fmt.SPELLING_ORDER: np.array(sorted(range(len(model.words)), key=model.words.__getitem__),
-                                     dtype=fmt.ID_DTYPE),
+    arrays = {  # by their places in the header (fmt.ARRAY_NAMES)
+        fmt.ARRAY_UNIGRAM_ALPHA: alpha,
+        fmt.ARRAY_UNIGRAM_BETA: unigrams.beta.astype(fmt.SCORE_DTYPE),
+        fmt.ARRAY_UNIGRAM_ORDER: np.lexsort((np.arange(len(alpha)), -alpha)).astype(fmt.ID_DTYPE),
+        fmt.ARRAY_WORD_OFFSETS: np.concatenate(([0], np.cumsum([len(w) for w in model.words]))).astype(
+            fmt.OFFSET_DTYPE),
+        fmt.ARRAY_WORD_BYTES: np.frombuffer(b"".join(model.words), np.uint8),
+        fmt.ARRAY_SPELLING_ORDER: np.array(sorted(range(len(model.words)), key=model.words.__getitem__),
+                                           dtype=fmt.ID_DTYPE),
     }
     check_count("words", len(model.words), model.counts[0])
     check_unigram_arrays(arrays, len(model.words))
     arrays_db = env.open_db(fmt.ARRAYS_DB, txn=txn)
     sums = []
-    for name, dtype in zip(fmt.ARRAY_NAMES, fmt.ARRAY_DTYPES):
-        value = arrays[name].astype(dtype).tobytes()
+    for place, (name, dtype) in enumerate(zip(fmt.ARRAY_NAMES, fmt.ARRAY_DTYPES)):
+        value = arrays[place].astype(dtype).tobytes()
         txn.put(name, value, db=arrays_db)
-        sums.append((len(value), fmt.record_checksum(b"", value)))
+        sums.append((len(value), fmt.checksum(b"", value)))
     return sums
 
 
@@ -322,7 +324,7 @@ def _array_sizes(env: lmdb.Environment, arrays: list[tuple[int, int]]) -> dict[s
 def _order_sizes(env: lmdb.Environment, db: Any, order: int, ngrams: int, records: int,
                  parts: dict[str, int]) -> dict[str, int | str]:
     """One order's line of the size report (``fastsubs-index info``: what the index spends
-    per n-gram, and where): its n-grams, records, bytes by part (:data:`PARTS`: keys and
+    per n-gram, and where): its n-grams, records, bytes by part (:data:`fastsubs.format.PARTS`: keys and
     values as written) and the bytes of the LMDB pages that hold them (the rest of a page
     is LMDB's own: page and node headers, and room left free)."""
     return {"part": f"{order}-grams", "ngrams": ngrams, "records": records, **parts,
@@ -336,7 +338,7 @@ def _metadata(model: _ReadModel, model_path: Path, vocab_size: int, id_bytes: in
     unk = index_of.get(b"<unk>")
     stat = model_path.stat()
     return {
-        "magic": fmt.MAGIC,
+        "magic": fmt.META_MAGIC.decode(),
         "format_version": fmt.FORMAT_VERSION,
         "order": model.order,
         "counts": model.counts,

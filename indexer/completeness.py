@@ -24,12 +24,13 @@ def check_count(what: str, written: int, declared: int) -> None:
         raise BuildCheckError(f"the build wrote {written:,} {what}, the model's header declares {declared:,}")
 
 
-def check_unigram_arrays(arrays: dict[bytes, np.ndarray], vocab_size: int) -> None:
-    """Every per-word array must hold one entry per word (``word_offsets`` one more)."""
-    for key, array in arrays.items():
-        if key != fmt.WORD_BYTES:
-            expected = vocab_size + 1 if key == fmt.WORD_OFFSETS else vocab_size
-            check_count(f"entries of the array {key.decode()}", len(array), expected)
+def check_unigram_arrays(arrays: dict[int, np.ndarray], vocab_size: int) -> None:
+    """Every per-word array (by its place, fastsubs.format.ARRAY_*) must hold one entry per word
+    (``word_offsets`` one more)."""
+    for place, array in arrays.items():
+        if place != fmt.ARRAY_WORD_BYTES:
+            expected = vocab_size + 1 if place == fmt.ARRAY_WORD_OFFSETS else vocab_size
+            check_count(f"entries of the array {fmt.ARRAY_NAMES[place].decode()}", len(array), expected)
 
 
 def check_opens(directory: Path) -> None:

@@ -49,7 +49,7 @@ class SlotJob:
 @dataclass(frozen=True)
 class SlotRecords:
     """What a job made: its records file, how many records, the n-grams they hold, where
-    their bytes go (:data:`fastsubs.indexer.patterns.PARTS`), and the largest magnitude of
+    their bytes go (:data:`fastsubs.format.PARTS`), and the largest magnitude of
     a finite value in them."""
 
     path: Path
@@ -100,19 +100,10 @@ def append_records(env: lmdb.Environment, db: Any, made: SlotRecords, key_length
     returns the last pattern key appended (``previous`` if none), and removes the file."""
     for keys, offsets, values in _batches(made.path, key_length):
         if previous is not None and offsets[-1]:
-            values = _naming_previous(keys[:key_length], values[:offsets[1]], previous) + values[offsets[1]:]
+            values = fmt.name_previous(keys[:key_length], values[:offsets[1]], previous) + values[offsets[1]:]
         with env.begin(write=True, db=db) as txn, txn.cursor() as cursor:
             cursor.putmulti(Records(keys, key_length, values, offsets).items(), append=True)
         if offsets[-1]:
             previous = keys[-key_length:]
     made.path.unlink()
     return previous
-
-
-def _naming_previous(key: bytes, value: bytes, previous: bytes) -> bytes:
-    """A slot's first record with the key of the record before it, its checksum made right."""
-    named = bytearray(value)
-    named[fmt.R_FLAGS] |= fmt.HAS_PREVIOUS
-    named[fmt.R_PREVIOUS:fmt.R_PREVIOUS + len(previous)] = previous
-    struct.pack_into("<I", named, fmt.R_CHECKSUM, fmt.record_checksum(key, bytes(named[fmt.R_CHECKSUM + 4:])))
-    return bytes(named)

@@ -239,7 +239,7 @@ int render_positions(Searcher *searcher, const ChunkRequest *request, Place *pla
 /* Appends RENDER_COLUMNS's columns to ``out`` as chunk.h says, and empties them. */
 static void pack_columns(Text *out, Text *columns) {
     for (int i = 0; i < COLUMN_COUNT; i++) {
-        int64_t length = (int64_t)columns[i].len;
+        ColumnLength length = (ColumnLength)columns[i].len;
         text_append(out, &length, sizeof(length));
     }
     for (int i = 0; i < COLUMN_COUNT; i++) {

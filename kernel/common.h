@@ -125,8 +125,8 @@ enum {
 
 void fs_fail(Failure *failure, int code, const char *format, ...) __attribute__((format(printf, 3, 4)));
 
-/* fs_record_checksum of fastsubs.format: ``key`` bytes and ``body``'s bytes as whole
- * little-endian words (the last one zero-padded). */
+/* The format's checksum (format.h, FS_VALUE_WEIGHT): ``key`` bytes and ``body``'s bytes as
+ * whole little-endian words (the last one zero-padded). */
 uint32_t fs_checksum(const uint8_t *key, size_t key_len, const uint8_t *body, size_t body_len);
 
 #endif

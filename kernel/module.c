@@ -13,6 +13,7 @@
 
 #include "index.h"
 #include "module_base.h"
+#include "module_codec.h"
 #include "module_format.h"
 #include "module_search.h"
 #include "render.h"
@@ -410,17 +411,6 @@ static PyObject *thread_counters(PyObject *module, PyObject *unused) {
     return Py_BuildValue("(KKKK)", work[0], work[1], work[2], work[3]);
 }
 
-static PyObject *checksum(PyObject *module, PyObject *args) {
-    (void)module;
-    Py_buffer key, body;
-    if (!PyArg_ParseTuple(args, "y*y*:checksum", &key, &body))
-        return NULL;
-    PyObject *result = PyLong_FromUnsignedLong(fs_checksum(key.buf, (size_t)key.len, body.buf, (size_t)body.len));
-    PyBuffer_Release(&key);
-    PyBuffer_Release(&body);
-    return result;
-}
-
 /* normalized(scores: float64 buffer, best first) -> bytes of float64: p / sum p (search.h). */
 static PyObject *normalized(PyObject *module, PyObject *arg) {
     (void)module;
@@ -457,8 +447,6 @@ static PyMethodDef module_methods[] = {
      "json_number(value: float) -> bytes: a finite number as the JSON lines write it (as Python's repr())."},
     {"normalized", normalized, METH_O,
      "normalized(scores: float64 buffer, best first) -> bytes of float64: p / sum p, p = 10^score."},
-    {"checksum", checksum, METH_VARARGS,
-     "checksum(key: bytes-like, body: bytes-like) -> int: fastsubs.format.record_checksum."},
     {"thread_counters", thread_counters, METH_NOARGS,
      "thread_counters() -> (searches, words evaluated, list entries read, substitutes listed): totals over\n"
      "the searches the calling thread has made, on any index."},
@@ -485,6 +473,8 @@ PyMODINIT_FUNC PyInit__kernel(void) {
         rc = PyModule_AddObjectRef(module, "RENDER", layout);
     Py_XDECREF(constants);
     Py_XDECREF(layout);
+    if (rc == 0)
+        rc = PyModule_AddFunctions(module, module_codec_methods);
     if (rc < 0 || PyModule_AddType(module, &IndexType) < 0) {
         Py_DECREF(module);
         return NULL;

@@ -1,6 +1,5 @@
-/* fastsubs._kernel.FORMAT: the index format's constants and rules as the core was compiled
- * with them (kernel/format.h), for tests/test_checksums.py to compare with
- * fastsubs/format.py, so that neither spelling of the format changes alone; and
+/* fastsubs._kernel.FORMAT: the index format's constants (format.h), every entry of its lists
+ * under its name, so that Python reads the format from the core and spells none of it; and
  * fastsubs._kernel.RENDER: the output layouts Python reads (kernel/render_layout.h), which
  * fastsubs/parquet.py builds its dtype from and tests/test_render_layout.py compares. */
 #define PY_SSIZE_T_CLEAN
@@ -8,165 +7,123 @@
 #include <ctype.h>
 #include <stddef.h>
 
-#include "format.h"
+#include "codec.h"
 #include "module_format.h"
 #include "render_layout.h"
 
-/* The format's constants as the core was compiled with them (a test compares them with
- * fastsubs/format.py). */
-static int add_number(PyObject *dict, const char *name, PyObject *value) {
+/* Sets ``dict[name]`` to the new reference ``value`` (NULL: the error already set): 0, or -1. */
+static int add_item(PyObject *dict, const char *name, PyObject *value) {
     int rc = value ? PyDict_SetItemString(dict, name, value) : -1;
     Py_XDECREF(value);
     return rc;
 }
 
-#define ADD_INT(name) (add_number(constants, #name, PyLong_FromLongLong((long long)FS_##name)) < 0)
+/* A numpy dtype string: little-endian, the item's kind and bytes ("<u4"). */
+static PyObject *dtype(int kind, int bytes) {
+    return PyUnicode_FromFormat("<%c%d", kind, bytes);
+}
 
-/* The format's rules that are functions (format.h's macros), as lists of ((arguments),
- * value) over arguments on both sides of every boundary: the test applies
- * fastsubs/format.py's functions of the same names to the same arguments. */
-static int add_rule(PyObject *table, PyObject *args, unsigned long long value) {
-    PyObject *pair = args ? Py_BuildValue("(NK)", args, value) : NULL;
-    int rc = pair ? PyList_Append(table, pair) : -1;
-    Py_XDECREF(pair);
+typedef struct {
+    const char *name;
+    int kind, bytes;
+} ItemType;
+
+/* ARRAYS: the arrays in the header's order, each (name, dtype), and ARRAY_<name> the place of
+ * each in it; ITEM_TYPES: each item type's dtype by name; PARTS: where a record's bytes go (codec.h). */
+static int add_tables(PyObject *constants) {
+#define ARRAY_ENTRY(name, spelled, type) {spelled, FS_##type##_ITEM_KIND, FS_##type##_ITEM_BYTES},
+#define ITEM_TYPE_ENTRY(name, kind, bytes) {#name, kind, bytes},
+#define PART_ENTRY(name) #name,
+    static const ItemType arrays[] = {FS_ARRAYS(ARRAY_ENTRY)}, types[] = {FS_ITEM_TYPES(ITEM_TYPE_ENTRY)};
+    static const char *parts[] = {CODEC_PARTS(PART_ENTRY)};
+    PyObject *array_list = PyTuple_New(FS_N_ARRAYS), *type_dict = PyDict_New(), *part_list = PyTuple_New(CODEC_N_PARTS);
+    int rc = array_list && type_dict && part_list ? 0 : -1;
+    for (int a = 0; rc == 0 && a < FS_N_ARRAYS; a++) {
+        PyObject *entry = Py_BuildValue("(yN)", arrays[a].name, dtype(arrays[a].kind, arrays[a].bytes));
+        if (entry)
+            PyTuple_SET_ITEM(array_list, a, entry);
+        rc = entry ? 0 : -1;
+    }
+    for (size_t i = 0; rc == 0 && i < sizeof(types) / sizeof(types[0]); i++)
+        rc = add_item(type_dict, types[i].name, dtype(types[i].kind, types[i].bytes));
+    for (int i = 0; rc == 0 && i < CODEC_N_PARTS; i++) {
+        PyObject *name = PyUnicode_FromString(parts[i]);
+        if (name)
+            PyTuple_SET_ITEM(part_list, i, name);
+        rc = name ? 0 : -1;
+    }
+#define ARRAY_PLACE(name, spelled, type) if (rc == 0) rc = add_item(constants, "ARRAY_" #name, PyLong_FromLong(FS_ARRAY_##name));
+    FS_ARRAYS(ARRAY_PLACE)
+    if (rc == 0)
+        rc = PyDict_SetItemString(constants, "ARRAYS", array_list);
+    if (rc == 0)
+        rc = PyDict_SetItemString(constants, "ITEM_TYPES", type_dict);
+    if (rc == 0)
+        rc = PyDict_SetItemString(constants, "PARTS", part_list);
+    Py_XDECREF(array_list);
+    Py_XDECREF(type_dict);
+    Py_XDECREF(part_list);
     return rc;
 }
 
-static PyObject *rule_tables(void) {
-    static const unsigned long long counts[] = {1, 2, 255, 256, 257, 65535, 65536, 65537, 4294967295ull};
-    static const unsigned long long vocab[] = {1, 65535, 65536, 65537, 16777215, 16777216, 16777217,
-                                               4294967294ull};
-    PyObject *header = PyList_New(0), *positions = PyList_New(0), *ids = PyList_New(0), *keys = PyList_New(0),
-             *data = PyList_New(0), *joint = PyList_New(0), *tables = NULL;
-    int rc = header && positions && ids && keys && data && joint ? 0 : -1;
-    for (int order = 1; rc == 0 && order <= 8; order++) {
-        rc = add_rule(header, Py_BuildValue("(i)", order), FS_HEADER_BYTES(order));
-        for (unsigned width = 2; rc == 0 && width <= 4; width++)
-            rc = add_rule(keys, Py_BuildValue("(iI)", order, width), FS_KEY_BYTES((unsigned)order, width));
-    }
-    for (size_t c = 0; rc == 0 && c < sizeof(counts) / sizeof(counts[0]); c++) {
-        rc = add_rule(positions, Py_BuildValue("(K)", counts[c]), FS_POSITION_BYTES(counts[c]));
-        if (rc == 0)
-            rc = add_rule(joint, Py_BuildValue("(K)", counts[c]), FS_JOINT_DATA_BYTES(counts[c]));
-        for (unsigned width = 2; rc == 0 && width <= 4; width++)
-            for (int has_beta = 0; rc == 0 && has_beta <= 1; has_beta++)
-                rc = add_rule(data, Py_BuildValue("(KIO)", counts[c], width, has_beta ? Py_True : Py_False),
-                              FS_PATTERN_DATA_BYTES(counts[c], width, has_beta));
-    }
-    for (size_t v = 0; rc == 0 && v < sizeof(vocab) / sizeof(vocab[0]); v++)
-        rc = add_rule(ids, Py_BuildValue("(K)", vocab[v]), FS_ID_BYTES(vocab[v]));
-    if (rc == 0)
-        tables = Py_BuildValue("{sOsOsOsOsOsO}", "header_bytes", header, "position_bytes", positions, "id_bytes_for",
-                               ids, "key_length", keys, "pattern_data_bytes", data, "joint_data_bytes", joint);
-    Py_XDECREF(header);
-    Py_XDECREF(positions);
-    Py_XDECREF(ids);
-    Py_XDECREF(keys);
-    Py_XDECREF(data);
-    Py_XDECREF(joint);
-    return tables;
-}
-
 PyObject *format_constants(void) {
-    static const char *arrays[] = FS_ARRAY_NAMES;
-    static const unsigned item_bytes[] = FS_ARRAY_ITEM_BYTES;
-    PyObject *constants = PyDict_New(), *names = PyTuple_New(FS_N_ARRAYS), *items = PyTuple_New(FS_N_ARRAYS);
-    if (!constants || !names || !items)
-        goto failed;
-    for (int a = 0; a < FS_N_ARRAYS; a++) {
-        PyObject *name = PyBytes_FromString(arrays[a]), *size = PyLong_FromUnsignedLong(item_bytes[a]);
-        if (!name || !size) {
-            Py_XDECREF(name);
-            Py_XDECREF(size);
-            goto failed;
-        }
-        PyTuple_SET_ITEM(names, a, name);
-        PyTuple_SET_ITEM(items, a, size);
+#define ADD_STRING(name, value) || add_item(constants, #name, PyBytes_FromStringAndSize(FS_##name, sizeof(FS_##name) - 1))
+#define ADD_INTEGER(name, value) || add_item(constants, #name, PyLong_FromLongLong((long long)FS_##name))
+#define ADD_WORD(name, value) || add_item(constants, #name, PyLong_FromUnsignedLong(FS_##name))
+#define ADD_REAL(name, value) || add_item(constants, #name, PyFloat_FromDouble(FS_##name))
+    PyObject *constants = PyDict_New();
+    if (!constants || add_tables(constants) FS_FORMAT_STRINGS(ADD_STRING) FS_FORMAT_INTEGERS(ADD_INTEGER)
+                      FS_FORMAT_WORDS(ADD_WORD) FS_FORMAT_REALS(ADD_REAL)) {
+        Py_XDECREF(constants);
+        return NULL;
     }
-    if (add_number(constants, "RULES", rule_tables()) < 0 ||
-        PyDict_SetItemString(constants, "ARRAY_NAMES", names) < 0 ||
-        PyDict_SetItemString(constants, "ARRAY_ITEM_BYTES", items) < 0 ||
-        add_number(constants, "HEADER_MAGIC", PyBytes_FromStringAndSize(FS_HEADER_MAGIC, FS_HEADER_MAGIC_BYTES)) < 0 ||
-        add_number(constants, "MAGIC", PyUnicode_FromString(FS_META_MAGIC)) < 0 ||
-        add_number(constants, "META_DB", PyBytes_FromString(FS_META_DB)) < 0 ||
-        add_number(constants, "HEADER_KEY", PyBytes_FromString(FS_HEADER_KEY)) < 0 ||
-        add_number(constants, "META_KEY", PyBytes_FromString(FS_META_KEY)) < 0 ||
-        add_number(constants, "ARRAYS_DB", PyBytes_FromString(FS_ARRAYS_DB)) < 0 ||
-        add_number(constants, "PATTERNS_DB", PyBytes_FromString(FS_PATTERNS_DB)) < 0 ||
-        add_number(constants, "UNKNOWN_WORD_LOGPROB", PyFloat_FromDouble(FS_UNKNOWN_WORD_LOGPROB)) < 0 ||
-        ADD_INT(FORMAT_VERSION) || ADD_INT(HEADER_SINCE) || ADD_INT(H_MAGIC) || ADD_INT(H_VERSION) || ADD_INT(H_BYTES) || ADD_INT(H_ORDER) ||
-        ADD_INT(H_VOCAB_SIZE) || ADD_INT(H_ID_BYTES) || ADD_INT(H_BOS_ID) || ADD_INT(H_EOS_ID) || ADD_INT(H_UNK_ID) ||
-        ADD_INT(H_META_BYTES) || ADD_INT(H_META_CHECKSUM) || ADD_INT(H_JOINT_MIN) || ADD_INT(H_VALUE_BOUND) || ADD_INT(H_ARRAYS) || ADD_INT(H_ARRAY_ENTRY) ||
-        ADD_INT(H_COUNTS) || ADD_INT(MAX_ORDER) || ADD_INT(R_CHECKSUM) || ADD_INT(R_KIND) || ADD_INT(R_FLAGS) ||
-        ADD_INT(R_PREVIOUS) || ADD_INT(HAS_PREVIOUS) || ADD_INT(HAS_JOINT) || ADD_INT(JOINT_MIN_DEFAULT) || ADD_INT(BLOCK) || ADD_INT(PATTERN) || ADD_INT(END) ||
-        ADD_INT(BLOCK_RESTART) || ADD_INT(BLOCK_MAX_COUNT) || ADD_INT(BLOCK_PATTERNS) || ADD_INT(BLOCK_RESTARTS) ||
-        ADD_INT(BLOCK_RESTART_TABLE) || ADD_INT(RESTART_BYTES) || ADD_INT(ENTRY_SHARED_BYTES) ||
-        ADD_INT(ENTRY_COUNT_BYTES) || ADD_INT(PATTERN_COUNT) || ADD_INT(PATTERN_DATA) || ADD_INT(END_KEY_BYTE) || ADD_INT(VALUE_WEIGHT) ||
-        ADD_INT(KEY_WEIGHT) || ADD_INT(NO_WORD))
-        goto failed;
-    Py_DECREF(names);
-    Py_DECREF(items);
     return constants;
-failed:
-    Py_XDECREF(names);
-    Py_XDECREF(items);
-    Py_XDECREF(constants);
-    return NULL;
 }
 
-/* A name of render_layout.h (``RENDER_JSON``'s ``JSON``) and its value. */
-typedef struct {
-    const char *name;
-    int value;
-} Named;
-
-#define KIND(name) {#name, RENDER_##name}
-#define COLUMN(name) {#name, COLUMN_##name}
 #define PLACE_FIELD(name) Py_BuildValue("(snn)", #name, (Py_ssize_t)offsetof(PlaceRow, name), \
                                         (Py_ssize_t)sizeof(((PlaceRow *)0)->name))
 
-/* The columns of RENDER_COLUMNS in their order, each named in lower case
- * (``COLUMN_RECORD_IDS``: ``record_ids``). */
-static PyObject *column_names(void) {
-    static const Named columns[] = {COLUMN(PLACES), COLUMN(SCORES), COLUMN(PROBABILITIES), COLUMN(SUBSTITUTES),
-                                    COLUMN(DRAWS), COLUMN(WORDS), COLUMN(NAMES), COLUMN(RECORD_IDS)};
-    _Static_assert(sizeof(columns) / sizeof(columns[0]) == COLUMN_COUNT,
-                   "every column of render_layout.h is named here");
-    PyObject *names = PyTuple_New(COLUMN_COUNT);
-    for (int c = 0; names && c < COLUMN_COUNT; c++) {
-        char lower[32] = {0};
-        for (size_t i = 0; columns[c].name[i] && i < sizeof(lower) - 1; i++)
-            lower[i] = (char)tolower((unsigned char)columns[c].name[i]);
-        PyObject *name = columns[c].value == c ? PyUnicode_FromString(lower) : NULL;
-        if (!name) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_SystemError, "module_format.c names render_layout.h's column %s out of its order",
-                             lower);
-            Py_CLEAR(names);
-            break;
-        }
-        PyTuple_SET_ITEM(names, c, name);
+/* A name of render_layout.h in lower case (``RECORD_IDS``: ``record_ids``). */
+static PyObject *lower_name(const char *name) {
+    char lower[32] = {0};
+    for (size_t i = 0; name[i] && i < sizeof(lower) - 1; i++)
+        lower[i] = (char)tolower((unsigned char)name[i]);
+    return PyUnicode_FromString(lower);
+}
+
+/* The columns of RENDER_COLUMNS in their order, each (name in lower case, numpy kind, item bytes). */
+static PyObject *columns(void) {
+#define COLUMN_ENTRY(name, type, kind) {#name, kind, (int)sizeof(type)},
+    static const ItemType table[] = {RENDER_COLUMN_LIST(COLUMN_ENTRY)};
+    PyObject *list = PyTuple_New(COLUMN_COUNT);
+    for (int c = 0; list && c < COLUMN_COUNT; c++) {
+        PyObject *entry = Py_BuildValue("(NCi)", lower_name(table[c].name), table[c].kind, table[c].bytes);
+        if (!entry)
+            Py_CLEAR(list);
+        else
+            PyTuple_SET_ITEM(list, c, entry);
     }
-    return names;
+    return list;
 }
 
 PyObject *render_layout(void) {
-    static const Named kinds[] = {KIND(LINE), KIND(FIELDS), KIND(JSON), KIND(SAMPLE_LINES), KIND(SAMPLE_JSON),
-                                  KIND(COLUMNS)};
+#define KIND_ENTRY(name) #name,
+    static const char *kinds[] = {RENDER_KINDS(KIND_ENTRY)};
     PyObject *kind_values = PyDict_New();
     for (size_t k = 0; kind_values && k < sizeof(kinds) / sizeof(kinds[0]); k++)
-        if (add_number(kind_values, kinds[k].name, PyLong_FromLong(kinds[k].value)) < 0)
+        if (add_item(kind_values, kinds[k], PyLong_FromSize_t(k)) < 0)
             Py_CLEAR(kind_values);
     PyObject *fields = Py_BuildValue("(NNNNNNNN)", PLACE_FIELD(line), PLACE_FIELD(position), PLACE_FIELD(listed),
                                      PLACE_FIELD(drawn), PLACE_FIELD(word_len), PLACE_FIELD(name_len),
                                      PLACE_FIELD(id_len), PLACE_FIELD(not_utf8));
-    PyObject *columns = column_names();
-    if (!kind_values || !fields || !columns) {
+    PyObject *column_list = columns(), *length = dtype('i', (int)sizeof(ColumnLength));
+    if (!kind_values || !fields || !column_list || !length) {
         Py_XDECREF(kind_values);
         Py_XDECREF(fields);
-        Py_XDECREF(columns);
+        Py_XDECREF(column_list);
+        Py_XDECREF(length);
         return NULL;
     }
-    return Py_BuildValue("{sNsNsNsn}", "kinds", kind_values, "columns", columns, "place_row", fields,
-                         "place_row_bytes", (Py_ssize_t)sizeof(PlaceRow));
+    return Py_BuildValue("{sNsNsNsnsN}", "kinds", kind_values, "columns", column_list, "place_row", fields,
+                         "place_row_bytes", (Py_ssize_t)sizeof(PlaceRow), "column_length", length);
 }

@@ -1,5 +1,5 @@
-/* Pattern records: keys, reading a record and the patterns in it, and checking each
- * pattern a look-up finds (see store.h, store_parts.h). */
+/* Pattern records: keys, looking a pattern up, and checking each pattern a look-up finds
+ * (see store.h, store_parts.h); the records' bytes are parsed by codec.c. */
 #include "store_parts.h"
 
 #include <stdio.h>
@@ -9,51 +9,14 @@
 /* ---------------------------------------------------------------- pattern records */
 
 size_t store_pattern_key(const Store *s, int slot, const uint32_t *ids, int n, uint8_t *key) {
-    key[0] = (uint8_t)slot;
-    uint8_t *out = key + 1;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         if (ids[i] >= s->vocab_size)
             return 0;
-        for (int b = (int)s->id_bytes - 1; b >= 0; b--)
-            *out++ = (uint8_t)(ids[i] >> (8 * b));
-    }
-    return (size_t)(out - key);
-}
-
-/* A key as hex, for messages (at most the first 32 bytes). */
-const char *records_hex(const uint8_t *key, size_t len, char out[65]) {
-    size_t n = len < 32 ? len : 32;
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = "0123456789abcdef"[key[i] >> 4];
-        out[2 * i + 1] = "0123456789abcdef"[key[i] & 15];
-    }
-    out[2 * n] = 0;
-    return out;
+    return codec_pattern_key(slot, ids, n, s->id_bytes, key);
 }
 
 int records_key_compare(const uint8_t *a, const uint8_t *b, size_t len) {
     return memcmp(a, b, len);
-}
-
-/* Bytes of the data of a pattern of ``count`` words. */
-uint64_t records_data_bytes(const Store *s, uint64_t count, unsigned flags) {
-    return FS_PATTERN_DATA_BYTES(count, s->id_bytes, flags & PATTERN_HAS_BETA) +
-           (flags & PATTERN_HAS_JOINT ? FS_JOINT_DATA_BYTES(count) : 0);
-}
-
-void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, unsigned flags, DiskPattern *p) {
-    p->count = count;
-    p->ids = data;
-    p->position_bytes = FS_POSITION_BYTES(count);
-    p->positions = p->position_bytes ? data + (size_t)count * s->id_bytes : NULL;
-    p->alpha = (const ix_f32 *)(data + (size_t)count * (s->id_bytes + p->position_bytes));
-    p->beta = flags & PATTERN_HAS_BETA ? p->alpha + count : NULL;
-    p->joint = NULL;
-    p->joint_key = NULL;
-    if (flags & PATTERN_HAS_JOINT) {
-        p->joint = (const uint8_t *)(p->alpha + count * (p->beta ? 2 : 1));
-        p->joint_key = (const ix_f32 *)(p->joint + (size_t)count * p->position_bytes);
-    }
 }
 
 /* Checks that ``order`` (positions into the pattern's arrays, ``p->position_bytes`` each)
@@ -117,12 +80,12 @@ int records_check_pattern(const Store *s, DiskPattern *p, Failure *failure, cons
             goto no_memory;
         for (uint32_t i = 0; i < p->count && !what[0]; i++) {
             uint32_t at = joint_at(p, i);
-            if (p->joint_key[i] != joint_key(s->unigram_alpha[pattern_id(s, p, at)], p->alpha[at]))
+            if (p->joint_key[i] != fs_joint_key(s->unigram_alpha[pattern_id(s, p, at)], p->alpha[at]))
                 snprintf(what, sizeof(what), "its joint key %u is not its word's", i);
         }
     }
     if (what[0]) {
-        fs_fail(failure, FS_EDAMAGED, "damaged index: pattern %s: %s", records_hex(key, key_len, shown), what);
+        fs_fail(failure, FS_EDAMAGED, "damaged index: pattern %s: %s", codec_hex(key, key_len, shown), what);
         return -1;
     }
     float sup = 0.0f;
@@ -138,82 +101,6 @@ no_memory:
 }
 
 
-int records_open(const Store *s, int order, const MDB_val *k, const MDB_val *v, DiskRecord *r,
-                       Failure *failure) {
-    const uint8_t *value = v->mv_data;
-    size_t key_len = FS_KEY_BYTES((unsigned)order, s->id_bytes);
-    char shown[65];
-    r->key = k->mv_data;
-    r->key_len = key_len;
-    if (k->mv_size != key_len && k->mv_size != key_len + 1) {  /* a pattern's key, or an END record's */
-        fs_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a key of %zu bytes, not %zu "
-             "(bytes flipped?)", order, k->mv_size, key_len);
-        return -1;
-    }
-    if (v->mv_size < FS_R_PREVIOUS + key_len || v->mv_size % 4 ||
-        fs_checksum(k->mv_data, k->mv_size, value + 4, v->mv_size - 4) != load_u32(value + FS_R_CHECKSUM)) {
-        fs_fail(failure, FS_EDAMAGED, "damaged index: the record of patterns%d at key %s fails its checksum "
-             "(bytes flipped?)", order, records_hex(k->mv_data, k->mv_size, shown));
-        return -1;
-    }
-    r->kind = value[FS_R_KIND];
-    r->has_previous = value[FS_R_FLAGS] & FS_HAS_PREVIOUS;
-    r->has_joint = (value[FS_R_FLAGS] & FS_HAS_JOINT) != 0;
-    r->previous = value + FS_R_PREVIOUS;
-    r->body = r->previous + key_len;
-    r->end = value + v->mv_size;
-    int key_ok = r->kind == FS_END ? k->mv_size == key_len + 1 : k->mv_size == key_len;
-    /* only a PATTERN record of a pattern "_ d" (order 2, the slot first) has a joint order */
-    int joint_ok = !r->has_joint || (r->kind == FS_PATTERN && order == 2 && r->key[0] == 0);
-    if (!key_ok || !joint_ok || (r->kind != FS_BLOCK && r->kind != FS_PATTERN && r->kind != FS_END)) {
-        fs_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a malformed key or kind", order);
-        return -1;
-    }
-    return 0;
-}
-
-
-int records_open_block(const DiskRecord *r, DiskBlock *b) {
-    if (r->end - r->body < FS_BLOCK_RESTART_TABLE)
-        return -1;
-    b->n_patterns = load_u16(r->body + FS_BLOCK_PATTERNS);
-    b->n_restarts = load_u16(r->body + FS_BLOCK_RESTARTS);
-    b->restarts = r->body + FS_BLOCK_RESTART_TABLE;
-    b->entries = b->restarts + FS_RESTART_BYTES * (size_t)b->n_restarts;
-    return b->n_patterns && b->n_restarts && b->entries <= r->end && load_u16(b->restarts) == 0 ? 0 : -1;
-}
-
-/* Decodes the entry at ``p`` (the key before it in ``key``, which it turns into its own):
- * its count and data; returns where the next entry starts, or NULL if it does not fit. */
-const uint8_t *records_read_entry(const Store *s, const DiskRecord *r, const uint8_t *p, uint8_t *key,
-                                 uint32_t *count, const uint8_t **data, unsigned has_beta) {
-    size_t len = r->key_len, fields = FS_ENTRY_SHARED_BYTES + FS_ENTRY_COUNT_BYTES;  /* one byte each */
-    if (r->end - p < (ptrdiff_t)fields || p[0] > len || (size_t)(r->end - p) < fields + len - p[0])
-        return NULL;
-    memcpy(key + p[0], p + FS_ENTRY_SHARED_BYTES, len - p[0]);
-    p += FS_ENTRY_SHARED_BYTES + len - p[0];
-    *count = *p;
-    p += FS_ENTRY_COUNT_BYTES;
-    uint64_t bytes = records_data_bytes(s, *count, has_beta);
-    if (*count == 0 || (uint64_t)(r->end - p) < bytes)
-        return NULL;
-    *data = p;
-    return p + bytes;
-}
-
-/* The pattern of a PATTERN record: 0, or -1 when its layout is malformed. */
-int records_alone_pattern(const Store *s, const DiskRecord *r, unsigned has_beta, DiskPattern *out) {
-    if (r->end - r->body < FS_PATTERN_DATA)
-        return -1;
-    unsigned flags = has_beta | (r->has_joint ? PATTERN_HAS_JOINT : 0);
-    uint32_t count = load_u32(r->body + FS_PATTERN_COUNT);
-    uint64_t used = FS_PATTERN_DATA + records_data_bytes(s, count, flags), left = (uint64_t)(r->end - r->body);
-    if (count == 0 || used > left || left - used > 3)
-        return -1;
-    store_pattern_at(s, r->body + FS_PATTERN_DATA, count, flags, out);
-    return 0;
-}
-
 int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
                        DiskPattern *out, Failure *failure) {
     MDB_val k = {key_len, (void *)key}, v;
@@ -226,14 +113,15 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
     if (rc)
         return store_read_failed(failure, mdb_cursor_txn(cursor), rc, "patterns%d", order);
     DiskRecord r;
-    if (records_open(s, order, &k, &v, &r, failure) < 0)
+    if (codec_open_record(k.mv_data, k.mv_size, v.mv_data, v.mv_size, order, fs_key_bytes((unsigned)order, s->id_bytes),
+                          &r, failure) < 0)
         return -1;
     /* The record must be the one whose keys span ``key``: after the previous record's last
      * key, at most its own.  A damaged B-tree may land elsewhere; never read that as absence. */
     if ((r.has_previous && records_key_compare(r.previous, key, key_len) >= 0) ||
         (r.kind != FS_END && records_key_compare(r.key, key, key_len) < 0)) {
         fs_fail(failure, FS_EDAMAGED, "damaged index: the look-up of pattern %s landed on the wrong record of patterns%d",
-             records_hex(key, key_len, shown), order);
+             codec_hex(key, key_len, shown), order);
         return -1;
     }
     unsigned has_beta = order < s->order ? PATTERN_HAS_BETA : 0;
@@ -242,12 +130,12 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
     if (r.kind == FS_PATTERN) {
         if (records_key_compare(r.key, key, key_len))
             return 0;
-        if (records_alone_pattern(s, &r, has_beta, out) < 0)
+        if (codec_alone_pattern(&r, s->id_bytes, has_beta, out) < 0)
             goto malformed;
         return records_check_pattern(s, out, failure, key, key_len) < 0 ? -1 : 1;
     }
     DiskBlock b;
-    if (records_open_block(&r, &b) < 0)
+    if (codec_open_block(&r, &b) < 0)
         goto malformed;
     /* the last restart whose key is at most ``key``, then entry by entry from it */
     size_t room = (size_t)(r.end - b.entries);
@@ -270,7 +158,7 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
     while (p < stop && !(stop == r.end && r.end - p < 4)) {
         uint32_t count;
         const uint8_t *data;
-        if (!(p = records_read_entry(s, &r, p, entry_key, &count, &data, has_beta)))
+        if (!(p = codec_read_entry(&r, p, s->id_bytes, has_beta, entry_key, &count, &data)))
             goto malformed;
         int c = records_key_compare(entry_key, key, key_len);
         if (c == 0) {
@@ -285,6 +173,6 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
     /* every key of the record is below ``key``, but the record's key is not */
 malformed:
     fs_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d at key %s has a malformed layout", order,
-         records_hex(r.key, key_len, shown));
+         codec_hex(r.key, key_len, shown));
     return -1;
 }

@@ -419,20 +419,27 @@ static void render_columns(Text *columns, const Rendering *r, const Place *place
                            const double *probabilities, int64_t n, int64_t *draws, double *cumulative) {
     int64_t drawn = position_draws(r, place, probabilities, n, draws, cumulative);
     int targets = place->name && place->id;
-    PlaceRow row = {place->line, place->position, n, drawn, (int64_t)place->word_len,
+    ColumnItem_PLACES row = {place->line, place->position, n, drawn, (int64_t)place->word_len,
                     targets ? (int64_t)place->name_len : 0, targets ? (int64_t)place->id_len : 0,
                     (int64_t)(!is_utf8(place->word, place->word_len)) |
                         (int64_t)(targets && !is_utf8(place->name, place->name_len)) << 1 |
                         (int64_t)(targets && !is_utf8(place->id, place->id_len)) << 2};
     text_append(&columns[COLUMN_PLACES], &row, sizeof(row));
     for (int64_t i = 0; i < n; i++) {
-        text_append(&columns[COLUMN_SCORES], &answers[i].score, sizeof(double));
-        text_append(&columns[COLUMN_SUBSTITUTES], &answers[i].word, sizeof(uint32_t));
+        ColumnItem_SCORES score = answers[i].score;
+        ColumnItem_SUBSTITUTES word = answers[i].word;
+        text_append(&columns[COLUMN_SCORES], &score, sizeof(score));
+        text_append(&columns[COLUMN_SUBSTITUTES], &word, sizeof(word));
     }
+    _Static_assert(_Generic((ColumnItem_PROBABILITIES)0, double: 1, default: 0), "p / sum p are appended whole");
     if (r->normalize)
-        text_append(&columns[COLUMN_PROBABILITIES], probabilities, (size_t)n * sizeof(double));
-    for (int64_t d = 0; d < drawn; d++)
-        text_append(&columns[COLUMN_DRAWS], &answers[draws[d]].word, sizeof(uint32_t));
+        text_append(&columns[COLUMN_PROBABILITIES], probabilities, (size_t)n * sizeof(ColumnItem_PROBABILITIES));
+    for (int64_t d = 0; d < drawn; d++) {
+        ColumnItem_DRAWS word = answers[draws[d]].word;
+        text_append(&columns[COLUMN_DRAWS], &word, sizeof(word));
+    }
+    _Static_assert(sizeof(ColumnItem_WORDS) == 1 && sizeof(ColumnItem_NAMES) == 1 && sizeof(ColumnItem_RECORD_IDS) == 1,
+                   "the text columns hold bytes");
     text_append(&columns[COLUMN_WORDS], place->word, place->word_len);
     if (targets) {
         text_append(&columns[COLUMN_NAMES], place->name, place->name_len);

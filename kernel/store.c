@@ -13,14 +13,6 @@
 /* Times opening is tried again when a rebuild swaps the index in at that very moment. */
 #define OPEN_ATTEMPTS 20
 
-void fs_fail(Failure *failure, int code, const char *format, ...) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(failure->message, sizeof(failure->message), format, args);
-    va_end(args);
-    failure->code = code;
-}
-
 int store_lmdb_failed(Failure *failure, int rc, const char *what) {
     fs_fail(failure, FS_ELMDB, "%s (%s)", what, mdb_strerror(rc));
     return -1;
@@ -44,23 +36,6 @@ int store_read_failed(Failure *failure, MDB_txn *txn, int rc, const char *db_for
 int store_damaged(Failure *failure, const char *what) {
     fs_fail(failure, FS_EDAMAGED, "damaged index: %s", what);
     return -1;
-}
-
-uint32_t fs_checksum(const uint8_t *key, size_t key_len, const uint8_t *body, size_t body_len) {
-    uint32_t total = 0, weight = FS_VALUE_WEIGHT, step = 2u * FS_VALUE_WEIGHT;
-    size_t whole = body_len / 4;
-    for (size_t i = 0; i < whole; i++, weight += step)  /* (2i + 1) * w mod 2^32 */
-        total += load_u32(body + 4 * i) * weight;
-    if (body_len % 4) {
-        uint8_t last[4] = {0, 0, 0, 0};
-        memcpy(last, body + 4 * whole, body_len % 4);
-        total += load_u32(last) * weight;
-    }
-    weight = FS_KEY_WEIGHT;
-    step = 2u * FS_KEY_WEIGHT;
-    for (size_t j = 0; j < key_len; j++, weight += step)
-        total += key[j] * weight;
-    return total;
 }
 
 /* ---------------------------------------------------------------- opening */
@@ -217,10 +192,10 @@ static int no_header(Store *s, MDB_dbi meta, Failure *failure) {
     int found = get(s, meta, FS_META_DB, FS_META_KEY, &value, failure);
     if (found < 0)
         return -1;
-    static const char magic[] = FS_META_MAGIC, version_key[] = "\xae" "format_version";  /* msgpack str */
+    static const char version_key[] = "\xae" "format_version";  /* msgpack str */
     if (!found)
         return no_metadata(s, failure);
-    if (!memmem(value.mv_data, value.mv_size, magic, sizeof(magic) - 1)) {
+    if (!memmem(value.mv_data, value.mv_size, FS_META_MAGIC, sizeof(FS_META_MAGIC) - 1)) {
         fs_fail(failure, FS_ENOTINDEX, "not a fastsubs index (no metadata)");
         return -1;
     }
@@ -238,7 +213,7 @@ static int no_header(Store *s, MDB_dbi meta, Failure *failure) {
 }
 
 /* Reads and checks the header (its checksum before any field it holds, but the magic). */
-static int read_header(Store *s, MDB_dbi meta, const uint8_t **header, Failure *failure) {
+static int read_header(Store *s, MDB_dbi meta, CodecHeader *fields, Failure *failure) {
     MDB_val value;
     int found = get(s, meta, FS_META_DB, FS_HEADER_KEY, &value, failure);
     if (found <= 0)
@@ -249,62 +224,56 @@ static int read_header(Store *s, MDB_dbi meta, const uint8_t **header, Failure *
         fs_fail(failure, FS_ENOTINDEX, "not a fastsubs index (wrong magic)");
         return -1;
     }
-    if (load_u32(h + FS_H_BYTES) != len || len % 4 || fs_checksum(NULL, 0, h, len - 4) != load_u32(h + len - 4))
+    int whole = codec_read_header(h, len, fields) == 0;
+    if (fields->length != len || len % 4 || fs_checksum(NULL, 0, h, len - 4) != fields->checksum)
         return store_damaged(failure, "the header fails its checksum (bytes flipped?)");
-    uint32_t version = load_u32(h + FS_H_VERSION);
-    if (version != FS_FORMAT_VERSION) {
-        int newer = version > FS_FORMAT_VERSION;
+    if (fields->version != FS_FORMAT_VERSION) {
+        int newer = fields->version > FS_FORMAT_VERSION;
         fs_fail(failure, FS_EVERSION, "index format version %u is %s than this fastsubs reads (%d); rebuild it with "
-             "this version%s", version, newer ? "newer" : "older", FS_FORMAT_VERSION,
+             "this version%s", fields->version, newer ? "newer" : "older", FS_FORMAT_VERSION,
              newer ? " or upgrade fastsubs" : "");
         return -1;
     }
-    /* (the other fields are read once the length is the order's: a short header, its
-     * checksum forged, ends before them) */
-    uint32_t order = load_u32(h + FS_H_ORDER), vocab_size = 0;
-    if (order >= 1 && order <= FS_MAX_ORDER && len == FS_HEADER_BYTES(order))
-        vocab_size = load_u32(h + FS_H_VOCAB_SIZE);
-    if (vocab_size < 1 || vocab_size == FS_NO_WORD || load_u32(h + FS_H_ID_BYTES) != FS_ID_BYTES(vocab_size))
+    uint32_t vocab_size = whole ? fields->vocab_size : 0;
+    if (vocab_size < 1 || vocab_size == FS_NO_WORD || fields->id_bytes != fs_id_bytes(vocab_size))
         return store_damaged(failure, "the header's fields disagree (order, vocabulary size, id width)");
-    s->order = (int)order;
+    s->order = (int)fields->order;
     s->vocab_size = vocab_size;
-    s->id_bytes = FS_ID_BYTES(vocab_size);
+    s->id_bytes = fs_id_bytes(vocab_size);
     s->id_mask = width_mask(s->id_bytes);
-    s->bos = load_u32(h + FS_H_BOS_ID);
-    s->eos = load_u32(h + FS_H_EOS_ID);
-    s->unk = load_u32(h + FS_H_UNK_ID);
-    for (uint32_t m = 1; m <= order; m++)
-        s->counts[m] = load_u64(h + FS_H_COUNTS + 8 * (m - 1));
-    for (uint32_t m = 2; m <= order; m++)
-        s->records[m] = load_u64(h + FS_H_COUNTS + 8 * order + 8 * (m - 2));
+    s->bos = fields->bos;
+    s->eos = fields->eos;
+    s->unk = fields->unk;
+    memcpy(s->counts, fields->counts, sizeof(s->counts));
+    memcpy(s->records, fields->records, sizeof(s->records));
     if (s->counts[1] != vocab_size)
         return store_damaged(failure, "the header's unigram count is not its vocabulary size");
-    s->joint_min = load_u32(h + FS_H_JOINT_MIN);
-    memcpy(&s->value_bound, h + FS_H_VALUE_BOUND, sizeof(double));
+    s->joint_min = fields->joint_min;
+    s->value_bound = fields->value_bound;
     if (s->joint_min < 1 || !(s->value_bound >= 0.0 && s->value_bound < INFINITY))
         return store_damaged(failure, "the header's joint threshold or value bound is out of range");
-    *header = h;
     return 0;
 }
 
 /* Every array and the metadata, each against its length and checksum in the header. */
-static int read_arrays(Store *s, MDB_dbi arrays, MDB_dbi meta, const uint8_t *h, Failure *failure) {
-    static const char *names[] = FS_ARRAY_NAMES;
-    static const size_t item_bytes[FS_N_ARRAYS] = FS_ARRAY_ITEM_BYTES;
+static int read_arrays(Store *s, MDB_dbi arrays, MDB_dbi meta, const CodecHeader *h, Failure *failure) {
+#define ARRAY_NAME(name, spelled, type) spelled,
+#define ARRAY_ITEM_BYTES(name, spelled, type) FS_##type##_ITEM_BYTES,
+    static const char *names[] = {FS_ARRAYS(ARRAY_NAME)};
+    static const size_t item_bytes[] = {FS_ARRAYS(ARRAY_ITEM_BYTES)};
     const void *data[FS_N_ARRAYS];
     size_t v = s->vocab_size;
     for (int a = 0; a < FS_N_ARRAYS; a++) {
-        const uint8_t *entry = h + FS_H_ARRAYS + FS_H_ARRAY_ENTRY * a;
         MDB_val value;
         int found = get(s, arrays, FS_ARRAYS_DB, names[a], &value, failure);
         if (found < 0)
             return -1;
         size_t items = a == FS_ARRAY_WORD_OFFSETS ? v + 1 : a == FS_ARRAY_WORD_BYTES ? value.mv_size : v;
-        if (!found || value.mv_size != load_u64(entry) || value.mv_size != items * item_bytes[a]) {
+        if (!found || value.mv_size != h->array_bytes[a] || value.mv_size != items * item_bytes[a]) {
             fs_fail(failure, FS_EDAMAGED, "damaged index: array %s is missing or truncated", names[a]);
             return -1;
         }
-        if (fs_checksum(NULL, 0, value.mv_data, value.mv_size) != load_u32(entry + 8)) {
+        if (fs_checksum(NULL, 0, value.mv_data, value.mv_size) != h->array_checksum[a]) {
             fs_fail(failure, FS_EDAMAGED, "damaged index: array %s fails its checksum (bytes flipped?)", names[a]);
             return -1;
         }
@@ -322,8 +291,8 @@ static int read_arrays(Store *s, MDB_dbi arrays, MDB_dbi meta, const uint8_t *h,
     int found = get(s, meta, FS_META_DB, FS_META_KEY, &value, failure);
     if (found < 0)
         return -1;
-    if (!found || value.mv_size != load_u64(h + FS_H_META_BYTES) ||
-        fs_checksum(NULL, 0, value.mv_data, value.mv_size) != load_u32(h + FS_H_META_CHECKSUM))
+    if (!found || value.mv_size != h->meta_bytes ||
+        fs_checksum(NULL, 0, value.mv_data, value.mv_size) != h->meta_checksum)
         return store_damaged(failure, "the metadata is missing or fails its checksum (bytes flipped?)");
     s->meta = value.mv_data;
     s->meta_len = value.mv_size;
@@ -363,7 +332,7 @@ int store_open(Store *s, const char *path, Failure *failure) {
         return -1;
     }
     MDB_dbi meta, arrays;
-    const uint8_t *header;
+    CodecHeader header;
     int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &s->txn);
     if (rc) {
         store_lmdb_failed(failure, rc, "damaged index: data.mdb cannot be read");
@@ -399,7 +368,7 @@ int store_open(Store *s, const char *path, Failure *failure) {
         store_lmdb_failed(failure, rc, "cannot begin a read transaction");
         goto failed;
     }
-    if (read_header(s, meta, &header, failure) < 0 || read_arrays(s, arrays, meta, header, failure) < 0 ||
+    if (read_header(s, meta, &header, failure) < 0 || read_arrays(s, arrays, meta, &header, failure) < 0 ||
         cross_check(s, failure) < 0)
         goto failed;
     size_t v = s->vocab_size;

@@ -17,7 +17,7 @@
 
 #include <math.h>
 
-#include "common.h"
+#include "codec.h"
 #include "lmdb/lmdb.h"
 
 typedef struct {
@@ -51,23 +51,6 @@ typedef struct Store {
     double value_bound;         /* at least |v| of every finite stored value (checked as each is read) */
 } Store;
 
-/* One pattern's data, in place (format.h): ``count`` ids (``id_bytes`` each, read with
- * pattern_id), positions by score (position_at; none when count is 1), alphas, betas, and
- * for a pattern "_ d" that has one, its joint order (joint_at) and keys. */
-typedef struct {
-    const uint8_t *ids, *positions;
-    const ix_f32 *alpha, *beta;  /* beta NULL: the highest order stores none (they are 0) */
-    const uint8_t *joint;       /* NULL: no joint order */
-    const ix_f32 *joint_key;
-    uint32_t count;
-    unsigned position_bytes;
-    float beta_sup;             /* max(0, largest back-off weight): the search's bound */
-} DiskPattern;
-
-/* What a pattern's data holds besides ids, positions and alphas (store_pattern_at's ``flags``). */
-#define PATTERN_HAS_BETA 1u
-#define PATTERN_HAS_JOINT 2u
-
 /* 0, or -1 with the failure set: FS_ENOTINDEX (no index at ``path``, or an interrupted
  * build), FS_EVERSION (another format version), FS_EDAMAGED, FS_ELMDB, FS_ENOMEM. */
 int store_open(Store *s, const char *path, Failure *failure);
@@ -93,7 +76,10 @@ uint32_t store_word_id(const Store *s, const char *word, size_t length);
 
 /* The pattern of ``count`` words whose data (format.h) starts at ``data``, fields in place;
  * ``flags``: PATTERN_HAS_BETA (its order is below the model's), PATTERN_HAS_JOINT. */
-void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, unsigned flags, DiskPattern *p);
+static inline void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, unsigned flags,
+                                    DiskPattern *p) {
+    codec_pattern_at(data, count, s->id_bytes, flags, p);
+}
 
 static inline uint32_t pattern_id(const Store *s, const DiskPattern *p, uint32_t i) {
     return load_narrow(p->ids, i, s->id_bytes, s->id_mask);
@@ -124,14 +110,6 @@ static inline uint32_t position_at(const DiskPattern *p, uint32_t i) {
 /* Position i of the joint order (a pattern with one): where its word is in the id-sorted arrays. */
 static inline uint32_t joint_at(const DiskPattern *p, uint32_t i) {
     return p->position_bytes ? load_narrow(p->joint, i, p->position_bytes, width_mask(p->position_bytes)) : 0;
-}
-
-/* The joint key of a word whose unigram alpha is ``unigram`` and whose alpha in the pattern
- * is ``alpha``: the smallest float32 at or above their float64 sum (format.h). */
-static inline float joint_key(float unigram, float alpha) {
-    double exact = (double)unigram + (double)alpha;
-    float key = (float)exact;
-    return (double)key < exact ? nextafterf(key, INFINITY) : key;
 }
 
 /* The key of the pattern of order n + 1 whose fixed words are ids[0 .. n) with the slot

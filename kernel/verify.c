@@ -29,7 +29,7 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
     if (rc)
         return store_read_failed(failure, txn, rc, "patterns%d", order);
     memset(counts, 0, sizeof(*counts));
-    size_t key_len = FS_KEY_BYTES((unsigned)order, s->id_bytes);
+    size_t key_len = fs_key_bytes((unsigned)order, s->id_bytes);
     uint8_t last[1 + 4 * FS_MAX_ORDER], key[1 + 4 * FS_MAX_ORDER];
     int has_last = 0, ended = 0, result = -1;
     unsigned has_beta = order < s->order ? PATTERN_HAS_BETA : 0;
@@ -42,12 +42,12 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
             store_damaged(failure, "records follow the END record");
             goto out;
         }
-        if (records_open(s, order, &k, &v, &r, failure) < 0)
+        if (codec_open_record(k.mv_data, k.mv_size, v.mv_data, v.mv_size, order, key_len, &r, failure) < 0)
             goto out;
         counts->records++;
         if (r.has_previous != has_last || (has_last && memcmp(r.previous, last, key_len))) {
             fs_fail(failure, FS_EDAMAGED, "damaged index: the record of patterns%d at key %s does not name the record "
-                 "before it", order, records_hex(r.key, k.mv_size, shown));
+                 "before it", order, codec_hex(r.key, k.mv_size, shown));
             goto out;
         }
         if (r.kind == FS_END) {
@@ -58,7 +58,7 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
             memcpy(key, r.key, key_len);
             if (has_last && memcmp(last, key, key_len) >= 0)
                 goto disorder;
-            if (records_alone_pattern(s, &r, has_beta, &p) < 0)
+            if (codec_alone_pattern(&r, s->id_bytes, has_beta, &p) < 0)
                 goto malformed;
             if (records_check_pattern(s, &p, failure, key, key_len) < 0)
                 goto out;
@@ -69,35 +69,27 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
             if (!scores_ok(&p))
                 goto scores;
         } else {
-            DiskBlock b;
-            if (records_open_block(&r, &b) < 0)
+            CodecWalk walk;
+            int next;
+            if (codec_walk_block(&walk, &r, s->id_bytes, has_beta) < 0)
                 goto malformed;
-            const uint8_t *at = b.entries;
-            uint32_t restart = 0;
-            for (uint32_t e = 0; e < b.n_patterns; e++) {
-                uint32_t count;
-                const uint8_t *data;
-                int restarts_here = restart < b.n_restarts && at == b.entries + load_u16(b.restarts + FS_RESTART_BYTES * restart);
-                if ((restarts_here && at[0]) || (e == 0 && !restarts_here))
-                    goto malformed;
-                restart += restarts_here;
-                if (!(at = records_read_entry(s, &r, at, key, &count, &data, has_beta)))
-                    goto malformed;
+            while ((next = codec_next_entry(&walk)) > 0) {
+                memcpy(key, walk.key, key_len);
                 if (has_last && memcmp(last, key, key_len) >= 0)
                     goto disorder;
                 memcpy(last, key, key_len);
                 has_last = 1;
-                store_pattern_at(s, data, count, has_beta, &p);
+                store_pattern_at(s, walk.data, walk.count, has_beta, &p);
                 if (records_check_pattern(s, &p, failure, key, key_len) < 0)
                     goto out;
-                if (wants_joint(s, order, key, count))
+                if (wants_joint(s, order, key, walk.count))
                     goto joint;
                 if (!scores_ok(&p))
                     goto scores;
                 counts->patterns++;
-                counts->entries += count;
+                counts->entries += walk.count;
             }
-            if (restart != b.n_restarts || (size_t)(r.end - at) > 3 || memcmp(key, r.key, key_len))
+            if (next < 0)
                 goto malformed;
         }
         memcpy(last, r.key, key_len);
@@ -120,19 +112,19 @@ lmdb:
     goto out;
 disorder:
     fs_fail(failure, FS_EDAMAGED, "damaged index: the keys of patterns%d do not ascend at %s", order,
-         records_hex(key, key_len, shown));
+         codec_hex(key, key_len, shown));
     goto out;
 scores:
     fs_fail(failure, FS_EDAMAGED, "damaged index: pattern %s holds a score that is no log-probability",
-         records_hex(key, key_len, shown));
+         codec_hex(key, key_len, shown));
     goto out;
 malformed:
     fs_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d at key %s has a malformed layout", order,
-         records_hex(k.mv_data, k.mv_size, shown));
+         codec_hex(k.mv_data, k.mv_size, shown));
     goto out;
 joint:
     fs_fail(failure, FS_EDAMAGED, "damaged index: pattern %s %s a joint order, against the header's threshold of %u "
-         "words", records_hex(key, key_len, shown), p.joint ? "has" : "lacks", s->joint_min);
+         "words", codec_hex(key, key_len, shown), p.joint ? "has" : "lacks", s->joint_min);
 out:
     mdb_cursor_close(cursor);
     return result;

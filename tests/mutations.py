@@ -52,7 +52,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: The kernel's files the mutations change (compiled by setup.py into ``fastsubs._kernel``).
 FORMAT, STORE, CACHE, INDEX = "kernel/format.h", "kernel/store.c", "kernel/cache.c", "kernel/index.c"
-RECORDS, VERIFY = "kernel/records.c", "kernel/verify.c"
+RECORDS, VERIFY, CODEC = "kernel/records.c", "kernel/verify.c", "kernel/codec.c"
 TERMS, SEARCH = "kernel/terms.c", "kernel/search.c"
 LISTS, SCORE, SEARCHER = "kernel/lists.c", "kernel/score.c", "kernel/searcher.h"
 RENDER, SAMPLE = "kernel/render.c", "kernel/sample.c"
@@ -84,27 +84,27 @@ MUTATIONS = [
              "unsigned long long needed = ((unsigned long long)info.me_last_pgno) * stat_.ms_psize;"),
     Mutation("header-checksum-not-checked", STORE,
              "the header's checksum is never compared: a flipped byte in a field is read as the index's shape",
-             "fs_checksum(NULL, 0, h, len - 4) != load_u32(h + len - 4))", "0)"),
+             "fs_checksum(NULL, 0, h, len - 4) != fields->checksum)", "0)"),
     Mutation("header-id-bytes-not-checked", STORE,
              "the header's id width is not checked against its vocabulary size: a forged width opens",
-             " || load_u32(h + FS_H_ID_BYTES) != FS_ID_BYTES(vocab_size))", ")"),
+             " || fields->id_bytes != fs_id_bytes(vocab_size))", ")"),
     Mutation("header-bos-not-checked", STORE,
              "the header's id of <s> is not checked against the vocabulary's",
              "if (store_word_id(s, \"<s>\", 3) != s->bos || ", "if ("),
     Mutation("id-width-two-bytes", STORE,
              "ids read two bytes wide whatever the header says: ids past 65,535 of a 3-byte index are cut",
              "s->id_mask = width_mask(s->id_bytes);", "s->id_mask = width_mask(2);"),
-    Mutation("key-ids-little-endian", RECORDS,
+    Mutation("key-ids-little-endian", CODEC,
              "a pattern key's ids written little-endian: LMDB's key order is not the ids' order",
-             "for (int b = (int)s->id_bytes - 1; b >= 0; b--)", "for (int b = 0; b < (int)s->id_bytes; b++)"),
-    Mutation("checksum-not-checked", RECORDS,
+             "for (int b = (int)id_bytes - 1; b >= 0; b--)", "for (int b = 0; b < (int)id_bytes; b++)"),
+    Mutation("checksum-not-checked", CODEC,
              "a record's checksum is computed but never compared: a flipped byte is read as an answer",
              "!= load_u32(value + FS_R_CHECKSUM)) {", "!= load_u32(value + FS_R_CHECKSUM) && 0) {"),
     Mutation("record-has-beta-for-every-order", RECORDS,
              "records of the highest order decoded as if they stored back-off weights",
              "unsigned has_beta = order < s->order ? PATTERN_HAS_BETA : 0;",
              "unsigned has_beta = order <= s->order ? PATTERN_HAS_BETA : 0;"),
-    Mutation("front-coding-prefix-ignored", RECORDS,
+    Mutation("front-coding-prefix-ignored", CODEC,
              "a front-coded entry's key bytes copied to the start of the key, not after the shared prefix",
              "memcpy(key + p[0], p + FS_ENTRY_SHARED_BYTES, len - p[0]);",
              "memcpy(key, p + FS_ENTRY_SHARED_BYTES, len - p[0]);"),
@@ -149,13 +149,14 @@ MUTATIONS = [
     Mutation("pattern-tie-order-not-checked", RECORDS,
              "tied scores (keys) listed higher id first are taken: ties are listed out of the promised order",
              "else if (i && before_key == key && before >= at)", "else if (0)"),
-    # format.h: the format's constants (fastsubs/format.py holds them too)
+    # format.h: the format's rules, which the writer and the readers share (codec.c)
     Mutation("position-width-boundary-65536", FORMAT,
-             "a pattern of exactly 65,536 words read with 4-byte positions: the index wrote 2-byte ones",
-             "(count) <= 65536u ? 2u : 4u", "(count) < 65536u ? 2u : 4u"),
-    Mutation("position-width-one-byte", RECORDS,
+             "patterns of exactly 65,536 words written and read with 4-byte positions: indexes of other builds "
+             "read wrong",
+             "count <= 65536u ? 2u : 4u", "count < 65536u ? 2u : 4u"),
+    Mutation("position-width-one-byte", CODEC,
              "a pattern's positions by score read one byte wide whatever its count (2 from 257 words)",
-             "p->position_bytes = FS_POSITION_BYTES(count);", "p->position_bytes = count > 1 ? 1 : 0;"),
+             "p->position_bytes = at.position_bytes;", "p->position_bytes = count > 1 ? 1 : 0;"),
     # cache.c: the cache slots, rank maps and sorted prefixes
     Mutation("cached-beta-sup-zero", CACHE,
              "a cached pattern's back-off bound is 0 (the paper's), not the one its record gives",
@@ -269,13 +270,17 @@ MUTATIONS = [
              "list->own_alphas[i] = list->pattern->joint_key[list->depth + i];",
              "list->own_alphas[i] = list->pattern->joint_key[list->depth + i + (list->depth + i + 1 < "
              "list->length)];"),
-    Mutation("joint-key-not-rounded-up", STORE_H,
-             "the reader's joint key rounded to nearest, not up: the builder's keys no longer check out",
+    Mutation("joint-key-not-rounded-up", FORMAT,
+             "joint keys rounded to nearest, not up (written and checked so): a key below its word's sum lets the "
+             "joint bound pass over the word",
              "return (double)key < exact ? nextafterf(key, INFINITY) : key;", "return key;"),
     Mutation("joint-keys-not-recomputed", RECORDS,
              "a joint order's keys taken on trust: a key below its word's sum is a wrong answer",
-             "if (p->joint_key[i] != joint_key(", "if (0 && p->joint_key[i] != joint_key("),
-    Mutation("joint-flag-on-any-record", RECORDS,
+             "if (p->joint_key[i] != fs_joint_key(", "if (0 && p->joint_key[i] != fs_joint_key("),
+    Mutation("joint-word-past-unigrams-not-checked", CODEC,
+             "the writer reads a joint key's unigram alpha for any word id: past the unigrams it reads out of bounds",
+             "if (p->ids[i] >= rows->vocab_size) {", "if (0) {"),
+    Mutation("joint-flag-on-any-record", CODEC,
              "a joint flag accepted on a BLOCK record: the reader looks for a joint order where entries lie",
              "int joint_ok = !r->has_joint ||", "int joint_ok = 1 ||"),
     Mutation("joint-threshold-not-verified", VERIFY,
@@ -371,13 +376,16 @@ MUTATIONS = [
              "--sample's draws seeded by the seed and the line only: every position of a line draws alike",
              "(uint64_t)place->line, (uint64_t)place->position, drawn, draws,",
              "(uint64_t)place->line, (uint64_t)0, drawn, draws,"),
-    # render_layout.h: the layouts Python reads (fastsubs._kernel.RENDER)
-    Mutation("render-kinds-renumbered", "kernel/render_layout.h",
-             "a render kind renumbered in C alone: fastsubs.core.Render asks for another format",
-             "    RENDER_JSON,", "    RENDER_JSON = 9,"),
-    Mutation("parquet-columns-reordered", "kernel/render_layout.h",
-             "two packed columns swapped in C alone: fastsubs/parquet.py reads the scores as p / sum p",
-             "COLUMN_SCORES, COLUMN_PROBABILITIES,", "COLUMN_PROBABILITIES, COLUMN_SCORES,"),
+    # render_layout.h: the layouts Python reads (fastsubs._kernel.RENDER), and Python's reading of them
+    Mutation("render-kind-taken-for-another", "fastsubs/core.py",
+             "Render.JSON takes another kind's value from the core: --format jsonl writes text lines",
+             'JSON = RENDER["kinds"]["JSON"]', 'JSON = RENDER["kinds"]["LINE"]'),
+    Mutation("score-column-narrowed", "kernel/render_layout.h",
+             "the scores column's items made float32: Parquet's lp loses the digits the text output has",
+             "X(SCORES, double, 'f')", "X(SCORES, float, 'f')"),
+    Mutation("column-frame-read-narrow", PARQUET,
+             "a chunk's column lengths read as int32: every column after the frame is read from the wrong place",
+             'COLUMN_LENGTH = np.dtype(RENDER["column_length"])', "COLUMN_LENGTH = np.dtype(np.int32)"),
     # sample.c: the --sample draw, numpy's default_rng([seed, line, position]).choice
     Mutation("sample-seed-high-word-dropped", SAMPLE,
              "a seed (or line) of 2^32 or more enters the seed sequence as its low 32 bits only",

@@ -179,12 +179,12 @@ def test_a_builder_that_loses_ngrams_publishes_nothing(tmp_path: Path, monkeypat
 
 def test_an_index_that_would_not_open_is_not_published(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A header that disagrees with the arrays fails the final open, so the build publishes nothing."""
-    pack_header = build.fmt.pack_header
+    encode_header = build.fmt.encode_header
 
-    def wrong_vocabulary_size(**fields):
-        return pack_header(**{**fields, "vocab_size": fields["vocab_size"] + 1})
+    def wrong_vocabulary_size(fields):
+        return encode_header({**fields, "vocab_size": fields["vocab_size"] + 1})
 
-    monkeypatch.setattr(build.fmt, "pack_header", wrong_vocabulary_size)
+    monkeypatch.setattr(build.fmt, "encode_header", wrong_vocabulary_size)
     assert_build_refused(tmp_path, 9, "does not open")
 
 

@@ -71,7 +71,7 @@ def test_an_index_of_format_2_is_to_be_rebuilt(tmp_path: Path) -> None:
     """Format 2 kept its shape in a msgpack map and had no header: it is named, with what to do."""
     env = lmdb.open(str(tmp_path), max_dbs=4)
     with env.begin(write=True, db=env.open_db(b"meta")) as txn:
-        txn.put(b"meta", msgpack.packb({"magic": fmt.MAGIC, "format_version": 2, "order": 3}))
+        txn.put(b"meta", msgpack.packb({"magic": fmt.META_MAGIC.decode(), "format_version": 2, "order": 3}))
     env.close()
     with pytest.raises(fastsubs.IndexVersionError, match="version 2 is older .* rebuild it"):
         fastsubs.open_index(tmp_path)
@@ -164,7 +164,7 @@ def forge_header(index: Path, **changes: int) -> None:
     fields = bytearray(header[:-4])
     for name, value in changes.items():
         struct.pack_into("<I", fields, HEADER_FIELDS[name], value)
-    put(index, fmt.META_DB, fmt.HEADER_KEY, bytes(fields) + struct.pack("<I", fmt.record_checksum(b"", fields)))
+    put(index, fmt.META_DB, fmt.HEADER_KEY, bytes(fields) + struct.pack("<I", fmt.checksum(b"", fields)))
 
 
 @pytest.mark.parametrize("change", ["bos is the", "unk is the", "eos is the", "id_bytes", "vocab_size",
@@ -227,10 +227,9 @@ def forge_array(index: Path, name: bytes, value: bytes) -> None:
     """Replace an array and its length and checksum in the header, consistently."""
     put(index, fmt.ARRAYS_DB, name, value)
     _, header = value_at(index, fmt.META_DB, fmt.HEADER_KEY)
-    fields = bytearray(header[:-4])
-    struct.pack_into("<QI", fields, fmt.H_ARRAYS + fmt.ARRAY_NAMES.index(name) * fmt.H_ARRAY_ENTRY,
-                     len(value), fmt.record_checksum(b"", value))
-    put(index, fmt.META_DB, fmt.HEADER_KEY, bytes(fields) + struct.pack("<I", fmt.record_checksum(b"", fields)))
+    fields = fmt.decode_header(header)
+    fields["arrays"][fmt.ARRAY_NAMES.index(name)] = (len(value), fmt.checksum(b"", value))
+    put(index, fmt.META_DB, fmt.HEADER_KEY, fmt.encode_header(fields))
 
 
 def test_word_offsets_past_the_word_bytes_are_named(index_copy: Path) -> None:
@@ -353,7 +352,7 @@ def test_a_lost_end_record_is_named(tiny_index: Path, tmp_path: Path) -> None:
         order, id_bytes, last = index.order, index.id_bytes, index.vocab_size - 1
         fixed = (last,) * (order - 1)  # the last slot after the last id: the largest pattern key
         assert index.pattern(order - 1, fixed) is None
-    delete_record(copy, order, fmt.end_key(order, id_bytes))
+    delete_record(copy, order, fmt.encode_end(order, id_bytes, None)[0])
     with CoreIndex(copy) as index:
         with pytest.raises(fastsubs.DamagedIndexError, match=f"patterns{order} ends before its END record"):
             index.pattern(order - 1, fixed)
@@ -372,35 +371,16 @@ def test_verify_names_a_score_that_is_no_log_probability(demo_index: Path, tmp_p
     env = lmdb.open(str(copy), max_dbs=64)
     with env.begin(write=True, db=env.open_db(fmt.patterns_db_name(order))) as txn:
         for record_key, value in txn.cursor():
-            if value[fmt.R_KIND] == fmt.END:
-                continue
-            key, data, count = first_pattern(record_key, value)
-            if 2 <= count <= 256:
+            record = fmt.decode_record(record_key, value, order, id_bytes, False)
+            if record["patterns"] and 2 <= (first := record["patterns"][0])["count"] <= 256:
                 break
         else:
             raise AssertionError(f"no record of patterns{order} starts with a pattern of 2-256 words")
-        forged = bytearray(value)
-        positions = data + count * id_bytes
-        alphas = positions + count * fmt.position_bytes(count)
-        struct.pack_into("<f", forged, alphas + 4 * forged[positions], 0.5)
-        struct.pack_into("<I", forged, 0, fmt.record_checksum(record_key, bytes(forged[4:])))
-        txn.put(record_key, bytes(forged))
+        first["alpha"][first["positions"][0]] = 0.5
+        txn.put(record_key, fmt.encode_record(record_key, record, order, id_bytes))
     env.close()
     result = run_cli("fastsubs-index", "verify", copy, check=False)
     assert result.returncode == 1 and b"holds a score that is no log-probability" in result.stderr
-
-
-def first_pattern(key: bytes, value: bytes) -> tuple[bytes, int, int]:
-    """The key of the first pattern of a record, where its data starts in the value, and its
-    count (the layout of fastsubs/format.py: a pattern record's, or a block's first entry)."""
-    head = fmt.R_PREVIOUS + len(key)
-    if value[fmt.R_KIND] == fmt.PATTERN:
-        return key, head + fmt.PATTERN_DATA, struct.unpack_from("<I", value, head + fmt.PATTERN_COUNT)[0]
-    restarts = struct.unpack_from("<H", value, head + fmt.BLOCK_RESTARTS)[0]
-    entry = head + fmt.BLOCK_RESTART_TABLE + fmt.RESTART_BYTES * restarts  # shared 0, the whole key, the count
-    key_at = entry + fmt.ENTRY_SHARED_BYTES
-    count_at = key_at + len(key)
-    return value[key_at:count_at], count_at + fmt.ENTRY_COUNT_BYTES, value[count_at]
 
 
 @pytest.mark.parametrize("break_it", ["ids", "positions", "order of scores"])
@@ -418,22 +398,18 @@ def test_a_record_with_a_valid_checksum_and_broken_fields_is_named(demo_index: P
     db = env.open_db(fmt.patterns_db_name(4))
     with env.begin(write=True, db=db) as txn:
         for record_key, value in txn.cursor():
-            key, data, count = first_pattern(record_key, value)
-            if 2 <= count <= 256 and value[fmt.R_KIND] == fmt.BLOCK:
+            record = fmt.decode_record(record_key, value, 4, id_bytes, False)
+            first = record["patterns"][0] if record["kind"] == fmt.BLOCK else {"count": 0}
+            if 2 <= first["count"] <= 256:
                 break
-        forged = bytearray(value)
-        ids = [int.from_bytes(forged[data + i * id_bytes:data + (i + 1) * id_bytes], "little") for i in range(count)]
-        positions = data + count * id_bytes
-        alphas = positions + count
+        key, ids = first["key"], list(first["ids"])
         if break_it == "ids":  # the first two ids swapped
-            first, second = forged[data:data + id_bytes], forged[data + id_bytes:data + 2 * id_bytes]
-            forged[data:data + 2 * id_bytes] = second + first
+            first["ids"][:2] = first["ids"][1::-1]
         elif break_it == "positions":
-            forged[positions + 1] = forged[positions]
+            first["positions"][1] = first["positions"][0]
         else:  # the best word's score lowered below the worst
-            struct.pack_into("<f", forged, alphas + 4 * forged[positions], -99.0)
-        struct.pack_into("<I", forged, 0, fmt.record_checksum(record_key, bytes(forged[4:])))
-        txn.put(record_key, bytes(forged))
+            first["alpha"][first["positions"][0]] = -99.0
+        txn.put(record_key, fmt.encode_record(record_key, record, 4, id_bytes))
     env.close()
     with CoreIndex(copy) as index, fastsubs.open_index(copy) as api:
         slot, fixed = key[0], tuple(int.from_bytes(key[1 + i * id_bytes:1 + (i + 1) * id_bytes], "big")

@@ -15,7 +15,6 @@ DamagedIndexError naming the damage, and verify too (exit 1).  The header's valu
 from __future__ import annotations
 
 import shutil
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from fastsubs import format as fmt
 from fastsubs.core import CoreIndex
 from generated_models import write_model
 from test_damaged_index import put
-from test_forged_records import Located, data_bytes, patterns_of, query_error, query_sentence
+from test_forged_records import Located, decoded, encoded, patterns_of, query_error, query_sentence
 
 
 @dataclass
@@ -41,30 +40,16 @@ class Joint:
     keys: list[float]
 
 
-def joint_at(where: Located, id_bytes: int) -> int:
-    """Where the joint order of a pattern ``_ d`` starts in its record's value (after its
-    data: order 2 is below the models' highest here, so the data holds betas)."""
-    return where.data_at + data_bytes(where.count, id_bytes, True)
-
-
 def read_joint(value: bytes, where: Located, id_bytes: int) -> Joint:
-    at, width, count = joint_at(where, id_bytes), fmt.position_bytes(where.count), where.count
-    positions = [int.from_bytes(value[at + i * width:at + (i + 1) * width], "little") for i in range(count)]
-    return Joint(positions, np.frombuffer(value, fmt.SCORE_DTYPE, count, at + count * width).tolist())
+    _, pattern = decoded(value, where, id_bytes)
+    return Joint(pattern["joint"], pattern["joint_key"])
 
 
 def write_joint(value: bytes, where: Located, id_bytes: int, joint: Joint) -> bytes:
     """``value`` with the joint order replaced and the record's checksum made right."""
-    at, width, count = joint_at(where, id_bytes), fmt.position_bytes(where.count), where.count
-    forged = bytearray(value)
-    forged[at:at + count * width] = b"".join(p.to_bytes(width, "little") for p in joint.positions)
-    forged[at + count * width:at + count * (width + 4)] = np.array(joint.keys, fmt.SCORE_DTYPE).tobytes()
-    return checksummed(forged, where.record_key)
-
-
-def checksummed(value: bytearray, record_key: bytes) -> bytes:
-    struct.pack_into("<I", value, fmt.R_CHECKSUM, fmt.record_checksum(record_key, bytes(value[4:])))
-    return bytes(value)
+    record, pattern = decoded(value, where, id_bytes)
+    pattern.update(joint=joint.positions, joint_key=joint.keys)
+    return encoded(record, where, id_bytes)
 
 
 def first(pairs: list[tuple[float, float]], relation: Callable[[float, float], bool]) -> int:
@@ -140,7 +125,8 @@ def joint_index(tmp_path_factory: pytest.TempPathFactory) -> JointIndex:
                 for where in patterns_of(record_key, value, 2, id_bytes, True):
                     if where.key[0] != 0 or where.count < 2 or where.count == 256:
                         continue
-                    if value[fmt.R_FLAGS] & fmt.HAS_JOINT and "joint" not in found:
+                    if fmt.decode_record(record_key, value, 2, id_bytes, True)["flags"] & fmt.HAS_JOINT \
+                            and "joint" not in found:
                         keys = read_joint(value, where, id_bytes).keys
                         if not any(a > b for a, b in zip(keys, keys[1:])):
                             continue
@@ -195,9 +181,9 @@ def test_a_joint_flag_on_a_block_is_a_malformed_record(joint_index: JointIndex, 
     copy = tmp_path / "forged.fsidx"
     shutil.copytree(joint_index.path, copy)
     where = joint_index.block
-    value = bytearray(record_of(copy, where))
-    value[fmt.R_FLAGS] |= fmt.HAS_JOINT
-    put(copy, fmt.patterns_db_name(2), where.record_key, checksummed(value, where.record_key))
+    record, _ = decoded(record_of(copy, where), where, joint_index.id_bytes)
+    record["flags"] |= fmt.HAS_JOINT
+    put(copy, fmt.patterns_db_name(2), where.record_key, encoded(record, where, joint_index.id_bytes))
     assert_named(copy, joint_index.block_sentence,
                  "damaged index: a record of patterns2 has a malformed key or kind")
 
@@ -208,11 +194,10 @@ def test_verify_names_a_pattern_whose_joint_order_is_missing(joint_index: JointI
     copy = tmp_path / "forged.fsidx"
     shutil.copytree(joint_index.path, copy)
     where = joint_index.where
-    value = record_of(copy, where)
-    end = joint_at(where, joint_index.id_bytes)
-    cut = bytearray(value[:end] + bytes(-end % 4))
-    cut[fmt.R_FLAGS] &= ~fmt.HAS_JOINT
-    put(copy, fmt.patterns_db_name(2), where.record_key, checksummed(cut, where.record_key))
+    record, pattern = decoded(record_of(copy, where), where, joint_index.id_bytes)
+    pattern.update(joint=None, joint_key=None)
+    record["flags"] &= ~fmt.HAS_JOINT
+    put(copy, fmt.patterns_db_name(2), where.record_key, encoded(record, where, joint_index.id_bytes))
     with fastsubs.open_index(joint_index.path) as index:
         expected = [[(s.word, s.logprob) for s in position] for position in index.sentence(joint_index.sentence, n=5)]
     with fastsubs.open_index(copy) as index:
@@ -228,10 +213,9 @@ def forge_value_bound(index: Path, bound: float) -> None:
     """The header's value bound replaced, its checksum made right."""
     env = lmdb.open(str(index), max_dbs=64)
     with env.begin(write=True, db=env.open_db(fmt.META_DB)) as txn:
-        header = bytearray(txn.get(fmt.HEADER_KEY))
-        struct.pack_into("<d", header, fmt.H_VALUE_BOUND, bound)
-        struct.pack_into("<I", header, len(header) - 4, fmt.record_checksum(b"", bytes(header[:-4])))
-        txn.put(fmt.HEADER_KEY, bytes(header))
+        header = fmt.decode_header(txn.get(fmt.HEADER_KEY))
+        header["value_bound"] = bound
+        txn.put(fmt.HEADER_KEY, fmt.encode_header(header))
     env.close()
 
 
@@ -251,11 +235,10 @@ def test_a_value_beyond_the_bound_is_named_where_it_is_read(joint_index: JointIn
     where = joint_index.where
     env = lmdb.open(str(copy), readonly=True, lock=False, max_dbs=64)
     with env.begin(db=env.open_db(fmt.META_DB, create=False)) as txn:
-        (bound,) = struct.unpack_from("<d", txn.get(fmt.HEADER_KEY), fmt.H_VALUE_BOUND)
+        bound = fmt.decode_header(txn.get(fmt.HEADER_KEY))["value_bound"]
     env.close()
-    value = bytearray(record_of(copy, where))
-    alpha_at = where.data_at + where.count * (joint_index.id_bytes + fmt.position_bytes(where.count))
-    struct.pack_into("<f", value, alpha_at, -2 * bound - 1)
-    put(copy, fmt.patterns_db_name(2), where.record_key, checksummed(value, where.record_key))
+    record, pattern = decoded(record_of(copy, where), where, joint_index.id_bytes)
+    pattern["alpha"][0] = -2 * bound - 1
+    put(copy, fmt.patterns_db_name(2), where.record_key, encoded(record, where, joint_index.id_bytes))
     assert_named(copy, joint_index.sentence, f"damaged index: pattern {where.key.hex()}: a value of entry 0 is "
                                              "beyond the header's value bound")

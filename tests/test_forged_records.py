@@ -21,7 +21,6 @@ positions) and scores rounded so that many tie.
 from __future__ import annotations
 
 import shutil
-import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,45 +40,37 @@ from test_damaged_index import put
 
 @dataclass(frozen=True)
 class Located:
-    """One pattern as it lies in its record: the record's kind and LMDB key, the pattern's
-    key, where its data starts in the record's value and how many words it holds, and how
-    many leading key bytes it shares with the entry before it (front coding; 0 at a restart
-    and in a PATTERN record)."""
+    """One pattern as it lies in its record: the record's order (and whether it holds betas),
+    kind and LMDB key, the pattern's key, how many words it holds, and how many leading key
+    bytes it shares with the entry before it (front coding; 0 at a restart and in a PATTERN
+    record)."""
 
     order: int
+    has_beta: bool
     kind: int
     record_key: bytes
     key: bytes
-    data_at: int
     count: int
     shared: int
 
 
-def data_bytes(count: int, id_bytes: int, has_beta: bool) -> int:
-    """Bytes of a pattern's data (fastsubs/format.py): ids, positions by score, alphas, betas."""
-    return count * (id_bytes + 4 + 4 * has_beta) + (count * fmt.position_bytes(count) if count > 1 else 0)
-
-
 def patterns_of(record_key: bytes, value: bytes, order: int, id_bytes: int, has_beta: bool) -> Iterator[Located]:
-    """Every pattern of one record, in key order (a BLOCK's entries decoded as the format
-    lays them out: shared key bytes, the rest of the key, the count, the data)."""
-    kind, head = value[fmt.R_KIND], fmt.R_PREVIOUS + len(record_key)
-    if kind == fmt.PATTERN:
-        yield Located(order, kind, record_key, record_key, head + fmt.PATTERN_DATA,
-                      struct.unpack_from("<I", value, head + fmt.PATTERN_COUNT)[0], 0)
-    elif kind == fmt.BLOCK:
-        (n_patterns,) = struct.unpack_from("<H", value, head + fmt.BLOCK_PATTERNS)
-        (n_restarts,) = struct.unpack_from("<H", value, head + fmt.BLOCK_RESTARTS)
-        at, key = head + fmt.BLOCK_RESTART_TABLE + fmt.RESTART_BYTES * n_restarts, b""
-        for _ in range(n_patterns):
-            shared = value[at]
-            at += fmt.ENTRY_SHARED_BYTES
-            key = key[:shared] + value[at:at + len(record_key) - shared]
-            at += len(record_key) - shared
-            count = value[at]
-            at += fmt.ENTRY_COUNT_BYTES
-            yield Located(order, kind, record_key, key, at, count, shared)
-            at += data_bytes(count, id_bytes, has_beta)
+    """Every pattern of one record, in key order, as the core's reference decoder reads it."""
+    record = fmt.decode_record(record_key, value, order, id_bytes, has_beta)
+    for pattern in record["patterns"]:
+        yield Located(order, has_beta, record["kind"], record_key, pattern["key"], pattern["count"],
+                      pattern["shared"])
+
+
+def decoded(value: bytes, where: Located, id_bytes: int) -> tuple[dict, dict]:
+    """The record holding ``where`` as the core decodes it, and the pattern's entry in it."""
+    record = fmt.decode_record(where.record_key, value, where.order, id_bytes, where.has_beta)
+    return record, next(p for p in record["patterns"] if p["key"] == where.key)
+
+
+def encoded(record: dict, where: Located, id_bytes: int) -> bytes:
+    """The record's bytes as the core encodes them (its fields as they are, the checksum made right)."""
+    return fmt.encode_record(where.record_key, record, where.order, id_bytes)
 
 
 @dataclass
@@ -93,27 +84,15 @@ class Fields:
 
 def read_fields(value: bytes, where: Located, id_bytes: int) -> Fields:
     """The fields of a pattern of 2+ words (one word has no positions by score)."""
-    count, at = where.count, where.data_at
-    width = fmt.position_bytes(count)
-    ids = [int.from_bytes(value[at + i * id_bytes:at + (i + 1) * id_bytes], "little") for i in range(count)]
-    at += count * id_bytes
-    positions = [int.from_bytes(value[at + i * width:at + (i + 1) * width], "little") for i in range(count)]
-    alphas = np.frombuffer(value, fmt.SCORE_DTYPE, count, at + count * width).tolist()
-    return Fields(ids, positions, alphas)
+    _, pattern = decoded(value, where, id_bytes)
+    return Fields(pattern["ids"], pattern["positions"], pattern["alpha"])
 
 
 def write_fields(value: bytes, where: Located, id_bytes: int, fields: Fields) -> bytes:
     """``value`` with the pattern's fields replaced and the record's checksum made right."""
-    count, at = where.count, where.data_at
-    width = fmt.position_bytes(count)
-    forged = bytearray(value)
-    forged[at:at + count * id_bytes] = b"".join(i.to_bytes(id_bytes, "little") for i in fields.ids)
-    at += count * id_bytes
-    forged[at:at + count * width] = b"".join(p.to_bytes(width, "little") for p in fields.positions)
-    at += count * width
-    forged[at:at + 4 * count] = np.array(fields.alphas, fmt.SCORE_DTYPE).tobytes()
-    struct.pack_into("<I", forged, fmt.R_CHECKSUM, fmt.record_checksum(where.record_key, bytes(forged[4:])))
-    return bytes(forged)
+    record, pattern = decoded(value, where, id_bytes)
+    pattern.update(ids=fields.ids, positions=fields.positions, alpha=fields.alphas)
+    return encoded(record, where, id_bytes)
 
 
 def tied(fields: Fields) -> int | None:

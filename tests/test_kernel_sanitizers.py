@@ -49,7 +49,7 @@ from fastsubs.core import CoreIndex, Render
 from fastsubs.limits import Limits
 from generated_models import write_model
 from lmdb_layout import walk
-from test_damaged_index import first_pattern, flip_byte, value_at
+from test_damaged_index import flip_byte, value_at
 
 #: (record slots, kept bytes): the index's sizes (kernel/index.h), then tiny caches.
 DEFAULT_CACHE = (1 << 17, 24 << 20)
@@ -346,12 +346,11 @@ def test_ids_outside_the_vocabulary_under_a_valid_checksum_end_the_driver_with_t
         vocab_size, id_bytes = index.vocab_size, index.id_bytes
     env = lmdb.open(str(copy.path), max_dbs=16, map_size=2 * (copy.path / "data.mdb").stat().st_size)
     with env.begin(write=True, db=env.open_db(fmt.patterns_db_name(2))) as txn:
-        value = bytearray(txn.get(copy.key))
-        _, data, count = first_pattern(copy.key, bytes(value))
-        last = data + (count - 1) * id_bytes  # the largest id: still increasing
-        value[last:last + id_bytes] = (vocab_size + 5).to_bytes(id_bytes, "little")
-        value[:4] = fmt.record_checksum(copy.key, bytes(value[4:])).to_bytes(4, "little")
-        txn.put(copy.key, bytes(value))
+        record = fmt.decode_record(copy.key, txn.get(copy.key), 2, id_bytes, True)
+        pattern = record["patterns"][0]
+        count = pattern["count"]
+        pattern["ids"][-1] = vocab_size + 5  # the largest id: still increasing
+        txn.put(copy.key, fmt.encode_record(copy.key, record, 2, id_bytes))
     env.close()
     message = copy.damage_message(kernel_check)
     assert f"damaged index: pattern {copy.key.hex()}: word id {vocab_size + 5} (entry {count - 1}) is outside the " \

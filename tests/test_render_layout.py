@@ -7,6 +7,7 @@ read back wrong."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,30 @@ def test_the_render_kinds_are_the_core_s() -> None:
 
 
 def test_the_parquet_columns_are_the_core_s_in_its_order() -> None:
-    assert tuple(name for name, _ in parquet.COLUMNS) == RENDER["columns"]
+    """Names, order and item types, and the framing's lengths, as render_layout.h lists them."""
+    assert [(name, dtype.kind, dtype.itemsize) for name, dtype in parquet.COLUMNS] == list(RENDER["columns"])
+    assert parquet.COLUMN_LENGTH == np.dtype(RENDER["column_length"])
+
+
+def render_layout_list(macro: str) -> list[tuple[str, ...]]:
+    """The entries of an X-macro list of kernel/render_layout.h, read from its text."""
+    text = re.sub(r"/\*.*?\*/", "", (Path(__file__).resolve().parent.parent / "kernel" / "render_layout.h").read_text(),
+                  flags=re.DOTALL)
+    body = re.search(rf"#define {macro}\(X\)((?:.*\\\n)*.*)", text).group(1)
+    return [tuple(part.strip() for part in entry.split(",")) for entry in re.findall(r"X\(([^)]*)\)", body)]
+
+
+def test_the_exported_layouts_are_render_layout_h_s_lists() -> None:
+    """The export holds the lists as render_layout.h writes them: each kind in its order, each
+    column with its item type's kind ('V' the place row, which is as long as its fields)."""
+    assert list(RENDER["kinds"]) == [name for (name,) in render_layout_list("RENDER_KINDS")]
+    assert list(RENDER["kinds"].values()) == list(range(len(RENDER["kinds"])))
+    written = render_layout_list("RENDER_COLUMN_LIST")
+    assert [(name.lower(), kind.strip("'")) for name, _, kind in written] == [
+        (name, kind) for name, kind, _ in RENDER["columns"]]
+    sizes = {"double": 8, "uint32_t": 4, "uint8_t": 1, "PlaceRow": RENDER["place_row_bytes"]}
+    assert [sizes[item] for _, item, _ in written] == [size for _, _, size in RENDER["columns"]]
+    assert RENDER["place_row_bytes"] == sum(size for _, _, size in RENDER["place_row"])
 
 
 def test_a_place_row_is_the_core_s_struct() -> None:

@@ -14,7 +14,6 @@ import lmdb
 from conftest import TEST_DATA
 from fastsubs import format as fmt
 from fastsubs.core import CoreIndex
-from fastsubs.indexer.patterns import PARTS
 
 
 def test_the_size_report_accounts_for_every_stored_byte(demo_index: Path) -> None:
@@ -35,7 +34,7 @@ def test_the_size_report_accounts_for_every_stored_byte(demo_index: Path) -> Non
             with env.begin(db=db) as txn:
                 stored = sum(len(key) + len(value) for key, value in txn.cursor())
                 stat = txn.stat(db)
-            assert sum(line[part] for part in PARTS) == stored
+            assert sum(line[part] for part in fmt.PARTS) == stored
             assert line["records"] == stat["entries"]
             assert line["pages"] == stat["psize"] * (stat["branch_pages"] + stat["leaf_pages"]
                                                      + stat["overflow_pages"])

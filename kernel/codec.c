@@ -1,0 +1,667 @@
+/* The index format's bytes, made and parsed in one place (see codec.h, format.h). */
+#include "codec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- parsing, in place */
+
+const char *codec_hex(const uint8_t *key, size_t len, char out[65]) {
+    size_t n = len < 32 ? len : 32;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = "0123456789abcdef"[key[i] >> 4];
+        out[2 * i + 1] = "0123456789abcdef"[key[i] & 15];
+    }
+    out[2 * n] = 0;
+    return out;
+}
+
+/* Bytes of the data of a pattern of ``count`` words. */
+static uint64_t data_bytes(uint64_t count, unsigned id_bytes, unsigned flags) {
+    return fs_pattern_layout(count, id_bytes, flags & PATTERN_HAS_BETA, flags & PATTERN_HAS_JOINT).end;
+}
+
+void codec_pattern_at(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags, DiskPattern *p) {
+    int has_joint = (flags & PATTERN_HAS_JOINT) != 0;
+    FsPatternLayout at = fs_pattern_layout(count, id_bytes, flags & PATTERN_HAS_BETA, has_joint);
+    p->count = count;
+    p->ids = data + at.ids;
+    p->position_bytes = at.position_bytes;
+    p->positions = at.position_bytes ? data + at.positions : NULL;
+    p->alpha = (const ix_f32 *)(data + at.alpha);
+    p->beta = flags & PATTERN_HAS_BETA ? (const ix_f32 *)(data + at.beta) : NULL;
+    p->joint = has_joint ? data + at.joint : NULL;
+    p->joint_key = has_joint ? (const ix_f32 *)(data + at.joint_key) : NULL;
+}
+
+int codec_open_record(const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len, int order,
+                      size_t pattern_key_len, DiskRecord *r, Failure *failure) {
+    char shown[65];
+    r->key = key;
+    r->key_len = pattern_key_len;
+    if (key_len != pattern_key_len && key_len != pattern_key_len + 1) {  /* a pattern's key, or an END record's */
+        fs_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a key of %zu bytes, not %zu "
+                "(bytes flipped?)", order, key_len, pattern_key_len);
+        return -1;
+    }
+    if (value_len < FS_R_PREVIOUS + pattern_key_len || value_len % 4 ||
+        fs_checksum(key, key_len, value + 4, value_len - 4) != load_u32(value + FS_R_CHECKSUM)) {
+        fs_fail(failure, FS_EDAMAGED, "damaged index: the record of patterns%d at key %s fails its checksum "
+                "(bytes flipped?)", order, codec_hex(key, key_len, shown));
+        return -1;
+    }
+    r->kind = value[FS_R_KIND];
+    r->has_previous = value[FS_R_FLAGS] & FS_HAS_PREVIOUS;
+    r->has_joint = (value[FS_R_FLAGS] & FS_HAS_JOINT) != 0;
+    r->previous = value + FS_R_PREVIOUS;
+    r->body = r->previous + pattern_key_len;
+    r->end = value + value_len;
+    int key_ok = r->kind == FS_END ? key_len == pattern_key_len + 1 : key_len == pattern_key_len;
+    /* only a PATTERN record of a pattern "_ d" (order 2, the slot first) has a joint order */
+    int joint_ok = !r->has_joint || (r->kind == FS_PATTERN && order == 2 && r->key[0] == 0);
+    if (!key_ok || !joint_ok || (r->kind != FS_BLOCK && r->kind != FS_PATTERN && r->kind != FS_END)) {
+        fs_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a malformed key or kind", order);
+        return -1;
+    }
+    return 0;
+}
+
+int codec_open_block(const DiskRecord *r, DiskBlock *b) {
+    if (r->end - r->body < FS_BLOCK_RESTART_TABLE)
+        return -1;
+    b->n_patterns = load_u16(r->body + FS_BLOCK_PATTERNS);
+    b->n_restarts = load_u16(r->body + FS_BLOCK_RESTARTS);
+    b->restarts = r->body + FS_BLOCK_RESTART_TABLE;
+    b->entries = b->restarts + FS_RESTART_BYTES * (size_t)b->n_restarts;
+    return b->n_patterns && b->n_restarts && b->entries <= r->end && load_u16(b->restarts) == 0 ? 0 : -1;
+}
+
+const uint8_t *codec_read_entry(const DiskRecord *r, const uint8_t *p, unsigned id_bytes, unsigned has_beta,
+                                uint8_t *key, uint32_t *count, const uint8_t **data) {
+    size_t len = r->key_len, fields = FS_ENTRY_SHARED_BYTES + FS_ENTRY_COUNT_BYTES;  /* one byte each */
+    if (r->end - p < (ptrdiff_t)fields || p[0] > len || (size_t)(r->end - p) < fields + len - p[0])
+        return NULL;
+    memcpy(key + p[0], p + FS_ENTRY_SHARED_BYTES, len - p[0]);
+    p += FS_ENTRY_SHARED_BYTES + len - p[0];
+    *count = *p;
+    p += FS_ENTRY_COUNT_BYTES;
+    uint64_t bytes = data_bytes(*count, id_bytes, has_beta);
+    if (*count == 0 || (uint64_t)(r->end - p) < bytes)
+        return NULL;
+    *data = p;
+    return p + bytes;
+}
+
+int codec_alone_pattern(const DiskRecord *r, unsigned id_bytes, unsigned has_beta, DiskPattern *out) {
+    if (r->end - r->body < FS_PATTERN_DATA)
+        return -1;
+    unsigned flags = has_beta | (r->has_joint ? PATTERN_HAS_JOINT : 0);
+    uint32_t count = load_u32(r->body + FS_PATTERN_COUNT);
+    uint64_t used = FS_PATTERN_DATA + data_bytes(count, id_bytes, flags), left = (uint64_t)(r->end - r->body);
+    if (count == 0 || used > left || left - used > 3)
+        return -1;
+    codec_pattern_at(r->body + FS_PATTERN_DATA, count, id_bytes, flags, out);
+    return 0;
+}
+
+int codec_walk_block(CodecWalk *w, const DiskRecord *r, unsigned id_bytes, unsigned has_beta) {
+    w->record = r;
+    w->id_bytes = id_bytes;
+    w->has_beta = has_beta;
+    w->entry = w->restart = 0;
+    if (codec_open_block(r, &w->block) < 0)
+        return -1;
+    w->at = w->block.entries;
+    return 0;
+}
+
+int codec_next_entry(CodecWalk *w) {
+    const DiskBlock *b = &w->block;
+    const DiskRecord *r = w->record;
+    if (w->entry == b->n_patterns)
+        return w->restart == b->n_restarts && (size_t)(r->end - w->at) <= 3 && !memcmp(w->key, r->key, r->key_len)
+                   ? 0 : -1;
+    w->restarts = w->restart < b->n_restarts &&
+                  w->at == b->entries + load_u16(b->restarts + FS_RESTART_BYTES * w->restart);
+    if ((w->restarts && w->at[0]) || (w->entry == 0 && !w->restarts))
+        return -1;
+    w->restart += w->restarts;
+    w->shared = w->at < r->end ? w->at[0] : 0;
+    if (!(w->at = codec_read_entry(r, w->at, w->id_bytes, w->has_beta, w->key, &w->count, &w->data)))
+        return -1;
+    w->entry++;
+    return 1;
+}
+
+/* ---------------------------------------------------------------- the header */
+
+static void store_u16(uint8_t *p, uint32_t v) {
+    uint16_t narrow = (uint16_t)v;
+    memcpy(p, &narrow, 2);
+}
+
+static void store_u32(uint8_t *p, uint32_t v) {
+    memcpy(p, &v, 4);
+}
+
+static void store_u64(uint8_t *p, uint64_t v) {
+    memcpy(p, &v, 8);
+}
+
+void codec_write_header(const CodecHeader *h, uint8_t *out) {
+    size_t size = fs_header_bytes(h->order);
+    memset(out, 0, size);
+    memcpy(out + FS_H_MAGIC, FS_HEADER_MAGIC, FS_HEADER_MAGIC_BYTES);
+    store_u32(out + FS_H_VERSION, h->version);
+    store_u32(out + FS_H_BYTES, (uint32_t)size);
+    store_u32(out + FS_H_ORDER, h->order);
+    store_u32(out + FS_H_VOCAB_SIZE, h->vocab_size);
+    store_u32(out + FS_H_ID_BYTES, h->id_bytes);
+    store_u32(out + FS_H_BOS_ID, h->bos);
+    store_u32(out + FS_H_EOS_ID, h->eos);
+    store_u32(out + FS_H_UNK_ID, h->unk);
+    store_u64(out + FS_H_META_BYTES, h->meta_bytes);
+    store_u32(out + FS_H_META_CHECKSUM, h->meta_checksum);
+    store_u32(out + FS_H_JOINT_MIN, h->joint_min);
+    memcpy(out + FS_H_VALUE_BOUND, &h->value_bound, 8);
+    for (int a = 0; a < FS_N_ARRAYS; a++) {
+        store_u64(out + FS_H_ARRAYS + FS_H_ARRAY_ENTRY * a, h->array_bytes[a]);
+        store_u32(out + FS_H_ARRAYS + FS_H_ARRAY_ENTRY * a + 8, h->array_checksum[a]);
+    }
+    for (uint32_t m = 1; m <= h->order; m++)
+        store_u64(out + FS_H_COUNTS + 8 * (m - 1), h->counts[m]);
+    for (uint32_t m = 2; m <= h->order; m++)
+        store_u64(out + FS_H_COUNTS + 8 * h->order + 8 * (m - 2), h->records[m]);
+    store_u32(out + size - 4, fs_checksum(NULL, 0, out, size - 4));
+}
+
+int codec_read_header(const uint8_t *bytes, size_t len, CodecHeader *h) {
+    memset(h, 0, sizeof(*h));
+    if (len < FS_H_BYTES + 8)
+        return -1;
+    h->version = load_u32(bytes + FS_H_VERSION);
+    h->length = load_u32(bytes + FS_H_BYTES);
+    h->checksum = load_u32(bytes + len - 4);
+    /* (the other fields are read once the length is the order's: a short header, its
+     * checksum forged, ends before them) */
+    uint32_t order = len >= FS_H_ORDER + 4 ? load_u32(bytes + FS_H_ORDER) : 0;
+    if (order < 1 || order > FS_MAX_ORDER || len != fs_header_bytes(order))
+        return -1;
+    h->order = order;
+    h->vocab_size = load_u32(bytes + FS_H_VOCAB_SIZE);
+    h->id_bytes = load_u32(bytes + FS_H_ID_BYTES);
+    h->bos = load_u32(bytes + FS_H_BOS_ID);
+    h->eos = load_u32(bytes + FS_H_EOS_ID);
+    h->unk = load_u32(bytes + FS_H_UNK_ID);
+    h->meta_bytes = load_u64(bytes + FS_H_META_BYTES);
+    h->meta_checksum = load_u32(bytes + FS_H_META_CHECKSUM);
+    h->joint_min = load_u32(bytes + FS_H_JOINT_MIN);
+    memcpy(&h->value_bound, bytes + FS_H_VALUE_BOUND, 8);
+    for (int a = 0; a < FS_N_ARRAYS; a++) {
+        h->array_bytes[a] = load_u64(bytes + FS_H_ARRAYS + FS_H_ARRAY_ENTRY * a);
+        h->array_checksum[a] = load_u32(bytes + FS_H_ARRAYS + FS_H_ARRAY_ENTRY * a + 8);
+    }
+    for (uint32_t m = 1; m <= order; m++)
+        h->counts[m] = load_u64(bytes + FS_H_COUNTS + 8 * (m - 1));
+    for (uint32_t m = 2; m <= order; m++)
+        h->records[m] = load_u64(bytes + FS_H_COUNTS + 8 * order + 8 * (m - 2));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- writing records */
+
+size_t codec_pattern_key(int slot, const uint32_t *ids, int n, unsigned id_bytes, uint8_t *key) {
+    key[0] = (uint8_t)slot;
+    uint8_t *out = key + 1;
+    for (int i = 0; i < n; i++)
+        for (int b = (int)id_bytes - 1; b >= 0; b--)
+            *out++ = (uint8_t)(ids[i] >> (8 * b));
+    return (size_t)(out - key);
+}
+
+static uint64_t padded(uint64_t size) {
+    return (size + 3) / 4 * 4;
+}
+
+/* Leading bytes ``key`` shares with ``before``. */
+static unsigned common_prefix(const uint8_t *key, const uint8_t *before, size_t key_len) {
+    unsigned n = 0;
+    while (n < key_len && key[n] == before[n])
+        n++;
+    return n;
+}
+
+/* The key bytes block entry ``i`` of ``r`` takes from the entry before it (none at a restart). */
+static unsigned entry_shared(const CodecRecord *r, uint32_t i, size_t key_len) {
+    const CodecPattern *p = &r->patterns[i];
+    return i == 0 || p->restarts ? 0 : common_prefix(p->key, r->patterns[i - 1].key, key_len);
+}
+
+/* Bytes of a block entry of ``count`` words whose key takes ``shared`` bytes from the one before. */
+static uint64_t entry_bytes(uint64_t count, size_t key_len, unsigned shared, unsigned id_bytes, int has_beta) {
+    return FS_ENTRY_SHARED_BYTES + (key_len - shared) + FS_ENTRY_COUNT_BYTES +
+           data_bytes(count, id_bytes, has_beta ? PATTERN_HAS_BETA : 0);
+}
+
+static unsigned pattern_flags(const CodecPattern *p) {
+    return (p->beta ? PATTERN_HAS_BETA : 0) | (p->joint ? PATTERN_HAS_JOINT : 0);
+}
+
+uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_bytes) {
+    uint64_t head = FS_R_PREVIOUS + key_len;
+    if (r->kind == FS_PATTERN && r->n_patterns) {
+        const CodecPattern *p = &r->patterns[0];
+        return padded(head + FS_PATTERN_DATA + data_bytes(p->count, id_bytes, pattern_flags(p)));
+    }
+    if (r->kind != FS_BLOCK)
+        return padded(head);
+    uint64_t restarts = 0, entries = 0;
+    for (uint32_t i = 0; i < r->n_patterns; i++) {
+        const CodecPattern *p = &r->patterns[i];
+        restarts += p->restarts;
+        entries += entry_bytes(p->count, key_len, entry_shared(r, i, key_len), id_bytes, p->beta != NULL);
+    }
+    return padded(head + FS_BLOCK_RESTART_TABLE + FS_RESTART_BYTES * restarts + entries);
+}
+
+/* Writes ``values`` little-endian, ``width`` bytes each (none when 0): 0, or -1 when one does not fit. */
+static int write_narrow(uint8_t *out, const uint32_t *values, uint32_t count, unsigned width) {
+    uint32_t mask = width_mask(width);
+    for (uint32_t i = 0; width && i < count; i++) {
+        if (values[i] > mask)
+            return -1;
+        memcpy(out + (size_t)i * width, &values[i], width);  /* little-endian: the low bytes first */
+    }
+    return 0;
+}
+
+/* A pattern's data (format.h) at ``out``: 0, or -1 when an id or a position does not fit its width. */
+static int write_data(uint8_t *out, const CodecPattern *p, unsigned id_bytes) {
+    FsPatternLayout at = fs_pattern_layout(p->count, id_bytes, p->beta != NULL, p->joint != NULL);
+    if (write_narrow(out + at.ids, p->ids, p->count, id_bytes) < 0 ||
+        write_narrow(out + at.positions, p->positions, p->count, at.position_bytes) < 0 ||
+        (p->joint && write_narrow(out + at.joint, p->joint, p->count, at.position_bytes) < 0))
+        return -1;
+    memcpy(out + at.alpha, p->alpha, 4 * (size_t)p->count);
+    if (p->beta)
+        memcpy(out + at.beta, p->beta, 4 * (size_t)p->count);
+    if (p->joint)
+        memcpy(out + at.joint_key, p->joint_key, 4 * (size_t)p->count);
+    return 0;
+}
+
+/* A BLOCK's table and entries at ``body``: 0, or -1 with ``*what`` naming what does not fit. */
+static int write_block(const CodecRecord *r, size_t key_len, unsigned id_bytes, uint8_t *body, const char **what) {
+    uint32_t restarts = 0;
+    for (uint32_t i = 0; i < r->n_patterns; i++)
+        restarts += r->patterns[i].restarts;
+    if (r->n_patterns > 0xFFFF || restarts > 0xFFFF) {
+        *what = "a block holds at most 65,535 entries";
+        return -1;
+    }
+    store_u16(body + FS_BLOCK_PATTERNS, r->n_patterns);
+    store_u16(body + FS_BLOCK_RESTARTS, restarts);
+    uint8_t *table = body + FS_BLOCK_RESTART_TABLE, *entries = table + FS_RESTART_BYTES * (size_t)restarts;
+    uint8_t *at = entries;
+    for (uint32_t i = 0, restart = 0; i < r->n_patterns; i++) {
+        const CodecPattern *p = &r->patterns[i];
+        unsigned shared = entry_shared(r, i, key_len);
+        if (p->restarts) {
+            if (at - entries > 0xFFFF) {
+                *what = "a restart lies past 65,535 bytes of entries";
+                return -1;
+            }
+            store_u16(table + FS_RESTART_BYTES * restart++, (uint32_t)(at - entries));
+        }
+        if (p->count > FS_BLOCK_MAX_COUNT || p->joint) {
+            *what = "a block entry holds at most 255 words and no joint order";
+            return -1;
+        }
+        *at = (uint8_t)shared;
+        memcpy(at + FS_ENTRY_SHARED_BYTES, p->key + shared, key_len - shared);
+        at += FS_ENTRY_SHARED_BYTES + key_len - shared;
+        *at = (uint8_t)p->count;
+        at += FS_ENTRY_COUNT_BYTES;
+        if (write_data(at, p, id_bytes) < 0) {
+            *what = "an id or a position does not fit its width";
+            return -1;
+        }
+        at += data_bytes(p->count, id_bytes, pattern_flags(p));
+    }
+    return 0;
+}
+
+int codec_write_record(const CodecRecord *r, size_t key_len, unsigned id_bytes, const uint8_t *record_key,
+                       size_t record_key_len, uint8_t *out, Failure *failure) {
+    uint64_t size = codec_record_bytes(r, key_len, id_bytes);
+    const char *what = NULL;
+    memset(out, 0, size);
+    out[FS_R_KIND] = (uint8_t)r->kind;
+    out[FS_R_FLAGS] = (uint8_t)r->flags;
+    if (r->previous)
+        memcpy(out + FS_R_PREVIOUS, r->previous, key_len);
+    uint8_t *body = out + FS_R_PREVIOUS + key_len;
+    if (r->kind == FS_PATTERN && r->n_patterns == 1) {
+        store_u32(body + FS_PATTERN_COUNT, r->patterns[0].count);
+        if (write_data(body + FS_PATTERN_DATA, &r->patterns[0], id_bytes) < 0)
+            what = "an id or a position does not fit its width";
+    } else if (r->kind == FS_BLOCK) {
+        write_block(r, key_len, id_bytes, body, &what);
+    } else if (r->n_patterns) {
+        what = "a PATTERN record holds one pattern, an END record none";
+    }
+    if (what) {
+        fs_fail(failure, FS_EARGUMENT, "cannot write the record: %s", what);
+        return -1;
+    }
+    store_u32(out + FS_R_CHECKSUM, fs_checksum(record_key, record_key_len, out + 4, size - 4));
+    return 0;
+}
+
+size_t codec_end_bytes(size_t key_len) {
+    return padded(FS_R_PREVIOUS + key_len);
+}
+
+void codec_write_end(size_t key_len, const uint8_t *previous, uint8_t *key, uint8_t *value) {
+    CodecRecord end = {FS_END, previous ? FS_HAS_PREVIOUS : 0, previous, NULL, 0};
+    Failure unused;
+    memset(key, FS_END_KEY_BYTE, key_len + 1);
+    codec_write_record(&end, key_len, 0, key, key_len + 1, value, &unused);  /* (an END record always fits) */
+}
+
+void codec_name_previous(uint8_t *value, size_t value_len, const uint8_t *record_key, size_t key_len,
+                         const uint8_t *previous) {
+    value[FS_R_FLAGS] |= FS_HAS_PREVIOUS;
+    memcpy(value + FS_R_PREVIOUS, previous, key_len);
+    store_u32(value + FS_R_CHECKSUM, fs_checksum(record_key, key_len, value + 4, value_len - 4));
+}
+
+/* ---------------------------------------------------------------- writing a batch */
+
+/* The writer's packing.  The largest value LMDB keeps inside a 4 KiB leaf page (its
+ * me_nodemax, 2038, less a node's 8 bytes of header); a record longer than that goes to
+ * pages of its own.  A block's value and its key fit this, so two blocks fill a page. */
+#define INLINE_BYTES 2030
+/* A pattern whose entry (key, count and data) is longer than this gets a PATTERN record of
+ * its own: blocks then end within a few bytes of INLINE_BYTES. */
+#define ENTRY_MAX 480
+
+/* A key of float32 ``score`` that sorts ascending as the scores sort descending (-0.0 as 0.0). */
+static uint32_t descending_key(float score) {
+    float zeroed = score + 0.0f;
+    uint32_t bits;
+    memcpy(&bits, &zeroed, 4);
+    uint32_t ascending = bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+    return ~ascending;
+}
+
+static int compare_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The positions 0 ... count - 1 of ``scores`` by score descending, ties by lower position,
+ * into ``order`` (``scratch``: room for ``count``). */
+static void order_by_score(const float *scores, uint32_t count, uint64_t *scratch, uint32_t *order) {
+    for (uint32_t i = 0; i < count; i++)
+        scratch[i] = (uint64_t)descending_key(scores[i]) << 32 | i;
+    if (count <= 16) {
+        for (uint32_t i = 1; i < count; i++)
+            for (uint32_t j = i; j > 0 && scratch[j - 1] > scratch[j]; j--) {
+                uint64_t swap = scratch[j];
+                scratch[j] = scratch[j - 1];
+                scratch[j - 1] = swap;
+            }
+    } else {
+        qsort(scratch, count, sizeof(*scratch), compare_u64);
+    }
+    for (uint32_t i = 0; i < count; i++)
+        order[i] = (uint32_t)scratch[i];
+}
+
+/* What planning a batch knows of each pattern (a group of rows). */
+typedef struct {
+    size_t first;               /* its first row */
+    uint32_t count;
+    unsigned shared;            /* leading key bytes equal to the pattern before's */
+    uint64_t data;              /* bytes of its data, joint order aside */
+    int alone, joint, periodic;
+} Group;
+
+/* Groups the rows by pattern: each group's first row and count, and its key into b->keys. */
+static Group *group_rows(CodecBatch *b, const CodecRows *rows) {
+    size_t fixed = (size_t)rows->order - 1, key_len = b->key_len;
+    size_t n_groups = 0;
+    for (size_t i = 0; i < rows->n; i++)
+        n_groups += i == 0 || memcmp(rows->ids + i * rows->order, rows->ids + (i - 1) * rows->order, 4 * fixed);
+    Group *groups = calloc(n_groups + 1, sizeof(Group));
+    b->keys = malloc(n_groups * key_len + 1);
+    if (!groups || !b->keys) {
+        free(groups);
+        return NULL;
+    }
+    size_t g = 0;
+    for (size_t i = 0; i < rows->n; i++) {
+        if (i && !memcmp(rows->ids + i * rows->order, rows->ids + (i - 1) * rows->order, 4 * fixed)) {
+            groups[g - 1].count++;
+            continue;
+        }
+        uint8_t *key = b->keys + g * key_len;
+        codec_pattern_key(rows->slot, rows->ids + i * rows->order, (int)fixed, rows->id_bytes, key);
+        groups[g] = (Group){.first = i, .count = 1, .shared = g ? common_prefix(key, key - key_len, key_len) : 0};
+        g++;
+    }
+    b->n_groups = n_groups;
+    return groups;
+}
+
+/* Which patterns are alone in PATTERN records (big ones, long entries, joint orders) and
+ * which restart the front coding periodically (every FS_BLOCK_RESTART of a run of small
+ * patterns, counted from the run's first). */
+static void classify(Group *groups, size_t n_groups, const CodecRows *rows, size_t key_len) {
+    for (size_t g = 0; g < n_groups; g++) {
+        Group *p = &groups[g];
+        p->data = data_bytes(p->count, rows->id_bytes, rows->has_beta ? PATTERN_HAS_BETA : 0);
+        p->joint = rows->unigram_alpha && p->count >= rows->joint_min;
+        p->alone = p->count > FS_BLOCK_MAX_COUNT || entry_bytes(p->count, key_len, 0, rows->id_bytes,
+                                                                rows->has_beta) > ENTRY_MAX || p->joint;
+    }
+    for (size_t g = 0, run = 0; g < n_groups; g++) {
+        if (g == 0 || groups[g].alone || groups[g - 1].alone)
+            run = g;
+        groups[g].periodic = (g - run) % FS_BLOCK_RESTART == 0;
+    }
+}
+
+/* The records of the groups: a PATTERN record for each pattern alone, the others packed into
+ * BLOCK records as full as INLINE_BYTES allows, a block ending before the next pattern alone.
+ * Fills b->records (patterns and kind; flags and previous keys later); their number. */
+static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, int64_t *total, size_t *run_end) {
+    size_t n = b->n_groups, key_len = b->key_len;
+    /* what each entry takes in a block that it does not start, its restart offset counted
+     * where it restarts periodically; a block's first entry restarts whatever its place */
+    total[0] = 0;
+    for (size_t g = 0; g < n; g++) {
+        const Group *p = &groups[g];
+        total[g + 1] = total[g] + (int64_t)entry_bytes(p->count, key_len, p->periodic ? 0 : p->shared, rows->id_bytes,
+                                                       rows->has_beta) + FS_RESTART_BYTES * p->periodic;
+    }
+    run_end[n] = n;
+    for (size_t g = n; g-- > 0;)
+        run_end[g] = groups[g].alone ? g : run_end[g + 1];
+    int64_t room = (INLINE_BYTES - (int64_t)key_len) / 4 * 4 - (int64_t)(FS_R_PREVIOUS + key_len + FS_BLOCK_RESTART_TABLE);
+    size_t r = 0;
+    for (size_t i = 0; i < n; r++) {
+        size_t end = i + 1;
+        int kind = FS_PATTERN;
+        if (!groups[i].alone) {
+            const Group *p = &groups[i];
+            int64_t limit = total[i] + room - (p->periodic ? 0 : (int64_t)p->shared + FS_RESTART_BYTES);
+            size_t low = 0, high = n + 1;  /* the last j with total[j] <= limit */
+            while (high - low > 1) {
+                size_t mid = low + (high - low) / 2;
+                if (total[mid] <= limit)
+                    low = mid;
+                else
+                    high = mid;
+            }
+            end = low > i + 1 ? low : i + 1;
+            end = end < run_end[i] ? end : run_end[i];  /* (the next pattern alone, after i) */
+            kind = FS_BLOCK;
+        }
+        b->records[r] = (CodecRecord){.kind = kind, .patterns = b->patterns + i, .n_patterns = (uint32_t)(end - i)};
+        i = end;
+    }
+    return r;
+}
+
+int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
+    memset(b, 0, sizeof(*b));
+    b->rows = rows;
+    b->key_len = fs_key_bytes((unsigned)rows->order, rows->id_bytes);
+    Group *groups = group_rows(b, rows);
+    size_t n = b->n_groups;
+    int64_t *total = malloc((n + 1) * sizeof(int64_t));
+    size_t *run_end = malloc((n + 1) * sizeof(size_t));
+    b->patterns = malloc((n + 1) * sizeof(CodecPattern));
+    b->records = malloc((n + 1) * sizeof(CodecRecord));
+    b->positions = malloc((rows->n + 1) * sizeof(uint32_t));
+    if (!groups || !total || !run_end || !b->patterns || !b->records || !b->positions)
+        goto no_memory;
+    classify(groups, n, rows, b->key_len);
+    int any_joint = 0;
+    for (size_t g = 0; g < n; g++) {
+        const Group *p = &groups[g];
+        any_joint |= p->joint;
+        b->patterns[g] = (CodecPattern){
+            .key = b->keys + g * b->key_len, .count = p->count, .restarts = p->periodic,
+            .ids = NULL, .positions = b->positions + p->first, .alpha = rows->alpha + p->first,
+            .beta = rows->has_beta ? rows->beta + p->first : NULL};
+    }
+    if (any_joint) {
+        b->joint = malloc(rows->n * sizeof(uint32_t));
+        b->joint_key = malloc(rows->n * sizeof(float));
+        if (!b->joint || !b->joint_key)
+            goto no_memory;
+        for (size_t g = 0; g < n; g++)
+            if (groups[g].joint) {
+                b->patterns[g].joint = b->joint + groups[g].first;
+                b->patterns[g].joint_key = b->joint_key + groups[g].first;
+            }
+    }
+    b->n_records = pack(b, groups, rows, total, run_end);
+    b->offsets = malloc((b->n_records + 1) * sizeof(uint64_t));
+    if (!b->offsets)
+        goto no_memory;
+    /* each record's flags, the key before it, and its size; the parts its bytes go to */
+    uint64_t entry_keys = 0;
+    b->offsets[0] = 0;
+    for (size_t r = 0; r < b->n_records; r++) {
+        CodecRecord *record = &b->records[r];
+        CodecPattern *first = (CodecPattern *)record->patterns;
+        first->restarts = 1;
+        record->previous = r ? b->records[r - 1].patterns[b->records[r - 1].n_patterns - 1].key : rows->previous;
+        record->flags = (record->previous ? FS_HAS_PREVIOUS : 0) |
+                        (record->kind == FS_PATTERN && first->joint_key ? FS_HAS_JOINT : 0);
+        if (record->kind == FS_BLOCK)
+            for (uint32_t i = 0; i < record->n_patterns; i++)
+                entry_keys += b->key_len - entry_shared(record, i, b->key_len);
+        b->offsets[r + 1] = b->offsets[r] + codec_record_bytes(record, b->key_len, rows->id_bytes);
+    }
+    b->values_bytes = b->offsets[b->n_records];
+    uint64_t *parts = b->parts;
+    parts[CODEC_PART_ids] = rows->n * rows->id_bytes;
+    parts[CODEC_PART_alpha] = 4 * rows->n;
+    parts[CODEC_PART_beta] = rows->has_beta ? 4 * rows->n : 0;
+    for (size_t g = 0; g < n; g++) {
+        uint64_t positions = (uint64_t)groups[g].count * fs_position_bytes(groups[g].count);
+        parts[CODEC_PART_positions] += positions;
+        parts[CODEC_PART_joint] += groups[g].joint ? positions + 4 * (uint64_t)groups[g].count : 0;
+    }
+    parts[CODEC_PART_keys] = b->n_records * b->key_len + entry_keys;
+    parts[CODEC_PART_structure] = b->values_bytes - parts[CODEC_PART_ids] - parts[CODEC_PART_positions] -
+                                  parts[CODEC_PART_alpha] - parts[CODEC_PART_beta] - parts[CODEC_PART_joint] - entry_keys;
+    for (size_t i = 0; i < rows->n; i++) {
+        double alpha = fabs((double)rows->alpha[i]), beta = rows->has_beta ? fabs((double)rows->beta[i]) : 0.0;
+        if (isfinite(alpha) && alpha > b->value_bound)
+            b->value_bound = alpha;
+        if (isfinite(beta) && beta > b->value_bound)
+            b->value_bound = beta;
+    }
+    free(groups);
+    free(total);
+    free(run_end);
+    return 0;
+no_memory:
+    free(groups);
+    free(total);
+    free(run_end);
+    codec_free_batch(b);
+    fs_fail(failure, FS_ENOMEM, "out of memory");
+    return -1;
+}
+
+int codec_write_batch(CodecBatch *b, uint8_t *keys, uint64_t *offsets, uint8_t *values, Failure *failure) {
+    const CodecRows *rows = b->rows;
+    uint32_t *words = malloc((rows->n + 1) * sizeof(uint32_t));
+    uint64_t *scratch = malloc((rows->n + 1) * sizeof(uint64_t));
+    float *keyed = malloc((rows->n + 1) * sizeof(float));
+    if (!words || !scratch || !keyed) {
+        free(words);
+        free(scratch);
+        free(keyed);
+        fs_fail(failure, FS_ENOMEM, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < rows->n; i++)
+        words[i] = rows->ids[i * rows->order + rows->order - 1];
+    int rc = 0;
+    for (size_t g = 0; g < b->n_groups && rc == 0; g++) {
+        CodecPattern *p = &b->patterns[g];
+        size_t first = (size_t)(p->positions - b->positions);
+        p->ids = words + first;
+        order_by_score(p->alpha, p->count, scratch, b->positions + first);
+        if (p->joint) {
+            float *joint_key = b->joint_key + first;
+            for (uint32_t i = 0; i < p->count && rc == 0; i++) {
+                if (p->ids[i] >= rows->vocab_size) {
+                    fs_fail(failure, FS_EARGUMENT, "cannot write the records: word id %u is past the unigrams",
+                            p->ids[i]);
+                    rc = -1;
+                    break;
+                }
+                keyed[i] = fs_joint_key(rows->unigram_alpha[p->ids[i]], p->alpha[i]);
+            }
+            if (rc < 0)
+                break;
+            order_by_score(keyed, p->count, scratch, b->joint + first);
+            for (uint32_t i = 0; i < p->count; i++)
+                joint_key[i] = keyed[b->joint[first + i]];
+        }
+    }
+    for (size_t r = 0; r < b->n_records && rc == 0; r++) {
+        const CodecRecord *record = &b->records[r];
+        const uint8_t *key = record->patterns[record->n_patterns - 1].key;
+        memcpy(keys + r * b->key_len, key, b->key_len);
+        offsets[r] = b->offsets[r];
+        rc = codec_write_record(record, b->key_len, rows->id_bytes, key, b->key_len, values + b->offsets[r], failure);
+    }
+    offsets[b->n_records] = b->offsets[b->n_records];
+    free(words);
+    free(scratch);
+    free(keyed);
+    return rc;
+}
+
+void codec_free_batch(CodecBatch *b) {
+    free(b->keys);
+    free(b->positions);
+    free(b->joint);
+    free(b->joint_key);
+    free(b->patterns);
+    free(b->records);
+    free(b->offsets);
+    memset(b, 0, sizeof(*b));
+}

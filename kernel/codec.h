@@ -1,0 +1,210 @@
+/* The index format's bytes, made and parsed in one place (format.h gives the layout).
+ *
+ * Writing: every pattern record, END record, pattern key and header an index holds is made
+ * here (the indexer hands a batch of sorted n-grams and gets records back; a test hands one
+ * record's fields and gets its bytes).  Parsing: a record's common part, a BLOCK's table and
+ * entries, a pattern's data, and the header's fields, read where they lie; the look-up
+ * (records.c), the whole-index checks (verify.c), the open (store.c) and the reference
+ * decoder the tests and tools use (fastsubs._kernel.decode_record) all parse through these
+ * functions, so a record's layout is written and read by the same rules.
+ *
+ * Parsing checks that every part lies inside its record; what the parts say (ids
+ * increasing, positions a permutation, keys in order) is checked above, by records.c. */
+#ifndef FASTSUBS_CODEC_H
+#define FASTSUBS_CODEC_H
+
+#include "common.h"
+
+/* ---------------------------------------------------------------- parsing, in place */
+
+/* One pattern's data, in place (format.h): ``count`` ids (``id_bytes`` each), positions by
+ * score (none when count is 1), alphas, betas, and for a pattern "_ d" that has one, its
+ * joint order and keys. */
+typedef struct {
+    const uint8_t *ids, *positions;
+    const ix_f32 *alpha, *beta;  /* beta NULL: the highest order stores none (they are 0) */
+    const uint8_t *joint;       /* NULL: no joint order */
+    const ix_f32 *joint_key;
+    uint32_t count;
+    unsigned position_bytes;
+    float beta_sup;             /* max(0, largest back-off weight): the search's bound (set by the checks) */
+} DiskPattern;
+
+/* What a pattern's data holds besides ids, positions and alphas (codec_pattern_at's ``flags``). */
+#define PATTERN_HAS_BETA 1u
+#define PATTERN_HAS_JOINT 2u
+
+/* The pattern of ``count`` words whose data starts at ``data``, fields in place. */
+void codec_pattern_at(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags, DiskPattern *p);
+
+/* A record as every kind starts. */
+typedef struct {
+    int kind, has_previous, has_joint;
+    const uint8_t *key, *previous, *body, *end;  /* body: after the common part; end: of the value */
+    size_t key_len;             /* of the database's pattern keys */
+} DiskRecord;
+
+/* The common part of the record ``value`` (``value_len`` bytes) whose LMDB key is ``key``
+ * (``key_len`` bytes: a pattern key of the database's ``pattern_key_len``, or an END key one
+ * longer), in the database of ``order``: 0, or -1 with the failure set (FS_EDAMAGED: its
+ * key's length, its checksum, its kind, or a joint flag where none may be). */
+int codec_open_record(const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len, int order,
+                      size_t pattern_key_len, DiskRecord *r, Failure *failure);
+
+/* A key as hex, for messages (at most the first 32 bytes). */
+const char *codec_hex(const uint8_t *key, size_t len, char out[65]);
+
+/* Where a BLOCK record's entries are, and its restart points. */
+typedef struct {
+    uint32_t n_patterns, n_restarts;
+    const uint8_t *restarts, *entries;
+} DiskBlock;
+
+/* A BLOCK record's table: 0, or -1 when it does not fit the record. */
+int codec_open_block(const DiskRecord *r, DiskBlock *b);
+
+/* Decodes the block entry at ``p`` (the key of the entry before it in ``key``, which it
+ * turns into its own): its count and data; returns where the next entry starts, or NULL if
+ * it does not fit the record. */
+const uint8_t *codec_read_entry(const DiskRecord *r, const uint8_t *p, unsigned id_bytes, unsigned has_beta,
+                                uint8_t *key, uint32_t *count, const uint8_t **data);
+
+/* The pattern of a PATTERN record: 0, or -1 when its layout does not fit the record. */
+int codec_alone_pattern(const DiskRecord *r, unsigned id_bytes, unsigned has_beta, DiskPattern *out);
+
+/* Every entry of a BLOCK record in order, each checked to lie where the block's table puts
+ * it: the first entry restarts, restarts are where the table says, the table is used up and
+ * nothing but padding follows the last entry, whose key is the record's. */
+typedef struct {
+    const DiskRecord *record;
+    DiskBlock block;
+    const uint8_t *at;
+    uint32_t entry, restart;
+    unsigned id_bytes, has_beta;
+    uint8_t key[1 + 4 * FS_MAX_ORDER];  /* the entry's key */
+    int restarts;               /* the entry restarts the front coding */
+    unsigned shared;            /* leading key bytes the entry takes from the one before */
+    uint32_t count;
+    const uint8_t *data;
+} CodecWalk;
+
+/* Starts walking BLOCK record ``r``: 0, or -1 when its table does not fit. */
+int codec_walk_block(CodecWalk *w, const DiskRecord *r, unsigned id_bytes, unsigned has_beta);
+/* The next entry into ``w``: 1, 0 after the last (the record well formed), -1 malformed. */
+int codec_next_entry(CodecWalk *w);
+
+/* ---------------------------------------------------------------- the header */
+
+/* The header's fields (format.h's FS_H_* offsets), as the writer gives them and the open reads them. */
+typedef struct {
+    uint32_t version, length, order, vocab_size, id_bytes, bos, eos, unk, joint_min;
+    uint64_t meta_bytes;
+    uint32_t meta_checksum;
+    double value_bound;
+    uint64_t array_bytes[FS_N_ARRAYS];
+    uint32_t array_checksum[FS_N_ARRAYS];
+    uint64_t counts[FS_MAX_ORDER + 1];   /* n-grams of order m = 1 ... order */
+    uint64_t records[FS_MAX_ORDER + 1];  /* records of patterns<m>, m = 2 ... order (END included) */
+    uint32_t checksum;          /* as stored (codec_read_header) */
+} CodecHeader;
+
+/* Writes the header of ``h`` (its length fs_header_bytes(h->order), its checksum made) to ``out``. */
+void codec_write_header(const CodecHeader *h, uint8_t *out);
+/* Reads the header ``bytes`` (``len`` of them): 0, or -1 when it is too short for the
+ * fields its version, length and order say it holds (only version and length are set then). */
+int codec_read_header(const uint8_t *bytes, size_t len, CodecHeader *h);
+
+/* ---------------------------------------------------------------- writing records */
+
+/* The key of the pattern whose fixed words are ids[0 .. n) with the slot before ids[slot]
+ * into ``key`` (1 + n id_bytes bytes); its length. */
+size_t codec_pattern_key(int slot, const uint32_t *ids, int n, unsigned id_bytes, uint8_t *key);
+
+/* One pattern's fields, to be written as they are. */
+typedef struct {
+    const uint8_t *key;         /* the pattern's key */
+    uint32_t count;
+    int restarts;               /* in a BLOCK: the entry restarts the front coding (key whole) */
+    const uint32_t *ids, *positions;  /* positions: by score (not written for one word) */
+    const float *alpha, *beta;  /* beta NULL: none (the highest order) */
+    const uint32_t *joint;      /* NULL: no joint order */
+    const float *joint_key;
+} CodecPattern;
+
+/* One record's fields: its kind, flags (written as they are), the previous record's last key
+ * (NULL: zeros) and its patterns (one for a PATTERN record, none for an END record). */
+typedef struct {
+    int kind;
+    unsigned flags;
+    const uint8_t *previous;
+    const CodecPattern *patterns;
+    uint32_t n_patterns;
+} CodecRecord;
+
+/* The length of the value of ``r`` in a database of ``key_len``-byte pattern keys. */
+uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_bytes);
+/* Writes the value of ``r`` (codec_record_bytes of it) to ``out``, checksummed with its LMDB key
+ * ``record_key`` (``record_key_len`` bytes): 0, or -1 with FS_EARGUMENT when a field does not
+ * fit its width (an id, a position, a count, a front-coded length, a restart offset). */
+int codec_write_record(const CodecRecord *r, size_t key_len, unsigned id_bytes, const uint8_t *record_key,
+                       size_t record_key_len, uint8_t *out, Failure *failure);
+
+/* The END record of a database of ``key_len``-byte pattern keys after the pattern key
+ * ``previous`` (NULL: none): its key (key_len + 1 bytes) and value (codec_end_bytes). */
+size_t codec_end_bytes(size_t key_len);
+void codec_write_end(size_t key_len, const uint8_t *previous, uint8_t *key, uint8_t *value);
+
+/* A record's value that names ``previous`` (``key_len`` bytes) as the key before it, its
+ * checksum made again (the first record of a slot, once the slot before is known). */
+void codec_name_previous(uint8_t *value, size_t value_len, const uint8_t *record_key, size_t key_len,
+                         const uint8_t *previous);
+
+/* ---------------------------------------------------------------- writing a batch */
+
+/* Where the bytes of the records go (fastsubs-index info): the patterns' ids, positions by
+ * score, alphas, betas, joint orders; their keys (the LMDB keys and the front-coded keys of
+ * block entries) and the structure around them (each record's checksum, kind, flags and
+ * previous key, a block's counts and restart table, each entry's shared-bytes and count
+ * bytes, a PATTERN's count, padding). */
+#define CODEC_PARTS(X) X(ids) X(positions) X(alpha) X(beta) X(joint) X(keys) X(structure)
+#define CODEC_PART_INDEX(name) CODEC_PART_##name,
+enum { CODEC_PARTS(CODEC_PART_INDEX) CODEC_N_PARTS };
+
+/* One batch of n-grams of one order, sorted by the key of their pattern with the slot at
+ * ``slot`` and then by the word in the slot, whole patterns only. */
+typedef struct {
+    int order, slot, has_beta;
+    unsigned id_bytes;
+    size_t n;
+    const uint32_t *ids;        /* n x order: the fixed words in key order, then the slot's word */
+    const float *alpha, *beta;  /* n each (beta read only with has_beta) */
+    const float *unigram_alpha; /* for joint orders (order 2, slot 0), else NULL */
+    uint32_t vocab_size, joint_min;
+    const uint8_t *previous;    /* the last pattern key before the batch, or NULL */
+} CodecRows;
+
+/* A batch laid out in records (codec_plan_batch), then written (codec_write_batch). */
+typedef struct {
+    size_t n_records, key_len, n_groups;
+    uint64_t values_bytes;
+    uint64_t parts[CODEC_N_PARTS];
+    double value_bound;         /* the largest |v| of a finite alpha or beta written */
+    /* private to codec.c */
+    uint8_t *keys;              /* n_groups keys */
+    uint32_t *positions, *joint; /* by group, for the rows */
+    float *joint_key;
+    CodecPattern *patterns;    /* per group */
+    CodecRecord *records;
+    uint64_t *offsets;          /* n_records + 1 */
+    const CodecRows *rows;
+} CodecBatch;
+
+/* Groups the rows into patterns and the patterns into records (blocks as full as a half
+ * LMDB page allows, big patterns and joint orders alone): 0, or -1 out of memory. */
+int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure);
+/* Writes the records: their LMDB keys (key_len each) to ``keys``, value offsets
+ * (n_records + 1) to ``offsets`` and values to ``values``: 0, or -1 with the failure set. */
+int codec_write_batch(CodecBatch *b, uint8_t *keys, uint64_t *offsets, uint8_t *values, Failure *failure);
+void codec_free_batch(CodecBatch *b);
+
+#endif

@@ -1,0 +1,265 @@
+"""The index format has one definition, and one implementation of its bytes.
+
+kernel/format.h spells every constant once, in lists that the core exports
+(``fastsubs._kernel.FORMAT``); Python reads them from there and spells none.  kernel/codec.c
+writes every record, key and header and parses them for the look-up, ``verify`` and the
+reference decoder the tests use.  Here: the export holds every entry of format.h's lists as
+format.h writes it (read from its text); no module of the package spells a format constant
+again; the rules and the checksum agree with their definitions (docs/index-format.md,
+format.h's comments), computed here independently; and every record of real indexes
+decodes and encodes back to its very bytes, and decodes to what a look-up reads.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import lmdb
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fastsubs
+from fastsubs import _kernel
+from fastsubs import format as fmt
+from fastsubs.core import CoreIndex
+from generated_models import write_model
+
+ROOT = Path(__file__).resolve().parent.parent
+FORMAT_H = ROOT / "kernel" / "format.h"
+
+
+def format_h_entries() -> dict[str, str]:
+    """Every entry of format.h's X-macro lists (``X(NAME, value)``), by name: its value as written."""
+    text = re.sub(r"/\*.*?\*/", "", FORMAT_H.read_text(), flags=re.DOTALL)
+    entries = {}
+    for macro in ("FS_FORMAT_STRINGS", "FS_FORMAT_INTEGERS", "FS_FORMAT_WORDS", "FS_FORMAT_REALS"):
+        body = re.search(rf"#define {macro}\(X\)((?:.*\\\n)*.*)", text).group(1)
+        for name, value in re.findall(r"X\((\w+),\s*((?:[^()]|\([^()]*\))+)\)", body):
+            entries[name] = value.strip()
+    return entries
+
+
+def test_the_export_holds_every_entry_of_format_h_as_written() -> None:
+    entries = format_h_entries()
+    assert len(entries) > 40 and {"NO_WORD", "H_VALUE_BOUND", "PATTERN", "HEADER_MAGIC"} <= set(entries)
+    for name, written in entries.items():
+        exported = _kernel.FORMAT[name]
+        if written.startswith('"'):
+            assert exported == ast.literal_eval("b" + written), name
+        elif re.fullmatch(r"-?(0x[0-9A-Fa-f]+|\d+)u?", written):
+            assert exported == int(written.rstrip("u"), 0), name
+        elif re.fullmatch(r"-?\d+\.\d*", written):
+            assert exported == float(written), name
+    assert _kernel.FORMAT["H_COUNTS"] == fmt.H_ARRAYS + len(fmt.ARRAY_NAMES) * fmt.H_ARRAY_ENTRY
+    assert _kernel.FORMAT["HEADER_MAGIC_BYTES"] == len(fmt.HEADER_MAGIC)
+
+
+def package_files() -> list[Path]:
+    """Every module of the package (each once, wherever a folder is reached from)."""
+    return sorted({path.resolve() for folder in ("fastsubs", "indexer", "query", "bench")
+                   for path in (ROOT / folder).rglob("*.py")})
+
+
+def spellings(source: str) -> list[str]:
+    """What ``source`` spells of the format again: a format constant's name given a literal
+    value, and a bytes literal of one of the format's strings (a database name, a key, a magic)."""
+    names = set(format_h_entries())
+    strings = {value for value in _kernel.FORMAT.values() if isinstance(value, bytes)}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) and node.value else []
+        value = getattr(node, "value", None)
+        found += [f"{target.id} = {value.value!r}" for target in targets if isinstance(target, ast.Name)
+                  and target.id in names and isinstance(value, ast.Constant)]
+        if isinstance(node, ast.Constant) and isinstance(node.value, bytes) and node.value in strings:
+            found.append(repr(node.value))
+    return found
+
+
+def test_no_module_spells_a_format_constant() -> None:
+    found = {path.name: spellings(path.read_text()) for path in package_files()}
+    assert {name: spelled for name, spelled in found.items() if spelled} == {}
+
+
+def test_the_reading_of_spellings_finds_one() -> None:
+    """The check above sees each kind of second spelling (and no use of the format's own)."""
+    assert spellings('NO_WORD = 0xFFFFFFFF\nDB = b"arrays"\nend = fmt.END\n') == ["NO_WORD = 4294967295",
+                                                                                  "b'arrays'"]
+
+
+def test_the_rules_are_their_definitions() -> None:
+    """Word ids take the fewest bytes that hold ids 0 ... V - 1; a key is the slot and the
+    fixed words' ids; the header's length follows from the order (format.h's comments)."""
+    for vocab_size in (1, 65535, 65536, 65537, 16777215, 16777216, 16777217, 4294967294):
+        assert fmt.id_bytes(vocab_size) == next(w for w in (2, 3, 4) if vocab_size - 1 < 256 ** w)
+    with pytest.raises(ValueError, match="does not fit 32-bit ids"):
+        fmt.id_bytes(4294967295)
+    for order in range(1, 9):
+        for width in (2, 3, 4):
+            assert fmt.key_bytes(order, width) == 1 + width * (order - 1)
+    for count in (1, 2, 255, 256, 257, 65535, 65536, 65537, 4294967295):  # positions 0 ... count - 1; none for one
+        assert fmt.position_bytes(count) == (0 if count == 1 else next(w for w in (1, 2, 4) if count - 1 < 256 ** w))
+    assert len(fmt.encode_header(header_fields(order=5))) == fmt.H_COUNTS + 8 * 5 + 8 * 4 + 4
+
+
+@settings(max_examples=100, deadline=None)
+@given(slot=st.integers(0, 5), width=st.sampled_from([2, 3, 4]), data=st.data())
+def test_a_pattern_key_is_the_slot_then_big_endian_ids(slot: int, width: int, data) -> None:
+    ids = data.draw(st.lists(st.integers(0, 256 ** width - 1), min_size=max(slot, 1), max_size=6))
+    assert fmt.pattern_key(slot, ids, width) == bytes([slot]) + b"".join(i.to_bytes(width, "big") for i in ids)
+
+
+def definition_checksum(key: bytes, body: bytes) -> int:
+    """format.h's definition: sum of word_i (2i + 1) VALUE_WEIGHT + key_j (2j + 1) KEY_WEIGHT mod 2^32,
+    the body zero-padded to whole little-endian words."""
+    padded = body + bytes(-len(body) % 4)
+    words = [int.from_bytes(padded[i:i + 4], "little") for i in range(0, len(padded), 4)]
+    total = sum(w * (2 * i + 1) * fmt.VALUE_WEIGHT for i, w in enumerate(words))
+    total += sum(b * (2 * j + 1) * fmt.KEY_WEIGHT for j, b in enumerate(key))
+    return total % 2 ** 32
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=st.binary(max_size=1 + 4 * 5), body=st.binary(max_size=1200))
+def test_the_core_checksum_is_its_definition(key: bytes, body: bytes) -> None:
+    assert fmt.checksum(key, body) == definition_checksum(key, body)
+
+
+def test_a_changed_byte_always_changes_the_checksum() -> None:
+    """Odd weights: whatever one byte becomes, the sum changes (here: every value of every byte)."""
+    key, body = bytes(range(7)), bytes(range(40, 80))
+    reference = fmt.checksum(key, body)
+    for where in range(len(key) + len(body)):
+        for value in range(256):
+            changed = bytearray(key + body)
+            if changed[where] == value:
+                continue
+            changed[where] = value
+            assert fmt.checksum(bytes(changed[:len(key)]), bytes(changed[len(key):])) != reference
+
+
+def header_fields(order: int = 3) -> dict:
+    return {"order": order, "vocab_size": 70000, "id_bytes": 3, "bos_id": 1, "eos_id": 2, "unk_id": fmt.NO_WORD,
+            "joint_min": 64, "meta_bytes": 1234, "meta_checksum": 99, "value_bound": 99.5,
+            "arrays": [(8 * a + 4, a + 1) for a in range(len(fmt.ARRAY_NAMES))],
+            "counts": list(range(10, 10 + order)), "records": list(range(20, 19 + order))}
+
+
+def test_a_header_decodes_to_its_fields_and_encodes_back() -> None:
+    fields = header_fields()
+    header = fmt.encode_header(fields)
+    decoded = fmt.decode_header(header)
+    assert {k: decoded[k] for k in fields} == {**fields, "arrays": [tuple(a) for a in fields["arrays"]]}
+    assert decoded["version"] == fmt.FORMAT_VERSION and decoded["length"] == len(header)
+    assert header[fmt.H_MAGIC:fmt.H_MAGIC + len(fmt.HEADER_MAGIC)] == fmt.HEADER_MAGIC
+    assert int.from_bytes(header[-4:], "little") == definition_checksum(b"", header[:-4])
+    assert fmt.encode_header(decoded) == header
+
+
+def every_record(path: Path):
+    """(order, record key, value) of every record of the index at ``path``."""
+    env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=80)
+    with CoreIndex(path) as index:
+        order = index.order
+    with env.begin() as txn:
+        for m in range(2, order + 1):
+            for key, value in txn.cursor(db=env.open_db(fmt.patterns_db_name(m), txn=txn, create=False)):
+                yield m, order, bytes(key), bytes(value)
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def joint_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A generated order-4 model with patterns of 256+ words, built with joint orders on every
+    pattern ``_ d`` of 8+ words (PATTERN records of all kinds, blocks, 1- and 2-byte positions)."""
+    folder = tmp_path_factory.mktemp("format")
+    write_model(folder / "model.arpa", vocab_size=700, higher=[4000, 4000, 3000], seed=11, hubs=6, hub_fanout=400)
+    fastsubs.build_index(folder / "model.arpa", folder / "model.fsidx", joint_min=8)
+    return folder / "model.fsidx"
+
+
+@pytest.mark.parametrize("which", ["demo", "joint"])
+def test_every_record_decodes_and_encodes_back_to_its_bytes(which: str, demo_index: Path, joint_index: Path) -> None:
+    """decode_record and encode_record are each other's inverse on every record of an index
+    (END records, blocks with their restarts, PATTERN records with joint orders)."""
+    path = demo_index if which == "demo" else joint_index
+    kinds, id_bytes = set(), fmt.id_bytes(CoreIndex(path).vocab_size)
+    for order, model_order, key, value in every_record(path):
+        record = fmt.decode_record(key, value, order, id_bytes, order < model_order)
+        kinds.add((record["kind"], bool(record["flags"] & fmt.HAS_JOINT)))
+        assert fmt.encode_record(key, record, order, id_bytes) == value, (order, key.hex())
+    assert kinds == {(fmt.BLOCK, False), (fmt.PATTERN, False), (fmt.PATTERN, True), (fmt.END, False)}
+
+
+def test_a_decoded_record_is_what_a_look_up_reads(joint_index: Path) -> None:
+    """Each pattern decode_record finds (walking its record) is the pattern the core's look-up
+    finds by its key (a binary search of the block's restarts): ids, scores and positions."""
+    with CoreIndex(joint_index) as index:
+        id_bytes = fmt.id_bytes(index.vocab_size)
+        for order, model_order, key, value in every_record(joint_index):
+            record = fmt.decode_record(key, value, order, id_bytes, order < model_order)
+            for pattern in record["patterns"]:
+                slot, fixed = pattern["key"][0], pattern["key"][1:]
+                ids = tuple(int.from_bytes(fixed[i:i + id_bytes], "big") for i in range(0, len(fixed), id_bytes))
+                words, alpha, beta, positions = index.pattern(slot, ids)
+                assert np.frombuffer(words, np.uint32).tolist() == pattern["ids"]
+                assert np.frombuffer(alpha, np.float32).tolist() == pattern["alpha"]
+                assert (beta is None) == (pattern["beta"] is None)
+                if pattern["count"] > 1:
+                    assert np.frombuffer(positions, np.uint32).tolist() == pattern["positions"]
+
+
+def test_a_record_is_refused_where_a_field_does_not_fit(joint_index: Path) -> None:
+    """The encoder never truncates: a position past its width, an id past its, is an error."""
+    order, model_order, key, value = next(r for r in every_record(joint_index) if r[0] == 2)
+    id_bytes = fmt.id_bytes(CoreIndex(joint_index).vocab_size)
+    record = fmt.decode_record(key, value, order, id_bytes, order < model_order)
+    pattern = next(p for p in record["patterns"] if 2 <= p["count"] <= 256)
+    pattern["positions"][0] = 256
+    with pytest.raises(ValueError, match="does not fit its width"):
+        fmt.encode_record(key, record, order, id_bytes)
+    pattern["positions"][0] = 0
+    pattern["ids"][0] = 256 ** id_bytes
+    with pytest.raises(ValueError, match="does not fit its width"):
+        fmt.encode_record(key, record, order, id_bytes)
+
+
+def test_every_joint_key_is_its_definition(joint_index: Path) -> None:
+    """A joint key is the smallest float32 at or above the float64 sum of the word's unigram
+    alpha and its alpha in the pattern (format.h), computed here with numpy; and the joint
+    order lists the words by key descending, ties by lower id."""
+    with CoreIndex(joint_index) as index:
+        unigram_alpha = np.frombuffer(index.unigrams()[0], np.float32)
+        id_bytes = fmt.id_bytes(index.vocab_size)
+    checked = 0
+    for order, model_order, key, value in every_record(joint_index):
+        for pattern in fmt.decode_record(key, value, order, id_bytes, order < model_order)["patterns"]:
+            if pattern["joint_key"] is None:
+                continue
+            exact = unigram_alpha[pattern["ids"]].astype(np.float64) + np.array(pattern["alpha"], np.float32)
+            keys = exact.astype(np.float32)
+            keys = np.where(keys.astype(np.float64) < exact, np.nextafter(keys, np.float32(np.inf)), keys)
+            order_of = sorted(range(pattern["count"]), key=lambda i: (-keys[i], i))
+            assert pattern["joint"] == order_of and pattern["joint_key"] == keys[order_of].tolist()
+            checked += 1
+    assert checked > 10
+
+
+def test_a_batch_whose_words_are_past_the_unigrams_is_refused() -> None:
+    """The writer reads each word's unigram alpha for a joint key: a word past the unigrams it
+    was given is an error, never a read past them."""
+    ids = np.array([[5, 1], [5, 2], [5, 3]], np.uint32)  # the pattern "_ 5" (order 2, slot 0) of words 1, 2, 3
+    alpha = np.full(3, -1.0, np.float32)
+    keys, offsets, values, parts, bound = fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True,
+                                                              id_bytes=2, unigram_alpha=np.zeros(4, np.float32),
+                                                              joint_min=3)
+    record = fmt.decode_record(keys, values, 2, 2, True)
+    assert record["flags"] & fmt.HAS_JOINT and record["patterns"][0]["joint_key"] == [-1.0] * 3
+    with pytest.raises(ValueError, match="word id 3 is past the unigrams"):
+        fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, id_bytes=2,
+                            unigram_alpha=np.zeros(3, np.float32), joint_min=3)

@@ -30,7 +30,7 @@ def jsonl_frame(data: bytes) -> Any:
     import pandas as pd
     import pyarrow as pa
 
-    from fastsubs.parquet import schema
+    from fastsubs.pipeline.parquet import schema
 
     columns: dict[str, list[Any]] = {name: [] for name in ("sentence", "position", "word", "word_bytes",
                                                            "substitutes", "lp")}
@@ -59,7 +59,7 @@ def main() -> None:
     import pandas as pd
     import pyarrow as pa
 
-    from fastsubs import arrow, parquet
+    from fastsubs.pipeline import arrow, parquet
 
     seconds: dict[str, list[float]] = {"search": [], "columns to frame": [], "index.frame()": [],
                                        "jsonl written": [], "jsonl parsed": []}

@@ -12,7 +12,7 @@ exceptions in the main thread — KeyboardInterrupt and :class:`Terminated` — 
 output got) before the tool exits with 130 or 143 and one line on stderr.  Worker
 processes say nothing: they ignore both (their parent stops them, whether the signal
 reached it alone or its whole process group) and die with their parent
-(:func:`fastsubs.processes.become_worker`).
+(:func:`fastsubs.pipeline.processes.become_worker`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fastsubs.errors import FastsubsError, OutputError
-from fastsubs.processes import STOP_SIGNALS
+from fastsubs.pipeline.processes import STOP_SIGNALS
 
 
 def single_threaded_blas() -> None:

@@ -33,7 +33,7 @@ from fastsubs.stats import SearchStats
 from fastsubs.tokens import Token, as_bytes
 
 if TYPE_CHECKING:
-    from fastsubs.parquet import Vocabulary
+    from fastsubs.pipeline.parquet import Vocabulary
 
 
 class Substitute(NamedTuple):
@@ -174,9 +174,9 @@ class CoreIndex(Index):
 
     def arrow_vocabulary(self) -> Vocabulary:
         """The words by id as Arrow's string columns are gathered from
-        (:class:`fastsubs.parquet.Vocabulary`; made once per open index)."""
+        (:class:`fastsubs.pipeline.parquet.Vocabulary`; made once per open index)."""
         if self._arrow_vocabulary is None:
-            from fastsubs.parquet import Vocabulary
+            from fastsubs.pipeline.parquet import Vocabulary
 
             self._arrow_vocabulary = Vocabulary(self)
         return self._arrow_vocabulary

@@ -175,18 +175,18 @@ class SubstituteIndex:
     def table(self, sentences: Iterable[Sequence[Token] | str | bytes], options: Any = None, **fields: Any) -> Any:
         """The rows ``--format parquet`` writes for ``sentences`` (or ``-t`` records, with
         ``targets=True``), as a ``pyarrow.Table``: no file, no text in between
-        (:mod:`fastsubs.arrow`).  ``options``: a :class:`fastsubs.QueryOptions`, or its
+        (:mod:`fastsubs.pipeline.arrow`).  ``options``: a :class:`fastsubs.QueryOptions`, or its
         fields by name (``n=10, normalize=True``).
 
         >>> index.table(["the cat sat"], n=10).column("substitutes")   # doctest: +SKIP
         """
-        from fastsubs import arrow
+        from fastsubs.pipeline import arrow
 
         return arrow.table(self._core, sentences, options, **fields)
 
     def frame(self, sentences: Iterable[Sequence[Token] | str | bytes], options: Any = None, **fields: Any) -> Any:
         """:meth:`table` as a pandas DataFrame of Arrow-backed columns."""
-        from fastsubs import arrow
+        from fastsubs.pipeline import arrow
 
         return arrow.frame(self._core, sentences, options, **fields)
 

@@ -15,7 +15,7 @@ import typer
 
 from fastsubs import origin
 from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
-from fastsubs.processes import usable_cores
+from fastsubs.pipeline.processes import usable_cores
 
 single_threaded_blas()  # before anything imports numpy
 

@@ -1,7 +1,7 @@
 """Running a whole input through one open index or through N processes, in input order.
 
 With ``--workers N`` this process and N - 1 forked ones search
-(:mod:`fastsubs.workers`); a worker that dies makes the run fail with an error,
+(:mod:`fastsubs.pipeline.workers`); a worker that dies makes the run fail with an error,
 never a shorter output, and a run that stops early (a signal, a bad record, damaged
 input) stops the workers.
 
@@ -21,14 +21,15 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fastsubs.chunks import ChunkResult, process_chunk
 from fastsubs.core import CoreIndex
 from fastsubs.errors import ArgumentError, ResumeError
-from fastsubs.formats import input_blocks
-from fastsubs.lines import Chunk, InputLines
-from fastsubs.long_lines import PIECE_BYTES, LongLine, SpillDirectory
 from fastsubs.options import QueryOptions, missing_word_warning
-from fastsubs.processes import signals_held, usable_cores
+from fastsubs.pipeline.chunks import ChunkResult, process_chunk
+from fastsubs.pipeline.formats import input_blocks
+from fastsubs.pipeline.lines import Chunk, InputLines
+from fastsubs.pipeline.long_lines import PIECE_BYTES, LongLine, SpillDirectory
+from fastsubs.pipeline.processes import signals_held, usable_cores
+from fastsubs.pipeline.textio import Compressor, compressor, open_binary
 from fastsubs.query.output_files import (
     PARTIAL_SUFFIX,
     PartialOutput,
@@ -40,11 +41,10 @@ from fastsubs.query.progress import Progress
 from fastsubs.query.provenance import run_record
 from fastsubs.query.reading import END, ReadingThread
 from fastsubs.stats import SearchStats
-from fastsubs.textio import Compressor, compressor, open_binary
 
 if TYPE_CHECKING:
-    from fastsubs.parquet import PartFiles
-    from fastsubs.workers import WorkerProcesses
+    from fastsubs.pipeline.parquet import PartFiles
+    from fastsubs.pipeline.workers import WorkerProcesses
 
 #: Chunks a forked worker holds: the one it searches and the next.  The run's own process
 #: tops its workers up between the chunks it searches itself (one call into C each), while
@@ -70,7 +70,7 @@ def search_workers(count: int, index_path: str, options: QueryOptions, source: s
     """``count`` forked workers, each of which opens the index once and then processes the
     chunks it is sent."""
     # Imported here: a one-process run (the common case) should not pay for multiprocessing.
-    from fastsubs.workers import worker_processes
+    from fastsubs.pipeline.workers import worker_processes
 
     def work(index: CoreIndex, chunk: Chunk) -> ChunkResult:
         return process_chunk(index, chunk, options, source, compress, parts)
@@ -278,7 +278,7 @@ def dataset_parts(output_path: Path | None, options: QueryOptions, level: int | 
     if compressor(output_path) is not None or level is not None:
         raise ArgumentError("--format parquet compresses its columns itself (zstd): name -o without "
                             ".gz/.bz2/.xz and leave out --compress-level")
-    from fastsubs.parquet import PartFiles
+    from fastsubs.pipeline.parquet import PartFiles
 
     return PartFiles(f"{output_path}{PARTIAL_SUFFIX}", options)
 

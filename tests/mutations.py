@@ -60,9 +60,9 @@ STORE_H = "kernel/store.h"
 CHUNK, LMDB = "kernel/chunk.c", "kernel/lmdb/mdb.c"
 #: The Python side: the output files of a run (the resume record and its two sinks), the
 #: Parquet writer, and the indexer's publishing of an index.
-OUTPUT_FILES, PARQUET, PUBLISH, BUILD = "query/output_files.py", "fastsubs/parquet.py", "indexer/publish.py", \
+OUTPUT_FILES, PARQUET, PUBLISH, BUILD = "query/output_files.py", "fastsubs/pipeline/parquet.py", "indexer/publish.py", \
     "indexer/build.py"
-LONG_LINES = "fastsubs/long_lines.py"
+LONG_LINES = "fastsubs/pipeline/long_lines.py"
 
 
 @dataclass(frozen=True)
@@ -376,7 +376,7 @@ MUTATIONS = [
              "a render kind renumbered in C alone: fastsubs.core.Render asks for another format",
              "    RENDER_JSON,", "    RENDER_JSON = 9,"),
     Mutation("parquet-columns-reordered", "kernel/render_layout.h",
-             "two packed columns swapped in C alone: fastsubs/parquet.py reads the scores as p / sum p",
+             "two packed columns swapped in C alone: fastsubs/pipeline/parquet.py reads the scores as p / sum p",
              "COLUMN_SCORES, COLUMN_PROBABILITIES,", "COLUMN_PROBABILITIES, COLUMN_SCORES,"),
     # sample.c: the --sample draw, numpy's default_rng([seed, line, position]).choice
     Mutation("sample-seed-high-word-dropped", SAMPLE,
@@ -461,7 +461,7 @@ MUTATIONS = [
              "a dataset's record is written at whole blocks, a second apart, not with each part: a kill loses "
              "published parts, and a stop keeps none of the tail's",
              "if part is not None:  # a dataset's part, whole: recorded at once", "if False:"),
-    Mutation("tail-resumed-at-a-block-start", "fastsubs/lines.py",
+    Mutation("tail-resumed-at-a-block-start", "fastsubs/pipeline/lines.py",
              "a dataset resumed after a part of its tail cuts the rest from a new block: other parts, and "
              "rows past the input's end cut differently",
              "block_size = size - self.read % size", "block_size = size"),
@@ -499,7 +499,7 @@ MUTATIONS = [
 #   word not excluded and lists them all, which is what the cap allows;
 # - a cache hit that ignores the key length or compares fewer key bytes: a hit also needs
 #   the 64-bit hash of the whole key to match, so it takes a hash collision to differ;
-# - PlaceRow's fields reordered in render_layout.h: fastsubs/parquet.py reads each field at the offset
+# - PlaceRow's fields reordered in render_layout.h: fastsubs/pipeline/parquet.py reads each field at the offset
 #   the core exports (fastsubs._kernel.RENDER);
 # - FLAT_MAP_RATIO the wrong way round (dense patterns given two-level maps, sparse ones
 #   flat maps): both maps give the same positions; only memory and time change.

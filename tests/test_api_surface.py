@@ -25,7 +25,7 @@ import fastsubs
 from fastsubs.index import SubstituteIndex
 
 REPO = Path(__file__).resolve().parents[1]
-LIBRARY = sorted(path for path in (REPO / "fastsubs").glob("*.py") if path.name != "cli_support.py")
+LIBRARY = sorted(path for path in (REPO / "fastsubs").rglob("*.py") if path.name != "cli_support.py")
 #: The command line's modules, by their name under fastsubs (as the folder ``query/`` at the
 #: top of the clone is imported: ``fastsubs.query``) or as a top-level name.
 COMMAND_LINE = re.compile(r"query(\.\w+)*|cli_support")

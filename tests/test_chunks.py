@@ -18,13 +18,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
-from fastsubs.chunks import process_chunk
 from fastsubs.core import CoreIndex, Render
-from fastsubs.formats import render_lines
 from fastsubs.jsonl import text_fields
-from fastsubs.lines import CHUNK_LINES
 from fastsubs.options import QueryOptions
-from fastsubs.processes import usable_cores
+from fastsubs.pipeline.chunks import process_chunk
+from fastsubs.pipeline.formats import render_lines
+from fastsubs.pipeline.lines import CHUNK_LINES
+from fastsubs.pipeline.processes import usable_cores
 from fastsubs.tokens import tokenize
 
 EOS = b"</s>"

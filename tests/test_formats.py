@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from fastsubs import _kernel
 from fastsubs.core import CoreIndex
-from fastsubs.formats import render_lines
 from fastsubs.jsonl import text_fields
 from fastsubs.limits import Limits
 from fastsubs.options import QueryOptions
+from fastsubs.pipeline.formats import render_lines
 from fastsubs.tokens import tokenize
 
 EOS = b"</s>"

@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 import fastsubs
 from conftest import TEST_DATA
 from exhaustive import ArpaFormatError, ArpaModel
-from fastsubs.chunks import process_chunk
 from fastsubs.core import CoreIndex
 from fastsubs.errors import ModelFormatError
 from fastsubs.options import QueryOptions
+from fastsubs.pipeline.chunks import process_chunk
 from fastsubs.tokens import tokenize
 
 MODEL = (TEST_DATA / "tiny.arpa").read_bytes()

@@ -3,7 +3,7 @@ takes, one chunk at a time, whoever drives it (``fastsubs-query``'s processes an
 workers, its ``--dask`` tasks, :mod:`fastsubs.dask`'s partitions).
 
 The chunk is tokenized, searched and written in one call into the core
-(:func:`fastsubs.formats.render_lines`); the output is finished where it was made
+(:func:`fastsubs.pipeline.formats.render_lines`); the output is finished where it was made
 (compressed, or a dataset's part file), so whoever writes it only writes.
 """
 
@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING
 
 from fastsubs.core import CoreIndex
 from fastsubs.errors import QueryInputError
-from fastsubs.formats import render_lines
-from fastsubs.lines import Chunk
-from fastsubs.long_lines import ChunkSink, LongLine, windows
 from fastsubs.options import QueryOptions
+from fastsubs.pipeline.formats import render_lines
+from fastsubs.pipeline.lines import Chunk
+from fastsubs.pipeline.long_lines import ChunkSink, LongLine, windows
+from fastsubs.pipeline.textio import Compressor
 from fastsubs.stats import SearchStats
-from fastsubs.textio import Compressor
 
 if TYPE_CHECKING:
-    from fastsubs.parquet import PartFiles
+    from fastsubs.pipeline.parquet import PartFiles
 
 
 @dataclass
@@ -55,7 +55,7 @@ def process_chunk(index: CoreIndex, chunk: Chunk, options: QueryOptions, source:
     dataset): the process that searched a chunk also formats and compresses it, so the
     writing process only writes.  The chunk is made in one call into the C core (a part,
     in one per row group), and one more after each bad -t record, which is skipped only
-    when asked; a long line, in one per window (:mod:`fastsubs.long_lines`), its
+    when asked; a long line, in one per window (:mod:`fastsubs.pipeline.long_lines`), its
     chunk's output kept in a file (``ChunkResult.spilled``).  Its stats count this
     thread's searches alone: other threads may search the same index."""
     first = chunk[0][0] if chunk else 1

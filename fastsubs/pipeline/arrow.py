@@ -3,7 +3,7 @@ rows ``--format parquet`` writes, for sentences or ``-t`` records given in Pytho
 
 No file and no text lie in between: the C core searches the lines and packs their
 positions as numbers (``Render.COLUMNS``, as for a Parquet part), and
-:func:`fastsubs.parquet.table` makes those numbers into Arrow columns without a
+:func:`fastsubs.pipeline.parquet.table` makes those numbers into Arrow columns without a
 Python loop per position.  So the table has the dataset's columns, the same values bit
 for bit (docs/output-formats.md, "Parquet datasets"), and a frame from it equals
 ``pd.read_parquet(dataset, dtype_backend="pyarrow")`` of the same lines.
@@ -72,12 +72,12 @@ def _chunks(sentences: Iterable[Sequence[Token] | str | bytes]) -> Iterator[list
 def table(index: CoreIndex, sentences: Iterable[Sequence[Token] | str | bytes],
           options: QueryOptions | None = None, **fields: Any) -> Any:
     """The rows of ``sentences`` (numbered from 1, as input lines) as a ``pyarrow.Table`` of
-    the dataset's schema (:func:`fastsubs.parquet.schema`).  With ``targets=True``
+    the dataset's schema (:func:`fastsubs.pipeline.parquet.schema`).  With ``targets=True``
     each item is a ``-t`` record (``name<TAB>id<TAB>index<TAB>text``); one that cannot be
     read is a :class:`fastsubs.QueryInputError` naming it, or is left out with
     ``skip_bad_records=True``."""
-    from fastsubs import parquet
-    from fastsubs.formats import render_lines
+    from fastsubs.pipeline import parquet
+    from fastsubs.pipeline.formats import render_lines
 
     parquet.require_pyarrow()
     chosen = options_of(options, fields)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from tempfile import TemporaryDirectory
 from typing import BinaryIO
 
-from fastsubs.textio import Compressor
+from fastsubs.pipeline.textio import Compressor
 
 #: A plain line longer than this is read into a file and searched in windows.  The
 #: environment variable lets the tests make long lines of a few thousand bytes.

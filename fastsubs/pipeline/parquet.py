@@ -9,7 +9,7 @@ substitutes as list columns.  A chunk of the input (a block of :data:`PART_BLOCK
 is one part file, ``part-<first input line>.parquet``, written by the process that searched
 it, a row group per :data:`ROW_GROUP_LINES` input lines so that what a worker holds stays
 small; the writing process only publishes the finished parts in input order
-(:class:`fastsubs.query.output_files.PartDirectory`, by the names of :mod:`fastsubs.parts`).
+(:class:`fastsubs.query.output_files.PartDirectory`, by the names of :mod:`fastsubs.pipeline.parts`).
 The schema and how to read it back are in docs/output-formats.md.
 
 Encodings: the words through a dictionary (each distinct word once per row group), the
@@ -32,9 +32,9 @@ import numpy as np
 from fastsubs._kernel import RENDER
 from fastsubs.core import CoreIndex
 from fastsubs.errors import errors_named, missing_extra
-from fastsubs.lines import Blocks
 from fastsubs.options import QueryOptions
-from fastsubs.parts import PART_NAME, PART_TEMPORARY_PREFIX
+from fastsubs.pipeline.lines import Blocks
+from fastsubs.pipeline.parts import PART_NAME, PART_TEMPORARY_PREFIX
 
 # Arrow's allocator is chosen as its library loads: the C library's malloc, not mimalloc,
 # which keeps what it has freed in each process (keep_memory_small; a choice made in the
@@ -55,7 +55,7 @@ PART_BLOCKS = Blocks(lines=1024, tail_lines=2048, tail_chunk_lines=128)
 #: Input lines per row group: what a process holds of a part before writing it out.
 ROW_GROUP_LINES = 128
 
-#: Positions a row group of a long line's windows holds at least (fastsubs/long_lines.py): a
+#: Positions a row group of a long line's windows holds at least (fastsubs/pipeline/long_lines.py): a
 #: row group a window (512 positions) would be 20,000 in the part of a 50 MB line, and the
 #: writer keeps a few KiB for each until the part is closed (3 KiB for a 3-column table,
 #: measured); these hold some 8 MB of numbers at -n 100 while they gather.

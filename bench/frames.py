@@ -72,7 +72,7 @@ def main() -> None:
                                          seed=0).data for first in range(0, len(lines), 128)]
             seconds["search"].append(time.perf_counter() - start)
             start = time.perf_counter()
-            pieces = [parquet.table(data, index.arrow_vocabulary(), options) for data in packed]
+            pieces = [parquet.table(data, parquet.vocabulary_of(index), options) for data in packed]
             built = pa.concat_tables(pieces).combine_chunks().to_pandas(types_mapper=pd.ArrowDtype)
             seconds["columns to frame"].append(time.perf_counter() - start)
             start = time.perf_counter()

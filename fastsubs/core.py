@@ -24,16 +24,13 @@ import struct
 import threading
 from collections.abc import Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from fastsubs import format as fmt
 from fastsubs._kernel import Index, thread_counters
 from fastsubs.limits import Limits
 from fastsubs.stats import SearchStats
 from fastsubs.tokens import Token, as_bytes
-
-if TYPE_CHECKING:
-    from fastsubs.pipeline.parquet import Vocabulary
 
 
 class Substitute(NamedTuple):
@@ -80,7 +77,6 @@ class CoreIndex(Index):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__(os.fspath(path))
         self._excluded: dict[tuple[bytes, ...], bytes] = {}
-        self._arrow_vocabulary: Vocabulary | None = None
 
     def __enter__(self) -> CoreIndex:
         return self
@@ -171,15 +167,6 @@ class CoreIndex(Index):
         data, done, problem, work = super().render_chunk(lines, first_line, limits.count, limits.mass, excluded,
                                                          int(kind), **options)
         return Rendered(data, done, problem, SearchStats(*work))
-
-    def arrow_vocabulary(self) -> Vocabulary:
-        """The words by id as Arrow's string columns are gathered from
-        (:class:`fastsubs.pipeline.parquet.Vocabulary`; made once per open index)."""
-        if self._arrow_vocabulary is None:
-            from fastsubs.pipeline.parquet import Vocabulary
-
-            self._arrow_vocabulary = Vocabulary(self)
-        return self._arrow_vocabulary
 
     # ------------------------------------------------------------------ counting the work
 

@@ -81,7 +81,7 @@ def table(index: CoreIndex, sentences: Iterable[Sequence[Token] | str | bytes],
 
     parquet.require_pyarrow()
     chosen = options_of(options, fields)
-    vocabulary = index.arrow_vocabulary()
+    vocabulary = parquet.vocabulary_of(index)
     pieces = []
     first = 1
     for lines in _chunks(sentences):

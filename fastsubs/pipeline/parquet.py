@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +196,19 @@ class Vocabulary:
         return _strings(offsets, data)
 
 
+#: Each open index's Vocabulary, kept as long as the index is (:func:`vocabulary_of`).
+_vocabularies: weakref.WeakKeyDictionary[CoreIndex, Vocabulary] = weakref.WeakKeyDictionary()
+
+
+def vocabulary_of(index: CoreIndex) -> Vocabulary:
+    """The :class:`Vocabulary` of ``index``, made once per open index: for every part a
+    process writes with it, every table made from it."""
+    found = _vocabularies.get(index)
+    if found is None:
+        found = _vocabularies[index] = Vocabulary(index)
+    return found
+
+
 def table(data: bytes, vocabulary: Vocabulary, options: QueryOptions) -> Any:
     """A chunk's rows (``Render.COLUMNS`` output) as an Arrow table of :func:`schema`."""
     columns = _unpacked(data)
@@ -239,7 +253,7 @@ class PartFiles:
         self._vocabulary: Vocabulary | None = None
 
     def writer(self, index: CoreIndex, first_line: int) -> PartWriter:
-        self._vocabulary = index.arrow_vocabulary()
+        self._vocabulary = vocabulary_of(index)
         return PartWriter(self, first_line)
 
 

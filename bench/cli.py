@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from fastsubs.bench import complexity
-from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
+from fastsubs.cli.support import run_reporting_errors, single_threaded_blas, version_option
 
 single_threaded_blas()  # before anything imports numpy
 

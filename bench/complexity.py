@@ -22,7 +22,7 @@ from typing import Any
 
 import typer
 
-from fastsubs.cli_support import run_reporting_errors, single_threaded_blas
+from fastsubs.cli.support import run_reporting_errors, single_threaded_blas
 from fastsubs.errors import FastsubsError, missing_extra
 
 single_threaded_blas()  # before anything imports numpy

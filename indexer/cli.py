@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from fastsubs import origin
-from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
+from fastsubs.cli.support import run_reporting_errors, single_threaded_blas, version_option
 from fastsubs.pipeline.processes import usable_cores
 
 single_threaded_blas()  # before anything imports numpy

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
+from fastsubs.cli.support import run_reporting_errors, single_threaded_blas, version_option
 
 single_threaded_blas()  # before anything imports numpy
 

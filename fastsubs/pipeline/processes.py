@@ -3,7 +3,7 @@ may use, stop signals held back while a step must not be cut in two, and forked 
 that leave stopping to their parent (:mod:`fastsubs.pipeline.workers`).
 
 SIGINT and SIGTERM are what ask a run to stop; the command-line tools turn them into
-exceptions in the main thread (:mod:`fastsubs.cli_support`), so every ``finally`` runs.
+exceptions in the main thread (:mod:`fastsubs.cli.support`), so every ``finally`` runs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """What the command-line tools (fastsubs-query, fastsubs-index, fastsubs-bench) share, and
 the library does not use: turning errors and stop signals into one line and an exit
-status, ``--version``, and BLAS without threads of its own.  It lives at the package's
-root because the three tools live in three folders (query/, indexer/, bench/).
+status, ``--version``, and BLAS without threads of its own.  It lives in
+:mod:`fastsubs.cli`, beside none of them, because the three tools live in three folders
+(query/, indexer/, bench/).
 
 A user's bad input (a model, an index, a query text) must end in one readable line on
 stderr, never a traceback; a closed pipe (``| head``) ends the run quietly.

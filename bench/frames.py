@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import fastsubs
-from fastsubs.core import CoreIndex, Render
+from fastsubs.core import Core, Render
 
 
 def jsonl_frame(data: bytes) -> Any:
@@ -63,7 +63,7 @@ def main() -> None:
 
     seconds: dict[str, list[float]] = {"search": [], "columns to frame": [], "index.frame()": [],
                                        "jsonl written": [], "jsonl parsed": []}
-    with CoreIndex(args.index) as index:
+    with Core(args.index) as index:
         arrow.frame(index, lines[:50], options)  # the vocabulary's arrays, made once per open index
         for _ in range(args.repeats):
             start = time.perf_counter()

@@ -37,7 +37,7 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
-from fastsubs.core import CoreIndex, process_index
+from fastsubs.core import Core, process_index
 from fastsubs.errors import ArgumentError, missing_extra
 from fastsubs.options import QueryOptions, missing_word_warning
 from fastsubs.pipeline import arrow
@@ -76,7 +76,7 @@ def substitutes_bag(bag: Any, index_path: str | os.PathLike[str], options: Query
                             "fastsubs.dask.substitutes_frame or to_parquet")
     path = os.path.abspath(index_path)  # workers resolve it, maybe from another directory
     if options.exclude and os.path.isdir(path):
-        with CoreIndex(path) as index:
+        with Core(path) as index:
             for word in index.unknown(options.excluded_words):
                 warnings.warn(missing_word_warning(word), stacklevel=2)
     return bag.map_partitions(_render_partition, path, options)

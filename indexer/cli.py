@@ -92,10 +92,10 @@ def info(
     index: Path = typer.Argument(..., help="Index directory."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole metadata as JSON (for programs)."),
 ) -> None:
-    from fastsubs.core import CoreIndex
+    from fastsubs.core import Core
 
     def show() -> None:
-        with CoreIndex(index) as opened:
+        with Core(index) as opened:
             meta = opened.meta
         print(json.dumps(meta, indent=2, sort_keys=True) if as_json else described(index, meta))
 

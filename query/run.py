@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from fastsubs.errors import ArgumentError, ResumeError
 from fastsubs.options import QueryOptions, missing_word_warning
 from fastsubs.pipeline.chunks import ChunkResult, process_chunk
@@ -58,7 +58,7 @@ WORKER_DIED = "a worker process died (killed, or out of memory?); the output is 
 Results = Generator[tuple[Chunk, ChunkResult], None, None]
 
 
-def serial_results(index: CoreIndex, chunks: Iterable[Chunk], options: QueryOptions, source: str,
+def serial_results(index: Core, chunks: Iterable[Chunk], options: QueryOptions, source: str,
                    compress: Compressor | None, parts: PartFiles | None) -> Results:
     """Every chunk with its result, computed in this process."""
     for chunk in chunks:
@@ -72,13 +72,13 @@ def search_workers(count: int, index_path: str, options: QueryOptions, source: s
     # Imported here: a one-process run (the common case) should not pay for multiprocessing.
     from fastsubs.pipeline.workers import worker_processes
 
-    def work(index: CoreIndex, chunk: Chunk) -> ChunkResult:
+    def work(index: Core, chunk: Chunk) -> ChunkResult:
         return process_chunk(index, chunk, options, source, compress, parts)
 
-    return worker_processes(count, partial(CoreIndex, index_path), work, os.getpid(), WORKER_DIED)
+    return worker_processes(count, partial(Core, index_path), work, os.getpid(), WORKER_DIED)
 
 
-def parallel_results(index: CoreIndex, pool: WorkerProcesses, chunks: Iterable[Chunk], options: QueryOptions,
+def parallel_results(index: Core, pool: WorkerProcesses, chunks: Iterable[Chunk], options: QueryOptions,
                      source: str, compress: Compressor | None, parts: PartFiles | None) -> Results:
     """Every chunk with its result from this process and the ``pool``'s workers, in input
     order, memory bounded.
@@ -162,7 +162,7 @@ class InOrder:
             yield chunk, answered.pop(number)  # type: ignore[misc]
 
 
-def run_notes(index: CoreIndex, options: QueryOptions, count_given: bool) -> list[str]:
+def run_notes(index: Core, options: QueryOptions, count_given: bool) -> list[str]:
     """What a run says before it starts about options the index cannot honour as given: a
     word of ``--exclude`` the vocabulary lacks (a warning), and a ``-n`` (``count_given``:
     the user's, not the default 100) above the substitutes a position can have, the
@@ -207,7 +207,7 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
         # for below, or the run stops them.
         pool = stack.enter_context(search_workers(workers - 1, index_path, options, source, compress, parts)) \
             if workers > 1 else None
-        opened = stack.enter_context(CoreIndex(index_path))  # fails early on a bad index
+        opened = stack.enter_context(Core(index_path))  # fails early on a bad index
         record = run_record(index_path, opened.meta, options, compress)
         for note in run_notes(opened, options, count_given):
             warn(note)

@@ -488,7 +488,7 @@ MUTATIONS = [
              '"QueryOptions": "fastsubs.options",', '"QueryOptions": "fastsubs.query.cluster",'),
     Mutation("api-shows-the-core", "fastsubs/index.py",
              "an open index shows the core it holds as a public attribute: the API is more than docs/api.md",
-             "        self._core = CoreIndex(path)", "        self._core = self.core = CoreIndex(path)"),
+             "        self._core = Core(path)", "        self._core = self.core = Core(path)"),
 ]
 # Left out, as no output can tell them from the kernel (equivalent mutants):
 # - a cached record of the highest order given a back-off pointer (has_beta for every

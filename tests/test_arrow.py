@@ -104,10 +104,10 @@ def test_an_open_index_has_one_vocabulary_which_goes_with_it(demo_index: Path) -
     import gc
     import weakref
 
-    from fastsubs.core import CoreIndex
+    from fastsubs.core import Core
     from fastsubs.pipeline import parquet
 
-    index = CoreIndex(demo_index)
+    index = Core(demo_index)
     words = parquet.vocabulary_of(index)
     assert parquet.vocabulary_of(index) is words and len(words.lengths) == index.vocab_size
     gone = weakref.ref(index)

@@ -13,7 +13,7 @@ import numpy as np
 
 import fastsubs
 from fastsubs._kernel import RENDER
-from fastsubs.core import CoreIndex, Render
+from fastsubs.core import Core, Render
 from fastsubs.limits import Limits
 from fastsubs.pipeline import parquet
 
@@ -37,7 +37,7 @@ def test_the_packed_columns_read_back_as_the_api_s_answers(demo_index: Path) -> 
     API gives for the same sentences: each position's line and place, its substitutes' ids and
     scores, their p / sum p, its draws among them and its word."""
     sentences = [b"the cat sat on the mat", b"a house"]
-    with CoreIndex(demo_index) as index, fastsubs.open_index(demo_index) as api:
+    with Core(demo_index) as index, fastsubs.open_index(demo_index) as api:
         rendered = index.render_chunk(sentences, 7, Limits.from_options(5, None), index.excluded([]), Render.COLUMNS,
                                       normalize=True, draws=3, seed=1)
         columns = parquet._unpacked(rendered.data)

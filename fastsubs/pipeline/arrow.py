@@ -23,7 +23,7 @@ from fastsubs.options import QueryOptions
 from fastsubs.tokens import Token, as_bytes
 
 if TYPE_CHECKING:
-    from fastsubs.core import CoreIndex
+    from fastsubs.core import Core
 
 #: Input lines searched per call into the core (a row group of a part file): what is held
 #: as packed numbers at once beside the table being made.
@@ -69,7 +69,7 @@ def _chunks(sentences: Iterable[Sequence[Token] | str | bytes]) -> Iterator[list
         yield chunk
 
 
-def table(index: CoreIndex, sentences: Iterable[Sequence[Token] | str | bytes],
+def table(index: Core, sentences: Iterable[Sequence[Token] | str | bytes],
           options: QueryOptions | None = None, **fields: Any) -> Any:
     """The rows of ``sentences`` (numbered from 1, as input lines) as a ``pyarrow.Table`` of
     the dataset's schema (:func:`fastsubs.pipeline.parquet.schema`).  With ``targets=True``
@@ -100,7 +100,7 @@ def table(index: CoreIndex, sentences: Iterable[Sequence[Token] | str | bytes],
     return parquet.pa.concat_tables(pieces).combine_chunks()
 
 
-def frame(index: CoreIndex, sentences: Iterable[Sequence[Token] | str | bytes],
+def frame(index: Core, sentences: Iterable[Sequence[Token] | str | bytes],
           options: QueryOptions | None = None, **fields: Any) -> Any:
     """:func:`table` as a pandas DataFrame of Arrow-backed columns (``pd.ArrowDtype``, what
     ``pd.read_parquet(..., dtype_backend="pyarrow")`` gives), without copying the lists."""

@@ -16,7 +16,7 @@ from functools import partial
 from itertools import takewhile
 from typing import TYPE_CHECKING, BinaryIO
 
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from fastsubs.errors import QueryInputError
 from fastsubs.options import QueryOptions
 from fastsubs.pipeline.formats import render_lines
@@ -94,7 +94,7 @@ class ChunkSink:
             os.unlink(self.path)  # type: ignore[arg-type]
 
 
-def process_chunk(index: CoreIndex, chunk: Chunk, options: QueryOptions, source: str,
+def process_chunk(index: Core, chunk: Chunk, options: QueryOptions, source: str,
                   compress: Compressor | None = None, parts: PartFiles | None = None) -> ChunkResult:
     """The output of every line of ``chunk`` (consecutive lines), finished as the output file
     takes it (compressed by ``compress``, if any; a part file among ``parts``, for a

@@ -31,7 +31,7 @@ line or per substitute:
 
 from __future__ import annotations
 
-from fastsubs.core import CoreIndex, Render, Rendered
+from fastsubs.core import Core, Render, Rendered
 from fastsubs.options import QueryOptions
 from fastsubs.pipeline.lines import TEXT_BLOCKS, Blocks
 from fastsubs.pipeline.long_lines import Window
@@ -48,7 +48,7 @@ def _rendering(options: QueryOptions) -> Render:
     return Render.FIELDS if options.targets else Render.LINE
 
 
-def render_lines(index: CoreIndex, lines: list[bytes], first_line: int, options: QueryOptions,
+def render_lines(index: Core, lines: list[bytes], first_line: int, options: QueryOptions,
                  window: Window | None = None) -> Rendered:
     """The output of consecutive input ``lines``, the first numbered ``first_line`` (from 1),
     up to a -t record that cannot be read (:class:`fastsubs.core.Rendered`); with

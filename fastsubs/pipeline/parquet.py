@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from fastsubs._kernel import RENDER
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from fastsubs.errors import errors_named, missing_extra
 from fastsubs.options import QueryOptions
 from fastsubs.pipeline.lines import Blocks
@@ -174,7 +174,7 @@ class Vocabulary:
     """The index's words by id, as the bytes and offsets the substitutes' string columns
     are gathered from with numpy."""
 
-    def __init__(self, index: CoreIndex) -> None:
+    def __init__(self, index: Core) -> None:
         words = [index.word(i) for i in range(index.vocab_size)]
         self.lengths = np.array([len(word) for word in words], np.int64)
         self.starts = np.zeros(len(words) + 1, np.int64)
@@ -197,10 +197,10 @@ class Vocabulary:
 
 
 #: Each open index's Vocabulary, kept as long as the index is (:func:`vocabulary_of`).
-_vocabularies: weakref.WeakKeyDictionary[CoreIndex, Vocabulary] = weakref.WeakKeyDictionary()
+_vocabularies: weakref.WeakKeyDictionary[Core, Vocabulary] = weakref.WeakKeyDictionary()
 
 
-def vocabulary_of(index: CoreIndex) -> Vocabulary:
+def vocabulary_of(index: Core) -> Vocabulary:
     """The :class:`Vocabulary` of ``index``, made once per open index: for every part a
     process writes with it, every table made from it."""
     found = _vocabularies.get(index)
@@ -252,7 +252,7 @@ class PartFiles:
         self.row_group_lines = ROW_GROUP_LINES
         self._vocabulary: Vocabulary | None = None
 
-    def writer(self, index: CoreIndex, first_line: int) -> PartWriter:
+    def writer(self, index: Core, first_line: int) -> PartWriter:
         self._vocabulary = vocabulary_of(index)
         return PartWriter(self, first_line)
 

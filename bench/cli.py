@@ -46,7 +46,8 @@ def synth(
     seed: int = typer.Option(1, "--seed", min=0, max=2**64 - 1, help="Another seed, another model of the same shape."),
 ) -> None:
     def run() -> None:
-        from fastsubs.bench.synth import order_counts, parse_count, synthesize
+        from fastsubs.bench.arpa_text import synthesize
+        from fastsubs.bench.synth import order_counts, parse_count
 
         counts = order_counts(parse_count(ngrams, "--ngrams"), order,
                               None if vocab is None else parse_count(vocab, "--vocab"))

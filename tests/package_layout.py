@@ -16,9 +16,15 @@ else:  # pytest's and mypy's own reader of TOML on Python 3.10
 REPO = Path(__file__).resolve().parents[1]
 
 
+def setuptools_table() -> dict:
+    """pyproject.toml's ``[tool.setuptools]``."""
+    table: dict = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return table
+
+
 def package_folders() -> dict[str, Path]:
     """``fastsubs`` and each package that lies elsewhere than its name says, with its folder."""
-    mapped = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    mapped = setuptools_table()["package-dir"]
     return {"fastsubs": REPO / "fastsubs", **{name: REPO / folder for name, folder in mapped.items()}}
 
 

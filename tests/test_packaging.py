@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO, clone_version, run_cli
-from package_layout import package_folders
+from package_layout import modules, package_folders, setuptools_table
 
 
 def packaging(test):
@@ -140,6 +140,13 @@ def test_the_editable_install_adds_fastsubs_alone(tmp_path: Path) -> None:
     """indexer/, query/ and bench/ are fastsubs.indexer, ... and nothing else (setuptools'
     finder of mapped packages, not the clone's root on sys.path)."""
     assert top_level_names(sys.executable, tmp_path) == []
+
+
+def test_pyproject_lists_every_package() -> None:
+    """A wheel holds the packages pyproject.toml names (a subpackage added to a folder must
+    be named there too)."""
+    packages = [name for name, path in modules().items() if path.name == "__init__.py"]
+    assert sorted(setuptools_table()["packages"]) == sorted(packages)
 
 
 def test_the_clone_holds_no_links() -> None:

@@ -2,7 +2,7 @@
 #   make demo       set up .venv (fastsubs alone), build the bundled demo model's index, print substitutes
 #   make test       add the test, dask, parquet, dataframe, plot and lint extras to .venv, run the default test suite
 #   make test-slow  the slow tests (big model, kill loops, long fuzzing, Spark), within SLOW_TIMEOUT seconds
-#   make lint       ruff on the package and the tests, mypy on the package (rules in pyproject.toml)
+#   make lint       ruff on the package's folders and the tests, mypy on the package (rules in pyproject.toml)
 #   make check-lmdb the vendored LMDB is its upstream base plus the patches kernel/lmdb/UPSTREAM names
 #   make check-package   build the sdist and wheels, install them into fresh environments
 #                   outside the tree and run the tools there (needs PyPI for the dependencies)
@@ -33,6 +33,7 @@ BUILD_REQUIRES := 'setuptools>=77'
 # What the core is compiled from (kernel/SOURCES names the sources; the headers come along):
 # a change to any of them recompiles it.
 KERNEL_SOURCES := kernel/SOURCES $(wildcard kernel/*.c kernel/*.h kernel/lmdb/*.c kernel/lmdb/*.h kernel/ryu/*.c kernel/ryu/*.h) indexer/native.c
+# The package's folders: fastsubs/, and those pyproject.toml's package-dir installs into it.
 PACKAGE := fastsubs indexer query bench
 
 .PHONY: demo test test-slow lint check-lmdb check-package test-pythons
@@ -86,8 +87,8 @@ test-pythons:
 	$(MAKE) test VENV=.venv-3.10 PYTHON=$(PYTHON_3_10)
 	$(MAKE) test VENV=.venv-3.13 PYTHON=$(PYTHON_3_13)
 
-# mypy follows fastsubs/'s links into indexer/, query/ and bench/ (naming those too would check
-# each file twice, under two names); ruff does not follow them.
+# mypy sees each module under its installed name (indexer/build.py as fastsubs.indexer.build:
+# pyproject.toml's package-dir), through tests/typecheck.py.
 lint: $(BIN)/.installed
 	$(BIN)/ruff check $(PACKAGE) tests
-	$(BIN)/mypy fastsubs
+	$(BIN)/python tests/typecheck.py

@@ -3,7 +3,8 @@
 :class:`Writer` turns the blocks of a :class:`~fastsubs.bench.synth.Synthesizer` into the
 lines KenLM writes: log10 probability, tab, the words separated by spaces, and a tab and
 the back-off weight below the highest order; ``open_output`` opens the file, gzip-compressed
-for ``.gz``.  The numbers come from the synthesizer; only their text is made here.
+for ``.gz``, and :func:`synthesize` writes a whole model into it (``fastsubs-bench synth``).
+The numbers come from the synthesizer; only their text is made here.
 
 Formatting is vectorised with numpy because a model of 100M n-grams is 100M lines: one
 ``%``-format or f-string per line would make the text, not the model, the slow part.
@@ -15,13 +16,16 @@ The same arguments give the same bytes on every run.
 
 from __future__ import annotations
 
+import os
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, cast
+from typing import BinaryIO, cast
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from fastsubs.bench.synth import Block, Synthesizer
+from fastsubs.bench.synth import Block, Synthesizer
+from fastsubs.errors import FastsubsError
 
 TAB, SPACE, NEWLINE = ord("\t"), ord(" "), ord("\n")
 
@@ -161,3 +165,36 @@ def open_output(path: Path, compressed: bool) -> BinaryIO:
         return cast(BinaryIO, gzip.GzipFile(filename="", mode="wb", compresslevel=1, fileobj=open(path, "wb"),
                                             mtime=0))
     return igzip_threaded.open(path, "wb", compresslevel=1, threads=1)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class SynthSummary:
+    path: Path
+    counts: list[int]
+    bytes: int
+    seconds: float
+
+
+def synthesize(path: str | os.PathLike[str], counts: list[int], seed: int = 1) -> SynthSummary:
+    """Write the synthetic model of ``counts`` n-grams per order to ``path`` (.gz: compressed).
+
+    The model is written beside ``path`` under a temporary name and renamed when complete.
+    """
+    started = time.monotonic()
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise FastsubsError(f"{path}: cannot write the model there (no directory {path.parent})")
+    writer = Writer(Synthesizer(counts, seed))
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        try:
+            stream = open_output(partial, path.suffix == ".gz")
+        except OSError as error:
+            raise FastsubsError(f"{path}: cannot write the model there ({error.strerror or error})") from None
+        with stream:
+            writer.write(stream)
+        os.replace(partial, path)
+    finally:
+        if partial.exists():
+            partial.unlink()
+    return SynthSummary(path, counts, path.stat().st_size, time.monotonic() - started)

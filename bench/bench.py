@@ -30,7 +30,7 @@ import numpy as np
 
 from fastsubs.bench.exhaustive_baseline import ExhaustiveScorer
 from fastsubs.bench.processes import BIN, run_with_pss, startup_figures
-from fastsubs.core import CoreIndex, Render
+from fastsubs.core import Core, Render
 from fastsubs.limits import Limits
 from fastsubs.tokens import tokenize
 
@@ -42,7 +42,7 @@ def machine() -> str:
     return f"nproc {os.cpu_count()}  CPU {model}  Python {platform.python_version()}  load average {load}"
 
 
-def search_pass(index: CoreIndex, sentences: list[bytes], tokens: list[list[bytes]], count: int) -> list[bytes]:
+def search_pass(index: Core, sentences: list[bytes], tokens: list[list[bytes]], count: int) -> list[bytes]:
     """Search and format every position, as the CLI does; returns the output lines."""
     limits = Limits(count)
     out = []
@@ -51,7 +51,7 @@ def search_pass(index: CoreIndex, sentences: list[bytes], tokens: list[list[byte
     return out
 
 
-def baseline_pass(scorer: ExhaustiveScorer, index: CoreIndex, sentences: list[bytes],
+def baseline_pass(scorer: ExhaustiveScorer, index: Core, sentences: list[bytes],
                   tokens: list[list[bytes]], count: int) -> list[bytes]:
     """The same workload (search and format) through the exhaustive scorer."""
     out = []
@@ -98,7 +98,7 @@ def differences(expected: list[bytes], ours: list[bytes], tolerance: float = 1e-
 
 
 def throughput(args, lines: list[bytes]) -> None:
-    index = CoreIndex(args.index)
+    index = Core(args.index)
     tokens = [tokenize(line) for line in lines]
     sentences = [index.sentence_ids(t) for t in tokens]
     positions = sum(len(t) + 1 for t in tokens)
@@ -136,7 +136,7 @@ def throughput(args, lines: list[bytes]) -> None:
 CHUNKS = 10
 
 
-def interleaved(scorer: ExhaustiveScorer, index: CoreIndex, sentences: list[bytes],
+def interleaved(scorer: ExhaustiveScorer, index: Core, sentences: list[bytes],
                 tokens: list[list[bytes]]) -> tuple[float, float]:
     """Seconds of one baseline pass and one search pass over all lines (K=100), run chunk by
     chunk in turns so that both see nearly the same machine: its speed drifts from second

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import fastsubs
 from fastsubs.bench.processes import BIN, private_anon_kib, process_tree, pss_kib
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from fastsubs.indexer.build import RUNS_DIR
 
 
@@ -127,7 +127,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir) as directory:
         for model in args.models:
             runs = [build_run(model, Path(directory), args.jobs, args.memory) for _ in range(args.repeats)]
-            with CoreIndex(Path(directory) / "model.fsidx") as index:
+            with Core(Path(directory) / "model.fsidx") as index:
                 ngrams = sum(index.meta["counts"])
             print(report(model, runs, ngrams), flush=True)
             if args.keep:

@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from fastsubs.bench import complexity
-from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
+from fastsubs.cli.support import run_reporting_errors, single_threaded_blas, version_option
 
 single_threaded_blas()  # before anything imports numpy
 
@@ -46,7 +46,8 @@ def synth(
     seed: int = typer.Option(1, "--seed", min=0, max=2**64 - 1, help="Another seed, another model of the same shape."),
 ) -> None:
     def run() -> None:
-        from fastsubs.bench.synth import order_counts, parse_count, synthesize
+        from fastsubs.bench.arpa_text import synthesize
+        from fastsubs.bench.synth import order_counts, parse_count
 
         counts = order_counts(parse_count(ngrams, "--ngrams"), order,
                               None if vocab is None else parse_count(vocab, "--vocab"))

@@ -22,7 +22,7 @@ from typing import Any
 
 import typer
 
-from fastsubs.cli_support import run_reporting_errors, single_threaded_blas
+from fastsubs.cli.support import run_reporting_errors, single_threaded_blas
 from fastsubs.errors import FastsubsError, missing_extra
 
 single_threaded_blas()  # before anything imports numpy
@@ -49,13 +49,13 @@ class EffortPoint:
 
 def measure_effort(index: Path, text: Path, ks: list[int], lines: int) -> EffortCurve:
     """Run the search over the first ``lines`` lines of ``text`` for every K."""
-    from fastsubs.core import CoreIndex
+    from fastsubs.core import Core
     from fastsubs.limits import Limits
     from fastsubs.tokens import sentence_tokens, tokenize
 
     with open(text, "rb") as stream:
         sentences = [sentence_tokens(tokenize(line)) for line in islice(stream, lines)]
-    with CoreIndex(index) as opened:
+    with Core(index) as opened:
         points = []
         for k in ks:
             before = opened.stats

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from fastsubs.bench.processes import BIN, private_anon_kib, run_sampling
-from fastsubs.lines import CHUNK_LINES
+from fastsubs.pipeline.lines import CHUNK_LINES
 
 #: Run in a fresh process: the passes and threads of one measurement, as JSON on stdout.
 IN_PROCESS = r"""

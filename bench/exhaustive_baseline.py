@@ -14,13 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from fastsubs.bench.reference_terms import Pattern, Term, TermBuilder, UnigramBeta
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 
 
 class ExhaustiveScorer:
     """Top-K substitutes by scoring every word; the same answers as the search."""
 
-    def __init__(self, index: CoreIndex) -> None:
+    def __init__(self, index: Core) -> None:
         self.index = index
         self.patterns = TermBuilder(index)
         self._alpha = self.patterns.unigram_alpha.astype(np.float64)

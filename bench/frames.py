@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import fastsubs
-from fastsubs.core import CoreIndex, Render
+from fastsubs.core import Core, Render
 
 
 def jsonl_frame(data: bytes) -> Any:
@@ -30,7 +30,7 @@ def jsonl_frame(data: bytes) -> Any:
     import pandas as pd
     import pyarrow as pa
 
-    from fastsubs.parquet import schema
+    from fastsubs.pipeline.parquet import schema
 
     columns: dict[str, list[Any]] = {name: [] for name in ("sentence", "position", "word", "word_bytes",
                                                            "substitutes", "lp")}
@@ -59,11 +59,11 @@ def main() -> None:
     import pandas as pd
     import pyarrow as pa
 
-    from fastsubs import arrow, parquet
+    from fastsubs.pipeline import arrow, parquet
 
     seconds: dict[str, list[float]] = {"search": [], "columns to frame": [], "index.frame()": [],
                                        "jsonl written": [], "jsonl parsed": []}
-    with CoreIndex(args.index) as index:
+    with Core(args.index) as index:
         arrow.frame(index, lines[:50], options)  # the vocabulary's arrays, made once per open index
         for _ in range(args.repeats):
             start = time.perf_counter()
@@ -72,7 +72,7 @@ def main() -> None:
                                          seed=0).data for first in range(0, len(lines), 128)]
             seconds["search"].append(time.perf_counter() - start)
             start = time.perf_counter()
-            pieces = [parquet.table(data, index.arrow_vocabulary(), options) for data in packed]
+            pieces = [parquet.table(data, parquet.vocabulary_of(index), options) for data in packed]
             built = pa.concat_tables(pieces).combine_chunks().to_pandas(types_mapper=pd.ArrowDtype)
             seconds["columns to frame"].append(time.perf_counter() - start)
             start = time.perf_counter()

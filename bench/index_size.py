@@ -18,7 +18,7 @@ from pathlib import Path
 
 import fastsubs
 from fastsubs import format as fmt
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 
 
 def _file_bytes(index: Path) -> int:
@@ -27,7 +27,7 @@ def _file_bytes(index: Path) -> int:
 
 def report(index: Path) -> str:
     """The table of one index, as text."""
-    with CoreIndex(index) as opened:
+    with Core(index) as opened:
         meta = opened.meta
     sizes = meta.get("sizes")
     if sizes is None:

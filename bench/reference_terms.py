@@ -6,7 +6,7 @@ lp(x) is the sum over j = t … min(t+N-1, n+1) of log10 p(s_j | context) with s
 (docs/algorithm.md).  Each such term is a back-off chain: the longest n-gram present gives
 its alpha, every shorter step adds a back-off weight.  This module only *describes*
 the chains (which pattern, which constant), reading patterns as copies through
-:meth:`fastsubs.core.CoreIndex.pattern`; the C core builds the same chains for
+:meth:`fastsubs.core.Core.pattern`; the C core builds the same chains for
 itself.  The bench's exhaustive scorer and the tests evaluate these, so a mistake in the
 core's chains shows as a difference from them.
 """
@@ -19,7 +19,7 @@ from typing import TypeAlias
 import numpy as np
 
 from fastsubs import format as fmt
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Pattern:
         return float(self.alpha[at]), 0.0 if self.beta is None else float(self.beta[at])
 
 
-def read_pattern(index: CoreIndex, slot: int, ids: tuple[int, ...]) -> Pattern | None:
+def read_pattern(index: Core, slot: int, ids: tuple[int, ...]) -> Pattern | None:
     """The pattern whose fixed words are ``ids`` with the slot before ``ids[slot]``."""
     if len(ids) + 1 > index.order or fmt.NO_WORD in ids:
         return None
@@ -98,7 +98,7 @@ class TermBuilder:
     Its caches grow with the text (a reference for tests and benchmarks, not for corpora).
     """
 
-    def __init__(self, index: CoreIndex) -> None:
+    def __init__(self, index: Core) -> None:
         self.index = index
         alpha, beta = index.unigrams()
         self.unigram_alpha = np.frombuffer(alpha, fmt.SCORE_DTYPE)

@@ -15,7 +15,8 @@ k-1's are made again from order k-2's whenever needed, from the same seeded rule
 block at a time with numpy.  Memory is therefore bounded by the block size and the
 vocabulary, whatever the number of n-grams (peak 105 MB at 128K words, 135 MB at 512K,
 measured at 10M and 100M n-grams), and the same arguments give the same bytes.  It
-writes ~1.4M n-grams a second on one core (.gz: ISA-L compressing on a thread of its own).
+writes ~1.4M n-grams a second on one core (.gz: ISA-L compressing on a thread of its own),
+through :func:`fastsubs.bench.arpa_text.synthesize`.
 
 The rule, for order k (every value a function of the seed and the n-gram's place in its
 order, never of a running random state):
@@ -42,16 +43,12 @@ Suffixes are not closed as in a KenLM model (``b c`` need not be a bigram where
 from __future__ import annotations
 
 import math
-import os
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from fastsubs.bench.arpa_text import Writer, open_output
 from fastsubs.errors import FastsubsError
 
 #: n-grams per order of kn4-64k, whose ratios a synthetic model follows.
@@ -386,36 +383,3 @@ def _solve_clip(histogram: np.ndarray, sums: np.ndarray, count: int, most: float
         middle = (low + high) / 2
         low, high = (middle, high) if shared(math.exp(middle)) > count else (low, middle)
     return math.exp(high)
-
-
-@dataclass(frozen=True)
-class SynthSummary:
-    path: Path
-    counts: list[int]
-    bytes: int
-    seconds: float
-
-
-def synthesize(path: str | os.PathLike[str], counts: list[int], seed: int = 1) -> SynthSummary:
-    """Write the synthetic model of ``counts`` n-grams per order to ``path`` (.gz: compressed).
-
-    The model is written beside ``path`` under a temporary name and renamed when complete.
-    """
-    started = time.monotonic()
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise FastsubsError(f"{path}: cannot write the model there (no directory {path.parent})")
-    writer = Writer(Synthesizer(counts, seed))
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    try:
-        try:
-            stream = open_output(partial, path.suffix == ".gz")
-        except OSError as error:
-            raise FastsubsError(f"{path}: cannot write the model there ({error.strerror or error})") from None
-        with stream:
-            writer.write(stream)
-        os.replace(partial, path)
-    finally:
-        if partial.exists():
-            partial.unlink()
-    return SynthSummary(path, counts, path.stat().st_size, time.monotonic() - started)

@@ -21,8 +21,9 @@ import os
 from typing import TYPE_CHECKING, Any
 
 # Python started in the clone's root imports the clone's fastsubs/ whatever is installed (the
-# current directory leads sys.path). That folder is the whole package (docs/development.md,
-# "Layout") but has no C kernel until one is built in place: then say what to do, in one line.
+# current directory leads sys.path). That folder is what make's editable install imports
+# (docs/development.md, "Layout"), but has no C kernel until one is built in place: then say
+# what to do, in one line.
 if importlib.machinery.PathFinder.find_spec(f"{__name__}._kernel", __path__) is None:
     raise ImportError(f"{os.path.dirname(__path__[0])} is fastsubs's source tree, without its compiled kernel: "
                       "start Python outside it to import an installed fastsubs, or build the kernel here (make demo)")

@@ -1,13 +1,13 @@
 """The C core's open index (``fastsubs._kernel.Index``) with what the library's own
 modules, the command line, the tools and the tests ask of it beyond the public API:
-searches and output by word id (:meth:`CoreIndex.search`, :meth:`CoreIndex.render`), a
-chunk of input lines in one call (:meth:`CoreIndex.render_chunk`), the vocabulary's ids,
+searches and output by word id (:meth:`Core.search`, :meth:`Core.render`), a
+chunk of input lines in one call (:meth:`Core.render_chunk`), the vocabulary's ids,
 the metadata, the counters, and the core's own methods (records, patterns, checks, the
 cache's size).
 
 :class:`fastsubs.SubstituteIndex`, the public open index, holds one of these and shows
 only what docs/api.md documents.  Code inside the package that needs more opens a
-:class:`CoreIndex` itself (``fastsubs-query`` and its workers, :mod:`fastsubs.dask`'s
+:class:`Core` itself (``fastsubs-query`` and its workers, :mod:`fastsubs.dask`'s
 tasks, the indexer's checks, the benchmarks, the tests).
 
 It opens, maps and checks the index in one call and searches without the GIL; one open
@@ -24,16 +24,13 @@ import struct
 import threading
 from collections.abc import Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from fastsubs import format as fmt
 from fastsubs._kernel import RENDER, Index, thread_counters
 from fastsubs.limits import Limits
 from fastsubs.stats import SearchStats
 from fastsubs.tokens import Token, as_bytes
-
-if TYPE_CHECKING:
-    from fastsubs.parquet import Vocabulary
 
 
 class Substitute(NamedTuple):
@@ -46,14 +43,14 @@ class Substitute(NamedTuple):
 
 
 class Answer(enum.IntEnum):
-    """What :meth:`CoreIndex.search` gives for each position."""
+    """What :meth:`Core.search` gives for each position."""
 
     ARRAYS = 0                #: (word ids, float64 scores), best first
     SUBSTITUTES = 1           #: a list of :class:`Substitute`
 
 
 class Render(enum.IntEnum):
-    """How :meth:`CoreIndex.render` writes each position: the core's kinds of output, each the
+    """How :meth:`Core.render` writes each position: the core's kinds of output, each the
     value the core gives it (``kernel/render_layout.h``, ``RENDER_KINDS``; the names are its
     list's, tests/test_render_layout.py)."""
 
@@ -66,7 +63,7 @@ class Render(enum.IntEnum):
 
 
 class Rendered(NamedTuple):
-    """What :meth:`CoreIndex.render_chunk` made of a chunk of input lines."""
+    """What :meth:`Core.render_chunk` made of a chunk of input lines."""
 
     data: bytes               #: the output of the lines done
     done: int                 #: the lines it covers: all, or those before a -t record that cannot be read
@@ -74,7 +71,7 @@ class Rendered(NamedTuple):
     stats: SearchStats        #: the searches it took
 
 
-class CoreIndex(Index):
+class Core(Index):
     """An open index, as the package's own code uses it.  Use as a context manager (or call
     :meth:`close`).  Opening raises :class:`fastsubs.NotAnIndexError`,
     :class:`fastsubs.IndexVersionError` or :class:`fastsubs.DamagedIndexError`."""
@@ -82,9 +79,8 @@ class CoreIndex(Index):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__(os.fspath(path))
         self._excluded: dict[tuple[bytes, ...], bytes] = {}
-        self._arrow_vocabulary: Vocabulary | None = None
 
-    def __enter__(self) -> CoreIndex:
+    def __enter__(self) -> Core:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -174,15 +170,6 @@ class CoreIndex(Index):
                                                          int(kind), **options)
         return Rendered(data, done, problem, SearchStats(*work))
 
-    def arrow_vocabulary(self) -> Vocabulary:
-        """The words by id as Arrow's string columns are gathered from
-        (:class:`fastsubs.parquet.Vocabulary`; made once per open index)."""
-        if self._arrow_vocabulary is None:
-            from fastsubs.parquet import Vocabulary
-
-            self._arrow_vocabulary = Vocabulary(self)
-        return self._arrow_vocabulary
-
     # ------------------------------------------------------------------ counting the work
 
     @property
@@ -203,18 +190,18 @@ class CoreIndex(Index):
         return lookups, misses
 
 
-_process_indexes: dict[str, CoreIndex] = {}
+_process_indexes: dict[str, Core] = {}
 # One open index per index path per process, shared by its threads: they search it at once
 # (each with a searcher of its own, without the GIL) and share its caches.
 _process_indexes_lock = threading.Lock()
 
 
-def process_index(index_path: str) -> CoreIndex:
+def process_index(index_path: str) -> Core:
     """The index at ``index_path`` as this process has it open: opened by the first task
     that needs it, kept for every later task and thread (a Dask worker's:
     :mod:`fastsubs.dask`, :mod:`fastsubs.query.cluster`)."""
     with _process_indexes_lock:
         index = _process_indexes.get(index_path)
         if index is None:
-            index = _process_indexes[index_path] = CoreIndex(index_path)
+            index = _process_indexes[index_path] = Core(index_path)
         return index

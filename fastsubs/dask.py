@@ -37,12 +37,12 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
-from fastsubs import arrow
-from fastsubs.chunks import process_chunk
-from fastsubs.core import CoreIndex, process_index
+from fastsubs.core import Core, process_index
 from fastsubs.errors import ArgumentError, missing_extra
-from fastsubs.lines import Chunk
 from fastsubs.options import QueryOptions, missing_word_warning
+from fastsubs.pipeline import arrow
+from fastsubs.pipeline.chunks import process_chunk
+from fastsubs.pipeline.lines import Chunk
 
 __all__ = ["substitutes_bag", "substitutes_frame", "to_parquet", "to_textfiles"]
 
@@ -76,7 +76,7 @@ def substitutes_bag(bag: Any, index_path: str | os.PathLike[str], options: Query
                             "fastsubs.dask.substitutes_frame or to_parquet")
     path = os.path.abspath(index_path)  # workers resolve it, maybe from another directory
     if options.exclude and os.path.isdir(path):
-        with CoreIndex(path) as index:
+        with Core(path) as index:
             for word in index.unknown(options.excluded_words):
                 warnings.warn(missing_word_warning(word), stacklevel=2)
     return bag.map_partitions(_render_partition, path, options)
@@ -104,7 +104,7 @@ def _meta(options: QueryOptions) -> Any:
     """An empty frame of the rows' columns and types: what Dask needs to know of every partition."""
     import pandas as pd
 
-    from fastsubs.parquet import schema
+    from fastsubs.pipeline.parquet import schema
 
     return schema(options).empty_table().to_pandas(types_mapper=pd.ArrowDtype)
 
@@ -121,7 +121,7 @@ def substitutes_frame(lines: Any, index_path: str | os.PathLike[str], options: Q
         from dask import delayed
     except ImportError as error:
         raise missing_extra("a Dask DataFrame needs dask.dataframe and pandas", "dataframe", str(error)) from None
-    from fastsubs.parquet import require_pyarrow
+    from fastsubs.pipeline.parquet import require_pyarrow
 
     require_pyarrow()
     if isinstance(lines, dd.DataFrame):
@@ -142,7 +142,7 @@ def to_parquet(lines: Any, path: str | os.PathLike[str], index_path: str | os.Pa
     Dask's writer (``dask.dataframe.to_parquet``): one part per partition of ``lines``
     (``part.0.parquet``, ...), in the schema of ``fastsubs-query``'s datasets, compressed
     with zstd.  ``kwargs`` go to Dask's writer (``compute=False``, ``storage_options``...)."""
-    from fastsubs.parquet import schema
+    from fastsubs.pipeline.parquet import schema
 
     frame = substitutes_frame(lines, index_path, options)
     settings = {"compression": "zstd", "write_index": False, "schema": schema(options), **kwargs}

@@ -8,7 +8,7 @@ Example::
         for subs in index.sentence("the cat sat".split(), n=5):
             print([s.word for s in subs])
 
-:class:`SubstituteIndex` holds the C core's open index (:class:`fastsubs.core.CoreIndex`,
+:class:`SubstituteIndex` holds the C core's open index (:class:`fastsubs.core.Core`,
 which opens, maps and checks the index in one call and searches without the GIL) and
 shows what docs/api.md documents, and nothing more (tests/test_api_surface.py compares
 them): the core's own methods stay the package's.  Each call is one call into the core,
@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fastsubs import format as fmt
-from fastsubs.core import Answer, CoreIndex, Substitute
+from fastsubs.core import Answer, Core, Substitute
 from fastsubs.errors import ArgumentError
 from fastsubs.limits import Limits
 from fastsubs.tokens import Token, as_bytes, sentence_tokens, word_list
@@ -80,7 +80,7 @@ class SubstituteIndex:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._core = CoreIndex(path)
+        self._core = Core(path)
         self._warned: set[tuple[bytes, ...]] = set()
         self._words: list[str] | None = None
 
@@ -175,18 +175,18 @@ class SubstituteIndex:
     def table(self, sentences: Iterable[Sequence[Token] | str | bytes], options: Any = None, **fields: Any) -> Any:
         """The rows ``--format parquet`` writes for ``sentences`` (or ``-t`` records, with
         ``targets=True``), as a ``pyarrow.Table``: no file, no text in between
-        (:mod:`fastsubs.arrow`).  ``options``: a :class:`fastsubs.QueryOptions`, or its
+        (:mod:`fastsubs.pipeline.arrow`).  ``options``: a :class:`fastsubs.QueryOptions`, or its
         fields by name (``n=10, normalize=True``).
 
         >>> index.table(["the cat sat"], n=10).column("substitutes")   # doctest: +SKIP
         """
-        from fastsubs import arrow
+        from fastsubs.pipeline import arrow
 
         return arrow.table(self._core, sentences, options, **fields)
 
     def frame(self, sentences: Iterable[Sequence[Token] | str | bytes], options: Any = None, **fields: Any) -> Any:
         """:meth:`table` as a pandas DataFrame of Arrow-backed columns."""
-        from fastsubs import arrow
+        from fastsubs.pipeline import arrow
 
         return arrow.frame(self._core, sentences, options, **fields)
 

@@ -2,7 +2,7 @@
 
 The search itself is FASTSUBS' exact top-K threshold search with the bound of
 docs/algorithm.md, run per position by the C core (``kernel/search.c``, through
-:class:`fastsubs.core.CoreIndex`): it reads the sorted lists in rounds of one entry
+:class:`fastsubs.core.Core`): it reads the sorted lists in rounds of one entry
 from every list that binds the upper bound, scores new words exactly, and lists words
 once they score above the bound on every word not yet read.  The result equals
 exhaustive scoring of every candidate; ties come lowest word id first.

@@ -1,6 +1,6 @@
 """What searches report: the work they did, counted by the C core per index and per thread.
 
-:attr:`fastsubs.core.CoreIndex.stats` and ``thread_stats`` give these; ``--stats``
+:attr:`fastsubs.core.Core.stats` and ``thread_stats`` give these; ``--stats``
 prints a run's totals.
 """
 

@@ -3,7 +3,7 @@
 Input is handled as bytes end to end, so every word is echoed exactly as it was
 written (invalid UTF-8 included) and no decoding cost is paid per token; a ``str`` from
 the API is encoded with ``surrogateescape``, so bytes that are not UTF-8 survive the
-round trip.  Tokens become word ids in the index (:meth:`fastsubs.core.CoreIndex.sentence_ids`).
+round trip.  Tokens become word ids in the index (:meth:`fastsubs.core.Core.sentence_ids`).
 """
 
 from __future__ import annotations

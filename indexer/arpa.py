@@ -41,7 +41,7 @@ import numpy as np
 
 from fastsubs.errors import ModelFormatError
 from fastsubs.indexer._native import WordTable
-from fastsubs.textio import DECOMPRESSION_ERRORS, open_binary
+from fastsubs.pipeline.textio import DECOMPRESSION_ERRORS, open_binary
 
 #: Largest magnitude a score may have: the index stores float32.
 FLOAT32_MAX = float(np.finfo(np.float32).max)

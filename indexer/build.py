@@ -39,7 +39,7 @@ from fastsubs.indexer.publish import (
 )
 from fastsubs.indexer.runs import Spill, run_rows
 from fastsubs.indexer.slots import SlotJob, append_records, encode_slot
-from fastsubs.textio import file_sha256
+from fastsubs.pipeline.textio import file_sha256
 
 #: Subdirectory of the build's temporary directory holding the spilled n-grams and the
 #: jobs' runs and records until written.

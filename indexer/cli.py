@@ -14,8 +14,8 @@ from typing import Optional
 import typer
 
 from fastsubs import origin
-from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
-from fastsubs.processes import usable_cores
+from fastsubs.cli.support import run_reporting_errors, single_threaded_blas, version_option
+from fastsubs.pipeline.processes import usable_cores
 
 single_threaded_blas()  # before anything imports numpy
 
@@ -92,10 +92,10 @@ def info(
     index: Path = typer.Argument(..., help="Index directory."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole metadata as JSON (for programs)."),
 ) -> None:
-    from fastsubs.core import CoreIndex
+    from fastsubs.core import Core
 
     def show() -> None:
-        with CoreIndex(index) as opened:
+        with Core(index) as opened:
             meta = opened.meta
         print(json.dumps(meta, indent=2, sort_keys=True) if as_json else described(index, meta))
 

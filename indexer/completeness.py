@@ -35,10 +35,10 @@ def check_unigram_arrays(arrays: dict[int, np.ndarray], vocab_size: int) -> None
 
 def check_opens(directory: Path) -> None:
     """Open the finished index as a query would; any complaint is a build error."""
-    from fastsubs.core import CoreIndex
+    from fastsubs.core import Core
 
     try:
-        with CoreIndex(directory):
+        with Core(directory):
             pass
     except IndexFileError as error:
         raise BuildCheckError(f"the finished index does not open ({error})") from None

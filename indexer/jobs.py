@@ -5,7 +5,7 @@ forked when the build starts, before it reads anything big, so that they sort an
 the records of one order while the building process reads the next and appends what is
 done.  With one job they run in the building process itself, when they are submitted.
 
-The workers are :mod:`fastsubs.workers`' (a query's ``--workers`` too): each has pipes of
+The workers are :mod:`fastsubs.pipeline.workers`' (a query's ``--workers`` too): each has pipes of
 its own and holds one job at a time, handed to it whenever the building process tends
 them (:meth:`Jobs.tend`, between the chunks it reads, and while it waits for a result).
 They leave stopping to the build (they ignore Ctrl-C and die with it), and a build that
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from fastsubs.workers import WorkerProcesses, worker_processes
+from fastsubs.pipeline.workers import WorkerProcesses, worker_processes
 
 JOB_DIED = "a build job's process died (killed, or out of memory?)"
 

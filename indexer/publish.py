@@ -123,10 +123,10 @@ def is_empty_directory(path: Path) -> bool:
 def _untagged_problem(directory: Path) -> str | None:
     """None when ``directory`` opens as a fastsubs index through the kernel's checked
     reader (an index published before builds wrote the tag), else why not."""
-    from fastsubs.core import CoreIndex
+    from fastsubs.core import Core
 
     try:
-        with CoreIndex(directory):
+        with Core(directory):
             return None
     except FastsubsError as error:
         return str(error).removeprefix(f"{directory}: ")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from fastsubs.errors import DamagedIndexError
 from fastsubs.indexer.arpa import read_arpa
 
@@ -35,7 +35,7 @@ class VerifyReport:
     problems: list[str] = field(default_factory=list)
 
 
-def verify_records(index: CoreIndex, report: VerifyReport, progress: Callable[[str], None]) -> None:
+def verify_records(index: Core, report: VerifyReport, progress: Callable[[str], None]) -> None:
     """Check every record of every order, and the arrays the open takes on trust."""
     index.check_arrays()
     for order in range(2, index.order + 1):
@@ -51,7 +51,7 @@ def verify_records(index: CoreIndex, report: VerifyReport, progress: Callable[[s
         progress(f"checked the {order}-gram patterns ({report.records:,} records so far)")
 
 
-def verify_against_model(index: CoreIndex, model_path: Path, samples: int, report: VerifyReport,
+def verify_against_model(index: Core, model_path: Path, samples: int, report: VerifyReport,
                          progress: Callable[[str], None]) -> None:
     """Look up ``samples`` random n-grams of each order of the model in the index."""
     model = read_arpa(model_path)
@@ -85,7 +85,7 @@ def verify_index(index_path: Path, model_path: Path | None = None, samples: int 
     that does not even open raises what opening raises.  The problems found are said of
     the index, without its path."""
     report = VerifyReport()
-    with CoreIndex(index_path) as index:
+    with Core(index_path) as index:
         try:
             verify_records(index, report, progress)
         except DamagedIndexError as damage:  # named with the index's path, which the report's reader gives

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from fastsubs.cli_support import run_reporting_errors, single_threaded_blas, version_option
+from fastsubs.cli.support import run_reporting_errors, single_threaded_blas, version_option
 
 single_threaded_blas()  # before anything imports numpy
 
@@ -136,12 +136,12 @@ def query(
 
 def _run_on_dask(scheduler: str, index: Path, pattern: str, output_dir: Path, options: QueryOptions,
                  stats: bool, count_given: bool) -> None:
-    from fastsubs.core import CoreIndex
+    from fastsubs.core import Core
     from fastsubs.query.cluster import run_files
     from fastsubs.query.run import format_stats, run_notes
 
     if index.is_dir():  # the workers' path: this machine may not see it
-        with CoreIndex(index) as opened:
+        with Core(index) as opened:
             for note in run_notes(opened, options, count_given):
                 print(note, file=sys.stderr)
     totals = run_files(scheduler, str(index), pattern, output_dir, options)

@@ -15,16 +15,16 @@ import os
 import shutil
 from pathlib import Path
 
-from fastsubs.chunks import process_chunk
 from fastsubs.core import process_index
 from fastsubs.errors import FastsubsError, missing_extra
-from fastsubs.formats import input_blocks
-from fastsubs.lines import numbered_chunks
 from fastsubs.options import QueryOptions
-from fastsubs.parts import publish_part
+from fastsubs.pipeline.chunks import process_chunk
+from fastsubs.pipeline.formats import input_blocks
+from fastsubs.pipeline.lines import numbered_chunks
+from fastsubs.pipeline.parts import publish_part
+from fastsubs.pipeline.textio import compressor, open_binary
 from fastsubs.query.output_files import PARTIAL_SUFFIX, written_atomically
 from fastsubs.stats import SearchStats
-from fastsubs.textio import compressor, open_binary
 
 
 def _process_file(job: tuple[str, str], index_path: str, options: QueryOptions) -> SearchStats:
@@ -52,7 +52,7 @@ def _process_file(job: tuple[str, str], index_path: str, options: QueryOptions) 
 def _process_file_into_a_dataset(job: tuple[str, str], index_path: str, options: QueryOptions) -> SearchStats:
     """One input file's Parquet dataset: its parts written into ``<target>.partial/`` as a
     single-machine run writes them, which becomes ``<target>`` once whole."""
-    from fastsubs.parquet import PartFiles
+    from fastsubs.pipeline.parquet import PartFiles
 
     source, target = job
     totals = SearchStats()
@@ -82,7 +82,7 @@ def run_files(scheduler: str, index_path: str, pattern: str, output_dir: Path, o
     except ImportError as error:
         raise missing_extra("--dask needs Dask", "dask", str(error)) from None
     if options.format == "parquet":
-        from fastsubs.parquet import require_pyarrow
+        from fastsubs.pipeline.parquet import require_pyarrow
 
         require_pyarrow()
     sources = sorted(glob.glob(pattern))

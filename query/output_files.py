@@ -1,6 +1,6 @@
 """Where a run's output goes: stdout as it comes, or ``-o OUT`` atomically and resumably.
 
-Output arrives a chunk of input lines at a time (:mod:`fastsubs.lines`), finished by
+Output arrives a chunk of input lines at a time (:mod:`fastsubs.pipeline.lines`), finished by
 the process that searched it: text, or for a compressed OUT one complete gzip member (bz2,
 xz stream) per chunk.  Chunk boundaries depend on the input alone, so OUT's bytes are the
 same for any number of workers.
@@ -45,13 +45,13 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from fastsubs.errors import OutputError, ResumeError, errors_named
-from fastsubs.lines import TEXT_BLOCKS, Blocks
-from fastsubs.long_lines import Line, line_pieces
-from fastsubs.parts import PART_NAME, PART_TEMPORARY_PREFIX, is_part, publish_part
-from fastsubs.processes import signals_held
+from fastsubs.pipeline.lines import TEXT_BLOCKS, Blocks
+from fastsubs.pipeline.long_lines import Line, line_pieces
+from fastsubs.pipeline.parts import PART_NAME, PART_TEMPORARY_PREFIX, is_part, publish_part
+from fastsubs.pipeline.processes import signals_held
+from fastsubs.pipeline.textio import Compressor, file_sha256
 from fastsubs.query.provenance import FLAGS, finished_record
 from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
-from fastsubs.textio import Compressor, file_sha256
 
 #: Appended to OUT for the file being written, and for the record of how far it got.
 PARTIAL_SUFFIX = ".partial"

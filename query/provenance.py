@@ -20,7 +20,7 @@ from typing import Any
 
 from fastsubs import origin
 from fastsubs.options import QueryOptions
-from fastsubs.textio import DEFAULT_LEVELS, Compressor
+from fastsubs.pipeline.textio import DEFAULT_LEVELS, Compressor
 
 #: Appended to OUT for its record.
 SUFFIX = ".json"

@@ -5,9 +5,9 @@ input and searches some itself.  Were it to read the input itself, a pipe that s
 (a slow producer, a person typing) would hold it in ``read`` while answers that the
 workers have sent wait to be written.  So a thread reads the chunks ahead into a bounded
 queue and says so through a pipe that the process waits on beside the workers' results
-(:meth:`fastsubs.workers.WorkerProcesses.collect`): answers are written as soon as they
+(:meth:`fastsubs.pipeline.workers.WorkerProcesses.collect`): answers are written as soon as they
 are ready, whatever the input does.  A chunk is still only handed out once it is whole
-(the input's chunks do not depend on timing: :mod:`fastsubs.lines`).
+(the input's chunks do not depend on timing: :mod:`fastsubs.pipeline.lines`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from types import TracebackType
 
-from fastsubs.lines import Chunk
+from fastsubs.pipeline.lines import Chunk
 
 #: What :meth:`ReadingThread.next_ready` gives once the input has ended.
 END = object()

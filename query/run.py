@@ -1,7 +1,7 @@
 """Running a whole input through one open index or through N processes, in input order.
 
 With ``--workers N`` this process and N - 1 forked ones search
-(:mod:`fastsubs.workers`); a worker that dies makes the run fail with an error,
+(:mod:`fastsubs.pipeline.workers`); a worker that dies makes the run fail with an error,
 never a shorter output, and a run that stops early (a signal, a bad record, damaged
 input) stops the workers.
 
@@ -21,14 +21,15 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fastsubs.chunks import ChunkResult, process_chunk
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from fastsubs.errors import ArgumentError, ResumeError
-from fastsubs.formats import input_blocks
-from fastsubs.lines import Chunk, InputLines
-from fastsubs.long_lines import PIECE_BYTES, LongLine, SpillDirectory
 from fastsubs.options import QueryOptions, missing_word_warning
-from fastsubs.processes import signals_held, usable_cores
+from fastsubs.pipeline.chunks import ChunkResult, process_chunk
+from fastsubs.pipeline.formats import input_blocks
+from fastsubs.pipeline.lines import Chunk, InputLines
+from fastsubs.pipeline.long_lines import PIECE_BYTES, LongLine, SpillDirectory
+from fastsubs.pipeline.processes import signals_held, usable_cores
+from fastsubs.pipeline.textio import Compressor, compressor, open_binary
 from fastsubs.query.output_files import (
     PARTIAL_SUFFIX,
     PartialOutput,
@@ -40,11 +41,10 @@ from fastsubs.query.progress import Progress
 from fastsubs.query.provenance import run_record
 from fastsubs.query.reading import END, ReadingThread
 from fastsubs.stats import SearchStats
-from fastsubs.textio import Compressor, compressor, open_binary
 
 if TYPE_CHECKING:
-    from fastsubs.parquet import PartFiles
-    from fastsubs.workers import WorkerProcesses
+    from fastsubs.pipeline.parquet import PartFiles
+    from fastsubs.pipeline.workers import WorkerProcesses
 
 #: Chunks a forked worker holds: the one it searches and the next.  The run's own process
 #: tops its workers up between the chunks it searches itself (one call into C each), while
@@ -58,7 +58,7 @@ WORKER_DIED = "a worker process died (killed, or out of memory?); the output is 
 Results = Generator[tuple[Chunk, ChunkResult], None, None]
 
 
-def serial_results(index: CoreIndex, chunks: Iterable[Chunk], options: QueryOptions, source: str,
+def serial_results(index: Core, chunks: Iterable[Chunk], options: QueryOptions, source: str,
                    compress: Compressor | None, parts: PartFiles | None) -> Results:
     """Every chunk with its result, computed in this process."""
     for chunk in chunks:
@@ -70,15 +70,15 @@ def search_workers(count: int, index_path: str, options: QueryOptions, source: s
     """``count`` forked workers, each of which opens the index once and then processes the
     chunks it is sent."""
     # Imported here: a one-process run (the common case) should not pay for multiprocessing.
-    from fastsubs.workers import worker_processes
+    from fastsubs.pipeline.workers import worker_processes
 
-    def work(index: CoreIndex, chunk: Chunk) -> ChunkResult:
+    def work(index: Core, chunk: Chunk) -> ChunkResult:
         return process_chunk(index, chunk, options, source, compress, parts)
 
-    return worker_processes(count, partial(CoreIndex, index_path), work, os.getpid(), WORKER_DIED)
+    return worker_processes(count, partial(Core, index_path), work, os.getpid(), WORKER_DIED)
 
 
-def parallel_results(index: CoreIndex, pool: WorkerProcesses, chunks: Iterable[Chunk], options: QueryOptions,
+def parallel_results(index: Core, pool: WorkerProcesses, chunks: Iterable[Chunk], options: QueryOptions,
                      source: str, compress: Compressor | None, parts: PartFiles | None) -> Results:
     """Every chunk with its result from this process and the ``pool``'s workers, in input
     order, memory bounded.
@@ -162,7 +162,7 @@ class InOrder:
             yield chunk, answered.pop(number)  # type: ignore[misc]
 
 
-def run_notes(index: CoreIndex, options: QueryOptions, count_given: bool) -> list[str]:
+def run_notes(index: Core, options: QueryOptions, count_given: bool) -> list[str]:
     """What a run says before it starts about options the index cannot honour as given: a
     word of ``--exclude`` the vocabulary lacks (a warning), and a ``-n`` (``count_given``:
     the user's, not the default 100) above the substitutes a position can have, the
@@ -207,7 +207,7 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
         # for below, or the run stops them.
         pool = stack.enter_context(search_workers(workers - 1, index_path, options, source, compress, parts)) \
             if workers > 1 else None
-        opened = stack.enter_context(CoreIndex(index_path))  # fails early on a bad index
+        opened = stack.enter_context(Core(index_path))  # fails early on a bad index
         record = run_record(index_path, opened.meta, options, compress)
         for note in run_notes(opened, options, count_given):
             warn(note)
@@ -278,7 +278,7 @@ def dataset_parts(output_path: Path | None, options: QueryOptions, level: int | 
     if compressor(output_path) is not None or level is not None:
         raise ArgumentError("--format parquet compresses its columns itself (zstd): name -o without "
                             ".gz/.bz2/.xz and leave out --compress-level")
-    from fastsubs.parquet import PartFiles
+    from fastsubs.pipeline.parquet import PartFiles
 
     return PartFiles(f"{output_path}{PARTIAL_SUFFIX}", options)
 

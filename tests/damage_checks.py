@@ -301,7 +301,7 @@ def child(index: Path, sentences_file: Path) -> None:
     """The API side of ApiChecker: for each line on stdin (the first check's number), the
     checks of ``index`` as it is now from that one on, a JSON line each on stdout."""
     import fastsubs
-    from fastsubs.core import CoreIndex
+    from fastsubs.core import Core
     from fastsubs.indexer.verify import verify_index
 
     sentences = [line.split() for line in sentences_file.read_text().splitlines()]
@@ -312,7 +312,7 @@ def child(index: Path, sentences_file: Path) -> None:
                          for subs in opened.sentence(tokens, n=20)])
 
     def info() -> str:
-        with CoreIndex(index) as opened:
+        with Core(index) as opened:
             return json.dumps(opened.meta, sort_keys=True, default=repr)
 
     def verify() -> str:

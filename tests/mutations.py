@@ -12,12 +12,12 @@ front-coded key decoded from its start, a checksum computed but not compared, ..
 1. copies the repository (the working tree's tracked and untracked, not ignored, files,
    or a commit with ``--ref``) into a temporary directory, beside a link to the shared
    data folder, so the repository itself is never touched;
-2. applies the mutation to its file there, compiles the copy's extensions as ``setup.py``
-   does (every source it names: ``kernel/*.c`` with the vendored ``kernel/lmdb`` and
-   ``kernel/ryu`` into ``fastsubs._kernel``, and the indexer's ``fastsubs.indexer._native``)
-   and lays the package out in a folder put first on ``PYTHONPATH`` (``fastsubs`` with
-   ``indexer``, ``query`` and ``bench`` inside, its links copied as folders, as a wheel
-   has them), checking that Python then imports *that* build;
+2. applies the mutation to its file there and installs the copy into a folder put first
+   on ``PYTHONPATH`` (``pip install --target``: its ``setup.py`` compiles every source it
+   names, ``kernel/*.c`` with the vendored ``kernel/lmdb`` and ``kernel/ryu`` into
+   ``fastsubs._kernel`` and the indexer's ``fastsubs.indexer._native``, and lays the
+   package out as a wheel has it, ``indexer/``, ``query/`` and ``bench/`` inside
+   ``fastsubs``), checking that Python then imports *that* build;
 3. runs the default test suite of the copy against it (the mutation still in the copy's
    file, for the tests that compile the kernel's sources themselves: tests/c_programs.py),
    and reports which tests failed.
@@ -60,9 +60,9 @@ STORE_H = "kernel/store.h"
 CHUNK, LMDB = "kernel/chunk.c", "kernel/lmdb/mdb.c"
 #: The Python side: the output files of a run (the resume record and its two sinks), the
 #: Parquet writer, and the indexer's publishing of an index.
-OUTPUT_FILES, PARQUET, PUBLISH, BUILD = "query/output_files.py", "fastsubs/parquet.py", "indexer/publish.py", \
+OUTPUT_FILES, PARQUET, PUBLISH, BUILD = "query/output_files.py", "fastsubs/pipeline/parquet.py", "indexer/publish.py", \
     "indexer/build.py"
-LONG_LINES = "fastsubs/long_lines.py"
+LONG_LINES = "fastsubs/pipeline/long_lines.py"
 
 
 @dataclass(frozen=True)
@@ -469,7 +469,7 @@ MUTATIONS = [
              "a dataset's record is written at whole blocks, a second apart, not with each part: a kill loses "
              "published parts, and a stop keeps none of the tail's",
              "if part is not None:  # a dataset's part, whole: recorded at once", "if False:"),
-    Mutation("tail-resumed-at-a-block-start", "fastsubs/lines.py",
+    Mutation("tail-resumed-at-a-block-start", "fastsubs/pipeline/lines.py",
              "a dataset resumed after a part of its tail cuts the rest from a new block: other parts, and "
              "rows past the input's end cut differently",
              "block_size = size - self.read % size", "block_size = size"),
@@ -496,7 +496,7 @@ MUTATIONS = [
              '"QueryOptions": "fastsubs.options",', '"QueryOptions": "fastsubs.query.cluster",'),
     Mutation("api-shows-the-core", "fastsubs/index.py",
              "an open index shows the core it holds as a public attribute: the API is more than docs/api.md",
-             "        self._core = CoreIndex(path)", "        self._core = self.core = CoreIndex(path)"),
+             "        self._core = Core(path)", "        self._core = self.core = Core(path)"),
 ]
 # Left out, as no output can tell them from the kernel (equivalent mutants):
 # - a cached record of the highest order given a back-off pointer (has_beta for every
@@ -507,7 +507,7 @@ MUTATIONS = [
 #   word not excluded and lists them all, which is what the cap allows;
 # - a cache hit that ignores the key length or compares fewer key bytes: a hit also needs
 #   the 64-bit hash of the whole key to match, so it takes a hash collision to differ;
-# - PlaceRow's fields reordered in render_layout.h: fastsubs/parquet.py reads each field at the offset
+# - PlaceRow's fields reordered in render_layout.h: fastsubs/pipeline/parquet.py reads each field at the offset
 #   the core exports (fastsubs._kernel.RENDER);
 # - FLAT_MAP_RATIO the wrong way round (dense patterns given two-level maps, sparse ones
 #   flat maps): both maps give the same positions; only memory and time change.
@@ -534,9 +534,9 @@ def copy_repository(target: Path, ref: str | None) -> None:
                             check=True, capture_output=True).stdout
     for name in filter(None, listed.decode("utf-8", "surrogateescape").split("\0")):
         source = REPO / name
-        if source.is_file() or source.is_symlink():  # listed but deleted in the working tree: not copied
+        if source.is_file():  # listed but deleted in the working tree: not copied
             (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name, follow_symlinks=False)  # fastsubs/'s links stay links
+            shutil.copy2(source, target / name)
 
 
 class RefusedAtImport(Exception):
@@ -545,18 +545,14 @@ class RefusedAtImport(Exception):
 
 
 def install(copy: Path, site: Path) -> None:
-    """Compile the copy's extensions with its ``setup.py`` (every source it names:
-    ``kernel/*.c``, the vendored LMDB and Ryu, and the indexer's native reader, so a change
-    to any of them or to a header is built) and lay the package out in ``site`` as an
-    installation would (``fastsubs`` with the kernel ``fastsubs._kernel``, and ``indexer``,
-    ``query`` and ``bench`` inside it, copied from its links); check that Python then
-    imports that build, not the repository's."""
-    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], check=True, cwd=copy,
-                   capture_output=True)
+    """Install the copy into ``site`` as pip installs a clone (its ``setup.py`` compiles every
+    source it names: ``kernel/*.c``, the vendored LMDB and Ryu, and the indexer's native
+    reader, so a change to any of them or to a header is built; pyproject.toml lays the
+    package out); check that Python then imports that build, not the repository's."""
     shutil.rmtree(site, ignore_errors=True)
-    shutil.copytree(copy / "fastsubs", site / "fastsubs")
-    for built in [*(copy / "fastsubs").glob("_kernel*.so"), *(copy / "indexer").glob("_native*.so")]:
-        built.unlink()  # the next mutation compiles its own
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--no-index", "--no-compile", "--target", str(site), "."], check=True, cwd=copy,
+                   capture_output=True)
     imported = subprocess.run([sys.executable, "-c", "import fastsubs._kernel as k; print(k.__file__)"],
                               capture_output=True, text=True, env=environment(site), cwd=copy)
     if imported.returncode:

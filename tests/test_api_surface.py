@@ -1,8 +1,8 @@
 """The library stands under the command line, and shows what docs/api.md documents.
 
-* No module of the library (``fastsubs/*.py``: not the linked folders ``query``,
-  ``indexer``, ``bench``, nor ``cli_support.py``, what the three command-line tools
-  share) imports the command line (``fastsubs.query``, ``fastsubs.cli_support``), by an import
+* No module of the library (``fastsubs/``: not ``fastsubs/cli/``, what the three
+  command-line tools share, nor the folders ``query/``, ``indexer/``, ``bench/`` beside
+  ``fastsubs/``) imports the command line (``fastsubs.query``, ``fastsubs.cli``), by an import
   statement anywhere in it (a function's, a TYPE_CHECKING block's) or by a module name
   it hands to ``importlib``: the library and ``fastsubs.dask`` are built on the pipeline,
   and the command line on them.
@@ -25,10 +25,11 @@ import fastsubs
 from fastsubs.index import SubstituteIndex
 
 REPO = Path(__file__).resolve().parents[1]
-LIBRARY = sorted(path for path in (REPO / "fastsubs").glob("*.py") if path.name != "cli_support.py")
-#: The command line's modules, by their name under fastsubs (as the folder ``query/`` at the
-#: top of the clone is imported: ``fastsubs.query``) or as a top-level name.
-COMMAND_LINE = re.compile(r"query(\.\w+)*|cli_support")
+LIBRARY = sorted(path for path in (REPO / "fastsubs").rglob("*.py") if REPO / "fastsubs" / "cli" not in path.parents)
+#: The command line's modules, by their name under fastsubs (``fastsubs.cli``, and
+#: ``fastsubs.query`` as the folder ``query/`` at the top of the clone is installed) or as a
+#: top-level name.
+COMMAND_LINE = re.compile(r"(query|cli)(\.\w+)*")
 
 
 def command_line_imports(source: str) -> list[str]:
@@ -51,13 +52,13 @@ def command_line_imports(source: str) -> list[str]:
     return found
 
 
-def test_the_library_is_every_module_of_fastsubs_but_the_linked_folders() -> None:
-    names = {path.name for path in LIBRARY}
-    assert {"__init__.py", "index.py", "dask.py", "options.py", "chunks.py", "workers.py"} <= names
-    assert (REPO / "fastsubs" / "query").is_symlink() and "query" not in names
+def test_the_library_is_every_module_of_fastsubs_but_the_command_lines() -> None:
+    names = {path.relative_to(REPO / "fastsubs").as_posix() for path in LIBRARY}
+    assert {"__init__.py", "index.py", "dask.py", "options.py", "pipeline/chunks.py", "pipeline/workers.py"} <= names
+    assert not (REPO / "fastsubs" / "query").exists() and "cli/support.py" not in names
 
 
-@pytest.mark.parametrize("path", LIBRARY, ids=lambda path: path.name)
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda path: path.relative_to(REPO / "fastsubs").as_posix())
 def test_no_library_module_imports_the_command_line(path: Path) -> None:
     assert command_line_imports(path.read_text()) == []
 
@@ -66,15 +67,16 @@ def test_no_library_module_imports_the_command_line(path: Path) -> None:
     "import fastsubs.query.run", "from fastsubs.query.run import execute", "from fastsubs.query import cli",
     "from fastsubs import query", "from .query.run import execute", "from . import query", "import query.run",
     "from query.options import QueryOptions", "LOCATIONS = {'x': 'fastsubs.query.options'}",
-    "def f():\n    from fastsubs.query.parquet import schema", "from fastsubs.cli_support import signals_held",
-    "from fastsubs import cli_support", "from .cli_support import usable_cores"])
+    "def f():\n    from fastsubs.query.parquet import schema", "from fastsubs.cli.support import version_option",
+    "from fastsubs import cli", "from .cli.support import run_reporting_errors", "import fastsubs.cli"])
 def test_each_way_of_importing_the_command_line_is_seen(line: str) -> None:
     assert len(command_line_imports(line)) >= 1
 
 
 @pytest.mark.parametrize("line", [
     "import fastsubs.index", "from fastsubs.options import QueryOptions", "from fastsubs import queries",
-    "import querystring", "'''see :mod:`fastsubs.query.cluster`'''", "x = 'query'"])
+    "import querystring", "'''see :mod:`fastsubs.query.cluster`'''", "x = 'query'",
+    "from fastsubs.pipeline.processes import signals_held", "import click"])
 def test_what_is_not_the_command_line_is_not_flagged(line: str) -> None:
     assert command_line_imports(line) == []
 

@@ -96,3 +96,22 @@ def test_what_cannot_be_a_line_is_an_argument_error(demo_index: Path, sentences:
                                                      said: str) -> None:
     with fastsubs.open_index(demo_index) as index, pytest.raises(fastsubs.ArgumentError, match=said):
         index.table(sentences, **fields)
+
+
+def test_an_open_index_has_one_vocabulary_which_goes_with_it(demo_index: Path) -> None:
+    """The words' columns are gathered from one Vocabulary per open index (made at its first
+    table or part), held beside it, not by it: the index is not kept alive by it."""
+    import gc
+    import weakref
+
+    from fastsubs.core import Core
+    from fastsubs.pipeline import parquet
+
+    index = Core(demo_index)
+    words = parquet.vocabulary_of(index)
+    assert parquet.vocabulary_of(index) is words and len(words.lengths) == index.vocab_size
+    gone = weakref.ref(index)
+    index.close()
+    del index
+    gc.collect()
+    assert gone() is None and words not in parquet._vocabularies.values()

@@ -18,13 +18,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
-from fastsubs.chunks import process_chunk
-from fastsubs.core import CoreIndex, Render
-from fastsubs.formats import render_lines
+from fastsubs.core import Core, Render
 from fastsubs.jsonl import text_fields
-from fastsubs.lines import CHUNK_LINES
 from fastsubs.options import QueryOptions
-from fastsubs.processes import usable_cores
+from fastsubs.pipeline.chunks import process_chunk
+from fastsubs.pipeline.formats import render_lines
+from fastsubs.pipeline.lines import CHUNK_LINES
+from fastsubs.pipeline.processes import usable_cores
 from fastsubs.tokens import tokenize
 
 EOS = b"</s>"
@@ -32,11 +32,11 @@ EOS = b"</s>"
 
 @pytest.fixture(scope="module")
 def index(demo_index: Path):
-    with CoreIndex(demo_index) as opened:
+    with Core(demo_index) as opened:
         yield opened
 
 
-def expected_sentence(index: CoreIndex, line: bytes, number: int, options: QueryOptions, kind: Render) -> bytes:
+def expected_sentence(index: Core, line: bytes, number: int, options: QueryOptions, kind: Render) -> bytes:
     """A plain line's output through the id-level entry, from the line's tokens as Python
     splits them."""
     tokens = tokenize(line)
@@ -56,7 +56,7 @@ LINES = st.lists(st.tuples(GAPS, WORDS), max_size=8).map(lambda pairs: b"".join(
 @settings(max_examples=120, deadline=None)
 @given(lines=st.lists(st.tuples(LINES, GAPS), min_size=1, max_size=6), first=st.integers(1, 10**9),
        no_eos=st.booleans(), jsonl=st.booleans())
-def test_a_chunk_is_its_lines_split_as_tokenize_splits_them(index: CoreIndex, lines: list[tuple[bytes, bytes]],
+def test_a_chunk_is_its_lines_split_as_tokenize_splits_them(index: Core, lines: list[tuple[bytes, bytes]],
                                                            first: int, no_eos: bool, jsonl: bool) -> None:
     chunk = [line + end for line, end in lines]
     options = QueryOptions(n=4, no_eos=no_eos, format="jsonl" if jsonl else "text")
@@ -109,7 +109,7 @@ ENDS = st.sampled_from([b"", b"\n", b"\r\n", b"\r", b"\n\r\r", b"\t\n"])
 @example(name=b"n", record_id=b"i", at=b"'", text=b"the", end=b"\n", tabs=3, jsonl=False)
 @example(name=b"n", record_id=b"i", at=b" -0_0 ", text=b"the", end=b"\n", tabs=3, jsonl=True)
 @example(name=b"n", record_id=b"i", at=b"1\x00", text=b"the", end=b"\n", tabs=3, jsonl=False)
-def test_a_record_is_read_as_the_python_rule_read_it(index: CoreIndex, name: bytes, record_id: bytes,
+def test_a_record_is_read_as_the_python_rule_read_it(index: Core, name: bytes, record_id: bytes,
                                                      at: bytes, text: bytes, end: bytes, tabs: int,
                                                      jsonl: bool) -> None:
     line = b"\t".join([name, record_id, at, text][:tabs + 1]) + (b" ".join([name, record_id, at, text][tabs + 1:]))
@@ -140,13 +140,13 @@ def records(count: int, bad: set[int]) -> list[tuple[int, bytes]]:
 @pytest.mark.parametrize("bad", [set(), {1}, {16}, {CHUNK_LINES}, {1, 2}, {1, 16, CHUNK_LINES},
                                  set(range(1, CHUNK_LINES + 1))])
 @pytest.mark.parametrize("output", ["text", "jsonl"])
-def test_bad_records_first_in_the_middle_and_last_in_a_chunk(index: CoreIndex, monkeypatch: pytest.MonkeyPatch,
+def test_bad_records_first_in_the_middle_and_last_in_a_chunk(index: Core, monkeypatch: pytest.MonkeyPatch,
                                                              bad: set[int], output: str) -> None:
     """A chunk is one call into C, and one more after each record skipped; without
     --skip-bad-records the first bad record ends it, after the output of the lines before."""
     calls = []
-    render_chunk = CoreIndex.render_chunk
-    monkeypatch.setattr(CoreIndex, "render_chunk", lambda *a, **k: calls.append(a[2]) or render_chunk(*a, **k))
+    render_chunk = Core.render_chunk
+    monkeypatch.setattr(Core, "render_chunk", lambda *a, **k: calls.append(a[2]) or render_chunk(*a, **k))
     chunk = records(CHUNK_LINES, bad)
     options = QueryOptions(n=3, targets=True, format=output, skip_bad_records=True)
     each = {number: render_lines(index, [line], number, options) for number, line in chunk}
@@ -205,14 +205,14 @@ def test_the_cli_splits_lines_as_tokenize_splits_them(tiny_index: Path) -> None:
 #: named first on its command line each time it opens an index.
 _COUNT_OPENS = """
 import os, sys
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 log = sys.argv.pop(1)
-open_index = CoreIndex.__init__
+open_index = Core.__init__
 def counted(self, path):
     with open(log, "a") as out:
         out.write(f"{os.getpid()}\\n")
     open_index(self, path)
-CoreIndex.__init__ = counted
+Core.__init__ = counted
 from fastsubs.query.cli import main
 main()
 """

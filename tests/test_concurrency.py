@@ -14,7 +14,7 @@ import pytest
 import fastsubs
 from conftest import BIN, DEMO_SENTENCES, children, demo_text
 from fastsubs.errors import FastsubsError
-from fastsubs.workers import worker_processes
+from fastsubs.pipeline.workers import worker_processes
 
 READER = r"""
 import sys

@@ -18,7 +18,7 @@ import fastsubs
 from conftest import TEST_DATA, demo_text, run_cli
 from fastsubs import format as fmt
 from fastsubs.bench.reference_terms import TermBuilder
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from fastsubs.errors import IndexFileError
 
 
@@ -153,7 +153,7 @@ def test_every_byte_of_the_header_is_covered(index_copy: Path, tmp_path: Path) -
         shutil.copytree(index_copy, copy)
         flip_byte(copy, at + offset)
         with pytest.raises(IndexFileError):
-            CoreIndex(copy)
+            Core(copy)
         shutil.rmtree(copy)
 
 
@@ -170,7 +170,7 @@ def forge_header(index: Path, **changes: int) -> None:
 @pytest.mark.parametrize("change", ["bos is the", "unk is the", "eos is the", "id_bytes", "vocab_size",
                                     "order down", "order up", "no unk"])
 def test_header_fields_forged_with_a_valid_checksum_are_caught(index_copy: Path, change: str) -> None:
-    with CoreIndex(index_copy) as index:
+    with Core(index_copy) as index:
         the, order, vocab_size = index.word_id("the"), index.order, index.vocab_size
     forged = {"bos is the": {"bos_id": the}, "unk is the": {"unk_id": the}, "eos is the": {"eos_id": the},
               "id_bytes": {"id_bytes": 3}, "vocab_size": {"vocab_size": vocab_size - 1},
@@ -271,7 +271,7 @@ def records_read(index_path: Path) -> list[tuple[int, bytes, int, int, int]]:
     data.mdb of every record the SENTENCES' searches read: those holding the patterns their
     terms look up, present or not (the reference term builder looks up what the core looks
     up).  Records on overflow pages have their key elsewhere (offset -1)."""
-    with CoreIndex(index_path) as index:
+    with Core(index_path) as index:
         builder = TermBuilder(index)
         for tokens in SENTENCES:
             ids = tuple(np.frombuffer(index.sentence_ids([t.encode() for t in tokens]), fmt.ID_DTYPE).tolist())
@@ -348,12 +348,12 @@ def test_a_lost_end_record_is_named(tiny_index: Path, tmp_path: Path) -> None:
     not absence.  verify names it too."""
     copy = tmp_path / "no-end.fsidx"
     shutil.copytree(tiny_index, copy)
-    with CoreIndex(copy) as index:
+    with Core(copy) as index:
         order, id_bytes, last = index.order, index.id_bytes, index.vocab_size - 1
         fixed = (last,) * (order - 1)  # the last slot after the last id: the largest pattern key
         assert index.pattern(order - 1, fixed) is None
     delete_record(copy, order, fmt.encode_end(order, id_bytes, None)[0])
-    with CoreIndex(copy) as index:
+    with Core(copy) as index:
         with pytest.raises(fastsubs.DamagedIndexError, match=f"patterns{order} ends before its END record"):
             index.pattern(order - 1, fixed)
     result = run_cli("fastsubs-index", "verify", copy, check=False)
@@ -366,7 +366,7 @@ def test_verify_names_a_score_that_is_no_log_probability(demo_index: Path, tmp_p
     and verify, which checks every score, names it."""
     copy = tmp_path / "positive.fsidx"
     shutil.copytree(demo_index, copy)
-    with CoreIndex(copy) as index:
+    with Core(copy) as index:
         id_bytes, order = index.id_bytes, index.order
     env = lmdb.open(str(copy), max_dbs=64)
     with env.begin(write=True, db=env.open_db(fmt.patterns_db_name(order))) as txn:
@@ -392,7 +392,7 @@ def test_a_record_with_a_valid_checksum_and_broken_fields_is_named(demo_index: P
     broken, its checksum made right; the query that reads it fails, the others do not."""
     copy = tmp_path / "forged.fsidx"
     shutil.copytree(demo_index, copy)
-    with CoreIndex(copy) as index:
+    with Core(copy) as index:
         id_bytes = index.id_bytes
     env = lmdb.open(str(copy), max_dbs=64)
     db = env.open_db(fmt.patterns_db_name(4))
@@ -411,7 +411,7 @@ def test_a_record_with_a_valid_checksum_and_broken_fields_is_named(demo_index: P
             first["alpha"][first["positions"][0]] = -99.0
         txn.put(record_key, fmt.encode_record(record_key, record, 4, id_bytes))
     env.close()
-    with CoreIndex(copy) as index, fastsubs.open_index(copy) as api:
+    with Core(copy) as index, fastsubs.open_index(copy) as api:
         slot, fixed = key[0], tuple(int.from_bytes(key[1 + i * id_bytes:1 + (i + 1) * id_bytes], "big")
                                     for i in range(3))
         with pytest.raises(fastsubs.DamagedIndexError, match="damaged index: pattern"):

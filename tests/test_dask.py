@@ -182,7 +182,7 @@ def test_a_bag_becomes_the_clis_dataset_one_part_per_partition(cluster, corpus: 
     from distributed import Client
 
     from fastsubs.dask import to_parquet
-    from fastsubs.parquet import schema
+    from fastsubs.pipeline.parquet import schema
 
     sources = sorted(corpus.iterdir())
     options = fastsubs.QueryOptions(n=5, normalize=True, sample=2, seed=3, exclude=["the"])

@@ -32,7 +32,7 @@ import fastsubs
 from arpa_gen import BigModelShape, big_models
 from exhaustive import ArpaModel
 from fastsubs.bench.reference_terms import Pattern, TermBuilder
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from fastsubs.tokens import tokenize
 from test_exactness import assert_exact
 
@@ -95,7 +95,7 @@ def test_search_equals_exhaustive_scoring_on_big_models_long_run(shape: BigModel
 def position_pattern_sizes(index_path: Path, lines: list[str]) -> list[list[int]]:
     """Per position of ``lines``, the sizes of the patterns its terms read (the reference
     term builder builds the chains the kernel builds)."""
-    with CoreIndex(index_path) as index:
+    with Core(index_path) as index:
         builder = TermBuilder(index)
         found = []
         for line in lines:
@@ -177,7 +177,7 @@ def test_positions_two_and_four_bytes_wide(tmp_path: Path) -> None:
             + "\n\n\\2-grams:\n" + "\n".join(bigrams) + "\n\n\\end\\\n")
     (tmp_path / "model.arpa").write_text(text)
     fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx", joint_min=1)
-    with CoreIndex(tmp_path / "model.fsidx") as core:
+    with Core(tmp_path / "model.fsidx") as core:
         sizes = {fixed: len(core.pattern(1, (core.word_id(fixed),))[0]) // 4 for fixed in ("<s>", "w0")}
     assert sizes == {"<s>": 65536, "w0": 65537}
     oracle = ArpaModel.from_text(text).stored_as_float32()

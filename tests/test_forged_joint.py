@@ -26,7 +26,7 @@ import pytest
 import fastsubs
 from conftest import run_cli
 from fastsubs import format as fmt
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from generated_models import write_model
 from test_damaged_index import put
 from test_forged_records import Located, decoded, encoded, patterns_of, query_error, query_sentence
@@ -117,7 +117,7 @@ def joint_index(tmp_path_factory: pytest.TempPathFactory) -> JointIndex:
     path = folder / "model.fsidx"
     fastsubs.build_index(folder / "model.arpa", path, joint_min=8)
     found: dict[str, tuple[Located, list[str]]] = {}
-    with CoreIndex(path) as index:
+    with Core(path) as index:
         id_bytes = index.id_bytes
         env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=64)
         with env.begin() as txn:

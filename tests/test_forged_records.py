@@ -33,7 +33,7 @@ import fastsubs
 from conftest import run_cli
 from fastsubs import format as fmt
 from fastsubs.bench.reference_terms import TermBuilder
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from generated_models import write_model
 from test_damaged_index import put
 
@@ -170,7 +170,7 @@ class Forgeable:
     targets: dict[int, Target]  # by record kind
 
 
-def query_sentence(index: CoreIndex, where: Located) -> list[str] | None:
+def query_sentence(index: Core, where: Located) -> list[str] | None:
     """The words of a sentence ``A x B`` for the pattern ``A _ B``, x any word of the model
     (the look-up of the pattern does not depend on it), checked with the reference term
     builder (which looks up what the C core looks up) to read the pattern; None when no
@@ -204,7 +204,7 @@ def forgeable(tmp_path_factory: pytest.TempPathFactory) -> Forgeable:
     path = folder / "model.fsidx"
     fastsubs.build_index(folder / "model.arpa", path)
     targets: dict[int, Target] = {}
-    with CoreIndex(path) as index:
+    with Core(path) as index:
         vocab_size, id_bytes, order = index.vocab_size, index.id_bytes, index.order
         env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=64)
         with env.begin() as txn:

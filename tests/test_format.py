@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import fastsubs
 from fastsubs import _kernel
 from fastsubs import format as fmt
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from generated_models import write_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,7 +164,7 @@ def test_a_header_decodes_to_its_fields_and_encodes_back() -> None:
 def every_record(path: Path):
     """(order, record key, value) of every record of the index at ``path``."""
     env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=80)
-    with CoreIndex(path) as index:
+    with Core(path) as index:
         order = index.order
     with env.begin() as txn:
         for m in range(2, order + 1):
@@ -188,7 +188,7 @@ def test_every_record_decodes_and_encodes_back_to_its_bytes(which: str, demo_ind
     """decode_record and encode_record are each other's inverse on every record of an index
     (END records, blocks with their restarts, PATTERN records with joint orders)."""
     path = demo_index if which == "demo" else joint_index
-    kinds, id_bytes = set(), fmt.id_bytes(CoreIndex(path).vocab_size)
+    kinds, id_bytes = set(), fmt.id_bytes(Core(path).vocab_size)
     for order, model_order, key, value in every_record(path):
         record = fmt.decode_record(key, value, order, id_bytes, order < model_order)
         kinds.add((record["kind"], bool(record["flags"] & fmt.HAS_JOINT)))
@@ -199,7 +199,7 @@ def test_every_record_decodes_and_encodes_back_to_its_bytes(which: str, demo_ind
 def test_a_decoded_record_is_what_a_look_up_reads(joint_index: Path) -> None:
     """Each pattern decode_record finds (walking its record) is the pattern the core's look-up
     finds by its key (a binary search of the block's restarts): ids, scores and positions."""
-    with CoreIndex(joint_index) as index:
+    with Core(joint_index) as index:
         id_bytes = fmt.id_bytes(index.vocab_size)
         for order, model_order, key, value in every_record(joint_index):
             record = fmt.decode_record(key, value, order, id_bytes, order < model_order)
@@ -217,7 +217,7 @@ def test_a_decoded_record_is_what_a_look_up_reads(joint_index: Path) -> None:
 def test_a_record_is_refused_where_a_field_does_not_fit(joint_index: Path) -> None:
     """The encoder never truncates: a position past its width, an id past its, is an error."""
     order, model_order, key, value = next(r for r in every_record(joint_index) if r[0] == 2)
-    id_bytes = fmt.id_bytes(CoreIndex(joint_index).vocab_size)
+    id_bytes = fmt.id_bytes(Core(joint_index).vocab_size)
     record = fmt.decode_record(key, value, order, id_bytes, order < model_order)
     pattern = next(p for p in record["patterns"] if 2 <= p["count"] <= 256)
     pattern["positions"][0] = 256
@@ -233,7 +233,7 @@ def test_every_joint_key_is_its_definition(joint_index: Path) -> None:
     """A joint key is the smallest float32 at or above the float64 sum of the word's unigram
     alpha and its alpha in the pattern (format.h), computed here with numpy; and the joint
     order lists the words by key descending, ties by lower id."""
-    with CoreIndex(joint_index) as index:
+    with Core(joint_index) as index:
         unigram_alpha = np.frombuffer(index.unigrams()[0], np.float32)
         id_bytes = fmt.id_bytes(index.vocab_size)
     checked = 0

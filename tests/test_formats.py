@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastsubs import _kernel
-from fastsubs.core import CoreIndex
-from fastsubs.formats import render_lines
+from fastsubs.core import Core
 from fastsubs.jsonl import text_fields
 from fastsubs.limits import Limits
 from fastsubs.options import QueryOptions
+from fastsubs.pipeline.formats import render_lines
 from fastsubs.tokens import tokenize
 
 EOS = b"</s>"
@@ -26,11 +26,11 @@ EOS = b"</s>"
 
 @pytest.fixture(scope="module")
 def index(demo_index: Path):
-    with CoreIndex(demo_index) as opened:
+    with Core(demo_index) as opened:
         yield opened
 
 
-def substitutes(index: CoreIndex, tokens: list[bytes], limits: Limits) -> list[tuple[np.ndarray, np.ndarray]]:
+def substitutes(index: Core, tokens: list[bytes], limits: Limits) -> list[tuple[np.ndarray, np.ndarray]]:
     ids = index.sentence_ids(tokens)
     return index.search(ids, 1, len(tokens) + 2, limits)
 
@@ -46,7 +46,7 @@ def place_fields(line: int, position: int, word: bytes, name: bytes | None = Non
     return fields
 
 
-def python_json(index: CoreIndex, tokens: list[bytes], line: int, limits: Limits) -> bytes:
+def python_json(index: Core, tokens: list[bytes], line: int, limits: Limits) -> bytes:
     """The JSON lines of a sentence as Python writes them, from the search's arrays."""
     out = []
     for position, (ids, scores) in enumerate(substitutes(index, tokens, limits)):
@@ -88,7 +88,7 @@ def test_numbers_at_the_edges_of_fixed_notation() -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(tokens=TOKENS, line=st.integers(1, 10**12), n=st.integers(1, 40))
-def test_json_lines_are_pythons_to_the_byte(index: CoreIndex, tokens: list[bytes], line: int, n: int) -> None:
+def test_json_lines_are_pythons_to_the_byte(index: Core, tokens: list[bytes], line: int, n: int) -> None:
     options = QueryOptions(n=n, format="jsonl")
     written = render_lines(index, [b" ".join(tokens) + b"\n"], line, options).data
     assert written == python_json(index, tokens, line, options.limits)
@@ -99,7 +99,7 @@ def test_json_lines_are_pythons_to_the_byte(index: CoreIndex, tokens: list[bytes
 @settings(max_examples=100, deadline=None)
 @given(tokens=TOKENS, line=st.integers(1, 10**9), draws=st.integers(1, 60), seed=st.integers(0, 2**64 - 1),
        p=st.sampled_from([None, 0.5, 0.99]))
-def test_sample_draws_are_numpys(index: CoreIndex, tokens: list[bytes], line: int, draws: int, seed: int,
+def test_sample_draws_are_numpys(index: Core, tokens: list[bytes], line: int, draws: int, seed: int,
                                  p: float | None) -> None:
     """The same draws as numpy's Generator.choice, for any seed (up to 64 bits), line and position."""
     options = QueryOptions(n=None if p else 30, p=p, sample=draws, seed=seed)
@@ -116,7 +116,7 @@ def test_sample_draws_are_numpys(index: CoreIndex, tokens: list[bytes], line: in
 @given(name=st.binary(max_size=6).filter(lambda b: b"\t" not in b and b"\n" not in b and b"\r" not in b),
        record_id=st.binary(max_size=6).filter(lambda b: b"\t" not in b and b"\n" not in b and b"\r" not in b),
        tokens=TOKENS.filter(bool), at=st.integers(0, 5), line=st.integers(1, 1000), draws=st.integers(1, 9))
-def test_target_records_in_json_and_samples(index: CoreIndex, name: bytes, record_id: bytes,
+def test_target_records_in_json_and_samples(index: Core, name: bytes, record_id: bytes,
                                             tokens: list[bytes], at: int, line: int, draws: int) -> None:
     position = min(at, len(tokens))
     record = b"\t".join([name, record_id, b"%d" % position, b" ".join(tokens)]) + b"\n"

@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 import fastsubs
 from conftest import TEST_DATA
 from exhaustive import ArpaFormatError, ArpaModel
-from fastsubs.chunks import process_chunk
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from fastsubs.errors import ModelFormatError
 from fastsubs.options import QueryOptions
+from fastsubs.pipeline.chunks import process_chunk
 from fastsubs.tokens import tokenize
 
 MODEL = (TEST_DATA / "tiny.arpa").read_bytes()
@@ -114,7 +114,7 @@ def test_reader_accepts_or_names_the_line_long_run(content: bytes) -> None:
 def engine(tmp_path_factory: pytest.TempPathFactory):
     target = tmp_path_factory.mktemp("fuzz") / "tiny.fsidx"
     fastsubs.build_index(TEST_DATA / "tiny.arpa", target)
-    opened = CoreIndex(target)
+    opened = Core(target)
     yield opened
     opened.close()
 
@@ -126,7 +126,7 @@ LINES = st.lists(st.one_of(
 ), min_size=1, max_size=5)
 
 
-def check_plain_lines(engine: CoreIndex, lines: list[bytes]) -> None:
+def check_plain_lines(engine: Core, lines: list[bytes]) -> None:
     """The lines, as one chunk, give a row per token and one for </s>, in order."""
     chunk = [(number, raw.replace(b"\n", b" ") + b"\n") for number, raw in enumerate(lines, start=1)]
     result = process_chunk(engine, chunk, QueryOptions(n=3), "<fuzz>")
@@ -136,7 +136,7 @@ def check_plain_lines(engine: CoreIndex, lines: list[bytes]) -> None:
                                                           for word in [*tokenize(line), b"</s>"]]
 
 
-def check_target_lines(engine: CoreIndex, lines: list[bytes]) -> None:
+def check_target_lines(engine: Core, lines: list[bytes]) -> None:
     """Each record gives itself and one row of fields, or is skipped with a one-line
     warning naming it; without --skip-bad-records the first bad one ends the chunk."""
     chunk = [(number, raw.replace(b"\n", b" ") + b"\n") for number, raw in enumerate(lines, start=1)]
@@ -159,7 +159,7 @@ def check_target_lines(engine: CoreIndex, lines: list[bytes]) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(LINES)
-def test_every_input_line_yields_exactly_its_output(engine: CoreIndex, lines: list[bytes]) -> None:
+def test_every_input_line_yields_exactly_its_output(engine: Core, lines: list[bytes]) -> None:
     check_plain_lines(engine, lines)
     check_target_lines(engine, lines)
 
@@ -168,6 +168,6 @@ def test_every_input_line_yields_exactly_its_output(engine: CoreIndex, lines: li
 @pytest.mark.timeout(600)
 @settings(max_examples=10000, deadline=None)
 @given(LINES)
-def test_every_input_line_yields_exactly_its_output_long_run(engine: CoreIndex, lines: list[bytes]) -> None:
+def test_every_input_line_yields_exactly_its_output_long_run(engine: Core, lines: list[bytes]) -> None:
     check_plain_lines(engine, lines)
     check_target_lines(engine, lines)

@@ -16,7 +16,7 @@ from arpa_gen import BigModelShape
 from exhaustive import ArpaModel
 from fastsubs import _kernel
 from fastsubs import format as fmt
-from fastsubs.core import Answer, CoreIndex, Substitute
+from fastsubs.core import Answer, Core, Substitute
 from fastsubs.limits import Limits
 from fastsubs.stats import SearchStats
 from fastsubs.tokens import tokenize
@@ -25,7 +25,7 @@ from test_exactness import assert_exact
 SENTENCE = b"the cat sat on the mat and the dog sat on the cat"
 
 
-def answers(index: CoreIndex, lines: list[bytes], counts=(1, 100, 1000)) -> list[bytes]:
+def answers(index: Core, lines: list[bytes], counts=(1, 100, 1000)) -> list[bytes]:
     """Every position of every line at each count, as bytes (ids then scores)."""
     found = []
     for line in lines:
@@ -49,14 +49,14 @@ def test_cache_sizes_never_change_an_answer(demo_index: Path) -> None:
     from conftest import demo_text
 
     lines = demo_text(20).splitlines()
-    with CoreIndex(demo_index) as index:
+    with Core(demo_index) as index:
         expected = answers(index, lines)
     for slots in (8, 64, DEFAULT_SLOTS):
         for budget in (0, 6000, 20000, 1 << 30):  # each on a fresh index: nothing kept from before
-            with CoreIndex(demo_index) as index:
+            with Core(demo_index) as index:
                 index.set_cache(slots, budget)
                 assert answers(index, lines) == expected, f"{slots} slots, budget {budget}"
-    with CoreIndex(demo_index) as index:
+    with Core(demo_index) as index:
         for budget in (1 << 30, 20000, 6000, 0):
             index.set_cache(DEFAULT_SLOTS, budget)
             assert answers(index, lines) == expected, f"budget shrunk to {budget}"
@@ -65,7 +65,7 @@ def test_cache_sizes_never_change_an_answer(demo_index: Path) -> None:
 
 
 def test_bad_arguments_are_refused_in_one_line(demo_index: Path) -> None:
-    with CoreIndex(demo_index) as index:
+    with Core(demo_index) as index:
         ids = index.sentence_ids(tokenize(SENTENCE))
         n = len(ids) // 4
         with pytest.raises(ValueError, match="targets outside"):
@@ -88,7 +88,7 @@ def test_bad_arguments_are_refused_in_one_line(demo_index: Path) -> None:
 def test_records_hold_what_the_arrays_hold(demo_index: Path) -> None:
     """The API's records, made in C, name the words and scores of the arrays, with p/Σp as
     the -z output computes it: proportional to 10^lp (to rounding), summing to 1."""
-    with CoreIndex(demo_index) as index:
+    with Core(demo_index) as index:
         ids = index.sentence_ids(tokenize(SENTENCE))
         for limits in (Limits(1), Limits(50), Limits.from_options(None, 0.9)):
             ranked = index.search(ids, 1, len(ids) // 4, limits)
@@ -105,7 +105,7 @@ def test_records_hold_what_the_arrays_hold(demo_index: Path) -> None:
 
 def test_nothing_reads_the_map_after_close(demo_index: Path) -> None:
     """Every call after close() raises ValueError; what was handed out before is a copy."""
-    index = CoreIndex(demo_index)
+    index = Core(demo_index)
     ids = index.sentence_ids(tokenize(SENTENCE))
     first = index.search(ids, 1, 2, Limits(5))
     the = index.word_id("the")
@@ -128,7 +128,7 @@ def test_threads_share_one_index(demo_index: Path) -> None:
     from conftest import demo_text
 
     lines = demo_text(24).splitlines()
-    with CoreIndex(demo_index) as index:
+    with Core(demo_index) as index:
         expected = [answers(index, [line], (100,)) for line in lines]
         got: dict[int, list[bytes]] = {}
 
@@ -141,13 +141,13 @@ def test_threads_share_one_index(demo_index: Path) -> None:
 
 
 def test_each_thread_counts_its_own_searches(demo_index: Path) -> None:
-    """CoreIndex.thread_stats() differences count the calling thread's searches
+    """Core.thread_stats() differences count the calling thread's searches
     alone, what one thread searching the same lines alone counts, while three others
     search too (``stats`` counts them all)."""
     from conftest import demo_text
 
     lines = demo_text(80).splitlines()
-    with CoreIndex(demo_index) as index:
+    with Core(demo_index) as index:
         alone = []
         for start in range(4):
             before = index.stats
@@ -156,9 +156,9 @@ def test_each_thread_counts_its_own_searches(demo_index: Path) -> None:
         together: dict[int, SearchStats] = {}
 
         def work(start: int) -> None:
-            before = CoreIndex.thread_stats()
+            before = Core.thread_stats()
             answers(index, lines[start::4], (50,))
-            together[start] = CoreIndex.thread_stats().since(before)
+            together[start] = Core.thread_stats().since(before)
 
         in_four_threads(work)
         assert [together[start] for start in range(4)] == alone
@@ -183,7 +183,7 @@ def in_four_threads(work: Callable[[int], None]) -> None:
         raise errors[0]
 
 
-def in_four_threads_at_once(index: CoreIndex, work: Callable[[int], None], tries: int = 20) -> None:
+def in_four_threads_at_once(index: Core, work: Callable[[int], None], tries: int = 20) -> None:
     """:func:`in_four_threads` until the threads have searched at the same time (``index``
     made a searcher for a second thread): on a busy machine one pass may run them one
     after another, and test nothing of what they share."""
@@ -202,13 +202,13 @@ def test_threads_share_rank_maps_under_any_budget(demo_index: Path) -> None:
     from conftest import demo_text
 
     lines = demo_text(16).splitlines()
-    with CoreIndex(demo_index) as index:
+    with Core(demo_index) as index:
         expected = [answers(index, [line], (100,)) for line in lines]
     for budget in (6000, 20000, 1 << 30):
-        with CoreIndex(demo_index) as index:
+        with Core(demo_index) as index:
             index.set_cache(8, budget)
 
-            def work(start: int, index: CoreIndex = index, budget: int = budget) -> None:
+            def work(start: int, index: Core = index, budget: int = budget) -> None:
                 for i in [*range(start, len(lines), 4), *range(len(lines))]:  # a quarter, then all
                     assert answers(index, [lines[i]], (100,)) == expected[i], f"line {i}, budget {budget}"
 
@@ -223,7 +223,7 @@ def test_a_new_threads_searcher_starts_with_the_records_met_before(demo_index: P
     from conftest import demo_text
 
     lines = demo_text(40).splitlines()
-    with CoreIndex(demo_index) as index:
+    with Core(demo_index) as index:
         expected = answers(index, lines, (100,))
         _, first_pass_misses = index.cache_counters()
         started = threading.Barrier(4)
@@ -281,7 +281,7 @@ def test_close_while_threads_search(demo_index: Path) -> None:
     from conftest import demo_text
 
     lines = demo_text(200).splitlines()
-    index = CoreIndex(demo_index)
+    index = Core(demo_index)
     outcomes: list[str] = []
     started = threading.Barrier(3)
 

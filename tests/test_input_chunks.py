@@ -12,7 +12,7 @@ from itertools import islice
 import pytest
 
 from fastsubs.errors import QueryInputError
-from fastsubs.lines import CHUNK_LINES, TAIL_CHUNK_LINES, TAIL_LINES, InputLines
+from fastsubs.pipeline.lines import CHUNK_LINES, TAIL_CHUNK_LINES, TAIL_LINES, InputLines
 
 
 def _lines(count: int) -> list[bytes]:

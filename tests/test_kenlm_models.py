@@ -20,7 +20,7 @@ import fastsubs
 from arpa_gen import arpa_text
 from conftest import TEST_DATA, run_cli
 from exhaustive import ArpaModel
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from generated_models import model_sentences, write_model
 from test_exactness import assert_exact
 
@@ -74,7 +74,7 @@ def test_minus_infinity_is_stored_as_such_and_verified(tmp_path: Path) -> None:
     text = (TINY.replace("-1.2\tsat\t-0.125", "-inf\tsat\t-0.125")
             .replace("-0.5\tthe cat\t0.5", "-inf\tthe cat\t0.5").replace("-0.1\tthe cat sat", "-Infinity\tthe cat sat"))
     model, index_path = built(tmp_path, "model", text)
-    with CoreIndex(index_path) as core, fastsubs.open_index(index_path) as index:
+    with Core(index_path) as core, fastsubs.open_index(index_path) as index:
         ids = {word: core.word_id(word) for word in ("the", "cat", "sat")}
         assert core.ngram((ids["the"], ids["cat"]))[0] == -math.inf
         assert core.ngram((ids["the"], ids["cat"], ids["sat"]))[0] == -math.inf

@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+import layers
+from layers import find_circle
+
 KERNEL = Path(__file__).resolve().parent.parent / "kernel"
 
 # Lowest first: each layer may use itself and what is below it.
@@ -99,35 +102,9 @@ def dependencies(files: dict[str, str]) -> dict[str, set[str]]:
     return graph
 
 
-def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
-    """A circle of the graph as its files in order (the first one again at the end), or None."""
-    state: dict[str, int] = {}  # 1: on the path being walked, 2: done
-    path: list[str] = []
-
-    def walk(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for after in sorted(graph.get(node, ())):
-            if state.get(after) == 1:
-                return path[path.index(after):] + [after]
-            if after not in state and (circle := walk(after)):
-                return circle
-        path.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (circle := walk(node)):
-            return circle
-    return None
-
-
 def upward(graph: dict[str, set[str]]) -> list[str]:
     """Every dependency of a file on a file of a higher layer, as "file (layer) -> file (layer)"."""
-    names = [name for name, _ in LAYERS]
-    return [f"{name} ({names[LAYER_OF[name]]}) -> {used} ({names[LAYER_OF[used]]})"
-            for name, uses in sorted(graph.items()) for used in sorted(uses)
-            if used in LAYER_OF and name in LAYER_OF and LAYER_OF[used] > LAYER_OF[name]]
+    return layers.upward(graph, LAYERS, LAYER_OF.get)
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +153,4 @@ def test_the_reading_finds_what_it_checks(tmp_path, graph):
 
 def test_the_documented_layers_are_these():
     """docs/development.md draws the same layers in the same order."""
-    text = (KERNEL.parent / "docs" / "development.md").read_text()
-    section = text.split("## The kernel's layers", 1)[1].split("\n## ", 1)[0]
-    rows = [line.split("|")[1].strip() for line in section.splitlines() if line.startswith("| ")]
-    assert rows[1:] == [name for name, _ in LAYERS]  # rows[0]: the table's head
+    assert layers.documented_layers("The kernel's layers") == [name for name, _ in LAYERS]

@@ -45,7 +45,7 @@ from arpa_gen import EOS, UNK, BigModelShape, arpa_models, sentences
 from c_programs import build_program, no_sanitizer_report, run_program
 from conftest import REPO, shared
 from fastsubs import format as fmt
-from fastsubs.core import CoreIndex, Render
+from fastsubs.core import Core, Render
 from fastsubs.limits import Limits
 from generated_models import write_model
 from lmdb_layout import walk
@@ -142,7 +142,7 @@ def driver_answers(binary: Path, index: Path, queries: list[Query], cache: tuple
     return answers, totals
 
 
-def module_answers(index: CoreIndex, queries: list[Query]) -> list[Answer]:
+def module_answers(index: Core, queries: list[Query]) -> list[Answer]:
     """The Python module's answers, with the fields text as Python formats it, and the JSON
     lines as the module renders them for fastsubs-query (the same C, run there without
     sanitizers: the driver's must be the same bytes)."""
@@ -173,7 +173,7 @@ def assert_same(ours: list[Answer], expected: list[Answer], where: str) -> None:
 def check_index(binary: Path, index: Path, queries: list[Query]) -> dict[tuple[int, int], Totals]:
     """The driver equals the module under every cache size, in one thread and in three; its
     one-thread totals per cache."""
-    with CoreIndex(index) as opened:
+    with Core(index) as opened:
         expected = module_answers(opened, queries)
     totals = {}
     for cache in CACHES:
@@ -206,7 +206,7 @@ def assert_tiny_caches_evict(totals: dict[tuple[int, int], Totals]) -> None:
 @pytest.mark.timeout(600)
 def test_kn4_small_under_the_sanitizers_equals_the_module(kernel_check_with_lmdb: Path, small_index: Path) -> None:
     lines = shared("heldout-dev.txt").read_text().splitlines()[:30]
-    with CoreIndex(small_index) as index:
+    with Core(small_index) as index:
         vocab_size = index.vocab_size
         tokens = [line.encode().split() for line in lines]
         ids = [sentence_ids(index, sentence) for sentence in tokens]
@@ -241,7 +241,7 @@ def test_generated_models_under_the_sanitizers_equal_the_module(kernel_check_wit
         (Path(tmp) / "model.arpa").write_text(model.text)
         index = Path(tmp) / "model.fsidx"
         fastsubs.build_index(Path(tmp) / "model.arpa", index)
-        with CoreIndex(index) as opened:
+        with Core(index) as opened:
             vocab_size = opened.vocab_size
             ids = [sentence_ids(opened, [t.encode() for t in tokens]) for tokens in sentence_list]
         check_index(kernel_check_with_lmdb, index, limited(ids, vocab_size, whole=len(ids)))
@@ -257,7 +257,7 @@ def test_a_model_with_big_patterns_under_the_sanitizers_equals_the_module(kernel
     (tmp_path / "model.arpa").write_text(text)
     index = tmp_path / "model.fsidx"
     fastsubs.build_index(tmp_path / "model.arpa", index)
-    with CoreIndex(index) as opened:
+    with Core(index) as opened:
         vocab_size = opened.vocab_size
         ids = [sentence_ids(opened, [t.encode() for t in tokens]) for tokens in sentence_list]
     totals = check_index(kernel_check, index, limited(ids, vocab_size, whole=5))
@@ -284,7 +284,7 @@ def test_two_level_rank_maps_under_the_sanitizers_equal_the_module(kernel_check_
     words = sorted({word for context in continuations for word in context} - {"<s>"})
     sentence_list = [([] if hub[0] == "<s>" else [rng.choice(words)]) + [w for w in hub if w != "<s>"] +
                      rng.sample(words, 2) for hub in rng.sample(hubs, 8)]
-    with CoreIndex(index) as opened:
+    with Core(index) as opened:
         ids = [sentence_ids(opened, [t.encode() for t in tokens]) for tokens in sentence_list]
     totals = check_index(kernel_check_with_lmdb, index, limited(ids, vocab_size, whole=1))
     assert_tiny_caches_evict(totals)
@@ -323,7 +323,7 @@ def demo_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def copy(demo_index: Path, tmp_path: Path) -> Copy:
     path = tmp_path / "copy.fsidx"
     shutil.copytree(demo_index, path)
-    with CoreIndex(path) as index:
+    with Core(path) as index:
         key = fmt.pattern_key(1, (index.bos_id,), index.id_bytes)
         line = (REPO / "examples" / "sentences.txt").read_text().splitlines()[0]
         lines = [Query(sentence_ids(index, line.encode().split()), 10).line()]
@@ -342,7 +342,7 @@ def test_a_flipped_byte_in_a_pattern_record_ends_the_driver_with_the_damage(kern
 
 def test_ids_outside_the_vocabulary_under_a_valid_checksum_end_the_driver_with_the_damage(kernel_check: Path,
                                                                                           copy: Copy) -> None:
-    with CoreIndex(copy.path) as index:
+    with Core(copy.path) as index:
         vocab_size, id_bytes = index.vocab_size, index.id_bytes
     env = lmdb.open(str(copy.path), max_dbs=16, map_size=2 * (copy.path / "data.mdb").stat().st_size)
     with env.begin(write=True, db=env.open_db(fmt.patterns_db_name(2))) as txn:
@@ -416,5 +416,5 @@ def test_a_truncated_index_ends_the_driver_with_the_damage(kernel_check: Path, c
     assert "truncated" in message or "cannot be read as LMDB" in message, message
 
 
-def sentence_ids(index: CoreIndex, tokens: list[bytes]) -> np.ndarray:
+def sentence_ids(index: Core, tokens: list[bytes]) -> np.ndarray:
     return np.frombuffer(index.sentence_ids(tokens), fmt.ID_DTYPE)

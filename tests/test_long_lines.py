@@ -1,4 +1,4 @@
-"""A line of any length in bounded memory (fastsubs/long_lines.py): a long plain line is read
+"""A line of any length in bounded memory (fastsubs/pipeline/long_lines.py): a long plain line is read
 into a file and searched in windows, with the output of the whole line byte for byte.
 
 The tests make lines "long" at 2,000 bytes and windows of 64 positions through the
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from conftest import BIN, demo_text
-from fastsubs import long_lines
-from fastsubs.long_lines import LongLine, windows
+from fastsubs.pipeline import long_lines
+from fastsubs.pipeline.long_lines import LongLine, windows
 
 QUERY = str(BIN / "fastsubs-query")
 WINDOWED = {"FASTSUBS_LONG_LINE_BYTES": "2000", "FASTSUBS_WINDOW_POSITIONS": "64"}
@@ -105,7 +105,7 @@ def test_a_long_lines_parquet_rows_are_the_whole_lines(demo_index: Path, tmp_pat
     """The same rows; the windows of a line of 9,000 tokens gathered into row groups of
     LONG_LINE_ROW_GROUP_ROWS positions (and a window), not one a window nor one in all."""
     pq = pytest.importorskip("pyarrow.parquet")
-    from fastsubs.parquet import LONG_LINE_ROW_GROUP_ROWS
+    from fastsubs.pipeline.parquet import LONG_LINE_ROW_GROUP_ROWS
 
     words = demo_text(1500).split()
     (tmp_path / "in.txt").write_bytes(long_input() + b"\n" + b" ".join(words[:9000]) + b"\n")

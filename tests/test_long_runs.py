@@ -25,7 +25,7 @@ import pytest
 
 import fastsubs
 from conftest import BIN, TEST_DATA, children, demo_text, run_cli
-from fastsubs.lines import CHUNK_LINES, TAIL_LINES
+from fastsubs.pipeline.lines import CHUNK_LINES, TAIL_LINES
 from fastsubs.query.output_files import PARTIAL_SUFFIX, STATE_SUFFIX
 
 QUERY = "fastsubs-query"

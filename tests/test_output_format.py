@@ -1,4 +1,4 @@
-"""The C writer of output lines (``CoreIndex.fields``) against Python's own ``%.8f``."""
+"""The C writer of output lines (``Core.fields``) against Python's own ``%.8f``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastsubs
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 
 #: Short and long words, and a short one last (the writer copies short words 16 bytes at
 #: a time, unless that would read past the end of the word bytes), in the order of the
@@ -30,8 +30,8 @@ def words_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def table(words_index: Path) -> Iterator[CoreIndex]:
-    with CoreIndex(words_index) as engine:
+def table(words_index: Path) -> Iterator[Core]:
+    with Core(words_index) as engine:
         yield engine
 
 
@@ -49,11 +49,11 @@ def expected(ids: list[int], values: list[float]) -> bytes:
 def test_fields_write_what_python_writes(words_index: Path, pairs: list[tuple[int, float]]) -> None:
     ids = [i for i, _ in pairs]
     values = [v for _, v in pairs]
-    with CoreIndex(words_index) as table:
+    with Core(words_index) as table:
         written = table.fields(np.array(ids, dtype=np.uint32), np.array(values, dtype=np.float64))
     assert written == expected(ids, values)
 
 
-def test_an_id_outside_the_vocabulary_is_refused(table: CoreIndex) -> None:
+def test_an_id_outside_the_vocabulary_is_refused(table: Core) -> None:
     with pytest.raises(ValueError, match="outside the vocabulary"):
         table.fields(np.array([len(WORDS)], dtype=np.uint32), np.array([-1.0]))

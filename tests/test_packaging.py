@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO, clone_version, run_cli
+from package_layout import modules, package_folders, setuptools_table
 
 
 def packaging(test):
@@ -39,8 +40,9 @@ def packaging(test):
 DEMO_MODEL = REPO / "models" / "demo-kn4-20k.arpa.gz"
 SENTENCES = REPO / "examples" / "sentences.txt"
 LICENCES = ["LICENSE", "kernel/lmdb/LICENSE", "kernel/ryu/LICENSE-Apache2"]
-#: What the package is built from (docs/development.md, "Layout").
-PACKAGE_FOLDERS = ["fastsubs", "indexer", "query", "bench", "src"]
+#: Names an install must not make importable: the clone's folders and files beside fastsubs/
+#: (docs/development.md, "Layout").
+NOT_TOP_LEVEL = ["indexer", "query", "bench", "tests", "setup", "kernel"]
 
 
 def run(*command: str | Path, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[bytes]:
@@ -123,6 +125,37 @@ def test_the_installed_tools_index_the_demo_model_and_answer_as_the_tree_does(in
     assert Path(where.decode().strip()).is_relative_to(installed.parent)
 
 
+def top_level_names(python: str | Path, cwd: Path) -> list[str]:
+    """The names of NOT_TOP_LEVEL that ``python``, started in ``cwd``, can import."""
+    script = "import importlib.util, sys; print(*[n for n in sys.argv[1:] if importlib.util.find_spec(n)])"
+    return run(python, "-c", script, *NOT_TOP_LEVEL, cwd=cwd).stdout.decode().split()
+
+
+@packaging
+def test_an_install_adds_fastsubs_alone(installed: Path, tmp_path: Path) -> None:
+    assert top_level_names(installed / "python", tmp_path) == []
+
+
+def test_the_editable_install_adds_fastsubs_alone(tmp_path: Path) -> None:
+    """indexer/, query/ and bench/ are fastsubs.indexer, ... and nothing else (setuptools'
+    finder of mapped packages, not the clone's root on sys.path)."""
+    assert top_level_names(sys.executable, tmp_path) == []
+
+
+def test_pyproject_lists_every_package() -> None:
+    """A wheel holds the packages pyproject.toml names (a subpackage added to a folder must
+    be named there too)."""
+    packages = [name for name, path in modules().items() if path.name == "__init__.py"]
+    assert sorted(setuptools_table()["packages"]) == sorted(packages)
+
+
+def test_the_clone_holds_no_links() -> None:
+    """Every module has one name: the package's subpackages are mapped (pyproject.toml's
+    package-dir), not linked into fastsubs/."""
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-s"], capture_output=True, check=True).stdout
+    assert [line for line in listed.decode().splitlines() if line.startswith("120000 ")] == []
+
+
 API = """
 import json, sys
 import fastsubs
@@ -157,12 +190,11 @@ def parent_of_a_clone(tmp_path: Path) -> Path:
 
 
 def source_tree_without_kernel(tmp_path: Path) -> Path:
-    """The clone's root as a fresh clone has it: the package's folders (links kept as
-    links), pyproject.toml beside them, and no compiled kernel."""
+    """The clone's root as a fresh clone has it: the package's folders, pyproject.toml
+    beside them, and no compiled kernel."""
     root = tmp_path / "fresh" / "fastsubs"
-    for folder in PACKAGE_FOLDERS:
-        shutil.copytree(REPO / folder, root / folder, symlinks=True,
-                        ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    for folder in package_folders().values():
+        shutil.copytree(folder, root / folder.relative_to(REPO), ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     shutil.copy(REPO / "pyproject.toml", root)
     return root
 

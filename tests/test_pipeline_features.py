@@ -17,8 +17,8 @@ import pytest
 
 import fastsubs
 from conftest import BIN, DEMO_SENTENCES, demo_text, run_cli, run_on_a_terminal
+from fastsubs.pipeline.textio import DEFAULT_LEVELS, open_binary
 from fastsubs.query.progress import text_size
-from fastsubs.textio import DEFAULT_LEVELS, open_binary
 
 COMPRESS = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}
 

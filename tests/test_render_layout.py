@@ -1,7 +1,7 @@
 """The output layouts Python shares with the C core are the core's: the render kinds
 (kernel/render_layout.h ``RENDER_*``, :class:`fastsubs.core.Render`), the packed columns of
-``--format parquet`` (``COLUMN_*``, fastsubs/parquet.py's ``COLUMNS``) and the fields of a
-position's row (``PlaceRow``, fastsubs/parquet.py's ``PLACE_ROW``), as the core exports them
+``--format parquet`` (``COLUMN_*``, fastsubs/pipeline/parquet.py's ``COLUMNS``) and the fields of a
+position's row (``PlaceRow``, fastsubs/pipeline/parquet.py's ``PLACE_ROW``), as the core exports them
 (``fastsubs._kernel.RENDER``).  A change to one side alone fails here, before any output is
 read back wrong."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 
 import fastsubs
-from fastsubs import parquet
 from fastsubs._kernel import RENDER
-from fastsubs.core import CoreIndex, Render
+from fastsubs.core import Core, Render
 from fastsubs.limits import Limits
+from fastsubs.pipeline import parquet
 
 
 def test_the_render_kinds_are_the_core_s() -> None:
@@ -57,11 +57,11 @@ def test_a_place_row_is_the_core_s_struct() -> None:
 
 
 def test_the_packed_columns_read_back_as_the_api_s_answers(demo_index: Path) -> None:
-    """A chunk rendered as columns, read with fastsubs/parquet.py's item types, holds what the
+    """A chunk rendered as columns, read with fastsubs/pipeline/parquet.py's item types, holds what the
     API gives for the same sentences: each position's line and place, its substitutes' ids and
     scores, their p / sum p, its draws among them and its word."""
     sentences = [b"the cat sat on the mat", b"a house"]
-    with CoreIndex(demo_index) as index, fastsubs.open_index(demo_index) as api:
+    with Core(demo_index) as index, fastsubs.open_index(demo_index) as api:
         rendered = index.render_chunk(sentences, 7, Limits.from_options(5, None), index.excluded([]), Render.COLUMNS,
                                       normalize=True, draws=3, seed=1)
         columns = parquet._unpacked(rendered.data)

@@ -13,11 +13,11 @@ import lmdb
 
 from conftest import TEST_DATA
 from fastsubs import format as fmt
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 
 
 def test_the_size_report_accounts_for_every_stored_byte(demo_index: Path) -> None:
-    with CoreIndex(demo_index) as index:
+    with Core(demo_index) as index:
         meta = index.meta
     order, id_bytes = meta["order"], meta["id_bytes"]
     lines = {line["part"]: line for line in meta["sizes"]}
@@ -55,5 +55,5 @@ def test_the_build_benchmark_measures_a_real_build(tmp_path: Path) -> None:
     line = printed.splitlines()[-2]
     assert line.startswith("tiny.arpa: 16 n-grams; build ") and "2 runs" in line and "peak PSS" in line
     assert list((tmp_path / "work").iterdir()) == []  # its temporary directory is gone
-    with CoreIndex(tmp_path / "kept" / "tiny.fsidx") as index:
+    with Core(tmp_path / "kept" / "tiny.fsidx") as index:
         assert sum(index.meta["counts"]) == 16

@@ -12,7 +12,8 @@ import pytest
 
 import fastsubs
 from conftest import BIN, run_cli
-from fastsubs.bench.synth import KN4_64K, order_counts, parse_count, synthesize
+from fastsubs.bench.arpa_text import synthesize
+from fastsubs.bench.synth import KN4_64K, order_counts, parse_count
 from fastsubs.errors import FastsubsError
 from fastsubs.indexer.arpa import ArpaModel, read_arpa
 from fastsubs.indexer.verify import verify_index

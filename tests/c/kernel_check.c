@@ -14,8 +14,8 @@
  *   COUNT [-p MASS] [-x ID]... ID ID ...
  *
  * the limits (count, and the -p rule's mass), the excluded words (-x, ids below V, as
- * CoreIndex.excluded gives them) and the ids of a whole sentence, <s> and </s>
- * included (as CoreIndex.sentence_ids gives them).  For every position 1 ... n - 1,
+ * Core.excluded gives them) and the ids of a whole sentence, <s> and </s>
+ * included (as Core.sentence_ids gives them).  For every position 1 ... n - 1,
  * in input order whatever the threads, it writes four lines:
  *
  *   S TARGET N ID SCORE ID SCORE ...      (scores as "%.17g": they read back exactly)

@@ -34,7 +34,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from fastsubs.errors import FastsubsError
-from fastsubs.processes import become_worker, signals_held
+from fastsubs.pipeline.processes import become_worker, signals_held
 
 #: What a worker makes once, as it starts (a query's: its open index; None for a build).
 Prepare = Callable[[], Any]

@@ -1,7 +1,8 @@
 """What the command-line tools (fastsubs-query, fastsubs-index, fastsubs-bench) share, and
 the library does not use: turning errors and stop signals into one line and an exit
-status, ``--version``, and BLAS without threads of its own.  It lives at the package's
-root because the three tools live in three folders (query/, indexer/, bench/).
+status, ``--version``, and BLAS without threads of its own.  It lives in
+:mod:`fastsubs.cli`, beside none of them, because the three tools live in three folders
+(query/, indexer/, bench/).
 
 A user's bad input (a model, an index, a query text) must end in one readable line on
 stderr, never a traceback; a closed pipe (``| head``) ends the run quietly.
@@ -12,7 +13,7 @@ exceptions in the main thread — KeyboardInterrupt and :class:`Terminated` — 
 output got) before the tool exits with 130 or 143 and one line on stderr.  Worker
 processes say nothing: they ignore both (their parent stops them, whether the signal
 reached it alone or its whole process group) and die with their parent
-(:func:`fastsubs.processes.become_worker`).
+(:func:`fastsubs.pipeline.processes.become_worker`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fastsubs.errors import FastsubsError, OutputError
-from fastsubs.processes import STOP_SIGNALS
+from fastsubs.pipeline.processes import STOP_SIGNALS
 
 
 def single_threaded_blas() -> None:

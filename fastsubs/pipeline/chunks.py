@@ -3,29 +3,30 @@ takes, one chunk at a time, whoever drives it (``fastsubs-query``'s processes an
 workers, its ``--dask`` tasks, :mod:`fastsubs.dask`'s partitions).
 
 The chunk is tokenized, searched and written in one call into the core
-(:func:`fastsubs.formats.render_lines`); the output is finished where it was made
+(:func:`fastsubs.pipeline.formats.render_lines`); the output is finished where it was made
 (compressed, or a dataset's part file), so whoever writes it only writes.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from functools import partial
 from itertools import takewhile
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from fastsubs.errors import QueryInputError
-from fastsubs.formats import render_lines
-from fastsubs.lines import Chunk
-from fastsubs.long_lines import ChunkSink, LongLine, windows
 from fastsubs.options import QueryOptions
+from fastsubs.pipeline.formats import render_lines
+from fastsubs.pipeline.lines import Chunk
+from fastsubs.pipeline.long_lines import LongLine, windows
+from fastsubs.pipeline.textio import Compressor
 from fastsubs.stats import SearchStats
-from fastsubs.textio import Compressor
 
 if TYPE_CHECKING:
-    from fastsubs.parquet import PartFiles
+    from fastsubs.pipeline.parquet import PartFiles
 
 
 @dataclass
@@ -48,14 +49,59 @@ class ChunkResult:
     spilled: str | None = None  # the file that holds the output instead of ``data`` (a long line's chunk)
 
 
-def process_chunk(index: CoreIndex, chunk: Chunk, options: QueryOptions, source: str,
+class ChunkSink:
+    """A chunk's output as it is made: in memory, or once ``spill`` is called (the chunk holds
+    a long line) in a file next to that line's, compressed as it goes by ``compress``."""
+
+    def __init__(self, compress: Compressor | None) -> None:
+        self.compress = compress
+        self.pieces: list[bytes] = []
+        self.path: str | None = None
+        self._file: BinaryIO | None = None
+        self._member = None
+        self._empty = True
+
+    def spill(self, directory: str) -> None:
+        if self._file is not None:
+            return
+        handle, self.path = tempfile.mkstemp(dir=directory, suffix=".out")
+        self._file = open(handle, "wb")
+        self._member = self.compress.stream() if self.compress is not None else None
+        for piece in self.pieces:
+            self.add(piece)
+        self.pieces = []
+
+    def add(self, data: bytes) -> None:
+        self._empty = self._empty and not data
+        if self._file is None:
+            self.pieces.append(data)
+        else:
+            self._file.write(self._member.compress(data) if self._member is not None else data)
+
+    def close(self) -> bytes:
+        """The output kept in memory (b"" when it is in the file at ``path``)."""
+        if self._file is None:
+            data = b"".join(self.pieces)
+            return self.compress(data) if self.compress is not None and data else data
+        if self._member is not None and not self._empty:  # no data, no member (as in memory)
+            self._file.write(self._member.flush())
+        self._file.close()
+        return b""
+
+    def abandon(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            os.unlink(self.path)  # type: ignore[arg-type]
+
+
+def process_chunk(index: Core, chunk: Chunk, options: QueryOptions, source: str,
                   compress: Compressor | None = None, parts: PartFiles | None = None) -> ChunkResult:
     """The output of every line of ``chunk`` (consecutive lines), finished as the output file
     takes it (compressed by ``compress``, if any; a part file among ``parts``, for a
     dataset): the process that searched a chunk also formats and compresses it, so the
     writing process only writes.  The chunk is made in one call into the C core (a part,
     in one per row group), and one more after each bad -t record, which is skipped only
-    when asked; a long line, in one per window (:mod:`fastsubs.long_lines`), its
+    when asked; a long line, in one per window (:mod:`fastsubs.pipeline.long_lines`), its
     chunk's output kept in a file (``ChunkResult.spilled``).  Its stats count this
     thread's searches alone: other threads may search the same index."""
     first = chunk[0][0] if chunk else 1

@@ -7,9 +7,9 @@ positions (:func:`windows`).  A position's terms read the order - 1 tokens on ea
 it and no more (docs/algorithm.md), so each window is handed to the C core with that many
 tokens of context before and after its own (``<s>`` before the line's first, ``</s>`` after
 its last), and its output is the whole line's, byte for byte.  The chunk's output goes to a
-file as it is made, compressed as it goes (:class:`ChunkSink`), and is copied to the output
-a piece at a time; the line is counted (progress, --resume's record) once, when the last
-piece of its chunk is written.
+file as it is made, compressed as it goes (:class:`fastsubs.pipeline.chunks.ChunkSink`), and
+is copied to the output a piece at a time; the line is counted (progress, --resume's record)
+once, when the last piece of its chunk is written.
 
 A -t record is read whole: it names one target, whose search needs its whole text anyway.
 """
@@ -23,8 +23,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from tempfile import TemporaryDirectory
 from typing import BinaryIO
-
-from fastsubs.textio import Compressor
 
 #: A plain line longer than this is read into a file and searched in windows.  The
 #: environment variable lets the tests make long lines of a few thousand bytes.
@@ -130,48 +128,3 @@ def windows(line: LongLine, order: int, size: int = WINDOW_POSITIONS) -> Iterato
             del held[:drop]
             base += drop
     yield b" ".join(held), (position, position - base, 0, base == 0, True)
-
-
-class ChunkSink:
-    """A chunk's output as it is made: in memory, or once ``spill`` is called (the chunk holds
-    a long line) in a file next to that line's, compressed as it goes by ``compress``."""
-
-    def __init__(self, compress: Compressor | None) -> None:
-        self.compress = compress
-        self.pieces: list[bytes] = []
-        self.path: str | None = None
-        self._file: BinaryIO | None = None
-        self._member = None
-        self._empty = True
-
-    def spill(self, directory: str) -> None:
-        if self._file is not None:
-            return
-        handle, self.path = tempfile.mkstemp(dir=directory, suffix=".out")
-        self._file = open(handle, "wb")
-        self._member = self.compress.stream() if self.compress is not None else None
-        for piece in self.pieces:
-            self.add(piece)
-        self.pieces = []
-
-    def add(self, data: bytes) -> None:
-        self._empty = self._empty and not data
-        if self._file is None:
-            self.pieces.append(data)
-        else:
-            self._file.write(self._member.compress(data) if self._member is not None else data)
-
-    def close(self) -> bytes:
-        """The output kept in memory (b"" when it is in the file at ``path``)."""
-        if self._file is None:
-            data = b"".join(self.pieces)
-            return self.compress(data) if self.compress is not None and data else data
-        if self._member is not None and not self._empty:  # no data, no member (as in memory)
-            self._file.write(self._member.flush())
-        self._file.close()
-        return b""
-
-    def abandon(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            os.unlink(self.path)  # type: ignore[arg-type]

@@ -3,7 +3,7 @@ rows ``--format parquet`` writes, for sentences or ``-t`` records given in Pytho
 
 No file and no text lie in between: the C core searches the lines and packs their
 positions as numbers (``Render.COLUMNS``, as for a Parquet part), and
-:func:`fastsubs.parquet.table` makes those numbers into Arrow columns without a
+:func:`fastsubs.pipeline.parquet.table` makes those numbers into Arrow columns without a
 Python loop per position.  So the table has the dataset's columns, the same values bit
 for bit (docs/output-formats.md, "Parquet datasets"), and a frame from it equals
 ``pd.read_parquet(dataset, dtype_backend="pyarrow")`` of the same lines.
@@ -23,7 +23,7 @@ from fastsubs.options import QueryOptions
 from fastsubs.tokens import Token, as_bytes
 
 if TYPE_CHECKING:
-    from fastsubs.core import CoreIndex
+    from fastsubs.core import Core
 
 #: Input lines searched per call into the core (a row group of a part file): what is held
 #: as packed numbers at once beside the table being made.
@@ -69,19 +69,19 @@ def _chunks(sentences: Iterable[Sequence[Token] | str | bytes]) -> Iterator[list
         yield chunk
 
 
-def table(index: CoreIndex, sentences: Iterable[Sequence[Token] | str | bytes],
+def table(index: Core, sentences: Iterable[Sequence[Token] | str | bytes],
           options: QueryOptions | None = None, **fields: Any) -> Any:
     """The rows of ``sentences`` (numbered from 1, as input lines) as a ``pyarrow.Table`` of
-    the dataset's schema (:func:`fastsubs.parquet.schema`).  With ``targets=True``
+    the dataset's schema (:func:`fastsubs.pipeline.parquet.schema`).  With ``targets=True``
     each item is a ``-t`` record (``name<TAB>id<TAB>index<TAB>text``); one that cannot be
     read is a :class:`fastsubs.QueryInputError` naming it, or is left out with
     ``skip_bad_records=True``."""
-    from fastsubs import parquet
-    from fastsubs.formats import render_lines
+    from fastsubs.pipeline import parquet
+    from fastsubs.pipeline.formats import render_lines
 
     parquet.require_pyarrow()
     chosen = options_of(options, fields)
-    vocabulary = index.arrow_vocabulary()
+    vocabulary = parquet.vocabulary_of(index)
     pieces = []
     first = 1
     for lines in _chunks(sentences):
@@ -100,7 +100,7 @@ def table(index: CoreIndex, sentences: Iterable[Sequence[Token] | str | bytes],
     return parquet.pa.concat_tables(pieces).combine_chunks()
 
 
-def frame(index: CoreIndex, sentences: Iterable[Sequence[Token] | str | bytes],
+def frame(index: Core, sentences: Iterable[Sequence[Token] | str | bytes],
           options: QueryOptions | None = None, **fields: Any) -> Any:
     """:func:`table` as a pandas DataFrame of Arrow-backed columns (``pd.ArrowDtype``, what
     ``pd.read_parquet(..., dtype_backend="pyarrow")`` gives), without copying the lists."""

@@ -26,15 +26,15 @@ line or per substitute:
   position (numpy's ``default_rng([seed, line, position]).choice``, written out in
   ``kernel/sample.c``), so the output is the same for any number of workers.
 * ``parquet``: the rows of JSON lines as a dataset of Parquet files, the numbers made in C
-  and handed to Arrow (:mod:`fastsubs.parquet`), in parts of their own size.
+  and handed to Arrow (:mod:`fastsubs.pipeline.parquet`), in parts of their own size.
 """
 
 from __future__ import annotations
 
-from fastsubs.core import CoreIndex, Render, Rendered
-from fastsubs.lines import TEXT_BLOCKS, Blocks
-from fastsubs.long_lines import Window
+from fastsubs.core import Core, Render, Rendered
 from fastsubs.options import QueryOptions
+from fastsubs.pipeline.lines import TEXT_BLOCKS, Blocks
+from fastsubs.pipeline.long_lines import Window
 
 
 def _rendering(options: QueryOptions) -> Render:
@@ -48,11 +48,11 @@ def _rendering(options: QueryOptions) -> Render:
     return Render.FIELDS if options.targets else Render.LINE
 
 
-def render_lines(index: CoreIndex, lines: list[bytes], first_line: int, options: QueryOptions,
+def render_lines(index: Core, lines: list[bytes], first_line: int, options: QueryOptions,
                  window: Window | None = None) -> Rendered:
     """The output of consecutive input ``lines``, the first numbered ``first_line`` (from 1),
     up to a -t record that cannot be read (:class:`fastsubs.core.Rendered`); with
-    ``window``, the one line is a window of a long line (:mod:`fastsubs.long_lines`)."""
+    ``window``, the one line is a window of a long line (:mod:`fastsubs.pipeline.long_lines`)."""
     return index.render_chunk(lines, first_line, options.limits, index.excluded(options.excluded_words),
                               _rendering(options), targets=options.targets, eos=not options.no_eos,
                               normalize=options.normalize, draws=options.sample or 0, seed=options.seed,
@@ -62,7 +62,7 @@ def render_lines(index: CoreIndex, lines: list[bytes], first_line: int, options:
 def input_blocks(options: QueryOptions) -> Blocks:
     """How the input is cut into chunks for this format: a dataset's chunk is a part file."""
     if options.format == "parquet":
-        from fastsubs.parquet import PART_BLOCKS  # imports pyarrow: a parquet run's alone
+        from fastsubs.pipeline.parquet import PART_BLOCKS  # imports pyarrow: a parquet run's alone
 
         return PART_BLOCKS
     return TEXT_BLOCKS

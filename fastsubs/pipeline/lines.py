@@ -1,11 +1,11 @@
 """The input of a run: numbered lines, read in chunks (a -t record is read in C, with the
-rest of its chunk: :mod:`fastsubs.formats`).
+rest of its chunk: :mod:`fastsubs.pipeline.formats`).
 
 A run's input is handed out in chunks whose boundaries depend on the input alone, not on
 the number of workers: blocks of CHUNK_LINES lines counted from the first line, except
 that the blocks that start within the last TAIL_LINES lines are handed out
 TAIL_CHUNK_LINES lines at a time (a Parquet dataset's parts are chunks too, with sizes of
-their own: :data:`fastsubs.parquet.PART_BLOCKS`), so that at the end of a parallel run every process has
+their own: :data:`fastsubs.pipeline.parquet.PART_BLOCKS`), so that at the end of a parallel run every process has
 small chunks left to take and they finish together.  Each chunk's output is one piece of
 the output file (one gzip member of a compressed one), so the output's bytes are the same
 for any ``--workers``; a resumed run starts at a block boundary (its partial output records
@@ -21,8 +21,8 @@ from itertools import islice
 from typing import BinaryIO
 
 from fastsubs.errors import QueryInputError
-from fastsubs.long_lines import LONG_LINE_BYTES, Line, spill
-from fastsubs.textio import DECOMPRESSION_ERRORS, read_failure
+from fastsubs.pipeline.long_lines import LONG_LINE_BYTES, Line, spill
+from fastsubs.pipeline.textio import DECOMPRESSION_ERRORS, read_failure
 
 #: Input lines in a chunk.
 CHUNK_LINES = 32
@@ -57,7 +57,7 @@ class InputLines:
     read (damaged compressed data), which :meth:`chunks` keeps in ``failure`` so that
     every line before it is still processed and written.  With ``spill`` (which gives a
     directory), a line longer than LONG_LINE_BYTES is read into a file there, not into
-    memory (:mod:`fastsubs.long_lines`)."""
+    memory (:mod:`fastsubs.pipeline.long_lines`)."""
 
     stream: BinaryIO
     source: str

@@ -9,7 +9,7 @@ substitutes as list columns.  A chunk of the input (a block of :data:`PART_BLOCK
 is one part file, ``part-<first input line>.parquet``, written by the process that searched
 it, a row group per :data:`ROW_GROUP_LINES` input lines so that what a worker holds stays
 small; the writing process only publishes the finished parts in input order
-(:class:`fastsubs.query.output_files.PartDirectory`, by the names of :mod:`fastsubs.parts`).
+(:class:`fastsubs.query.output_files.PartDirectory`, by the names of :mod:`fastsubs.pipeline.parts`).
 The schema and how to read it back are in docs/output-formats.md.
 
 Encodings: the words through a dictionary (each distinct word once per row group), the
@@ -24,17 +24,18 @@ from __future__ import annotations
 
 import ctypes
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fastsubs._kernel import RENDER
-from fastsubs.core import CoreIndex
+from fastsubs.core import Core
 from fastsubs.errors import errors_named, missing_extra
-from fastsubs.lines import Blocks
 from fastsubs.options import QueryOptions
-from fastsubs.parts import PART_NAME, PART_TEMPORARY_PREFIX
+from fastsubs.pipeline.lines import Blocks
+from fastsubs.pipeline.parts import PART_NAME, PART_TEMPORARY_PREFIX
 
 # Arrow's allocator is chosen as its library loads: the C library's malloc, not mimalloc,
 # which keeps what it has freed in each process (keep_memory_small; a choice made in the
@@ -55,7 +56,7 @@ PART_BLOCKS = Blocks(lines=1024, tail_lines=2048, tail_chunk_lines=128)
 #: Input lines per row group: what a process holds of a part before writing it out.
 ROW_GROUP_LINES = 128
 
-#: Positions a row group of a long line's windows holds at least (fastsubs/long_lines.py): a
+#: Positions a row group of a long line's windows holds at least (fastsubs/pipeline/long_lines.py): a
 #: row group a window (512 positions) would be 20,000 in the part of a 50 MB line, and the
 #: writer keeps a few KiB for each until the part is closed (3 KiB for a 3-column table,
 #: measured); these hold some 8 MB of numbers at -n 100 while they gather.
@@ -173,7 +174,7 @@ class Vocabulary:
     """The index's words by id, as the bytes and offsets the substitutes' string columns
     are gathered from with numpy."""
 
-    def __init__(self, index: CoreIndex) -> None:
+    def __init__(self, index: Core) -> None:
         words = [index.word(i) for i in range(index.vocab_size)]
         self.lengths = np.array([len(word) for word in words], np.int64)
         self.starts = np.zeros(len(words) + 1, np.int64)
@@ -193,6 +194,19 @@ class Vocabulary:
             shift = np.repeat(self.starts[ids[first:last]] - offsets[first:last], lengths[first:last])
             data[begin:end] = self.data[np.arange(begin, end, dtype=np.int64) + shift]
         return _strings(offsets, data)
+
+
+#: Each open index's Vocabulary, kept as long as the index is (:func:`vocabulary_of`).
+_vocabularies: weakref.WeakKeyDictionary[Core, Vocabulary] = weakref.WeakKeyDictionary()
+
+
+def vocabulary_of(index: Core) -> Vocabulary:
+    """The :class:`Vocabulary` of ``index``, made once per open index: for every part a
+    process writes with it, every table made from it."""
+    found = _vocabularies.get(index)
+    if found is None:
+        found = _vocabularies[index] = Vocabulary(index)
+    return found
 
 
 def table(data: bytes, vocabulary: Vocabulary, options: QueryOptions) -> Any:
@@ -238,8 +252,8 @@ class PartFiles:
         self.row_group_lines = ROW_GROUP_LINES
         self._vocabulary: Vocabulary | None = None
 
-    def writer(self, index: CoreIndex, first_line: int) -> PartWriter:
-        self._vocabulary = index.arrow_vocabulary()
+    def writer(self, index: Core, first_line: int) -> PartWriter:
+        self._vocabulary = vocabulary_of(index)
         return PartWriter(self, first_line)
 
 

@@ -1,4 +1,4 @@
-"""A Parquet dataset's part files by name: the writer (:mod:`fastsubs.parquet`) and the
+"""A Parquet dataset's part files by name: the writer (:mod:`fastsubs.pipeline.parquet`) and the
 directory a run publishes them into (:mod:`fastsubs.query.output_files`) agree here.
 
 A part is named by the first input line it holds, so the names sort in input order, and

@@ -1,9 +1,9 @@
 """The processes of a run, whoever drives it (a command line, ``build_index``): the cores it
 may use, stop signals held back while a step must not be cut in two, and forked workers
-that leave stopping to their parent (:mod:`fastsubs.workers`).
+that leave stopping to their parent (:mod:`fastsubs.pipeline.workers`).
 
 SIGINT and SIGTERM are what ask a run to stop; the command-line tools turn them into
-exceptions in the main thread (:mod:`fastsubs.cli_support`), so every ``finally`` runs.
+exceptions in the main thread (:mod:`fastsubs.cli.support`), so every ``finally`` runs.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def become_worker(parent: int) -> None:
     """Make this forked process a worker that leaves stopping to its parent ``parent``.
 
     It ignores SIGINT and SIGTERM (Ctrl-C, or a batch system's SIGTERM, may reach the
-    whole process group; the parent handles them and kills its workers, :mod:`fastsubs.workers`),
+    whole process group; the parent handles them and kills its workers, :mod:`fastsubs.pipeline.workers`),
     and the kernel kills it when the parent dies, even by SIGKILL, so no worker outlives a run.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)

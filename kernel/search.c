@@ -5,7 +5,8 @@
  * file runs the threshold search of docs/algorithm.md:
  *
  *   - the sorted lists are the patterns some step reads by alpha (``by_score`` order)
- *     and the unigram list (``unigram_order``);
+ *     and the unigram list (``unigram_order``), and the joint order of a pattern "_ d"
+ *     where the joint bound applies (joint.c);
  *   - each round reads one entry from every list that binds the upper bound on words
  *     not read yet; the bound is recomputed when the lists that bind may have changed;
  *   - words read for the first time are scored exactly in small batches (look-ups in
@@ -20,6 +21,7 @@
  * Scores are summed in float64 from the stored float32 values, in the order the
  * exhaustive scorer uses (score.c), so results are bit-for-bit reproducible.
  */
+#include "joint.h"
 #include "lists.h"
 #include "score.h"
 #include "searcher.h"
@@ -55,87 +57,6 @@ static void bind(Searcher *searcher, uint64_t stamp, int list, double best, doub
     }
 }
 
-/* The value of alternative ``a`` of ``term`` (its list's sup under the longer steps' beta sups). */
-static inline double alternative(const Searcher *searcher, const SearchTerm *term, int a) {
-    const Alt *alt = &searcher->alts[term->first_alt + a];
-    return upper_term(&searcher->steps[term->first], alt->n_longer, searcher->lists[alt->list].sup);
-}
-
-/* The joint bound on terms 0 and 1 together (docs/algorithm.md, "The joint bound"), for
- * bound(): an upper bound on t_0(x) + t_1(x), summed as the score sums it, over every word x
- * not read yet.  Sets both terms' own bounds in term_sup and marks the lists that bind it.
- *
- * An unread x takes one alternative in each term.  Adding the two terms' largest
- * alternatives bounds every such pair, but the largest of term 0 is often its unigram base
- * (x in no pattern of its contexts: a rare word) and the largest of term 1 its pattern
- * "_ d" (the words seen before d: rare words top that list).  Few words are both, so the
- * pairs are split three ways:
- *   - x in a pattern of term 0: that alternative, plus term 1's largest;
- *   - x taking the unigram base of term 0 and any alternative of term 1 but "_ d";
- *   - x taking the unigram base and in "_ d": also bounded by the constants and beta sups of
- *     both chains over the joint order's next key, which bounds alpha(x) + alpha(x d) of every
- *     word of "_ d" not read yet, plus a slack that covers the rounding of both sums.
- * The largest of the three bounds the pair; its lists bind. */
-static double pair_bound(Searcher *searcher, uint64_t stamp) {
-    SearchTerm *t0 = &searcher->terms[0], *t1 = &searcher->terms[1];
-    int base_alt = t0->n_alts - 1, d_alt = searcher->joint_alt;
-    /* term 0: its unigram base (the last alternative) and the best of the others */
-    double base0 = alternative(searcher, t0, base_alt), other0 = -INFINITY;
-    int arg0 = NONE;
-    for (int a = 0; a < base_alt; a++) {
-        double value = alternative(searcher, t0, a);
-        if (value > other0) {
-            other0 = value;
-            arg0 = a;
-        }
-    }
-    /* term 1: "_ d", and the best of the others, its constant alternative included */
-    double in_d = alternative(searcher, t1, d_alt), other1 = t1->fixed;
-    int arg1 = NONE;
-    for (int a = 0; a < t1->n_alts; a++) {
-        double value = a == d_alt ? -INFINITY : alternative(searcher, t1, a);
-        if (value > other1) {
-            other1 = value;
-            arg1 = a;
-        }
-    }
-    double all1 = in_d > other1 ? in_d : other1;
-    int arg_all1 = in_d > other1 ? d_alt : arg1;
-    searcher->term_sup[0] = base0 > other0 ? base0 : other0;
-    searcher->term_sup[1] = all1;
-    /* the joint sum: term 0's constants over term 1's beta sups over the joint key */
-    const List *joint = &searcher->lists[searcher->joint_list];
-    const Alt *d = &searcher->alts[t1->first_alt + d_alt];
-    double pair = upper_term(&searcher->steps[t0->first], t0->n,
-                             upper_term(&searcher->steps[t1->first], d->n_longer, joint->sup));
-    pair = joint->sup == -INFINITY ? -INFINITY : pair + searcher->joint_slack;
-    double separate = base0 + in_d;
-    double value[3] = {other0 + all1, base0 + other1, pair < separate ? pair : separate};
-    int best = value[1] > value[0], second = !best;
-    if (value[2] > value[best]) {
-        second = best;
-        best = 2;
-    } else if (value[2] > value[second]) {
-        second = 2;
-    }
-    double top = value[best], runner_up = value[second];
-    if (best == 0) {
-        if (arg0 != NONE)
-            bind(searcher, stamp, searcher->alts[t0->first_alt + arg0].list, top, runner_up);
-        if (arg_all1 != NONE)
-            bind(searcher, stamp, searcher->alts[t1->first_alt + arg_all1].list, top, runner_up);
-    } else if (best == 2 && pair < separate) {
-        bind(searcher, stamp, searcher->joint_list, top, runner_up);
-    } else {
-        bind(searcher, stamp, searcher->alts[t0->first_alt + base_alt].list, top, runner_up);
-        if (best == 2)
-            bind(searcher, stamp, d->list, top, runner_up);
-        else if (arg1 != NONE)
-            bind(searcher, stamp, searcher->alts[t1->first_alt + arg1].list, top, runner_up);
-    }
-    return top;
-}
-
 /* Upper bound on lp(x) of every word not read yet; its terms' bounds go to searcher->term_sup,
  * and searcher->binding lists the lists that bind it (reading any other list cannot lower it).
  *
@@ -144,7 +65,8 @@ static double pair_bound(Searcher *searcher, uint64_t stamp) {
  * the list's next entry, and a word absent from the pattern takes no alpha from it),
  * and the base under every beta sup.  The sum over terms, in term order, bounds lp(x):
  * every sum is taken in the order the score takes it (upper_term), so the bound holds for
- * the rounded scores too.
+ * the rounded scores too.  Where the joint bound applies, terms 0 and 1 are bounded
+ * together instead (joint.c, joint_bound), the later terms added to that.
  *
  * Sups only decrease, so a term whose largest alternative is a constant keeps its bound
  * (frozen), and an alternative that was the largest stays so while it is at least the
@@ -153,13 +75,17 @@ static double pair_bound(Searcher *searcher, uint64_t stamp) {
  * runner-up: see bind).  Only when to recompute rests on that estimate, never the
  * bound's value. */
 static double bound(Searcher *searcher, int n_terms) {
-    const List *lists = searcher->lists;
     uint64_t stamp = ++searcher->bound_stamp;
     double total = 0.0;
     int first = 0;
     searcher->n_binding = 0;
-    if (searcher->joint_list != NONE) {
-        total = pair_bound(searcher, stamp);
+    if (searcher->joint_list != NONE) {  /* terms 0 and 1 bounded together (joint.c) */
+        double runner_up;
+        PairBound pair = joint_bound(searcher, &runner_up);
+        for (int i = 0; i < 2; i++)
+            if (pair.binds[i] != NONE)
+                bind(searcher, stamp, pair.binds[i], pair.value, runner_up);
+        total = pair.value;
         first = 2;
     }
     for (int t = first; t < n_terms; t++) {
@@ -168,17 +94,16 @@ static double bound(Searcher *searcher, int n_terms) {
             total += searcher->term_sup[t];
             continue;
         }
-        const SearchStep *steps = &searcher->steps[term->first];
         const Alt *alts = &searcher->alts[term->first_alt];
         double best = -INFINITY;
         if (term->arg != NONE)
-            best = upper_term(steps, alts[term->arg].n_longer, lists[alts[term->arg].list].sup);
+            best = alternative(searcher, term, term->arg);
         if (term->arg == NONE || best < term->runner_up) {
             double second = -INFINITY;
             int arg = NONE;
             best = -INFINITY;
             for (int a = 0; a < term->n_alts; a++) {
-                double value = upper_term(steps, alts[a].n_longer, lists[alts[a].list].sup);
+                double value = alternative(searcher, term, a);
                 if (value > best) {
                     second = best;
                     best = value;

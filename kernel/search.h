@@ -46,9 +46,9 @@ typedef struct Searcher {
     int *binding; int cap_binding, n_binding;  /* the lists that bind, in the order found */
     uint64_t bound_stamp, batch_stamp;  /* count bound() calls and batches: never wrap */
     int unigram_list;                /* index of the unigram list in lists */
-    /* the joint bound over terms 0 and 1 (search.c, pair_bound): the list reading the joint
-     * order of term 1's pattern "_ d" (NONE: no joint bound at this position), that
-     * pattern's alternative among term 1's, and the rounding slack of the joint sum */
+    /* the joint bound over terms 0 and 1 (joint.c): the list reading the joint order of
+     * term 1's pattern "_ d" (NONE: no joint bound at this position), that pattern's
+     * alternative among term 1's, and the rounding slack of the joint sum */
     int joint_list, joint_alt;
     double joint_slack;
     double *term_sup; int cap_term_sup;    /* per term: its bound now */

@@ -54,7 +54,7 @@ REPO = Path(__file__).resolve().parents[1]
 FORMAT, STORE, CACHE, INDEX = "kernel/format.h", "kernel/store.c", "kernel/cache.c", "kernel/index.c"
 RECORDS, VERIFY = "kernel/records.c", "kernel/verify.c"
 TERMS, SEARCH = "kernel/terms.c", "kernel/search.c"
-LISTS, SCORE, SEARCHER = "kernel/lists.c", "kernel/score.c", "kernel/searcher.h"
+LISTS, JOINT, SCORE, SEARCHER = "kernel/lists.c", "kernel/joint.c", "kernel/score.c", "kernel/searcher.h"
 RENDER, SAMPLE = "kernel/render.c", "kernel/sample.c"
 STORE_H = "kernel/store.h"
 CHUNK, LMDB = "kernel/chunk.c", "kernel/lmdb/mdb.c"
@@ -258,12 +258,20 @@ MUTATIONS = [
     Mutation("bound-runner-up-not-checked", SEARCH,
              "a term's bound keeps the alternative that was largest, also once it has fallen below another",
              "if (term->arg == NONE || best < term->runner_up) {", "if (term->arg == NONE) {"),
-    Mutation("joint-slack-removed", SEARCH,
+    Mutation("joint-slack-removed", JOINT,
              "the joint sum taken as the bound without the slack that covers the rounding of both chains",
              "-INFINITY : pair + searcher->joint_slack;", "-INFINITY : pair;"),
-    Mutation("joint-pairs-drop-term-1-pattern", SEARCH,
+    Mutation("joint-pairs-drop-term-1-pattern", JOINT,
              "words in a pattern of term 0 bounded as if none of them were in '_ d' too",
-             "double value[3] = {other0 + all1,", "double value[3] = {other0 + other1,"),
+             "[IN_A_PATTERN_OF_TERM_0] = {other0 + all1,", "[IN_A_PATTERN_OF_TERM_0] = {other0 + other1,"),
+    Mutation("joint-plan-term-0-base-not-required", JOINT,
+             "the joint plan takes term 0's last alternative for its unigram base unchecked: terms made otherwise "
+             "(a change to terms.c or lists.c) would get a bound that leaves words out, without a sign",
+             "require(t0->base_unigram && last && last->list == searcher->unigram_list && last->n_longer == t0->n,",
+             "require(1,"),
+    Mutation("joint-plan-term-1-base-not-required", JOINT,
+             "the joint plan takes term 1's base for a constant unchecked: a unigram base would be read as a step",
+             "require(!t1->base_unigram,", "require(1,"),
     Mutation("joint-key-read-one-entry-late", LISTS,
              "the joint list's sup is the key after its next entry: one step too low for that entry",
              "list->own_alphas[i] = list->pattern->joint_key[list->depth + i];",

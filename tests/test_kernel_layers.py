@@ -26,7 +26,7 @@ LAYERS = [
     ("cache", ["cache.h", "cache.c"]),
     ("terms", ["terms.h", "terms.c"]),
     ("search types", ["search.h", "searcher.h"]),
-    ("search parts", ["lists.h", "lists.c", "score.h", "score.c"]),
+    ("search parts", ["lists.h", "lists.c", "joint.h", "joint.c", "score.h", "score.c"]),
     ("search", ["search.c"]),
     ("index", ["index.h", "index.c"]),
     ("render layout", ["render_layout.h"]),

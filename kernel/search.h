@@ -4,7 +4,7 @@
  * A Searcher holds everything one search needs and keeps between searches: a Reader
  * (its read transaction and record cache, store.h), the terms of the position
  * (terms.h) and scratch space.  One thread uses a Searcher at a time; an open index has
- * as many as threads search it at once (index.h). */
+ * as many as threads search it at once (engine.h). */
 #ifndef FASTSUBS_SEARCH_H
 #define FASTSUBS_SEARCH_H
 
@@ -63,7 +63,7 @@ typedef struct Searcher {
     /* totals since the searcher was made: searches, words evaluated, list entries read,
      * substitutes listed */
     unsigned long long n_searches, n_evaluated, n_reads, n_listed_total;
-    unsigned long long taken[4];     /* those four when the searcher was last taken (index.c) */
+    unsigned long long taken[4];     /* those four when the searcher was last taken (engine.c) */
 } Searcher;
 
 /* 0, or -1 with the failure in searcher->reader.failure. */

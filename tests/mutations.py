@@ -1,8 +1,8 @@
 """Does the test suite catch bugs in the kernel and the code around it?  Plant one at a time and see.
 
 Each mutation below changes one line of one file of the C kernel (``kernel/``: the index
-format's header and records in store.c, the reader's cache in cache.c, the open index in
-index.c, the terms and the search, the output formats in render.c and sample.c, the -t
+format's header and records in store.c, the reader's cache in cache.c, the open index's
+engine in engine.c, the terms and the search, the output formats in render.c and sample.c, the -t
 records in chunk.c, the checks of the vendored LMDB) or of the Python around it (the
 resume record and its sinks in query/output_files.py, the Parquet writer, build --force in
 indexer/, the library's layering and API surface) the way a plausible bug would (a rank
@@ -51,7 +51,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 #: The kernel's files the mutations change (compiled by setup.py into ``fastsubs._kernel``).
-FORMAT, STORE, CACHE, INDEX = "kernel/format.h", "kernel/store.c", "kernel/cache.c", "kernel/index.c"
+FORMAT, STORE, CACHE, ENGINE = "kernel/format.h", "kernel/store.c", "kernel/cache.c", "kernel/engine.c"
 RECORDS, VERIFY = "kernel/records.c", "kernel/verify.c"
 TERMS, SEARCH = "kernel/terms.c", "kernel/search.c"
 LISTS, JOINT, SCORE, SEARCHER = "kernel/lists.c", "kernel/joint.c", "kernel/score.c", "kernel/searcher.h"
@@ -187,14 +187,14 @@ MUTATIONS = [
     Mutation("sorted-prefix-alpha-by-id", CACHE,
              "a kept sorted prefix copies the alphas in id order, not through by_score",
              "k->sorted_alpha[i] = p.alpha[at];", "k->sorted_alpha[i] = p.alpha[i];"),
-    # index.c: the open index, its searchers, the tools' look-ups
-    Mutation("close-frees-in-use", INDEX,
+    # engine.c: the open index, its searchers, the tools' look-ups
+    Mutation("close-frees-in-use", ENGINE,
              "closing the index frees its searchers and map while a search still uses them",
              "if (!ix->closed || ix->released || ix->uses)", "if (!ix->closed || ix->released)"),
-    Mutation("thread-work-not-since-taken", INDEX,
+    Mutation("thread-work-not-since-taken", ENGINE,
              "a thread's counters add a searcher's whole work each time it is given back, not its work since taken",
              "thread_work[i] += now[i] - searcher->taken[i];", "thread_work[i] += now[i];"),
-    Mutation("lookup-misses-highest-order", INDEX,
+    Mutation("lookup-misses-highest-order", ENGINE,
              "the tools' pattern look-up never reaches the patterns of the highest order",
              "n >= 1 && n + 1 <= s->order ?", "n >= 1 && n + 1 < s->order ?"),
     # terms.c: the back-off chains of a position

@@ -28,7 +28,7 @@ LAYERS = [
     ("search types", ["search.h", "searcher.h"]),
     ("search parts", ["lists.h", "lists.c", "joint.h", "joint.c", "score.h", "score.c"]),
     ("search", ["search.c"]),
-    ("index", ["index.h", "index.c"]),
+    ("engine", ["engine.h", "engine.c"]),
     ("render layout", ["render_layout.h"]),
     ("render", ["sample.h", "sample.c", "render.h", "render.c"]),
     ("chunk", ["chunk.h", "chunk.c"]),
@@ -161,8 +161,8 @@ def test_the_reading_finds_what_it_checks(tmp_path, graph):
     assert "lists.c" in graph["search.c"] and "records.c" not in graph["store.h"]  # a call; a prototype is none
     for name, code in kernel_files(KERNEL).items():
         (tmp_path / name).write_text(code)
-    planted = [("store.h", '#include "index.h"\n', upward),                                   # an include upward
-               ("cache.c", "void f(void) { index_close(0); }\n", upward),                       # a call upward
+    planted = [("store.h", '#include "engine.h"\n', upward),                                   # an include upward
+               ("cache.c", "void f(void) { engine_close(0); }\n", upward),                       # a call upward
                ("terms.h", "static inline void g(void) { score_batch(0, 0, 0, 0, 0, 0, 0, 0); }\n", upward),
                ("store.c", "void h(void) { records_hex(0, 0, 0); }\n", find_circle)]            # a circle in a layer
     for file, line, check in planted:

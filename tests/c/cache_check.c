@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "index.h"
+#include "engine.h"
 
 static int checks, failures;
 
@@ -294,19 +294,19 @@ static void a_shared_map_outlives_its_builder(const Store *s, const Known *known
 
 /* ---------------------------------------------------------------- the open index */
 
-/* index_close while a search holds a Searcher: new work is refused at once, but the
+/* engine_close while a search holds a Searcher: new work is refused at once, but the
  * Searcher, its cache and the map stay until it is given back. */
 static void a_closed_index_outlives_its_search(const char *path, const Known *known) {
-    FsIndex ix;
+    Engine ix;
     Failure failure = {0};
-    if (!check(index_open(&ix, path, &failure) == 0, "index_open: %s", failure.message))
+    if (!check(engine_open(&ix, path, &failure) == 0, "engine_open: %s", failure.message))
         return;
-    Searcher *k = index_take(&ix, &failure);
-    if (!check(k != NULL, "index_take: %s", failure.message)) {
-        index_free(&ix);
+    Searcher *k = engine_take(&ix, &failure);
+    if (!check(k != NULL, "engine_take: %s", failure.message)) {
+        engine_free(&ix);
         return;
     }
-    index_close(&ix);
+    engine_close(&ix);
     if (check(!ix.released && ix.store.env && ix.maps, "the index was released at close while a search held it")) {
         reader_begin_search(&k->reader);
         CacheSlot *rec = look_up(&k->reader, known);
@@ -315,11 +315,11 @@ static void a_closed_index_outlives_its_search(const char *path, const Known *kn
               "a search holding a closed index does not read pattern %u _", known->word);
         reader_end_search(&k->reader);
         Failure refused = {0};
-        check(!index_take(&ix, &refused) && refused.code == FS_ECLOSED, "a closed index gave another Searcher");
-        index_give_back(&ix, k);
+        check(!engine_take(&ix, &refused) && refused.code == FS_ECLOSED, "a closed index gave another Searcher");
+        engine_give_back(&ix, k);
         check(ix.released, "the index was not released when its last search ended");
     }  /* else k was freed with the index: giving it back would write freed memory */
-    index_free(&ix);
+    engine_free(&ix);
 }
 
 int main(int argc, char **argv) {

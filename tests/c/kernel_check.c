@@ -4,7 +4,7 @@
  *
  *   kernel_check INDEX RECORD_SLOTS KEPT_BYTES THREADS
  *
- * opens INDEX as the Python module does (index_open: the header, arrays and metadata
+ * opens INDEX as the Python module does (engine_open: the header, arrays and metadata
  * checked), sizes each Searcher's cache (RECORD_SLOTS, KEPT_BYTES) and searches the
  * queries of standard input from THREADS threads at once, each query line taking a
  * Searcher from the index for its positions and giving it back (so the index's pool,
@@ -45,7 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "index.h"
+#include "engine.h"
 #include "render.h"
 
 static int failed(const char *message) {
@@ -215,7 +215,7 @@ static int write_answers(const Store *store, const Answers *a, int first, Query 
 }
 
 typedef struct {
-    FsIndex *index;
+    Engine *index;
     Query *queries;
     int n_queries, first, step;
     size_t kept_peak;
@@ -229,7 +229,7 @@ static void *search_queries(void *argument) {
     for (int i = w->first; i < w->n_queries; i += w->step) {
         Query *q = &w->queries[i];
         Failure failure = {0};
-        Searcher *k = index_take(w->index, &failure);
+        Searcher *k = engine_take(w->index, &failure);
         if (!k) {
             snprintf(q->error, sizeof(q->error), "%s", failure.message);
             break;
@@ -245,7 +245,7 @@ static void *search_queries(void *argument) {
         }
         if (k->reader.kept_bytes > w->kept_peak)
             w->kept_peak = k->reader.kept_bytes;
-        index_give_back(w->index, k);
+        engine_give_back(w->index, k);
         if (q->error[0])
             break;
     }
@@ -261,11 +261,11 @@ int main(int argc, char **argv) {
         parse_integer(argv[4], 1, 64, &threads) < 0)
         return failed("an argument is not a number in its range");
 
-    FsIndex index;
+    Engine index;
     Failure failure = {0};
-    if (index_open(&index, argv[1], &failure) < 0)
+    if (engine_open(&index, argv[1], &failure) < 0)
         return failed(failure.message);
-    index_set_cache(&index, (size_t)slots, (size_t)kept);
+    engine_set_cache(&index, (size_t)slots, (size_t)kept);
 
     Query *queries = NULL;
     int n_queries = 0, cap_queries = 0, rc = 0;
@@ -321,16 +321,16 @@ int main(int argc, char **argv) {
     }
     free(queries);
     unsigned long long totals[6];
-    index_counters(&index, totals);
-    index_close(&index);
+    engine_counters(&index, totals);
+    engine_close(&index);
     Failure after = {0};
-    if (rc == 0 && (index_take(&index, &after) || after.code != FS_ECLOSED)) {
+    if (rc == 0 && (engine_take(&index, &after) || after.code != FS_ECLOSED)) {
         snprintf(message, sizeof(message), "a closed index gave a Searcher");
         rc = 1;
     }
     if (rc == 0)
         printf("done %llu %llu %llu %zu\n", totals[0], totals[4], totals[5], kept_peak);
-    index_free(&index);
+    engine_free(&index);
     if (fflush(stdout) != 0 && rc == 0)
         return failed("cannot write the answers");
     return rc ? failed(message) : 0;

@@ -28,7 +28,7 @@ int engine_open(Engine *ix, const char *path, Failure *failure) {
         pthread_mutex_destroy(&ix->lock);
         return -1;
     }
-    if (!(ix->maps = map_table_new())) {
+    if (!(ix->maps = cache_map_table_new())) {
         store_close(&ix->store);
         pthread_mutex_destroy(&ix->lock);
         fs_fail(failure, FS_ENOMEM, "out of memory");
@@ -43,11 +43,11 @@ static void release_if_done(Engine *ix) {
         return;
     ix->released = 1;
     for (int i = 0; i < ix->n_all; i++) {
-        searcher_free(ix->all[i]);
+        search_searcher_free(ix->all[i]);
         free(ix->all[i]);
     }
     ix->n_all = ix->n_idle = 0;
-    map_table_free(ix->maps);
+    cache_map_table_free(ix->maps);
     ix->maps = NULL;
     store_close(&ix->store);
 }
@@ -82,14 +82,14 @@ static Searcher *new_searcher(Engine *ix, Failure *failure) {
         fs_fail(failure, FS_ENOMEM, "out of memory");
         return NULL;
     }
-    if (searcher_init(searcher, &ix->store, ix->maps, ix->record_slots, ix->kept_bytes) < 0) {
+    if (search_searcher_init(searcher, &ix->store, ix->maps, ix->record_slots, ix->kept_bytes) < 0) {
         *failure = searcher->reader.failure;
-        searcher_free(searcher);
+        search_searcher_free(searcher);
         free(searcher);
         return NULL;
     }
     if (ix->n_all)  /* the first Searcher has usually met the most */
-        reader_seed(&searcher->reader, &ix->all[0]->reader);
+        cache_reader_seed(&searcher->reader, &ix->all[0]->reader);
     ix->all[ix->n_all++] = searcher;
     return searcher;
 }

@@ -13,7 +13,8 @@
 void lists_gather_ahead(Searcher *searcher, List *list) {
     int64_t n = list->length - list->depth;
     n = n < list->ahead ? n : list->ahead;
-    SlotAids *kept = list->big ? slot_sorted_prefix(&searcher->reader, list->big, (uint32_t)(list->depth + n)) : NULL;
+    SlotAids *kept =
+        list->big ? cache_slot_sorted_prefix(&searcher->reader, list->big, (uint32_t)(list->depth + n)) : NULL;
     if (kept) {
         list->words = (const ix_u32 *)&kept->sorted_ids[list->depth];
         list->alphas = &kept->sorted_alpha[list->depth];
@@ -76,13 +77,13 @@ static int add_pattern(Searcher *searcher, CacheSlot *rec, int *n_pats) {
     memset(p, 0, sizeof(*p));
     p->rec = rec;
     p->list = NONE;
-    slot_pattern(searcher->reader.store, rec, &p->data);
+    cache_slot_pattern(searcher->reader.store, rec, &p->data);
     p->alpha = p->data.alpha;
     p->beta = p->data.beta;
     p->count = rec->count;
     p->beta_sup = rec->beta_sup;
     p->map = is_big(rec->count, searcher->reader.store->vocab_size)
-                 ? slot_rank_map(&searcher->reader, rec, &p->supers) : NULL;
+                 ? cache_slot_rank_map(&searcher->reader, rec, &p->supers) : NULL;
     if (!p->map)
         p->supers = NULL;
     return *n_pats - 1;

@@ -332,26 +332,26 @@ static PyMethodDef Engine_methods[] = {
     {"ids", (PyCFunction)Engine_ids, METH_VARARGS,
      "ids(tokens: list of bytes, unknown: int) -> bytes of uint32: each token's id (``unknown`` for words\n"
      "the vocabulary lacks)."},
-    {"search", (PyCFunction)Engine_search, METH_VARARGS,
+    {"search", (PyCFunction)module_engine_search, METH_VARARGS,
      "search(sentence, first, last, count, mass, excluded, answer=0, record=None) -> list\n\n"
      "The best ``count`` substitutes (at most V - 1; fewer when the -p rule with ``mass``, or None,\n"
      "stops first) of positions first ... last - 1 of ``sentence`` (a uint32 buffer of word ids, <s>\n"
      "and </s> included), never the ``excluded`` words (a uint32 buffer).  ``answer`` says what each\n"
      "position gives: 0 (ids as bytes of uint32, scores as bytes of float64), or 1 a list of\n"
      "``record``(word, score, p / sum p).  Runs without the GIL; any number of threads may search at once."},
-    {"search_batch", (PyCFunction)Engine_search_batch, METH_VARARGS,
+    {"search_batch", (PyCFunction)module_engine_search_batch, METH_VARARGS,
      "search_batch(ids, starts, count, mass, excluded, eos) -> (word ids, scores, offsets)\n\n"
      "The substitutes of every position of many sentences (sentence s: ids[starts[s] .. starts[s + 1]),\n"
      "uint32 ids with <s> and </s>; starts int64), searched in one release of the GIL: uint32 ids and\n"
      "float64 scores, position by position, best first, and int64 offsets of the positions' answers."},
-    {"render", (PyCFunction)Engine_render, METH_VARARGS | METH_KEYWORDS,
+    {"render", (PyCFunction)module_engine_render, METH_VARARGS | METH_KEYWORDS,
      "render(sentence, first, last, count, mass, excluded, kind, words, *, line=0, first_position=0,\n"
      "normalize=False, name=None, id=None, draws=0, seed=0) -> bytes\n\n"
      "The output of positions first ... last - 1 (searched as search() does) in one of fastsubs-query's\n"
      "formats (``kind``, kernel/render_layout.h: 0 text lines, 1 fields alone, 2 JSON lines, 3 sample lines,\n"
      "4 samples as JSON), ``words`` (bytes) naming the token of each position, ``line`` the input line\n"
      "(from 1), ``first_position`` the position of the first (from 0), ``name`` and ``id`` a -t record's."},
-    {"render_chunk", (PyCFunction)Engine_render_chunk, METH_VARARGS | METH_KEYWORDS,
+    {"render_chunk", (PyCFunction)module_engine_render_chunk, METH_VARARGS | METH_KEYWORDS,
      "render_chunk(lines, first_line, count, mass, excluded, kind, *, targets=False, eos=True, normalize=False,\n"
      "draws=0, seed=0, window=None) -> (bytes, done, problem, work)\n\n"
      "fastsubs-query's output for input ``lines`` (bytes; numbered from ``first_line``), in one release\n"
@@ -362,7 +362,7 @@ static PyMethodDef Engine_methods[] = {
      "``first_line + done``.  ``work``: this call's (searches, words evaluated, list entries read,\n"
      "substitutes listed).  ``window``: ``(first_position, lead, trail, at_start, at_end)``, the one\n"
      "line is a window of a longer one (kernel/chunk.h Window)."},
-    {"fields", (PyCFunction)Engine_fields, METH_VARARGS,
+    {"fields", (PyCFunction)module_engine_fields, METH_VARARGS,
      "fields(ids: uint32 array, values: float64 array) -> bytes: ``word value`` fields joined by tabs,\n"
      "each value as ``b\"%.8f\" % value`` would write it."},
     {"metadata", (PyCFunction)Engine_metadata, METH_NOARGS,
@@ -446,9 +446,9 @@ static PyObject *json_number(PyObject *module, PyObject *arg) {
         return NULL;
     }
     Text t = {0};
-    text_repr(&t, value);
+    render_text_repr(&t, value);
     PyObject *result = t.failed ? PyErr_NoMemory() : PyBytes_FromStringAndSize(t.data, (Py_ssize_t)t.len);
-    text_free(&t);
+    render_text_free(&t);
     return result;
 }
 

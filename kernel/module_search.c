@@ -184,7 +184,7 @@ static int64_t on_a_searcher(EngineObject *self, SearcherWork work, void *contex
  * substitutes (one release per run, not per position), then made into Python objects. */
 #define SEARCH_RUN_ANSWERS ((int64_t)1 << 16)
 
-PyObject *Engine_search(EngineObject *self, PyObject *args) {
+PyObject *module_engine_search(EngineObject *self, PyObject *args) {
     PyObject *sentence, *mass, *excluded_object, *record_object = Py_None;
     Py_ssize_t first, last;
     long long count;
@@ -236,7 +236,7 @@ PyObject *Engine_search(EngineObject *self, PyObject *args) {
     }
     if (searcher)
         engine_give_back(&self->engine, searcher);
-    answers_free(&run);
+    search_answers_free(&run);
     PyBuffer_Release(&ids);
     PyBuffer_Release(&excluded);
     return results;
@@ -270,7 +270,7 @@ static int64_t search_sentences(Searcher *searcher, void *context, Failure *fail
  * starts[s + 1]), <s> and </s> included; its positions 1 ... n - 2, and n - 1 (</s>) with
  * ``eos``), searched in one release of the GIL: uint32 and float64 bytes, position by
  * position, best first, and int64 bytes of where each position's begin (one more at the end). */
-PyObject *Engine_search_batch(EngineObject *self, PyObject *args) {
+PyObject *module_engine_search_batch(EngineObject *self, PyObject *args) {
     PyObject *ids_object, *starts_object, *mass, *excluded_object;
     long long count;
     int eos;
@@ -319,7 +319,7 @@ PyObject *Engine_search_batch(EngineObject *self, PyObject *args) {
         Py_XDECREF(scores);
         Py_XDECREF(offsets);
     }
-    answers_free(&batch.all);
+    search_answers_free(&batch.all);
     PyBuffer_Release(&ids);
     PyBuffer_Release(&starts);
     PyBuffer_Release(&excluded);
@@ -341,17 +341,17 @@ typedef struct {
 static int64_t render_sentence(Searcher *searcher, void *context, Failure *failure) {
     Positions *p = context;
     Scratch scratch;
-    if (scratch_init(&scratch, &p->request->rendering) < 0) {
+    if (chunk_scratch_init(&scratch, &p->request->rendering) < 0) {
         fs_fail(failure, FS_ENOMEM, "out of memory");
         return -1;
     }
-    int rc = render_positions(searcher, p->request, &p->place, p->sentence, p->n, p->first, p->last, p->words, &scratch,
-                              &p->out, failure);
-    scratch_free(&scratch);
+    int rc = chunk_render_positions(searcher, p->request, &p->place, p->sentence, p->n, p->first, p->last, p->words,
+                                    &scratch, &p->out, failure);
+    chunk_scratch_free(&scratch);
     return rc;
 }
 
-PyObject *Engine_render(EngineObject *self, PyObject *args, PyObject *kwds) {
+PyObject *module_engine_render(EngineObject *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"sentence", "first", "last", "count", "mass", "excluded", "kind", "words", "line",
                             "first_position", "normalize", "name", "id", "draws", "seed", NULL};
     PyObject *sentence, *mass, *excluded_object, *words, *name = Py_None, *id = Py_None, *seed = NULL;
@@ -389,7 +389,7 @@ PyObject *Engine_render(EngineObject *self, PyObject *args, PyObject *kwds) {
     Span *spans = module_byte_spans(words, &held, "words");
     if (spans && (p.words = spans, on_a_searcher(self, render_sentence, &p, NULL) == 0))
         result = PyBytes_FromStringAndSize(p.out.data, (Py_ssize_t)p.out.len);
-    text_free(&p.out);
+    render_text_free(&p.out);
     PyMem_Free(spans);
     Py_XDECREF(held);
     PyBuffer_Release(&ids);
@@ -399,7 +399,7 @@ PyObject *Engine_render(EngineObject *self, PyObject *args, PyObject *kwds) {
 
 /* Whether a signal's Python handler raised (SIGINT, SIGTERM: fastsubs.cli_support): run
  * from a search without the GIL, which it takes for the check; the exception stays set
- * for Engine_render_chunk to return. */
+ * for module_engine_render_chunk to return. */
 static int signal_raised(void) {
     PyGILState_STATE state = PyGILState_Ensure();
     int raised = PyErr_CheckSignals() < 0;
@@ -418,10 +418,10 @@ typedef struct {
 
 static int64_t render_chunk(Searcher *searcher, void *context, Failure *failure) {
     Chunk *c = context;
-    return render_lines(searcher, c->request, c->lines, c->n, c->first_line, &c->out, &c->problem, failure);
+    return chunk_render_lines(searcher, c->request, c->lines, c->n, c->first_line, &c->out, &c->problem, failure);
 }
 
-PyObject *Engine_render_chunk(EngineObject *self, PyObject *args, PyObject *kwds) {
+PyObject *module_engine_render_chunk(EngineObject *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"lines", "first_line", "count", "mass", "excluded", "kind", "targets", "eos",
                             "normalize", "draws", "seed", "window", NULL};
     PyObject *lines, *mass, *excluded_object, *seed = NULL, *window_object = Py_None;
@@ -470,8 +470,8 @@ PyObject *Engine_render_chunk(EngineObject *self, PyObject *args, PyObject *kwds
         else
             Py_XDECREF(problem);
     }
-    text_free(&chunk.out);
-    text_free(&chunk.problem);
+    render_text_free(&chunk.out);
+    render_text_free(&chunk.problem);
     PyMem_Free((void *)chunk.lines);
     Py_XDECREF(held);
     PyBuffer_Release(&excluded);
@@ -479,7 +479,7 @@ PyObject *Engine_render_chunk(EngineObject *self, PyObject *args, PyObject *kwds
 }
 
 /* fields(ids, values) -> bytes: ``word value`` fields joined by tabs (render.h). */
-PyObject *Engine_fields(EngineObject *self, PyObject *args) {
+PyObject *module_engine_fields(EngineObject *self, PyObject *args) {
     PyObject *ids_object, *values_object, *result = NULL;
     if (!PyArg_ParseTuple(args, "OO:fields", &ids_object, &values_object) || module_check_open(self) < 0)
         return NULL;

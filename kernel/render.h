@@ -41,10 +41,10 @@ typedef struct {
     int failed;                 /* out of memory: what it holds is incomplete */
 } Text;
 
-void text_append(Text *t, const void *bytes, size_t n);
-void text_free(Text *t);
+void render_text_append(Text *t, const void *bytes, size_t n);
+void render_text_free(Text *t);
 /* Appends ``value`` (finite) as Python's repr(float) writes it. */
-void text_repr(Text *t, double value);
+void render_text_repr(Text *t, double value);
 
 /* Where one position's substitutes were asked for. */
 typedef struct {

@@ -130,7 +130,7 @@ static double bound(Searcher *searcher, int n_terms) {
         }
         bind(searcher, stamp, alts[term->arg].list, best, term->runner_up);
     }
-    /* No list binds only if no term predicts x (never so for position_terms' terms):
+    /* No list binds only if no term predicts x (never so for the terms terms_position makes):
      * then reading cannot lower the bound, and exactness needs every word read. */
     if (!searcher->n_binding) {
         int unigram = searcher->unigram_list;
@@ -363,11 +363,11 @@ int search_position(Searcher *searcher, const uint32_t *sentence, int n, int tar
     /* As the original, the -p rule applies only for P < 1: with P = 1 it would stop once
      * S / (S + p (V - L)) rounds to 1, far down the list but before its end. */
     int use_mass = limits->use_mass && limits->mass < 1.0;
-    reader_begin_search(&searcher->reader);
-    int rc = position_terms(&searcher->reader, sentence, n, target, &searcher->position);
+    cache_reader_begin_search(&searcher->reader);
+    int rc = terms_position(&searcher->reader, sentence, n, target, &searcher->position);
     if (rc == 0)
         rc = run_search(searcher, limits->count, use_mass, limits->mass, limits->excluded, limits->n_excluded);
-    reader_end_search(&searcher->reader);
+    cache_reader_end_search(&searcher->reader);
     return rc;
 }
 
@@ -438,16 +438,16 @@ int search_run(Searcher *searcher, const uint32_t *sentence, int n, int *target,
     return 0;
 }
 
-void answers_free(Answers *a) {
+void search_answers_free(Answers *a) {
     free(a->answers);
     free(a->probabilities);
     free(a->starts);
     memset(a, 0, sizeof(*a));
 }
 
-int searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t records, size_t kept_budget) {
+int search_searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t records, size_t kept_budget) {
     memset(searcher, 0, sizeof(*searcher));
-    if (reader_init(&searcher->reader, s, maps, records, kept_budget) < 0)
+    if (cache_reader_init(&searcher->reader, s, maps, records, kept_budget) < 0)
         return -1;
     size_t v = s->vocab_size;
     searcher->flags = calloc(v, 1);
@@ -456,7 +456,7 @@ int searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t rec
     searcher->listed = malloc(v * sizeof(Scored));
     searcher->top = malloc(v * sizeof(double));
     if (!searcher->flags || !searcher->evaluated || !searcher->pending || !searcher->listed || !searcher->top) {
-        searcher_free(searcher);
+        search_searcher_free(searcher);
         fs_fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
         return -1;
     }
@@ -465,9 +465,9 @@ int searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t rec
     return 0;
 }
 
-void searcher_free(Searcher *searcher) {
-    reader_free(&searcher->reader);
-    position_terms_free(&searcher->position);
+void search_searcher_free(Searcher *searcher) {
+    cache_reader_free(&searcher->reader);
+    terms_position_free(&searcher->position);
     free(searcher->flags);
     free(searcher->evaluated);
     free(searcher->pending);

@@ -67,8 +67,8 @@ typedef struct Searcher {
 } Searcher;
 
 /* 0, or -1 with the failure in searcher->reader.failure. */
-int searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t records, size_t kept_budget);
-void searcher_free(Searcher *searcher);
+int search_searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t records, size_t kept_budget);
+void search_searcher_free(Searcher *searcher);
 /* The substitutes of position ``target`` (1 ... n - 1) of ``sentence`` (n word ids, <s>
  * and </s> included) within ``limits``, into searcher->listed[0 .. searcher->n_listed).  0, or -1 with
  * searcher->reader.failure set. */
@@ -96,6 +96,6 @@ typedef struct {
  * -1 with searcher->reader.failure set (FS_ENOMEM when out of memory). */
 int search_run(Searcher *searcher, const uint32_t *sentence, int n, int *target, int last, const SearchLimits *limits,
                Answers *a, int64_t most);
-void answers_free(Answers *a);
+void search_answers_free(Answers *a);
 
 #endif

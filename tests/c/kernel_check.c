@@ -156,7 +156,7 @@ static int out(Query *q, const char *format, ...) {
 /* Writes the J and D lines of position p of the answers (at ``target``): its JSON line and
  * its sampled JSON line as fastsubs-query writes them (render.c, sample.c, Ryu), less
  * their newline: 0, or -1 when out of memory. */
-static int render_lines(const Store *store, const Answers *a, int64_t p, int target, Query *q) {
+static int chunk_render_lines(const Store *store, const Answers *a, int64_t p, int target, Query *q) {
     int64_t start = a->starts[p], n = a->starts[p + 1] - start;
     Place place = {q->number + 1, target - 1, (const uint8_t *)SHOWN, strlen(SHOWN),
                    (const uint8_t *)NAME, (const uint8_t *)ID, strlen(NAME), strlen(ID)};
@@ -172,8 +172,8 @@ static int render_lines(const Store *store, const Answers *a, int64_t p, int tar
     if (rc == 0)
         rc = out(q, "J %d %.*s\nD %d %.*s\n", target, (int)json.len - 1, json.data, target, (int)sampled.len - 1,
                  sampled.data);
-    text_free(&json);
-    text_free(&sampled);
+    render_text_free(&json);
+    render_text_free(&sampled);
     free(cumulative);
     return rc;
 }
@@ -206,7 +206,7 @@ static int write_answers(const Store *store, const Answers *a, int first, Query 
         }
         rc = out(q, "\nF %d %.*s\n", first + (int)p, (int)(end - text), text);
         free(text);
-        if (rc < 0 || render_lines(store, a, p, first + (int)p, q) < 0) {
+        if (rc < 0 || chunk_render_lines(store, a, p, first + (int)p, q) < 0) {
             snprintf(q->error, sizeof(q->error), "out of memory");
             return -1;
         }
@@ -249,7 +249,7 @@ static void *search_queries(void *argument) {
         if (q->error[0])
             break;
     }
-    answers_free(&answers);
+    search_answers_free(&answers);
     return NULL;
 }
 

@@ -71,6 +71,15 @@ enum {
     N_CLASSES
 };
 
+/* A row of the table: a class's bound, and what binds it: the lists of one alternative of
+ * term 0 and one of term 1 (NONE: none), or the joint list alone.  Only the largest class's
+ * lists are looked up. */
+typedef struct {
+    double value;
+    int alt0, alt1;
+    int joint;
+} PairClass;
+
 /* The list of alternative ``a`` of ``term``, NONE for none. */
 static int list_of(const Searcher *searcher, const SearchTerm *term, int a) {
     return a == NONE ? NONE : searcher->alts[term->first_alt + a].list;
@@ -112,20 +121,23 @@ PairBound joint_bound(Searcher *searcher, double *runner_up) {
                                         joint->sup));
     pair = joint->sup == -INFINITY ? -INFINITY : pair + searcher->joint_slack;
     double separate = base0 + in_d;
-    int base_list = list_of(searcher, t0, base_alt);
-    PairBound classes[N_CLASSES] = {
-        [IN_A_PATTERN_OF_TERM_0] = {other0 + all1, {list_of(searcher, t0, arg0), list_of(searcher, t1, arg_all1)}},
-        [BASE_NOT_IN_D] = {base0 + other1, {base_list, list_of(searcher, t1, arg1)}},
-        [BASE_IN_D] = pair < separate ? (PairBound){pair, {searcher->joint_list, NONE}}
-                                      : (PairBound){separate, {base_list, list_of(searcher, t1, d_alt)}},
+    PairClass classes[N_CLASSES] = {
+        [IN_A_PATTERN_OF_TERM_0] = {other0 + all1, arg0, arg_all1, 0},
+        [BASE_NOT_IN_D] = {base0 + other1, base_alt, arg1, 0},
+        [BASE_IN_D] = pair < separate ? (PairClass){pair, NONE, NONE, 1} : (PairClass){separate, base_alt, d_alt, 0},
     };
     int best = 0;
-    for (int c = 1; c < N_CLASSES; c++)
-        if (classes[c].value > classes[best].value)
+    double second = -INFINITY;
+    for (int c = 1; c < N_CLASSES; c++) {
+        if (classes[c].value > classes[best].value) {
+            second = classes[best].value;
             best = c;
-    *runner_up = -INFINITY;
-    for (int c = 0; c < N_CLASSES; c++)
-        if (c != best && classes[c].value > *runner_up)
-            *runner_up = classes[c].value;
-    return classes[best];
+        } else if (classes[c].value > second) {
+            second = classes[c].value;
+        }
+    }
+    *runner_up = second;
+    const PairClass *top = &classes[best];
+    return top->joint ? (PairBound){top->value, {searcher->joint_list, NONE}}
+                      : (PairBound){top->value, {list_of(searcher, t0, top->alt0), list_of(searcher, t1, top->alt1)}};
 }

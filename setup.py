@@ -2,7 +2,7 @@
 
 kernel/ holds the C core: the index format and its checks (format.h, store.c, records.c, verify.c), the
 reader's cache (cache.c), the search (terms.c, lists.c, score.c, search.c), the open index and its
-searchers (index.c), the output formats (render.c, sample.c), fastsubs-query's input
+searchers (engine.c), the output formats (render.c, sample.c), fastsubs-query's input
 lines made into output (chunk.c) and the Python glue (module.c, module_search.c, module_format.c);
 kernel/lmdb/ is LMDB 0.9.32 with the patches kernel/lmdb/UPSTREAM names (OpenLDAP Public
 License, see its LICENSE), built in so that the core reads the

@@ -1,4 +1,4 @@
-"""The C core's open index (``fastsubs._kernel.Index``) with what the library's own
+"""The C core's open index (``fastsubs._kernel.Engine``) with what the library's own
 modules, the command line, the tools and the tests ask of it beyond the public API:
 searches and output by word id (:meth:`Core.search`, :meth:`Core.render`), a
 chunk of input lines in one call (:meth:`Core.render_chunk`), the vocabulary's ids,
@@ -27,7 +27,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from fastsubs import format as fmt
-from fastsubs._kernel import RENDER, Index, thread_counters
+from fastsubs._kernel import RENDER, Engine, thread_counters
 from fastsubs.limits import Limits
 from fastsubs.stats import SearchStats
 from fastsubs.tokens import Token, as_bytes
@@ -71,7 +71,7 @@ class Rendered(NamedTuple):
     stats: SearchStats        #: the searches it took
 
 
-class Core(Index):
+class Core(Engine):
     """An open index, as the package's own code uses it.  Use as a context manager (or call
     :meth:`close`).  Opening raises :class:`fastsubs.NotAnIndexError`,
     :class:`fastsubs.IndexVersionError` or :class:`fastsubs.DamagedIndexError`."""

@@ -14,7 +14,7 @@
  * (docs/performance.md, "Tuning"), while the memory of a flat map would grow with V. */
 #define FLAT_MAP_RATIO 256
 
-void slot_pattern(const Store *s, const CacheSlot *rec, DiskPattern *out) {
+void cache_slot_pattern(const Store *s, const CacheSlot *rec, DiskPattern *out) {
     store_pattern_at(s, rec->data, rec->count, rec->flags, out);
     out->beta_sup = rec->beta_sup;
 }
@@ -40,7 +40,7 @@ struct MapTable {
     SharedMap *slots[MAP_SETS * MAP_WAYS];
 };
 
-MapTable *map_table_new(void) {
+MapTable *cache_map_table_new(void) {
     MapTable *t = calloc(1, sizeof(MapTable));
     if (t && pthread_mutex_init(&t->lock, NULL)) {
         free(t);
@@ -49,7 +49,7 @@ MapTable *map_table_new(void) {
     return t;
 }
 
-void map_table_free(MapTable *t) {
+void cache_map_table_free(MapTable *t) {
     if (t) {
         pthread_mutex_destroy(&t->lock);
         free(t);
@@ -252,14 +252,14 @@ static SharedMap *build_map(const Store *s, const DiskPattern *p, size_t bytes) 
     return m;
 }
 
-const RankBlock *slot_rank_map(Reader *r, CacheSlot *rec, const RankSuper **supers) {
+const RankBlock *cache_slot_rank_map(Reader *r, CacheSlot *rec, const RankSuper **supers) {
     SlotAids *k = kept_of(r, rec);
     if (!k)
         return NULL;
     if (!k->map) {
         MapTable *maps = r->maps;
         DiskPattern p;
-        slot_pattern(r->store, rec, &p);
+        cache_slot_pattern(r->store, rec, &p);
         SharedMap *m = map_take(maps, rec->data);
         size_t bytes = m ? m->bytes : map_bytes(r->store, &p);
         if (!make_room(r, bytes)) {
@@ -279,7 +279,7 @@ const RankBlock *slot_rank_map(Reader *r, CacheSlot *rec, const RankSuper **supe
     return k->map->map;
 }
 
-SlotAids *slot_sorted_prefix(Reader *r, CacheSlot *rec, uint32_t need) {
+SlotAids *cache_slot_sorted_prefix(Reader *r, CacheSlot *rec, uint32_t need) {
     SlotAids *k = kept_of(r, rec);
     if (!k)
         return NULL;
@@ -300,7 +300,7 @@ SlotAids *slot_sorted_prefix(Reader *r, CacheSlot *rec, uint32_t need) {
         k->sorted_cap = cap;
     }
     DiskPattern p;
-    slot_pattern(r->store, rec, &p);
+    cache_slot_pattern(r->store, rec, &p);
     for (uint32_t i = k->sorted_len; i < need; i++) {
         uint32_t at = position_at(&p, i);
         k->sorted_ids[i] = pattern_id(r->store, &p, at);
@@ -313,7 +313,7 @@ SlotAids *slot_sorted_prefix(Reader *r, CacheSlot *rec, uint32_t need) {
 
 /* ---------------------------------------------------------------- readers */
 
-int reader_init(Reader *r, const Store *s, MapTable *maps, size_t records, size_t kept_budget) {
+int cache_reader_init(Reader *r, const Store *s, MapTable *maps, size_t records, size_t kept_budget) {
     memset(r, 0, sizeof(*r));
     r->store = s;
     r->maps = maps;
@@ -323,13 +323,13 @@ int reader_init(Reader *r, const Store *s, MapTable *maps, size_t records, size_
         sets *= 2;
     r->n_sets = sets;
     if (!(r->slots = calloc(sets * SLOT_WAYS, sizeof(CacheSlot)))) {
-        fs_fail(&r->failure, FS_ENOMEM, "out of memory");
+        common_fail(&r->failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     if (pthread_mutex_init(&r->slots_lock, NULL)) {
         free(r->slots);
         r->slots = NULL;
-        fs_fail(&r->failure, FS_ENOMEM, "cannot make a lock");
+        common_fail(&r->failure, FS_ENOMEM, "cannot make a lock");
         return -1;
     }
     int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &r->txn);
@@ -337,13 +337,13 @@ int reader_init(Reader *r, const Store *s, MapTable *maps, size_t records, size_
         pthread_mutex_destroy(&r->slots_lock);
         free(r->slots);
         r->slots = NULL;
-        fs_fail(&r->failure, FS_ELMDB, "cannot begin a read transaction (%s)", mdb_strerror(rc));
+        common_fail(&r->failure, FS_ELMDB, "cannot begin a read transaction (%s)", mdb_strerror(rc));
         return -1;
     }
     return 0;
 }
 
-void reader_seed(Reader *r, Reader *from) {
+void cache_reader_seed(Reader *r, Reader *from) {
     if (r->store != from->store || r->n_sets != from->n_sets)
         return;  /* sized apart: the sets differ */
     pthread_mutex_lock(&from->slots_lock);
@@ -363,7 +363,7 @@ void reader_seed(Reader *r, Reader *from) {
     pthread_mutex_unlock(&from->slots_lock);
 }
 
-void reader_end_search(Reader *r) {
+void cache_reader_end_search(Reader *r) {
     for (int i = 0; i < r->n_spilled; i++) {
         if (r->spilled[i]->kept)
             free_kept(r, r->spilled[i]->kept);
@@ -372,8 +372,8 @@ void reader_end_search(Reader *r) {
     r->n_spilled = 0;
 }
 
-void reader_free(Reader *r) {
-    reader_end_search(r);
+void cache_reader_free(Reader *r) {
+    cache_reader_end_search(r);
     while (r->oldest)
         free_kept(r, r->oldest);
     for (int m = 0; m <= FS_MAX_ORDER; m++)
@@ -388,7 +388,7 @@ void reader_free(Reader *r) {
     memset(r, 0, sizeof(*r));
 }
 
-void reader_begin_search(Reader *r) {
+void cache_reader_begin_search(Reader *r) {
     r->search++;
     r->failure.code = FS_OK;
 }
@@ -420,7 +420,7 @@ static int read_record(Reader *r, CacheSlot *rec, int order, const uint8_t *key,
         }
     }
     DiskPattern p;
-    int found = store_find_pattern(s, r->cursors[order], order, key, key_len, &p, &r->failure);
+    int found = records_find_pattern(s, r->cursors[order], order, key, key_len, &p, &r->failure);
     if (found <= 0)
         return found;
     rec->data = p.ids;
@@ -430,13 +430,13 @@ static int read_record(Reader *r, CacheSlot *rec, int order, const uint8_t *key,
     return 0;
 }
 
-CacheSlot *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
+CacheSlot *cache_reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
     const Store *s = r->store;
     int order = n + 1;
     if (order < 2 || order > s->order)
         return NULL;
     uint8_t key[1 + 4 * FS_MAX_ORDER];
-    size_t key_len = store_pattern_key(s, slot, ids, n, key);
+    size_t key_len = records_pattern_key(s, slot, ids, n, key);
     if (!key_len)  /* NO_WORD: an unknown word matches no n-gram */
         return NULL;
     r->lookups++;
@@ -467,14 +467,14 @@ CacheSlot *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
             int cap = 2 * r->cap_spilled + 8;
             CacheSlot **grown = realloc(r->spilled, (size_t)cap * sizeof(CacheSlot *));
             if (!grown) {
-                fs_fail(&r->failure, FS_ENOMEM, "out of memory");
+                common_fail(&r->failure, FS_ENOMEM, "out of memory");
                 return NULL;
             }
             r->spilled = grown;
             r->cap_spilled = cap;
         }
         if (!(rec = calloc(1, sizeof(CacheSlot)))) {
-            fs_fail(&r->failure, FS_ENOMEM, "out of memory");
+            common_fail(&r->failure, FS_ENOMEM, "out of memory");
             return NULL;
         }
         r->spilled[r->n_spilled++] = rec;

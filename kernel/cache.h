@@ -43,8 +43,8 @@ typedef struct SharedMap SharedMap;
 /* The rank maps the readers of one index keep, found by their pattern's data. */
 typedef struct MapTable MapTable;
 
-MapTable *map_table_new(void);
-void map_table_free(MapTable *t);  /* once every reader has released its maps */
+MapTable *cache_map_table_new(void);
+void cache_map_table_free(MapTable *t);  /* once every reader has released its maps */
 
 /* One pattern as the cache holds it (store.h's DiskPattern, in 64 bytes). */
 typedef struct CacheSlot {
@@ -59,7 +59,7 @@ typedef struct CacheSlot {
 } CacheSlot;
 
 /* The pattern a present CacheSlot holds, with every field's place. */
-void slot_pattern(const Store *s, const CacheSlot *rec, DiskPattern *out);
+void cache_slot_pattern(const Store *s, const CacheSlot *rec, DiskPattern *out);
 
 /* What a big pattern keeps between searches (see searcher.h, RANK_MIN_COUNT). */
 struct SlotAids {
@@ -85,7 +85,7 @@ typedef struct Reader {
     uint64_t search;            /* counts searches: the current one */
     unsigned long long lookups, misses;
     Failure failure;
-    /* Held while the reader fills or empties a slot, and while reader_seed copies the slots:
+    /* Held while the reader fills or empties a slot, and while cache_reader_seed copies the slots:
      * another thread's new reader may copy them while this one searches (the fields that
      * only the reader itself reads, ``used`` and ``kept``, are written without it). */
     pthread_mutex_t slots_lock;
@@ -94,23 +94,23 @@ typedef struct Reader {
 /* A reader with ``records`` cache slots (rounded up to a power of 2, at least
  * SLOT_WAYS) and ``kept_budget`` bytes for rank maps and sorted prefixes; ``maps`` is
  * shared by the readers of the index. */
-int reader_init(Reader *r, const Store *s, MapTable *maps, size_t records, size_t kept_budget);
-void reader_free(Reader *r);
+int cache_reader_init(Reader *r, const Store *s, MapTable *maps, size_t records, size_t kept_budget);
+void cache_reader_free(Reader *r);
 /* Starts ``r`` (just made, no search yet) with the records ``from`` has met, as ``from``'s
  * slots hold them now (``from`` may be searching in another thread): a reader made for a
  * new thread then does not look up and check again, one by one, what another thread of the
  * same index has read already (records never change, and all readers read one map). */
-void reader_seed(Reader *r, Reader *from);
-void reader_begin_search(Reader *r);
-void reader_end_search(Reader *r);
+void cache_reader_seed(Reader *r, Reader *from);
+void cache_reader_begin_search(Reader *r);
+void cache_reader_end_search(Reader *r);
 /* The pattern of order n + 1 whose fixed words are ids[0 .. n) with the slot before
  * ids[slot]; NULL when the model has none, or on a damaged record (r->failure.code set). */
-CacheSlot *reader_pattern(Reader *r, int slot, const uint32_t *ids, int n);
+CacheSlot *cache_reader_pattern(Reader *r, int slot, const uint32_t *ids, int n);
 /* The rank map of a big pattern, built on first use; NULL when the budget has no room
  * for it (the caller then binary-searches). */
-const RankBlock *slot_rank_map(Reader *r, CacheSlot *rec, const RankSuper **supers);
+const RankBlock *cache_slot_rank_map(Reader *r, CacheSlot *rec, const RankSuper **supers);
 /* Makes the sorted prefix of a big pattern hold its first ``need`` entries; NULL when
  * there is no room (the caller reads through the positions by score). */
-SlotAids *slot_sorted_prefix(Reader *r, CacheSlot *rec, uint32_t need);
+SlotAids *cache_slot_sorted_prefix(Reader *r, CacheSlot *rec, uint32_t need);
 
 #endif

@@ -6,12 +6,12 @@
 
 /* ---------------------------------------------------------------- scratch */
 
-int scratch_init(Scratch *scratch, const Rendering *r) {
+int chunk_scratch_init(Scratch *scratch, const Rendering *r) {
     memset(scratch, 0, sizeof(*scratch));
     return r->draws > 0 && !(scratch->draws = malloc((size_t)r->draws * sizeof(int64_t))) ? -1 : 0;
 }
 
-void scratch_free(Scratch *scratch) {
+void chunk_scratch_free(Scratch *scratch) {
     free(scratch->tokens);
     free(scratch->ids);
     free(scratch->probabilities);
@@ -84,10 +84,10 @@ static int whole_number(Span field, Text *digits, int *negative) {
             return 0;
         count++;
         if (c[i] != '0' || digits->len)
-            text_append(digits, c + i, 1);
+            render_text_append(digits, c + i, 1);
     }
     if (!digits->len)
-        text_append(digits, "0", 1);
+        render_text_append(digits, "0", 1);
     *negative = *negative && !(digits->len == 1 && digits->data[0] == '0');
     return count <= MAX_STR_DIGITS;
 }
@@ -100,7 +100,7 @@ static int whole_number(Span field, Text *digits, int *negative) {
 static void append_cut_length(Text *t, size_t len, const char *unit) {
     char note[64];
     snprintf(note, sizeof(note), "\xe2\x80\xa6 (%zu %s)", len, unit);
-    text_append(t, note, strlen(note));
+    render_text_append(t, note, strlen(note));
 }
 
 /* Appends ``field`` (its first QUOTED_BYTES, then its length) as Python's repr(bytes)
@@ -111,28 +111,28 @@ static void append_bytes_repr(Text *t, Span whole) {
     Span field = {whole.text, whole.len > QUOTED_BYTES ? QUOTED_BYTES : whole.len};
     char quote = memchr(field.text, '\'', field.len) && !memchr(field.text, '"', field.len) ? '"' : '\'';
     char opening[2] = {'b', quote};
-    text_append(t, opening, 2);
+    render_text_append(t, opening, 2);
     for (size_t i = 0; i < field.len; i++) {
         uint8_t c = field.text[i];
         const char *escape = c == '\t' ? "\\t" : c == '\n' ? "\\n" : c == '\r' ? "\\r" : NULL;
         if (escape) {
-            text_append(t, escape, 2);
+            render_text_append(t, escape, 2);
         } else if (c < ' ' || c >= 0x7f) {
             char code[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
-            text_append(t, code, 4);
+            render_text_append(t, code, 4);
         } else {
             if (c == (uint8_t)quote || c == '\\')
-                text_append(t, "\\", 1);
-            text_append(t, &c, 1);
+                render_text_append(t, "\\", 1);
+            render_text_append(t, &c, 1);
         }
     }
-    text_append(t, &quote, 1);
+    render_text_append(t, &quote, 1);
     if (whole.len > field.len)
         append_cut_length(t, whole.len, "bytes");
 }
 
 static void append_text(Text *t, const char *text) {
-    text_append(t, text, strlen(text));
+    render_text_append(t, text, strlen(text));
 }
 
 /* Reads the -t record ``line`` (its tokens into scratch->tokens): 1, 0 with what is wrong
@@ -162,9 +162,9 @@ static int read_record(Span line, TargetRecord *record, Scratch *scratch, Text *
         return -1;
     Text digits = {0};
     int negative, ok = whole_number(fields[2], &digits, &negative);
-    text_append(&digits, "", 1);  /* a C string from here */
+    render_text_append(&digits, "", 1);  /* a C string from here */
     if (digits.failed) {
-        text_free(&digits);
+        render_text_free(&digits);
         return -1;
     }
     if (!ok) {
@@ -178,14 +178,14 @@ static int read_record(Span line, TargetRecord *record, Scratch *scratch, Text *
                      (long long)record->n_tokens);
             size_t shown = strlen(digits.data);
             append_text(problem, negative ? "token index -" : "token index ");
-            text_append(problem, digits.data, shown > QUOTED_BYTES ? QUOTED_BYTES : shown);
+            render_text_append(problem, digits.data, shown > QUOTED_BYTES ? QUOTED_BYTES : shown);
             if (shown > QUOTED_BYTES)
                 append_cut_length(problem, shown, "digits");
             append_text(problem, number);
             ok = 0;
         }
     }
-    text_free(&digits);
+    render_text_free(&digits);
     if (problem->failed)
         return -1;
     record->name = fields[0];
@@ -195,8 +195,9 @@ static int read_record(Span line, TargetRecord *record, Scratch *scratch, Text *
 
 /* ---------------------------------------------------------------- positions */
 
-int render_positions(Searcher *searcher, const ChunkRequest *request, Place *place, const uint32_t *sentence, int n,
-                     int first, int last, const Span *words, Scratch *scratch, Text *out, Failure *failure) {
+int chunk_render_positions(Searcher *searcher, const ChunkRequest *request, Place *place, const uint32_t *sentence,
+                           int n, int first, int last, const Span *words, Scratch *scratch, Text *out,
+                           Failure *failure) {
     const Rendering *r = &request->rendering;
     /* p / sum p only where the output shows or draws from it */
     int probabilities = r->normalize || r->kind == RENDER_JSON || r->draws > 0;
@@ -204,7 +205,7 @@ int render_positions(Searcher *searcher, const ChunkRequest *request, Place *pla
     for (int target = first; target < last; target++) {
         if (request->interrupted && (target - first) % CHECK_POSITIONS == CHECK_POSITIONS - 1 &&
             request->interrupted()) {
-            fs_fail(failure, FS_EINTERRUPTED, "interrupted");
+            common_fail(failure, FS_EINTERRUPTED, "interrupted");
             return -1;
         }
         if (search_position(searcher, sentence, n, target, &request->limits) < 0) {
@@ -214,7 +215,7 @@ int render_positions(Searcher *searcher, const ChunkRequest *request, Place *pla
         int64_t listed = searcher->n_listed;
         if (probabilities && (GROW64(scratch->probabilities, scratch->cap_probabilities, listed) < 0 ||
                               (r->draws && GROW64(scratch->cumulative, scratch->cap_cumulative, listed) < 0))) {
-            fs_fail(failure, FS_ENOMEM, "out of memory");
+            common_fail(failure, FS_ENOMEM, "out of memory");
             return -1;
         }
         if (probabilities)
@@ -228,7 +229,7 @@ int render_positions(Searcher *searcher, const ChunkRequest *request, Place *pla
     }
     for (int i = 0; i < (r->kind == RENDER_COLUMNS ? COLUMN_COUNT : 1); i++)
         if (out[i].failed) {
-            fs_fail(failure, FS_ENOMEM, "out of memory");
+            common_fail(failure, FS_ENOMEM, "out of memory");
             return -1;
         }
     return 0;
@@ -240,11 +241,11 @@ int render_positions(Searcher *searcher, const ChunkRequest *request, Place *pla
 static void pack_columns(Text *out, Text *columns) {
     for (int i = 0; i < COLUMN_COUNT; i++) {
         ColumnLength length = (ColumnLength)columns[i].len;
-        text_append(out, &length, sizeof(length));
+        render_text_append(out, &length, sizeof(length));
     }
     for (int i = 0; i < COLUMN_COUNT; i++) {
-        text_append(out, columns[i].data, columns[i].len);
-        text_free(&columns[i]);
+        render_text_append(out, columns[i].data, columns[i].len);
+        render_text_free(&columns[i]);
     }
 }
 
@@ -252,8 +253,8 @@ static const Span EOS = {(const uint8_t *)"</s>", 4};
 /* A line searched whole: <s> before it, </s> after it. */
 static const Window WHOLE_LINE = {0, 0, 0, 1, 1};
 
-int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span *lines, int64_t n, int64_t first_line,
-                     Text *out, Text *problem, Failure *failure) {
+int64_t chunk_render_lines(Searcher *searcher, const ChunkRequest *request, const Span *lines, int64_t n,
+                           int64_t first_line, Text *out, Text *problem, Failure *failure) {
     const Store *s = searcher->reader.store;
     /* a word the vocabulary lacks is <unk>, or without it a word that matches no n-gram;
      * so are <s> and </s> in a model without them */
@@ -265,8 +266,8 @@ int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span
     Text *target = request->rendering.kind == RENDER_COLUMNS ? columns : out;
     int64_t done = 0;
     *failure = (Failure){0};
-    if (scratch_init(&scratch, &request->rendering) < 0) {
-        fs_fail(failure, FS_ENOMEM, "out of memory");
+    if (chunk_scratch_init(&scratch, &request->rendering) < 0) {
+        common_fail(failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     for (; done < n; done++) {
@@ -279,13 +280,13 @@ int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span
             int read = read_record(line, &record, &scratch, problem);
             if (read <= 0) {
                 if (read < 0)
-                    fs_fail(failure, FS_ENOMEM, "out of memory");
+                    common_fail(failure, FS_ENOMEM, "out of memory");
                 break;
             }
             if (request->rendering.kind == RENDER_FIELDS) {  /* the record itself, then its fields */
-                text_append(out, line.text, line.len);
+                render_text_append(out, line.text, line.len);
                 if (!line.len || line.text[line.len - 1] != '\n')
-                    text_append(out, "\n", 1);
+                    render_text_append(out, "\n", 1);
             }
             place.name = record.name.text;
             place.name_len = record.name.len;
@@ -297,11 +298,11 @@ int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span
             last = first + 1;
         } else {
             if ((n_tokens = tokenize(line, &scratch)) < 0) {
-                fs_fail(failure, FS_ENOMEM, "out of memory");
+                common_fail(failure, FS_ENOMEM, "out of memory");
                 break;
             }
             if (window->lead < 0 || window->trail < 0 || window->lead + window->trail > n_tokens) {
-                fs_fail(failure, FS_EARGUMENT, "a window's context is more than its tokens");
+                common_fail(failure, FS_EARGUMENT, "a window's context is more than its tokens");
                 break;
             }
             place.position = window->first_position;
@@ -309,14 +310,14 @@ int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span
             last = window->at_start + n_tokens - window->trail + (window->at_end && request->eos);
         }
         if (n_tokens > INT_MAX - 2) {
-            fs_fail(failure, FS_EARGUMENT, "a line of more than INT_MAX - 2 tokens");
+            common_fail(failure, FS_EARGUMENT, "a line of more than INT_MAX - 2 tokens");
             break;
         }
         /* the sentence's ids (<s>, the tokens, </s>, as far as the window holds them), and
          * the words its positions show */
         if (GROW64(scratch.ids, scratch.cap_ids, n_tokens + 2) < 0 ||
             GROW64(scratch.tokens, scratch.cap_tokens, n_tokens + 1) < 0) {
-            fs_fail(failure, FS_ENOMEM, "out of memory");
+            common_fail(failure, FS_ENOMEM, "out of memory");
             break;
         }
         int start = window->at_start, n_ids = start + (int)n_tokens + window->at_end;
@@ -329,15 +330,15 @@ int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span
         if (window->at_end)
             scratch.ids[start + n_tokens] = eos;
         scratch.tokens[n_tokens] = EOS;
-        if (render_positions(searcher, request, &place, scratch.ids, n_ids, (int)first, (int)last,
-                             scratch.tokens + first - start, &scratch, target, failure) < 0)
+        if (chunk_render_positions(searcher, request, &place, scratch.ids, n_ids, (int)first, (int)last,
+                                   scratch.tokens + first - start, &scratch, target, failure) < 0)
             break;
     }
-    scratch_free(&scratch);
+    chunk_scratch_free(&scratch);
     if (target == columns) {
         pack_columns(out, columns);
         if (out->failed && !failure->code)
-            fs_fail(failure, FS_ENOMEM, "out of memory");
+            common_fail(failure, FS_ENOMEM, "out of memory");
     }
     return failure->code ? -1 : done;
 }

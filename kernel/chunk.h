@@ -19,7 +19,7 @@ typedef struct {
     size_t len;
 } Span;
 
-/* A window of one long plain line (chunk.h's render_lines with a single line): its text is
+/* A window of one long plain line (chunk.h's chunk_render_lines with a single line): its text is
  * ``lead`` tokens of context, the tokens whose positions it writes, then ``trail`` tokens
  * of context (the order - 1 on each side that a position's terms read, docs/algorithm.md),
  * so that a line of any length is searched in bounded memory, with the same output as
@@ -60,14 +60,15 @@ typedef struct {
 } Scratch;
 
 /* 0, or -1 when out of memory. */
-int scratch_init(Scratch *scratch, const Rendering *r);
-void scratch_free(Scratch *scratch);
+int chunk_scratch_init(Scratch *scratch, const Rendering *r);
+void chunk_scratch_free(Scratch *scratch);
 
 /* Appends the output of positions first ... last - 1 of ``sentence`` (n ids, <s> and </s>
  * included; 1 <= first <= last <= n - 1 ... n), the one at ``first`` shown as words[0] and
  * numbered place->position (from 0), and so on: 0, or -1 with ``failure`` set. */
-int render_positions(Searcher *searcher, const ChunkRequest *request, Place *place, const uint32_t *sentence, int n,
-                     int first, int last, const Span *words, Scratch *scratch, Text *out, Failure *failure);
+int chunk_render_positions(Searcher *searcher, const ChunkRequest *request, Place *place, const uint32_t *sentence,
+                           int n, int first, int last, const Span *words, Scratch *scratch, Text *out,
+                           Failure *failure);
 
 /* Appends the output of lines[0 .. n), numbered first_line ...: the number of lines done,
  * (for RENDER_COLUMNS: COLUMN_COUNT int64 lengths, then the columns of render.h, each that
@@ -75,7 +76,7 @@ int render_positions(Searcher *searcher, const ChunkRequest *request, Place *pla
  * which is n, or that of the lines before a -t record that cannot be read (its message,
  * naming what was expected, in ``problem``, and no output of it in ``out``); or -1 with
  * ``failure`` set. */
-int64_t render_lines(Searcher *searcher, const ChunkRequest *request, const Span *lines, int64_t n, int64_t first_line,
-                     Text *out, Text *problem, Failure *failure);
+int64_t chunk_render_lines(Searcher *searcher, const ChunkRequest *request, const Span *lines, int64_t n,
+                           int64_t first_line, Text *out, Text *problem, Failure *failure);
 
 #endif

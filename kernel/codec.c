@@ -42,13 +42,13 @@ int codec_open_record(const uint8_t *key, size_t key_len, const uint8_t *value, 
     r->key = key;
     r->key_len = pattern_key_len;
     if (key_len != pattern_key_len && key_len != pattern_key_len + 1) {  /* a pattern's key, or an END record's */
-        fs_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a key of %zu bytes, not %zu "
+        common_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a key of %zu bytes, not %zu "
                 "(bytes flipped?)", order, key_len, pattern_key_len);
         return -1;
     }
     if (value_len < FS_R_PREVIOUS + pattern_key_len || value_len % 4 ||
-        fs_checksum(key, key_len, value + 4, value_len - 4) != load_u32(value + FS_R_CHECKSUM)) {
-        fs_fail(failure, FS_EDAMAGED, "damaged index: the record of patterns%d at key %s fails its checksum "
+        common_checksum(key, key_len, value + 4, value_len - 4) != load_u32(value + FS_R_CHECKSUM)) {
+        common_fail(failure, FS_EDAMAGED, "damaged index: the record of patterns%d at key %s fails its checksum "
                 "(bytes flipped?)", order, codec_hex(key, key_len, shown));
         return -1;
     }
@@ -62,7 +62,7 @@ int codec_open_record(const uint8_t *key, size_t key_len, const uint8_t *value, 
     /* only a PATTERN record of a pattern "_ d" (order 2, the slot first) has a joint order */
     int joint_ok = !r->has_joint || (r->kind == FS_PATTERN && order == 2 && r->key[0] == 0);
     if (!key_ok || !joint_ok || (r->kind != FS_BLOCK && r->kind != FS_PATTERN && r->kind != FS_END)) {
-        fs_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a malformed key or kind", order);
+        common_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a malformed key or kind", order);
         return -1;
     }
     return 0;
@@ -174,7 +174,7 @@ void codec_write_header(const CodecHeader *h, uint8_t *out) {
         store_u64(out + FS_H_COUNTS + 8 * (m - 1), h->counts[m]);
     for (uint32_t m = 2; m <= h->order; m++)
         store_u64(out + FS_H_COUNTS + 8 * h->order + 8 * (m - 2), h->records[m]);
-    store_u32(out + size - 4, fs_checksum(NULL, 0, out, size - 4));
+    store_u32(out + size - 4, common_checksum(NULL, 0, out, size - 4));
 }
 
 int codec_read_header(const uint8_t *bytes, size_t len, CodecHeader *h) {
@@ -353,10 +353,10 @@ int codec_write_record(const CodecRecord *r, size_t key_len, unsigned id_bytes, 
         what = "a PATTERN record holds one pattern, an END record none";
     }
     if (what) {
-        fs_fail(failure, FS_EARGUMENT, "cannot write the record: %s", what);
+        common_fail(failure, FS_EARGUMENT, "cannot write the record: %s", what);
         return -1;
     }
-    store_u32(out + FS_R_CHECKSUM, fs_checksum(record_key, record_key_len, out + 4, size - 4));
+    store_u32(out + FS_R_CHECKSUM, common_checksum(record_key, record_key_len, out + 4, size - 4));
     return 0;
 }
 
@@ -375,7 +375,7 @@ void codec_name_previous(uint8_t *value, size_t value_len, const uint8_t *record
                          const uint8_t *previous) {
     value[FS_R_FLAGS] |= FS_HAS_PREVIOUS;
     memcpy(value + FS_R_PREVIOUS, previous, key_len);
-    store_u32(value + FS_R_CHECKSUM, fs_checksum(record_key, key_len, value + 4, value_len - 4));
+    store_u32(value + FS_R_CHECKSUM, common_checksum(record_key, key_len, value + 4, value_len - 4));
 }
 
 /* ---------------------------------------------------------------- writing a batch */
@@ -599,7 +599,7 @@ no_memory:
     free(total);
     free(run_end);
     codec_free_batch(b);
-    fs_fail(failure, FS_ENOMEM, "out of memory");
+    common_fail(failure, FS_ENOMEM, "out of memory");
     return -1;
 }
 
@@ -612,7 +612,7 @@ int codec_write_batch(CodecBatch *b, uint8_t *keys, uint64_t *offsets, uint8_t *
         free(words);
         free(scratch);
         free(keyed);
-        fs_fail(failure, FS_ENOMEM, "out of memory");
+        common_fail(failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     for (size_t i = 0; i < rows->n; i++)
@@ -627,7 +627,7 @@ int codec_write_batch(CodecBatch *b, uint8_t *keys, uint64_t *offsets, uint8_t *
             float *joint_key = b->joint_key + first;
             for (uint32_t i = 0; i < p->count && rc == 0; i++) {
                 if (p->ids[i] >= rows->vocab_size) {
-                    fs_fail(failure, FS_EARGUMENT, "cannot write the records: word id %u is past the unigrams",
+                    common_fail(failure, FS_EARGUMENT, "cannot write the records: word id %u is past the unigrams",
                             p->ids[i]);
                     rc = -1;
                     break;

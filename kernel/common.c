@@ -4,7 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-void fs_fail(Failure *failure, int code, const char *format, ...) {
+void common_fail(Failure *failure, int code, const char *format, ...) {
     va_list args;
     va_start(args, format);
     vsnprintf(failure->message, sizeof(failure->message), format, args);
@@ -12,7 +12,7 @@ void fs_fail(Failure *failure, int code, const char *format, ...) {
     failure->code = code;
 }
 
-uint32_t fs_checksum(const uint8_t *key, size_t key_len, const uint8_t *body, size_t body_len) {
+uint32_t common_checksum(const uint8_t *key, size_t key_len, const uint8_t *body, size_t body_len) {
     uint32_t total = 0, weight = FS_VALUE_WEIGHT, step = 2u * FS_VALUE_WEIGHT;
     size_t whole = body_len / 4;
     for (size_t i = 0; i < whole; i++, weight += step)  /* (2i + 1) * w mod 2^32 */

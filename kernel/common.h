@@ -123,10 +123,10 @@ enum {
     FS_EINTERRUPTED,    /* a caller's interruption check said stop (its exception is already raised) */
 };
 
-void fs_fail(Failure *failure, int code, const char *format, ...) __attribute__((format(printf, 3, 4)));
+void common_fail(Failure *failure, int code, const char *format, ...) __attribute__((format(printf, 3, 4)));
 
 /* The format's checksum (format.h, FS_VALUE_WEIGHT): ``key`` bytes and ``body``'s bytes as
  * whole little-endian words (the last one zero-padded). */
-uint32_t fs_checksum(const uint8_t *key, size_t key_len, const uint8_t *body, size_t body_len);
+uint32_t common_checksum(const uint8_t *key, size_t key_len, const uint8_t *body, size_t body_len);
 
 #endif

@@ -108,7 +108,7 @@ enum { FS_ITEM_TYPES(FS_DECLARE_ITEM_TYPE) };
     X(MAX_ORDER, 64) \
     \
     /* Every record's value starts with \
-     *   u32 checksum   fs_checksum of the record's key and the value's words after it \
+     *   u32 checksum   common_checksum of the record's key and the value's words after it \
      *   u8  kind       FS_BLOCK, FS_PATTERN or FS_END \
      *   u8  flags      FS_HAS_PREVIOUS: the next field is the previous record's last key; \
      *                  FS_HAS_JOINT: a PATTERN record whose pattern carries a joint order \
@@ -155,7 +155,7 @@ enum { FS_FORMAT_INTEGERS(FS_DECLARE_INTEGER) };
 
 /* 32-bit words of the format (unsigned, beyond an enum's int). */
 #define FS_FORMAT_WORDS(X) \
-    /* fs_checksum(key, words): sum of words[i] (2i + 1) FS_VALUE_WEIGHT + key[j] (2j + 1) \
+    /* common_checksum(key, words): sum of words[i] (2i + 1) FS_VALUE_WEIGHT + key[j] (2j + 1) \
      * FS_KEY_WEIGHT, mod 2^32.  Odd weights: changing any one word or key byte, whatever \
      * the change, changes the sum.  Arrays, the metadata and the header use it with no key, \
      * over their bytes zero-padded to whole words. */ \

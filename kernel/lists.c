@@ -1,5 +1,6 @@
 /* The sorted lists of a search, and reading a position's terms into them: see searcher.h. */
 #include "lists.h"
+#include "joint.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,8 @@
 void lists_gather_ahead(Searcher *searcher, List *list) {
     int64_t n = list->length - list->depth;
     n = n < list->ahead ? n : list->ahead;
-    SlotAids *kept = list->big ? slot_sorted_prefix(&searcher->reader, list->big, (uint32_t)(list->depth + n)) : NULL;
+    SlotAids *kept =
+        list->big ? cache_slot_sorted_prefix(&searcher->reader, list->big, (uint32_t)(list->depth + n)) : NULL;
     if (kept) {
         list->words = (const ix_u32 *)&kept->sorted_ids[list->depth];
         list->alphas = &kept->sorted_alpha[list->depth];
@@ -75,45 +77,16 @@ static int add_pattern(Searcher *searcher, CacheSlot *rec, int *n_pats) {
     memset(p, 0, sizeof(*p));
     p->rec = rec;
     p->list = NONE;
-    slot_pattern(searcher->reader.store, rec, &p->data);
+    cache_slot_pattern(searcher->reader.store, rec, &p->data);
     p->alpha = p->data.alpha;
     p->beta = p->data.beta;
     p->count = rec->count;
     p->beta_sup = rec->beta_sup;
     p->map = is_big(rec->count, searcher->reader.store->vocab_size)
-                 ? slot_rank_map(&searcher->reader, rec, &p->supers) : NULL;
+                 ? cache_slot_rank_map(&searcher->reader, rec, &p->supers) : NULL;
     if (!p->map)
         p->supers = NULL;
     return *n_pats - 1;
-}
-
-/* Whether the joint bound of terms 0 and 1 applies (search.c, pair_bound): term 1 has an
- * alternative whose pattern "_ d" carries a joint order.  If so, starts the list that reads
- * that order as searcher->lists[list] and sets joint_list and joint_alt (that alternative,
- * among term 1's); else joint_list is NONE.  Term 0 predicts x: its contexts hold no x, so
- * its back-off weights are constants (terms.c), down to the unigram alpha of x. */
-static void plan_joint(Searcher *searcher, int n_terms, int list) {
-    searcher->joint_list = NONE;
-    if (n_terms < 2)
-        return;
-    const SearchTerm *t1 = &searcher->terms[1];
-    for (int a = 0; a < t1->n_alts; a++) {
-        int step = searcher->alts[t1->first_alt + a].n_longer;  /* (term 1's base is a constant: no alternative) */
-        const SearchPattern *d = &searcher->pats[searcher->steps[t1->first + step].alpha];
-        if (d->data.joint) {
-            const Store *s = searcher->reader.store;
-            /* Leaves of the two terms' sums: at most N each, every one within max(M, 100)
-             * (M the index's value bound, 100 the unknown word's): docs/algorithm.md, "The
-             * joint bound", derives this slack as a bound on the rounding of both sums and
-             * of the slack's own addition. */
-            double magnitude = s->value_bound > -UNKNOWN_WORD_LOGPROB ? s->value_bound : -UNKNOWN_WORD_LOGPROB;
-            searcher->joint_slack = (16.0 * s->order * s->order + 4.0) * 0x1p-53 * magnitude;
-            searcher->joint_list = list;
-            searcher->joint_alt = a;
-            start_list(searcher, &searcher->lists[list], NULL, NULL, &d->data, 1, NULL, d->count);
-            return;
-        }
-    }
 }
 
 /* Reads the position's terms (searcher->position) into searcher->terms/steps/pats/lists.  Returns the
@@ -206,8 +179,11 @@ int lists_read_terms(Searcher *searcher, int *n_pats) {
         term->frozen = 0;
         term->arg = NONE;
     }
-    plan_joint(searcher, n_terms, n);
-    n += searcher->joint_list != NONE;
+    /* The joint order of term 1's "_ d", read as one more list when the joint bound applies. */
+    const SearchPattern *d = joint_plan(searcher, n_terms);
+    searcher->joint_list = d ? n : NONE;
+    if (d)
+        start_list(searcher, &searcher->lists[n++], NULL, NULL, &d->data, 1, NULL, d->count);
     for (int l = 0; l < n; l++)
         searcher->binds[l] = 0;
     return n_terms;

@@ -1,8 +1,8 @@
 /* fastsubs._kernel: the glue between Python and the C core.  It converts arguments and
  * results and maps failures to exceptions; what an open index is and does lives in
- * index.c (lifecycle, searchers), store.c (the format), search.c and render.c.
+ * engine.c (lifecycle, searchers), store.c (the format), search.c and render.c.
  *
- * ``Index(path)`` opens and checks an index in one call; fastsubs.core.CoreIndex subclasses
+ * ``Engine(path)`` opens and checks an index in one call; fastsubs.core.Core subclasses
  * it with the package's helpers, and fastsubs.index.SubstituteIndex (the public API) holds
  * one.  This file holds the module, the type and the
  * look-ups the tools make; module_search.c the searches and their answers, which run
@@ -11,7 +11,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "index.h"
+#include "engine.h"
 #include "module_base.h"
 #include "module_codec.h"
 #include "module_format.h"
@@ -24,7 +24,7 @@ static PyObject *id_or_none(uint32_t id) {
 
 /* ---------------------------------------------------------------- opening and closing */
 
-static int Index_init(Index *self, PyObject *args, PyObject *kwds) {
+static int Engine_init(EngineObject *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"path", NULL};
     PyObject *path;
     if (self->opened || self->path) {
@@ -40,7 +40,7 @@ static int Index_init(Index *self, PyObject *args, PyObject *kwds) {
     Failure failure = {0};
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = index_open(&self->index, PyBytes_AS_STRING(encoded), &failure);
+    rc = engine_open(&self->engine, PyBytes_AS_STRING(encoded), &failure);
     Py_END_ALLOW_THREADS
     Py_DECREF(encoded);
     if (rc < 0) {
@@ -51,46 +51,46 @@ static int Index_init(Index *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
-static void Index_dealloc(Index *self) {
+static void Engine_dealloc(EngineObject *self) {
     if (self->texts) {
-        for (uint32_t i = 0; i < self->index.store.vocab_size; i++)
+        for (uint32_t i = 0; i < self->engine.store.vocab_size; i++)
             Py_XDECREF(self->texts[i]);
         PyMem_Free(self->texts);
     }
     if (self->opened)
-        index_free(&self->index);
+        engine_free(&self->engine);
     Py_XDECREF(self->path);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *Index_close(Index *self, PyObject *unused) {
+static PyObject *Engine_close(EngineObject *self, PyObject *unused) {
     (void)unused;
     if (self->opened)
-        index_close(&self->index);
+        engine_close(&self->engine);
     Py_RETURN_NONE;
 }
 
 /* ---------------------------------------------------------------- words */
 
 /* word(id) -> bytes: the word with that id, as the model spells it. */
-static PyObject *Index_word(Index *self, PyObject *arg) {
+static PyObject *Engine_word(EngineObject *self, PyObject *arg) {
     if (module_check_open(self) < 0)
         return NULL;
     unsigned long long id = PyLong_AsUnsignedLongLong(arg);
     if (id == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
-    if (id >= self->index.store.vocab_size) {
+    if (id >= self->engine.store.vocab_size) {
         PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
         return NULL;
     }
     size_t length;
-    const char *word = store_word(&self->index.store, (uint32_t)id, &length);
+    const char *word = store_word(&self->engine.store, (uint32_t)id, &length);
     return PyBytes_FromStringAndSize(word, (Py_ssize_t)length);
 }
 
 /* ids(tokens, unknown) -> bytes of uint32: each token's id, ``unknown`` for those the
  * vocabulary lacks; looked up without the GIL. */
-static PyObject *Index_ids(Index *self, PyObject *args) {
+static PyObject *Engine_ids(EngineObject *self, PyObject *args) {
     PyObject *tokens, *held;
     unsigned int unknown;
     if (!PyArg_ParseTuple(args, "O!I:ids", &PyList_Type, &tokens, &unknown))
@@ -101,20 +101,20 @@ static PyObject *Index_ids(Index *self, PyObject *args) {
     Py_ssize_t n = PyTuple_GET_SIZE(held);
     Failure failure = {0};
     PyObject *result = PyBytes_FromStringAndSize(NULL, n * 4);
-    if (result && index_hold(&self->index, &failure) < 0) {
+    if (result && engine_hold(&self->engine, &failure) < 0) {
         Py_CLEAR(result);
         module_raise_failure(self->path, &failure);
     }
     if (result) {
         uint32_t *ids = (uint32_t *)PyBytes_AS_STRING(result);
-        const Store *store = &self->index.store;
+        const Store *store = &self->engine.store;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n; i++) {
             uint32_t id = store_word_id(store, (const char *)spans[i].text, spans[i].len);
             ids[i] = id == FS_NO_WORD ? unknown : id;
         }
         Py_END_ALLOW_THREADS
-        index_release(&self->index);
+        engine_release(&self->engine);
     }
     PyMem_Free(spans);
     Py_DECREF(held);
@@ -123,11 +123,11 @@ static PyObject *Index_ids(Index *self, PyObject *args) {
 
 /* ---------------------------------------------------------------- inspecting the index */
 
-static PyObject *Index_metadata(Index *self, PyObject *unused) {
+static PyObject *Engine_metadata(EngineObject *self, PyObject *unused) {
     (void)unused;
     if (module_check_open(self) < 0)
         return NULL;
-    return PyBytes_FromStringAndSize((const char *)self->index.store.meta, (Py_ssize_t)self->index.store.meta_len);
+    return PyBytes_FromStringAndSize((const char *)self->engine.store.meta, (Py_ssize_t)self->engine.store.meta_len);
 }
 
 /* The word ids of a tuple of ints into ``ids`` (at most FS_MAX_ORDER); their number, or -1. */
@@ -148,7 +148,7 @@ static int parse_ids(PyObject *tuple, uint32_t *ids) {
 
 /* pattern(slot, ids) -> None | (ids, alpha, beta or None, positions): a copy of the
  * pattern's fields (uint32, float32, float32, uint32 bytes), checked as a search checks it. */
-static PyObject *Index_pattern(Index *self, PyObject *args) {
+static PyObject *Engine_pattern(EngineObject *self, PyObject *args) {
     int slot, n;
     PyObject *fixed;
     uint32_t ids[FS_MAX_ORDER];
@@ -160,11 +160,11 @@ static PyObject *Index_pattern(Index *self, PyObject *args) {
         return NULL;
     }
     Failure failure = {0};
-    if (index_hold(&self->index, &failure) < 0)
+    if (engine_hold(&self->engine, &failure) < 0)
         return module_raise_failure(self->path, &failure);
-    const Store *s = &self->index.store;
+    const Store *s = &self->engine.store;
     DiskPattern p;
-    int found = index_find_pattern(&self->index, slot, ids, n, &p, &failure);
+    int found = engine_find_pattern(&self->engine, slot, ids, n, &p, &failure);
     PyObject *result = NULL;
     if (found > 0) {
         PyObject *out_ids = PyBytes_FromStringAndSize(NULL, 4 * (Py_ssize_t)p.count);
@@ -188,12 +188,12 @@ static PyObject *Index_pattern(Index *self, PyObject *args) {
     } else {
         module_raise_failure(self->path, &failure);
     }
-    index_release(&self->index);
+    engine_release(&self->engine);
     return result;
 }
 
 /* ngram(ids) -> None | (alpha, beta): the scores of the n-gram ``ids`` (tuple of word ids). */
-static PyObject *Index_ngram(Index *self, PyObject *arg) {
+static PyObject *Engine_ngram(EngineObject *self, PyObject *arg) {
     uint32_t ids[FS_MAX_ORDER];
     int n;
     if (!PyTuple_Check(arg)) {
@@ -204,24 +204,24 @@ static PyObject *Index_ngram(Index *self, PyObject *arg) {
         return NULL;
     double alpha, beta;
     Failure failure = {0};
-    int found = index_ngram(&self->index, ids, n, &alpha, &beta, &failure);
+    int found = engine_ngram(&self->engine, ids, n, &alpha, &beta, &failure);
     if (found < 0)
         return module_raise_failure(self->path, &failure);
     return found ? Py_BuildValue("(dd)", alpha, beta) : Py_NewRef(Py_None);
 }
 
 /* unigrams() -> (alpha, beta): copies of every word's unigram scores (float32 bytes). */
-static PyObject *Index_unigrams(Index *self, PyObject *unused) {
+static PyObject *Engine_unigrams(EngineObject *self, PyObject *unused) {
     (void)unused;
     if (module_check_open(self) < 0)
         return NULL;
-    const Store *s = &self->index.store;
+    const Store *s = &self->engine.store;
     return Py_BuildValue("(y#y#)", (const char *)s->unigram_alpha, (Py_ssize_t)(s->vocab_size * sizeof(ix_f32)),
                          (const char *)s->unigram_beta, (Py_ssize_t)(s->vocab_size * sizeof(ix_f32)));
 }
 
 /* check_patterns(order) -> (records, patterns, entries): every record of the order read and checked. */
-static PyObject *Index_check_patterns(Index *self, PyObject *arg) {
+static PyObject *Engine_check_patterns(EngineObject *self, PyObject *arg) {
     long order = PyLong_AsLong(arg);
     if ((order == -1 && PyErr_Occurred()) || module_check_open(self) < 0)
         return NULL;
@@ -229,7 +229,7 @@ static PyObject *Index_check_patterns(Index *self, PyObject *arg) {
     Failure failure = {0};
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = index_check_patterns(&self->index, order > FS_MAX_ORDER ? 0 : (int)order, &counts, &failure);
+    rc = engine_check_patterns(&self->engine, order > FS_MAX_ORDER ? 0 : (int)order, &counts, &failure);
     Py_END_ALLOW_THREADS
     if (rc)
         return module_raise_failure(self->path, &failure);
@@ -237,26 +237,26 @@ static PyObject *Index_check_patterns(Index *self, PyObject *arg) {
                          (unsigned long long)counts.entries);
 }
 
-static PyObject *Index_check_arrays(Index *self, PyObject *unused) {
+static PyObject *Engine_check_arrays(EngineObject *self, PyObject *unused) {
     (void)unused;
     Failure failure = {0};
     if (module_check_open(self) < 0)
         return NULL;
-    if (index_check_arrays(&self->index, &failure) < 0)
+    if (engine_check_arrays(&self->engine, &failure) < 0)
         return module_raise_failure(self->path, &failure);
     Py_RETURN_NONE;
 }
 
-static PyObject *Index_counters(Index *self, PyObject *unused) {
+static PyObject *Engine_counters(EngineObject *self, PyObject *unused) {
     (void)unused;
     unsigned long long t[6] = {0};
     if (self->opened)
-        index_counters(&self->index, t);
+        engine_counters(&self->engine, t);
     return Py_BuildValue("(KKKKKK)", t[0], t[1], t[2], t[3], t[4], t[5]);
 }
 
 /* set_cache(records, kept_bytes): the cache sizes of searchers (for tests). */
-static PyObject *Index_set_cache(Index *self, PyObject *args) {
+static PyObject *Engine_set_cache(EngineObject *self, PyObject *args) {
     Py_ssize_t records, kept;
     if (!PyArg_ParseTuple(args, "nn:set_cache", &records, &kept) || module_check_open(self) < 0)
         return NULL;
@@ -264,18 +264,18 @@ static PyObject *Index_set_cache(Index *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "cache sizes must not be negative");
         return NULL;
     }
-    index_set_cache(&self->index, (size_t)records, (size_t)kept);
+    engine_set_cache(&self->engine, (size_t)records, (size_t)kept);
     Py_RETURN_NONE;
 }
 
 /* ---------------------------------------------------------------- attributes */
 
-/* The index's attributes that Index_get reads, one getter for all (each is a field or two
+/* The index's attributes that Engine_get reads, one getter for all (each is a field or two
  * of the open index). */
 enum Attribute { ORDER, VOCAB_SIZE, BOS_ID, EOS_ID, UNK_ID, ID_BYTES, COUNTS, RECORDS, SEARCHERS, PATH };
 
-static PyObject *Index_get(Index *self, void *which) {
-    const Store *s = &self->index.store;
+static PyObject *Engine_get(EngineObject *self, void *which) {
+    const Store *s = &self->engine.store;
     if (!self->opened) {
         PyErr_SetString(PyExc_ValueError, "the index is not open");
         return NULL;
@@ -299,19 +299,19 @@ static PyObject *Index_get(Index *self, void *which) {
             PyTuple_SET_ITEM(records, m - 2, PyLong_FromUnsignedLongLong(s->records[m]));
         return records;
     }
-    case SEARCHERS: return PyLong_FromLong(self->index.n_all);
+    case SEARCHERS: return PyLong_FromLong(self->engine.n_all);
     case PATH: break;
     }
     return Py_NewRef(self->path);
 }
 
-static PyObject *Index_get_closed(Index *self, void *unused) {
+static PyObject *Engine_get_closed(EngineObject *self, void *unused) {
     (void)unused;
-    return PyBool_FromLong(!self->opened || self->index.closed);
+    return PyBool_FromLong(!self->opened || self->engine.closed);
 }
 
-#define GETTER(name, which, doc) {name, (getter)Index_get, NULL, doc, (void *)(intptr_t)(which)}
-static PyGetSetDef Index_getset[] = {
+#define GETTER(name, which, doc) {name, (getter)Engine_get, NULL, doc, (void *)(intptr_t)(which)}
+static PyGetSetDef Engine_getset[] = {
     GETTER("order", ORDER, "The model's n-gram order."),
     GETTER("vocab_size", VOCAB_SIZE, "Words in the model's vocabulary, <s> included."),
     GETTER("bos_id", BOS_ID, "The id of <s>, or None."),
@@ -322,37 +322,37 @@ static PyGetSetDef Index_getset[] = {
     GETTER("records", RECORDS, "Records of each pattern database, orders 2 ... N."),
     GETTER("searchers", SEARCHERS, "Searchers made so far: one per thread that searched while the others were busy."),
     GETTER("path", PATH, "The index's path, as given."),
-    {"closed", (getter)Index_get_closed, NULL, "Whether close() was called.", NULL},
+    {"closed", (getter)Engine_get_closed, NULL, "Whether close() was called.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyMethodDef Index_methods[] = {
-    {"close", (PyCFunction)Index_close, METH_NOARGS,
+static PyMethodDef Engine_methods[] = {
+    {"close", (PyCFunction)Engine_close, METH_NOARGS,
      "close(): no more searches; the map is released once none runs (safe from any thread)."},
-    {"word", (PyCFunction)Index_word, METH_O, "word(id) -> bytes: the word with that id."},
-    {"ids", (PyCFunction)Index_ids, METH_VARARGS,
+    {"word", (PyCFunction)Engine_word, METH_O, "word(id) -> bytes: the word with that id."},
+    {"ids", (PyCFunction)Engine_ids, METH_VARARGS,
      "ids(tokens: list of bytes, unknown: int) -> bytes of uint32: each token's id (``unknown`` for words\n"
      "the vocabulary lacks)."},
-    {"search", (PyCFunction)Index_search, METH_VARARGS,
+    {"search", (PyCFunction)module_engine_search, METH_VARARGS,
      "search(sentence, first, last, count, mass, excluded, answer=0, record=None) -> list\n\n"
      "The best ``count`` substitutes (at most V - 1; fewer when the -p rule with ``mass``, or None,\n"
      "stops first) of positions first ... last - 1 of ``sentence`` (a uint32 buffer of word ids, <s>\n"
      "and </s> included), never the ``excluded`` words (a uint32 buffer).  ``answer`` says what each\n"
      "position gives: 0 (ids as bytes of uint32, scores as bytes of float64), or 1 a list of\n"
      "``record``(word, score, p / sum p).  Runs without the GIL; any number of threads may search at once."},
-    {"search_batch", (PyCFunction)Index_search_batch, METH_VARARGS,
+    {"search_batch", (PyCFunction)module_engine_search_batch, METH_VARARGS,
      "search_batch(ids, starts, count, mass, excluded, eos) -> (word ids, scores, offsets)\n\n"
      "The substitutes of every position of many sentences (sentence s: ids[starts[s] .. starts[s + 1]),\n"
      "uint32 ids with <s> and </s>; starts int64), searched in one release of the GIL: uint32 ids and\n"
      "float64 scores, position by position, best first, and int64 offsets of the positions' answers."},
-    {"render", (PyCFunction)Index_render, METH_VARARGS | METH_KEYWORDS,
+    {"render", (PyCFunction)module_engine_render, METH_VARARGS | METH_KEYWORDS,
      "render(sentence, first, last, count, mass, excluded, kind, words, *, line=0, first_position=0,\n"
      "normalize=False, name=None, id=None, draws=0, seed=0) -> bytes\n\n"
      "The output of positions first ... last - 1 (searched as search() does) in one of fastsubs-query's\n"
      "formats (``kind``, kernel/render_layout.h: 0 text lines, 1 fields alone, 2 JSON lines, 3 sample lines,\n"
      "4 samples as JSON), ``words`` (bytes) naming the token of each position, ``line`` the input line\n"
      "(from 1), ``first_position`` the position of the first (from 0), ``name`` and ``id`` a -t record's."},
-    {"render_chunk", (PyCFunction)Index_render_chunk, METH_VARARGS | METH_KEYWORDS,
+    {"render_chunk", (PyCFunction)module_engine_render_chunk, METH_VARARGS | METH_KEYWORDS,
      "render_chunk(lines, first_line, count, mass, excluded, kind, *, targets=False, eos=True, normalize=False,\n"
      "draws=0, seed=0, window=None) -> (bytes, done, problem, work)\n\n"
      "fastsubs-query's output for input ``lines`` (bytes; numbered from ``first_line``), in one release\n"
@@ -363,42 +363,42 @@ static PyMethodDef Index_methods[] = {
      "``first_line + done``.  ``work``: this call's (searches, words evaluated, list entries read,\n"
      "substitutes listed).  ``window``: ``(first_position, lead, trail, at_start, at_end)``, the one\n"
      "line is a window of a longer one (kernel/chunk.h Window)."},
-    {"fields", (PyCFunction)Index_fields, METH_VARARGS,
+    {"fields", (PyCFunction)module_engine_fields, METH_VARARGS,
      "fields(ids: uint32 array, values: float64 array) -> bytes: ``word value`` fields joined by tabs,\n"
      "each value as ``b\"%.8f\" % value`` would write it."},
-    {"metadata", (PyCFunction)Index_metadata, METH_NOARGS,
+    {"metadata", (PyCFunction)Engine_metadata, METH_NOARGS,
      "metadata() -> bytes: the index's msgpack metadata (checked against the header at open)."},
-    {"pattern", (PyCFunction)Index_pattern, METH_VARARGS,
+    {"pattern", (PyCFunction)Engine_pattern, METH_VARARGS,
      "pattern(slot, fixed_ids) -> None | (ids, alpha, beta, positions): a copy of one pattern's fields."},
-    {"ngram", (PyCFunction)Index_ngram, METH_O,
+    {"ngram", (PyCFunction)Engine_ngram, METH_O,
      "ngram(ids) -> None | (alpha, beta): the log10 probability and back-off weight of the n-gram ``ids``."},
-    {"unigrams", (PyCFunction)Index_unigrams, METH_NOARGS,
+    {"unigrams", (PyCFunction)Engine_unigrams, METH_NOARGS,
      "unigrams() -> (alpha, beta): copies of every word's unigram log-probability and back-off weight\n"
      "(bytes of float32, by word id)."},
-    {"check_patterns", (PyCFunction)Index_check_patterns, METH_O,
+    {"check_patterns", (PyCFunction)Engine_check_patterns, METH_O,
      "check_patterns(order) -> (records, patterns, entries): read and check every record of the order."},
-    {"check_arrays", (PyCFunction)Index_check_arrays, METH_NOARGS,
+    {"check_arrays", (PyCFunction)Engine_check_arrays, METH_NOARGS,
      "check_arrays(): check that the unigram and spelling orders sort the vocabulary."},
-    {"counters", (PyCFunction)Index_counters, METH_NOARGS,
+    {"counters", (PyCFunction)Engine_counters, METH_NOARGS,
      "counters() -> (searches, words evaluated, list entries read, substitutes listed, pattern look-ups,\n"
      "look-ups that read the index): totals over every search of this index."},
-    {"set_cache", (PyCFunction)Index_set_cache, METH_VARARGS,
+    {"set_cache", (PyCFunction)Engine_set_cache, METH_VARARGS,
      "set_cache(records, kept_bytes): the cache slots of searchers made from now on, and the bytes of\n"
      "rank maps and sorted prefixes each keeps from its next search (any sizes give the same answers)."},
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject IndexType = {
+static PyTypeObject EngineType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "fastsubs._kernel.Index",
-    .tp_basicsize = sizeof(Index),
+    .tp_name = "fastsubs._kernel.Engine",
+    .tp_basicsize = sizeof(EngineObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Index(path)\n\nAn index opened read-only, memory-mapped and checked, with the searchers that read it.",
+    .tp_doc = "Engine(path)\n\nAn index opened read-only, memory-mapped and checked, with the searchers that read it.",
     .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Index_init,
-    .tp_dealloc = (destructor)Index_dealloc,
-    .tp_methods = Index_methods,
-    .tp_getset = Index_getset,
+    .tp_init = (initproc)Engine_init,
+    .tp_dealloc = (destructor)Engine_dealloc,
+    .tp_methods = Engine_methods,
+    .tp_getset = Engine_getset,
 };
 
 /* ---------------------------------------------------------------- module functions */
@@ -407,7 +407,7 @@ static PyObject *thread_counters(PyObject *module, PyObject *unused) {
     (void)module;
     (void)unused;
     unsigned long long work[4];
-    index_thread_work(work);
+    engine_thread_work(work);
     return Py_BuildValue("(KKKK)", work[0], work[1], work[2], work[3]);
 }
 
@@ -436,9 +436,9 @@ static PyObject *json_number(PyObject *module, PyObject *arg) {
         return NULL;
     }
     Text t = {0};
-    text_repr(&t, value);
+    render_text_repr(&t, value);
     PyObject *result = t.failed ? PyErr_NoMemory() : PyBytes_FromStringAndSize(t.data, (Py_ssize_t)t.len);
-    text_free(&t);
+    render_text_free(&t);
     return result;
 }
 
@@ -460,14 +460,14 @@ static struct PyModuleDef kernel_module = {
 };
 
 PyMODINIT_FUNC PyInit__kernel(void) {
-    if (PyType_Ready(&IndexType) < 0)
+    if (PyType_Ready(&EngineType) < 0)
         return NULL;
     if (module_load_errors() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&kernel_module);
     if (!module)
         return NULL;
-    PyObject *constants = format_constants(), *layout = render_layout();
+    PyObject *constants = module_format_constants(), *layout = module_render_layout();
     int rc = constants && layout ? PyModule_AddObjectRef(module, "FORMAT", constants) : -1;
     if (rc == 0)
         rc = PyModule_AddObjectRef(module, "RENDER", layout);
@@ -475,7 +475,7 @@ PyMODINIT_FUNC PyInit__kernel(void) {
     Py_XDECREF(layout);
     if (rc == 0)
         rc = PyModule_AddFunctions(module, module_codec_methods);
-    if (rc < 0 || PyModule_AddType(module, &IndexType) < 0) {
+    if (rc < 0 || PyModule_AddType(module, &EngineType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

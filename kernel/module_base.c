@@ -45,8 +45,8 @@ PyObject *module_raise_failure(PyObject *path, const Failure *failure) {
     }
 }
 
-int module_check_open(Index *self) {
-    if (!self->opened || self->index.closed) {
+int module_check_open(EngineObject *self) {
+    if (!self->opened || self->engine.closed) {
         PyErr_SetString(PyExc_ValueError, self->opened ? "the index is closed" : "the index is not open");
         return -1;
     }

@@ -1,6 +1,6 @@
 /* What the files of fastsubs._kernel's glue share, below all of them (module_base.c): the
- * Index object, failures as exceptions and Python's arguments as C arrays.  module.c holds
- * the module and the Index type and calls down into module_search.c (searches and their
+ * Engine object, failures as exceptions and Python's arguments as C arrays.  module.c holds
+ * the module and the Engine type and calls down into module_search.c (searches and their
  * answers) and module_format.c (the layouts); neither of those calls module.c. */
 #ifndef FASTSUBS_MODULE_BASE_H
 #define FASTSUBS_MODULE_BASE_H
@@ -8,16 +8,16 @@
 #include <Python.h>
 
 #include "chunk.h"
-#include "index.h"
+#include "engine.h"
 
 /* An open index as Python sees it. */
 typedef struct {
     PyObject_HEAD
-    FsIndex index;
+    Engine engine;
     int opened;
     PyObject *path;               /* str, for messages */
     PyObject **texts;             /* per word id: its str, once made (answer_records) */
-} Index;
+} EngineObject;
 
 /* Finds the exceptions of fastsubs.errors that module_raise_failure raises (once, as the module
  * is made): 0, or -1 with an exception set. */
@@ -25,7 +25,7 @@ int module_load_errors(void);
 /* ``failure`` as the fastsubs exception it is (its message naming ``path``); NULL. */
 PyObject *module_raise_failure(PyObject *path, const Failure *failure);
 /* 0, or -1 with ValueError when the index is closed or was never opened. */
-int module_check_open(Index *self);
+int module_check_open(EngineObject *self);
 /* Reads ``a`` as ``*n`` items of ``size`` bytes (*n < 0: any number, set): 0, or -1. */
 int module_get_array(PyObject *a, Py_buffer *view, Py_ssize_t size, Py_ssize_t *n, const char *what);
 

@@ -615,7 +615,7 @@ static PyObject *checksum(PyObject *module, PyObject *args) {
     Py_buffer key, body;
     if (!PyArg_ParseTuple(args, "y*y*:checksum", &key, &body))
         return NULL;
-    PyObject *result = PyLong_FromUnsignedLong(fs_checksum(key.buf, (size_t)key.len, body.buf, (size_t)body.len));
+    PyObject *result = PyLong_FromUnsignedLong(common_checksum(key.buf, (size_t)key.len, body.buf, (size_t)body.len));
     PyBuffer_Release(&key);
     PyBuffer_Release(&body);
     return result;

@@ -1,7 +1,7 @@
 /* fastsubs._kernel.FORMAT: the index format's constants (format.h), every entry of its lists
  * under its name, so that Python reads the format from the core and spells none of it; and
  * fastsubs._kernel.RENDER: the output layouts Python reads (kernel/render_layout.h), which
- * fastsubs/parquet.py builds its dtype from and tests/test_render_layout.py compares. */
+ * fastsubs/pipeline/parquet.py builds its dtype from and tests/test_render_layout.py compares. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <ctype.h>
@@ -66,7 +66,7 @@ static int add_tables(PyObject *constants) {
     return rc;
 }
 
-PyObject *format_constants(void) {
+PyObject *module_format_constants(void) {
 #define ADD_STRING(name, value) || add_item(constants, #name, PyBytes_FromStringAndSize(FS_##name, sizeof(FS_##name) - 1))
 #define ADD_INTEGER(name, value) || add_item(constants, #name, PyLong_FromLongLong((long long)FS_##name))
 #define ADD_WORD(name, value) || add_item(constants, #name, PyLong_FromUnsignedLong(FS_##name))
@@ -106,7 +106,7 @@ static PyObject *columns(void) {
     return list;
 }
 
-PyObject *render_layout(void) {
+PyObject *module_render_layout(void) {
 #define KIND_ENTRY(name) #name,
     static const char *kinds[] = {RENDER_KINDS(KIND_ENTRY)};
     PyObject *kind_values = PyDict_New();

@@ -6,7 +6,7 @@
 #include <Python.h>
 
 /* New references, or NULL with an exception set. */
-PyObject *format_constants(void);
-PyObject *render_layout(void);
+PyObject *module_format_constants(void);
+PyObject *module_render_layout(void);
 
 #endif

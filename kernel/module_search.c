@@ -1,4 +1,4 @@
-/* The searches of fastsubs._kernel's Index and their answers as Python objects, arrays or
+/* The searches of fastsubs._kernel's Engine and their answers as Python objects, arrays or
  * finished output text (module.c holds the module and the type).  Every entry reads its
  * limits with one parser (limits_args), the rendering ones their format with another
  * (rendering_args).  search() runs without the GIL in runs of positions, each run's answers
@@ -10,17 +10,17 @@
 #include <Python.h>
 
 #include "chunk.h"
-#include "index.h"
+#include "engine.h"
 #include "module_search.h"
 
 /* The word ``id`` as a str (a new reference), decoded once and kept: the API names the
  * same frequent words again and again. */
-static PyObject *word_text(Index *self, uint32_t id) {
-    if (!self->texts && !(self->texts = PyMem_Calloc(self->index.store.vocab_size, sizeof(PyObject *))))
+static PyObject *word_text(EngineObject *self, uint32_t id) {
+    if (!self->texts && !(self->texts = PyMem_Calloc(self->engine.store.vocab_size, sizeof(PyObject *))))
         return PyErr_NoMemory();
     if (!self->texts[id]) {
         size_t length;
-        const char *word = store_word(&self->index.store, id, &length);
+        const char *word = store_word(&self->engine.store, id, &length);
         if (!(self->texts[id] = PyUnicode_DecodeUTF8(word, (Py_ssize_t)length, "surrogateescape")))
             return NULL;
     }
@@ -30,8 +30,8 @@ static PyObject *word_text(Index *self, uint32_t id) {
 /* ---------------------------------------------------------------- answers */
 
 /* ``word value`` fields joined by tabs (render.h) as bytes. */
-static PyObject *fields_bytes(Index *self, const Scored *answers, const double *values, Py_ssize_t n) {
-    int64_t size = render_fields_size(&self->index.store, answers, values, n);
+static PyObject *fields_bytes(EngineObject *self, const Scored *answers, const double *values, Py_ssize_t n) {
+    int64_t size = render_fields_size(&self->engine.store, answers, values, n);
     if (size < 0) {
         PyErr_SetString(PyExc_ValueError, "word id outside the vocabulary");
         return NULL;
@@ -39,7 +39,7 @@ static PyObject *fields_bytes(Index *self, const Scored *answers, const double *
     PyObject *result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
     if (result) {
         char *start = PyBytes_AS_STRING(result);
-        char *end = render_write_fields(&self->index.store, answers, values, n, start);
+        char *end = render_write_fields(&self->engine.store, answers, values, n, start);
         if (_PyBytes_Resize(&result, end - start) < 0)
             result = NULL;
     }
@@ -66,7 +66,7 @@ static PyObject *answer_arrays(const Scored *answers, Py_ssize_t length) {
 
 /* One position's answer as a list of ``cls``(word text, score, p / sum p), best first: the
  * API's substitutes, made by tuple's own constructor (``tuple.__new__(cls, items)``). */
-static PyObject *answer_records(Index *self, const Scored *answers, const double *probabilities,
+static PyObject *answer_records(EngineObject *self, const Scored *answers, const double *probabilities,
                                 Py_ssize_t length, PyTypeObject *cls) {
     PyObject *result = PyList_New(length);
     for (Py_ssize_t i = 0; result && i < length; i++) {
@@ -95,7 +95,7 @@ static PyObject *answer_records(Index *self, const Scored *answers, const double
 /* What search() gives for each position: arrays, or records. */
 enum { ANSWER_ARRAYS, ANSWER_RECORDS };
 
-static PyObject *answer_object(Index *self, const Answers *a, int64_t position, int kind, PyTypeObject *record) {
+static PyObject *answer_object(EngineObject *self, const Answers *a, int64_t position, int kind, PyTypeObject *record) {
     int64_t start = a->starts[position], length = a->starts[position + 1] - start;
     if (kind == ANSWER_RECORDS)
         return answer_records(self, a->answers + start, a->probabilities + start, length, record);
@@ -160,18 +160,18 @@ typedef int64_t (*SearcherWork)(Searcher *searcher, void *context, Failure *fail
 /* Runs ``work`` on a searcher taken from the index, in one release of the GIL: what it
  * returns, or -1 with an exception set.  ``took``: the calling thread's work meanwhile
  * (searches, words evaluated, list entries read, substitutes listed), or NULL. */
-static int64_t on_a_searcher(Index *self, SearcherWork work, void *context, unsigned long long took[4]) {
+static int64_t on_a_searcher(EngineObject *self, SearcherWork work, void *context, unsigned long long took[4]) {
     Failure failure = {0};
     unsigned long long before[4], after[4];
     int64_t result = -1;
     Py_BEGIN_ALLOW_THREADS
-    index_thread_work(before);
-    Searcher *searcher = index_take(&self->index, &failure);
+    engine_thread_work(before);
+    Searcher *searcher = engine_take(&self->engine, &failure);
     if (searcher) {
         result = work(searcher, context, &failure);
-        index_give_back(&self->index, searcher);
+        engine_give_back(&self->engine, searcher);
     }
-    index_thread_work(after);
+    engine_thread_work(after);
     Py_END_ALLOW_THREADS
     for (int i = 0; took && i < 4; i++)
         took[i] = after[i] - before[i];
@@ -184,7 +184,7 @@ static int64_t on_a_searcher(Index *self, SearcherWork work, void *context, unsi
  * substitutes (one release per run, not per position), then made into Python objects. */
 #define SEARCH_RUN_ANSWERS ((int64_t)1 << 16)
 
-PyObject *Index_search(Index *self, PyObject *args) {
+PyObject *module_engine_search(EngineObject *self, PyObject *args) {
     PyObject *sentence, *mass, *excluded_object, *record_object = Py_None;
     Py_ssize_t first, last;
     long long count;
@@ -211,7 +211,7 @@ PyObject *Index_search(Index *self, PyObject *args) {
     Failure failure = {0};
     Searcher *searcher;
     Py_BEGIN_ALLOW_THREADS
-    searcher = index_take(&self->index, &failure);
+    searcher = engine_take(&self->engine, &failure);
     Py_END_ALLOW_THREADS
     PyObject *results = searcher ? PyList_New(last - first) : module_raise_failure(self->path, &failure);
     Answers run = {0};
@@ -235,8 +235,8 @@ PyObject *Index_search(Index *self, PyObject *args) {
         }
     }
     if (searcher)
-        index_give_back(&self->index, searcher);
-    answers_free(&run);
+        engine_give_back(&self->engine, searcher);
+    search_answers_free(&run);
     PyBuffer_Release(&ids);
     PyBuffer_Release(&excluded);
     return results;
@@ -270,7 +270,7 @@ static int64_t search_sentences(Searcher *searcher, void *context, Failure *fail
  * starts[s + 1]), <s> and </s> included; its positions 1 ... n - 2, and n - 1 (</s>) with
  * ``eos``), searched in one release of the GIL: uint32 and float64 bytes, position by
  * position, best first, and int64 bytes of where each position's begin (one more at the end). */
-PyObject *Index_search_batch(Index *self, PyObject *args) {
+PyObject *module_engine_search_batch(EngineObject *self, PyObject *args) {
     PyObject *ids_object, *starts_object, *mass, *excluded_object;
     long long count;
     int eos;
@@ -319,7 +319,7 @@ PyObject *Index_search_batch(Index *self, PyObject *args) {
         Py_XDECREF(scores);
         Py_XDECREF(offsets);
     }
-    answers_free(&batch.all);
+    search_answers_free(&batch.all);
     PyBuffer_Release(&ids);
     PyBuffer_Release(&starts);
     PyBuffer_Release(&excluded);
@@ -341,17 +341,17 @@ typedef struct {
 static int64_t render_sentence(Searcher *searcher, void *context, Failure *failure) {
     Positions *p = context;
     Scratch scratch;
-    if (scratch_init(&scratch, &p->request->rendering) < 0) {
-        fs_fail(failure, FS_ENOMEM, "out of memory");
+    if (chunk_scratch_init(&scratch, &p->request->rendering) < 0) {
+        common_fail(failure, FS_ENOMEM, "out of memory");
         return -1;
     }
-    int rc = render_positions(searcher, p->request, &p->place, p->sentence, p->n, p->first, p->last, p->words, &scratch,
-                              &p->out, failure);
-    scratch_free(&scratch);
+    int rc = chunk_render_positions(searcher, p->request, &p->place, p->sentence, p->n, p->first, p->last, p->words,
+                                    &scratch, &p->out, failure);
+    chunk_scratch_free(&scratch);
     return rc;
 }
 
-PyObject *Index_render(Index *self, PyObject *args, PyObject *kwds) {
+PyObject *module_engine_render(EngineObject *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"sentence", "first", "last", "count", "mass", "excluded", "kind", "words", "line",
                             "first_position", "normalize", "name", "id", "draws", "seed", NULL};
     PyObject *sentence, *mass, *excluded_object, *words, *name = Py_None, *id = Py_None, *seed = NULL;
@@ -389,7 +389,7 @@ PyObject *Index_render(Index *self, PyObject *args, PyObject *kwds) {
     Span *spans = module_byte_spans(words, &held, "words");
     if (spans && (p.words = spans, on_a_searcher(self, render_sentence, &p, NULL) == 0))
         result = PyBytes_FromStringAndSize(p.out.data, (Py_ssize_t)p.out.len);
-    text_free(&p.out);
+    render_text_free(&p.out);
     PyMem_Free(spans);
     Py_XDECREF(held);
     PyBuffer_Release(&ids);
@@ -397,9 +397,9 @@ PyObject *Index_render(Index *self, PyObject *args, PyObject *kwds) {
     return result;
 }
 
-/* Whether a signal's Python handler raised (SIGINT, SIGTERM: fastsubs.cli_support): run
+/* Whether a signal's Python handler raised (SIGINT, SIGTERM: fastsubs.cli.support): run
  * from a search without the GIL, which it takes for the check; the exception stays set
- * for Index_render_chunk to return. */
+ * for module_engine_render_chunk to return. */
 static int signal_raised(void) {
     PyGILState_STATE state = PyGILState_Ensure();
     int raised = PyErr_CheckSignals() < 0;
@@ -418,10 +418,10 @@ typedef struct {
 
 static int64_t render_chunk(Searcher *searcher, void *context, Failure *failure) {
     Chunk *c = context;
-    return render_lines(searcher, c->request, c->lines, c->n, c->first_line, &c->out, &c->problem, failure);
+    return chunk_render_lines(searcher, c->request, c->lines, c->n, c->first_line, &c->out, &c->problem, failure);
 }
 
-PyObject *Index_render_chunk(Index *self, PyObject *args, PyObject *kwds) {
+PyObject *module_engine_render_chunk(EngineObject *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"lines", "first_line", "count", "mass", "excluded", "kind", "targets", "eos",
                             "normalize", "draws", "seed", "window", NULL};
     PyObject *lines, *mass, *excluded_object, *seed = NULL, *window_object = Py_None;
@@ -470,8 +470,8 @@ PyObject *Index_render_chunk(Index *self, PyObject *args, PyObject *kwds) {
         else
             Py_XDECREF(problem);
     }
-    text_free(&chunk.out);
-    text_free(&chunk.problem);
+    render_text_free(&chunk.out);
+    render_text_free(&chunk.problem);
     PyMem_Free((void *)chunk.lines);
     Py_XDECREF(held);
     PyBuffer_Release(&excluded);
@@ -479,7 +479,7 @@ PyObject *Index_render_chunk(Index *self, PyObject *args, PyObject *kwds) {
 }
 
 /* fields(ids, values) -> bytes: ``word value`` fields joined by tabs (render.h). */
-PyObject *Index_fields(Index *self, PyObject *args) {
+PyObject *module_engine_fields(EngineObject *self, PyObject *args) {
     PyObject *ids_object, *values_object, *result = NULL;
     if (!PyArg_ParseTuple(args, "OO:fields", &ids_object, &values_object) || module_check_open(self) < 0)
         return NULL;

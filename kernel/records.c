@@ -8,7 +8,7 @@
 
 /* ---------------------------------------------------------------- pattern records */
 
-size_t store_pattern_key(const Store *s, int slot, const uint32_t *ids, int n, uint8_t *key) {
+size_t records_pattern_key(const Store *s, int slot, const uint32_t *ids, int n, uint8_t *key) {
     for (int i = 0; i < n; i++)
         if (ids[i] >= s->vocab_size)
             return 0;
@@ -85,7 +85,7 @@ int records_check_pattern(const Store *s, DiskPattern *p, Failure *failure, cons
         }
     }
     if (what[0]) {
-        fs_fail(failure, FS_EDAMAGED, "damaged index: pattern %s: %s", codec_hex(key, key_len, shown), what);
+        common_fail(failure, FS_EDAMAGED, "damaged index: pattern %s: %s", codec_hex(key, key_len, shown), what);
         return -1;
     }
     float sup = 0.0f;
@@ -96,18 +96,18 @@ int records_check_pattern(const Store *s, DiskPattern *p, Failure *failure, cons
     p->beta_sup = sup;
     return 0;
 no_memory:
-    fs_fail(failure, FS_ENOMEM, "out of memory");
+    common_fail(failure, FS_ENOMEM, "out of memory");
     return -1;
 }
 
 
-int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
+int records_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
                        DiskPattern *out, Failure *failure) {
     MDB_val k = {key_len, (void *)key}, v;
     char shown[65];
     int rc = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE);
     if (rc == MDB_NOTFOUND) {
-        fs_fail(failure, FS_EDAMAGED, "damaged index: patterns%d ends before its END record", order);
+        common_fail(failure, FS_EDAMAGED, "damaged index: patterns%d ends before its END record", order);
         return -1;
     }
     if (rc)
@@ -120,7 +120,7 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
      * key, at most its own.  A damaged B-tree may land elsewhere; never read that as absence. */
     if ((r.has_previous && records_key_compare(r.previous, key, key_len) >= 0) ||
         (r.kind != FS_END && records_key_compare(r.key, key, key_len) < 0)) {
-        fs_fail(failure, FS_EDAMAGED, "damaged index: the look-up of pattern %s landed on the wrong record of patterns%d",
+        common_fail(failure, FS_EDAMAGED, "damaged index: the look-up of pattern %s landed on the wrong record of patterns%d",
              codec_hex(key, key_len, shown), order);
         return -1;
     }
@@ -172,7 +172,7 @@ int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint
         return 0;  /* the next restart's key is above ``key`` */
     /* every key of the record is below ``key``, but the record's key is not */
 malformed:
-    fs_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d at key %s has a malformed layout", order,
+    common_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d at key %s has a malformed layout", order,
          codec_hex(r.key, key_len, shown));
     return -1;
 }

@@ -27,7 +27,7 @@ static char *room(Text *t, size_t more) {
     return t->data + t->len;
 }
 
-void text_append(Text *t, const void *bytes, size_t n) {
+void render_text_append(Text *t, const void *bytes, size_t n) {
     char *at = room(t, n);
     if (at) {
         memcpy(at, bytes, n);
@@ -35,9 +35,9 @@ void text_append(Text *t, const void *bytes, size_t n) {
     }
 }
 
-#define APPEND(t, literal) text_append(t, literal, sizeof(literal) - 1)
+#define APPEND(t, literal) render_text_append(t, literal, sizeof(literal) - 1)
 
-void text_free(Text *t) {
+void render_text_free(Text *t) {
     free(t->data);
     memset(t, 0, sizeof(*t));
 }
@@ -62,7 +62,7 @@ static void append_integer(Text *t, int64_t value) {
 /* Python's repr(): the shortest digits that read back as the value (Ryu), in fixed notation
  * when the decimal point falls within 16 digits of them, else as d.ddde[+-]XX; ".0" after a
  * whole number. */
-void text_repr(Text *t, double value) {
+void render_text_repr(Text *t, double value) {
     if (value == 0.0) {
         if (signbit(value))
             APPEND(t, "-0.0");
@@ -264,7 +264,7 @@ static void append_escaped(Text *t, uint8_t c) {
     case '\t': APPEND(t, "\\t"); return;
     default: {
         char code[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-        text_append(t, code, 6);
+        render_text_append(t, code, 6);
     }
     }
 }
@@ -282,16 +282,16 @@ static void append_string(Text *t, const uint8_t *text, size_t n) {
             i += step;
             continue;
         }
-        text_append(t, text + plain, i - plain);
+        render_text_append(t, text + plain, i - plain);
         if (c < 0x20 || c == '"' || c == '\\') {
             append_escaped(t, c);
         } else {  /* a byte of no character: \xHH, its backslash escaped in JSON */
             char code[5] = {'\\', '\\', 'x', hex[c >> 4], hex[c & 15]};
-            text_append(t, code, 5);
+            render_text_append(t, code, 5);
         }
         plain = ++i;
     }
-    text_append(t, text + plain, n - plain);
+    render_text_append(t, text + plain, n - plain);
     APPEND(t, "\"");
 }
 
@@ -317,12 +317,12 @@ static void append_text_field(Text *t, const char *name, const uint8_t *text, si
     if (!first)
         APPEND(t, ", ");
     APPEND(t, "\"");
-    text_append(t, name, strlen(name));
+    render_text_append(t, name, strlen(name));
     APPEND(t, "\": ");
     append_string(t, text, n);
     if (!is_utf8(text, n)) {
         APPEND(t, ", \"");
-        text_append(t, name, strlen(name));
+        render_text_append(t, name, strlen(name));
         APPEND(t, "_bytes\": \"");
         append_base64(t, text, n);
         APPEND(t, "\"");
@@ -345,7 +345,7 @@ static void append_place(Text *t, const Place *place) {
 static void append_word(Text *t, const Store *s, uint32_t id) {
     size_t length;
     const char *word = store_word(s, id, &length);
-    text_append(t, word, length);
+    render_text_append(t, word, length);
 }
 
 /* A vocabulary word as a JSON string (vocabulary words are UTF-8: the indexer refuses others). */
@@ -401,12 +401,12 @@ static void render_samples(Text *t, const Store *s, const Rendering *r, const Pl
     }
     for (int64_t d = 0; d < drawn; d++) {
         if (place->name && place->id) {
-            text_append(t, place->name, place->name_len);
+            render_text_append(t, place->name, place->name_len);
             APPEND(t, "\t");
-            text_append(t, place->id, place->id_len);
+            render_text_append(t, place->id, place->id_len);
             APPEND(t, "\t");
         }
-        text_append(t, place->word, place->word_len);
+        render_text_append(t, place->word, place->word_len);
         APPEND(t, "\t");
         append_word(t, s, answers[draws[d]].word);
         APPEND(t, "\n");
@@ -424,26 +424,26 @@ static void render_columns(Text *columns, const Rendering *r, const Place *place
                     (int64_t)(!is_utf8(place->word, place->word_len)) |
                         (int64_t)(targets && !is_utf8(place->name, place->name_len)) << 1 |
                         (int64_t)(targets && !is_utf8(place->id, place->id_len)) << 2};
-    text_append(&columns[COLUMN_PLACES], &row, sizeof(row));
+    render_text_append(&columns[COLUMN_PLACES], &row, sizeof(row));
     for (int64_t i = 0; i < n; i++) {
         ColumnItem_SCORES score = answers[i].score;
         ColumnItem_SUBSTITUTES word = answers[i].word;
-        text_append(&columns[COLUMN_SCORES], &score, sizeof(score));
-        text_append(&columns[COLUMN_SUBSTITUTES], &word, sizeof(word));
+        render_text_append(&columns[COLUMN_SCORES], &score, sizeof(score));
+        render_text_append(&columns[COLUMN_SUBSTITUTES], &word, sizeof(word));
     }
     _Static_assert(_Generic((ColumnItem_PROBABILITIES)0, double: 1, default: 0), "p / sum p are appended whole");
     if (r->normalize)
-        text_append(&columns[COLUMN_PROBABILITIES], probabilities, (size_t)n * sizeof(ColumnItem_PROBABILITIES));
+        render_text_append(&columns[COLUMN_PROBABILITIES], probabilities, (size_t)n * sizeof(ColumnItem_PROBABILITIES));
     for (int64_t d = 0; d < drawn; d++) {
         ColumnItem_DRAWS word = answers[draws[d]].word;
-        text_append(&columns[COLUMN_DRAWS], &word, sizeof(word));
+        render_text_append(&columns[COLUMN_DRAWS], &word, sizeof(word));
     }
     _Static_assert(sizeof(ColumnItem_WORDS) == 1 && sizeof(ColumnItem_NAMES) == 1 && sizeof(ColumnItem_RECORD_IDS) == 1,
                    "the text columns hold bytes");
-    text_append(&columns[COLUMN_WORDS], place->word, place->word_len);
+    render_text_append(&columns[COLUMN_WORDS], place->word, place->word_len);
     if (targets) {
-        text_append(&columns[COLUMN_NAMES], place->name, place->name_len);
-        text_append(&columns[COLUMN_RECORD_IDS], place->id, place->id_len);
+        render_text_append(&columns[COLUMN_NAMES], place->name, place->name_len);
+        render_text_append(&columns[COLUMN_RECORD_IDS], place->id, place->id_len);
     }
 }
 
@@ -453,7 +453,7 @@ static void render_columns(Text *columns, const Rendering *r, const Place *place
  * cannot write (Python's json.dumps writes -Infinity, which strict parsers refuse). */
 static void append_json_score(Text *t, double value) {
     if (isfinite(value))
-        text_repr(t, value);
+        render_text_repr(t, value);
     else
         APPEND(t, "null");
 }
@@ -462,7 +462,7 @@ void render_position(Text *t, const Store *s, const Rendering *r, const Place *p
                      const double *probabilities, int64_t n, int64_t *draws, double *cumulative) {
     switch (r->kind) {
     case RENDER_LINE:
-        text_append(t, place->word, place->word_len);
+        render_text_append(t, place->word, place->word_len);
         APPEND(t, "\t");
         render_fields(t, s, r, answers, probabilities, n);
         return;
@@ -480,7 +480,7 @@ void render_position(Text *t, const Store *s, const Rendering *r, const Place *p
             APPEND(t, ", \"lp\": ");
             append_json_score(t, answers[i].score);
             APPEND(t, ", \"p\": ");
-            text_repr(t, probabilities[i]);
+            render_text_repr(t, probabilities[i]);
             APPEND(t, "}");
         }
         APPEND(t, "]}\n");

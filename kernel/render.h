@@ -11,7 +11,7 @@
  *   (Python's ``backslashreplace``), and ``<field>_bytes`` holding the bytes in base64;
  * * samples (--sample N): N draws (sample.h) as ``word<TAB>sub`` lines (``name<TAB>id<TAB>``
  *   before them for -t), or as one JSON object whose ``samples`` lists them;
- * * columns (Parquet, fastsubs/parquet.py): no text at all but the numbers of each position
+ * * columns (Parquet, fastsubs/pipeline/parquet.py): no text at all but the numbers of each position
  *   appended to the columns below, which the chunk's caller packs (chunk.h) and Python
  *   hands to Apache Arrow without a loop per position.
  *
@@ -41,10 +41,10 @@ typedef struct {
     int failed;                 /* out of memory: what it holds is incomplete */
 } Text;
 
-void text_append(Text *t, const void *bytes, size_t n);
-void text_free(Text *t);
+void render_text_append(Text *t, const void *bytes, size_t n);
+void render_text_free(Text *t);
 /* Appends ``value`` (finite) as Python's repr(float) writes it. */
-void text_repr(Text *t, double value);
+void render_text_repr(Text *t, double value);
 
 /* Where one position's substitutes were asked for. */
 typedef struct {

@@ -31,7 +31,7 @@ typedef struct {
  * starts aligned): name, the type of its items (ColumnItem_<name>, what render.c writes),
  * and their kind as numpy names it ('f' float, 'u' unsigned, 'V' a PlaceRow).  A chunk of
  * them is framed as COLUMN_COUNT lengths in bytes (ColumnLength each), then each column's
- * bytes in this order; fastsubs/parquet.py reads them so. */
+ * bytes in this order; fastsubs/pipeline/parquet.py reads them so. */
 #define RENDER_COLUMN_LIST(X) \
     X(PLACES, PlaceRow, 'V')            /* one row per position */ \
     X(SCORES, double, 'f')              /* its substitutes' scores */ \

@@ -5,7 +5,8 @@
  * file runs the threshold search of docs/algorithm.md:
  *
  *   - the sorted lists are the patterns some step reads by alpha (``by_score`` order)
- *     and the unigram list (``unigram_order``);
+ *     and the unigram list (``unigram_order``), and the joint order of a pattern "_ d"
+ *     where the joint bound applies (joint.c);
  *   - each round reads one entry from every list that binds the upper bound on words
  *     not read yet; the bound is recomputed when the lists that bind may have changed;
  *   - words read for the first time are scored exactly in small batches (look-ups in
@@ -20,6 +21,7 @@
  * Scores are summed in float64 from the stored float32 values, in the order the
  * exhaustive scorer uses (score.c), so results are bit-for-bit reproducible.
  */
+#include "joint.h"
 #include "lists.h"
 #include "score.h"
 #include "searcher.h"
@@ -55,87 +57,6 @@ static void bind(Searcher *searcher, uint64_t stamp, int list, double best, doub
     }
 }
 
-/* The value of alternative ``a`` of ``term`` (its list's sup under the longer steps' beta sups). */
-static inline double alternative(const Searcher *searcher, const SearchTerm *term, int a) {
-    const Alt *alt = &searcher->alts[term->first_alt + a];
-    return upper_term(&searcher->steps[term->first], alt->n_longer, searcher->lists[alt->list].sup);
-}
-
-/* The joint bound on terms 0 and 1 together (docs/algorithm.md, "The joint bound"), for
- * bound(): an upper bound on t_0(x) + t_1(x), summed as the score sums it, over every word x
- * not read yet.  Sets both terms' own bounds in term_sup and marks the lists that bind it.
- *
- * An unread x takes one alternative in each term.  Adding the two terms' largest
- * alternatives bounds every such pair, but the largest of term 0 is often its unigram base
- * (x in no pattern of its contexts: a rare word) and the largest of term 1 its pattern
- * "_ d" (the words seen before d: rare words top that list).  Few words are both, so the
- * pairs are split three ways:
- *   - x in a pattern of term 0: that alternative, plus term 1's largest;
- *   - x taking the unigram base of term 0 and any alternative of term 1 but "_ d";
- *   - x taking the unigram base and in "_ d": also bounded by the constants and beta sups of
- *     both chains over the joint order's next key, which bounds alpha(x) + alpha(x d) of every
- *     word of "_ d" not read yet, plus a slack that covers the rounding of both sums.
- * The largest of the three bounds the pair; its lists bind. */
-static double pair_bound(Searcher *searcher, uint64_t stamp) {
-    SearchTerm *t0 = &searcher->terms[0], *t1 = &searcher->terms[1];
-    int base_alt = t0->n_alts - 1, d_alt = searcher->joint_alt;
-    /* term 0: its unigram base (the last alternative) and the best of the others */
-    double base0 = alternative(searcher, t0, base_alt), other0 = -INFINITY;
-    int arg0 = NONE;
-    for (int a = 0; a < base_alt; a++) {
-        double value = alternative(searcher, t0, a);
-        if (value > other0) {
-            other0 = value;
-            arg0 = a;
-        }
-    }
-    /* term 1: "_ d", and the best of the others, its constant alternative included */
-    double in_d = alternative(searcher, t1, d_alt), other1 = t1->fixed;
-    int arg1 = NONE;
-    for (int a = 0; a < t1->n_alts; a++) {
-        double value = a == d_alt ? -INFINITY : alternative(searcher, t1, a);
-        if (value > other1) {
-            other1 = value;
-            arg1 = a;
-        }
-    }
-    double all1 = in_d > other1 ? in_d : other1;
-    int arg_all1 = in_d > other1 ? d_alt : arg1;
-    searcher->term_sup[0] = base0 > other0 ? base0 : other0;
-    searcher->term_sup[1] = all1;
-    /* the joint sum: term 0's constants over term 1's beta sups over the joint key */
-    const List *joint = &searcher->lists[searcher->joint_list];
-    const Alt *d = &searcher->alts[t1->first_alt + d_alt];
-    double pair = upper_term(&searcher->steps[t0->first], t0->n,
-                             upper_term(&searcher->steps[t1->first], d->n_longer, joint->sup));
-    pair = joint->sup == -INFINITY ? -INFINITY : pair + searcher->joint_slack;
-    double separate = base0 + in_d;
-    double value[3] = {other0 + all1, base0 + other1, pair < separate ? pair : separate};
-    int best = value[1] > value[0], second = !best;
-    if (value[2] > value[best]) {
-        second = best;
-        best = 2;
-    } else if (value[2] > value[second]) {
-        second = 2;
-    }
-    double top = value[best], runner_up = value[second];
-    if (best == 0) {
-        if (arg0 != NONE)
-            bind(searcher, stamp, searcher->alts[t0->first_alt + arg0].list, top, runner_up);
-        if (arg_all1 != NONE)
-            bind(searcher, stamp, searcher->alts[t1->first_alt + arg_all1].list, top, runner_up);
-    } else if (best == 2 && pair < separate) {
-        bind(searcher, stamp, searcher->joint_list, top, runner_up);
-    } else {
-        bind(searcher, stamp, searcher->alts[t0->first_alt + base_alt].list, top, runner_up);
-        if (best == 2)
-            bind(searcher, stamp, d->list, top, runner_up);
-        else if (arg1 != NONE)
-            bind(searcher, stamp, searcher->alts[t1->first_alt + arg1].list, top, runner_up);
-    }
-    return top;
-}
-
 /* Upper bound on lp(x) of every word not read yet; its terms' bounds go to searcher->term_sup,
  * and searcher->binding lists the lists that bind it (reading any other list cannot lower it).
  *
@@ -144,7 +65,8 @@ static double pair_bound(Searcher *searcher, uint64_t stamp) {
  * the list's next entry, and a word absent from the pattern takes no alpha from it),
  * and the base under every beta sup.  The sum over terms, in term order, bounds lp(x):
  * every sum is taken in the order the score takes it (upper_term), so the bound holds for
- * the rounded scores too.
+ * the rounded scores too.  Where the joint bound applies, terms 0 and 1 are bounded
+ * together instead (joint.c, joint_bound), the later terms added to that.
  *
  * Sups only decrease, so a term whose largest alternative is a constant keeps its bound
  * (frozen), and an alternative that was the largest stays so while it is at least the
@@ -153,13 +75,17 @@ static double pair_bound(Searcher *searcher, uint64_t stamp) {
  * runner-up: see bind).  Only when to recompute rests on that estimate, never the
  * bound's value. */
 static double bound(Searcher *searcher, int n_terms) {
-    const List *lists = searcher->lists;
     uint64_t stamp = ++searcher->bound_stamp;
     double total = 0.0;
     int first = 0;
     searcher->n_binding = 0;
-    if (searcher->joint_list != NONE) {
-        total = pair_bound(searcher, stamp);
+    if (searcher->joint_list != NONE) {  /* terms 0 and 1 bounded together (joint.c) */
+        double runner_up;
+        PairBound pair = joint_bound(searcher, &runner_up);
+        for (int i = 0; i < 2; i++)
+            if (pair.binds[i] != NONE)
+                bind(searcher, stamp, pair.binds[i], pair.value, runner_up);
+        total = pair.value;
         first = 2;
     }
     for (int t = first; t < n_terms; t++) {
@@ -168,17 +94,16 @@ static double bound(Searcher *searcher, int n_terms) {
             total += searcher->term_sup[t];
             continue;
         }
-        const SearchStep *steps = &searcher->steps[term->first];
         const Alt *alts = &searcher->alts[term->first_alt];
         double best = -INFINITY;
         if (term->arg != NONE)
-            best = upper_term(steps, alts[term->arg].n_longer, lists[alts[term->arg].list].sup);
+            best = alternative(searcher, term, term->arg);
         if (term->arg == NONE || best < term->runner_up) {
             double second = -INFINITY;
             int arg = NONE;
             best = -INFINITY;
             for (int a = 0; a < term->n_alts; a++) {
-                double value = upper_term(steps, alts[a].n_longer, lists[alts[a].list].sup);
+                double value = alternative(searcher, term, a);
                 if (value > best) {
                     second = best;
                     best = value;
@@ -205,7 +130,7 @@ static double bound(Searcher *searcher, int n_terms) {
         }
         bind(searcher, stamp, alts[term->arg].list, best, term->runner_up);
     }
-    /* No list binds only if no term predicts x (never so for position_terms' terms):
+    /* No list binds only if no term predicts x (never so for the terms terms_position makes):
      * then reading cannot lower the bound, and exactness needs every word read. */
     if (!searcher->n_binding) {
         int unigram = searcher->unigram_list;
@@ -327,7 +252,7 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
     int n_pats = 0;
     int n_terms = lists_read_terms(searcher, &n_pats);
     if (n_terms < 0) {
-        fs_fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
+        common_fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     lists_mark_members(searcher, n_pats);
@@ -427,22 +352,22 @@ int search_position(Searcher *searcher, const uint32_t *sentence, int n, int tar
     uint32_t vocab_size = searcher->reader.store->vocab_size;
     searcher->n_listed = 0;
     if (target < 1 || target >= n) {
-        fs_fail(&searcher->reader.failure, FS_EARGUMENT, "target outside 1 ... len(sentence) - 1");
+        common_fail(&searcher->reader.failure, FS_EARGUMENT, "target outside 1 ... len(sentence) - 1");
         return -1;
     }
     for (int64_t i = 0; i < limits->n_excluded; i++)
         if (limits->excluded[i] >= vocab_size) {
-            fs_fail(&searcher->reader.failure, FS_EARGUMENT, "excluded: word ids below the vocabulary size");
+            common_fail(&searcher->reader.failure, FS_EARGUMENT, "excluded: word ids below the vocabulary size");
             return -1;
         }
     /* As the original, the -p rule applies only for P < 1: with P = 1 it would stop once
      * S / (S + p (V - L)) rounds to 1, far down the list but before its end. */
     int use_mass = limits->use_mass && limits->mass < 1.0;
-    reader_begin_search(&searcher->reader);
-    int rc = position_terms(&searcher->reader, sentence, n, target, &searcher->position);
+    cache_reader_begin_search(&searcher->reader);
+    int rc = terms_position(&searcher->reader, sentence, n, target, &searcher->position);
     if (rc == 0)
         rc = run_search(searcher, limits->count, use_mass, limits->mass, limits->excluded, limits->n_excluded);
-    reader_end_search(&searcher->reader);
+    cache_reader_end_search(&searcher->reader);
     return rc;
 }
 
@@ -506,23 +431,23 @@ int search_run(Searcher *searcher, const uint32_t *sentence, int n, int *target,
         if (search_position(searcher, sentence, n, *target, limits) < 0)
             return -1;
         if (keep_answer(a, searcher) < 0) {
-            fs_fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
+            common_fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
             return -1;
         }
     }
     return 0;
 }
 
-void answers_free(Answers *a) {
+void search_answers_free(Answers *a) {
     free(a->answers);
     free(a->probabilities);
     free(a->starts);
     memset(a, 0, sizeof(*a));
 }
 
-int searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t records, size_t kept_budget) {
+int search_searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t records, size_t kept_budget) {
     memset(searcher, 0, sizeof(*searcher));
-    if (reader_init(&searcher->reader, s, maps, records, kept_budget) < 0)
+    if (cache_reader_init(&searcher->reader, s, maps, records, kept_budget) < 0)
         return -1;
     size_t v = s->vocab_size;
     searcher->flags = calloc(v, 1);
@@ -531,8 +456,8 @@ int searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t rec
     searcher->listed = malloc(v * sizeof(Scored));
     searcher->top = malloc(v * sizeof(double));
     if (!searcher->flags || !searcher->evaluated || !searcher->pending || !searcher->listed || !searcher->top) {
-        searcher_free(searcher);
-        fs_fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
+        search_searcher_free(searcher);
+        common_fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     if (s->bos < s->vocab_size)
@@ -540,9 +465,9 @@ int searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t rec
     return 0;
 }
 
-void searcher_free(Searcher *searcher) {
-    reader_free(&searcher->reader);
-    position_terms_free(&searcher->position);
+void search_searcher_free(Searcher *searcher) {
+    cache_reader_free(&searcher->reader);
+    terms_position_free(&searcher->position);
     free(searcher->flags);
     free(searcher->evaluated);
     free(searcher->pending);

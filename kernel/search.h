@@ -4,7 +4,7 @@
  * A Searcher holds everything one search needs and keeps between searches: a Reader
  * (its read transaction and record cache, store.h), the terms of the position
  * (terms.h) and scratch space.  One thread uses a Searcher at a time; an open index has
- * as many as threads search it at once (index.h). */
+ * as many as threads search it at once (engine.h). */
 #ifndef FASTSUBS_SEARCH_H
 #define FASTSUBS_SEARCH_H
 
@@ -46,9 +46,9 @@ typedef struct Searcher {
     int *binding; int cap_binding, n_binding;  /* the lists that bind, in the order found */
     uint64_t bound_stamp, batch_stamp;  /* count bound() calls and batches: never wrap */
     int unigram_list;                /* index of the unigram list in lists */
-    /* the joint bound over terms 0 and 1 (search.c, pair_bound): the list reading the joint
-     * order of term 1's pattern "_ d" (NONE: no joint bound at this position), that
-     * pattern's alternative among term 1's, and the rounding slack of the joint sum */
+    /* the joint bound over terms 0 and 1 (joint.c): the list reading the joint order of
+     * term 1's pattern "_ d" (NONE: no joint bound at this position), that pattern's
+     * alternative among term 1's, and the rounding slack of the joint sum */
     int joint_list, joint_alt;
     double joint_slack;
     double *term_sup; int cap_term_sup;    /* per term: its bound now */
@@ -63,12 +63,12 @@ typedef struct Searcher {
     /* totals since the searcher was made: searches, words evaluated, list entries read,
      * substitutes listed */
     unsigned long long n_searches, n_evaluated, n_reads, n_listed_total;
-    unsigned long long taken[4];     /* those four when the searcher was last taken (index.c) */
+    unsigned long long taken[4];     /* those four when the searcher was last taken (engine.c) */
 } Searcher;
 
 /* 0, or -1 with the failure in searcher->reader.failure. */
-int searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t records, size_t kept_budget);
-void searcher_free(Searcher *searcher);
+int search_searcher_init(Searcher *searcher, const Store *s, MapTable *maps, size_t records, size_t kept_budget);
+void search_searcher_free(Searcher *searcher);
 /* The substitutes of position ``target`` (1 ... n - 1) of ``sentence`` (n word ids, <s>
  * and </s> included) within ``limits``, into searcher->listed[0 .. searcher->n_listed).  0, or -1 with
  * searcher->reader.failure set. */
@@ -96,6 +96,6 @@ typedef struct {
  * -1 with searcher->reader.failure set (FS_ENOMEM when out of memory). */
 int search_run(Searcher *searcher, const uint32_t *sentence, int n, int *target, int last, const SearchLimits *limits,
                Answers *a, int64_t most);
-void answers_free(Answers *a);
+void search_answers_free(Answers *a);
 
 #endif

@@ -1,11 +1,13 @@
-/* The searcher's private types, shared by the three files of the search (search.h is the
+/* The searcher's private types, shared by the four files of the search (search.h is the
  * public side), each of which declares what it gives the others in its own header:
  *
  *   lists.c   the sorted lists, and reading a position's terms (terms.h) into the patterns,
  *             steps, lists and bound alternatives the search works on (lists.h);
+ *   joint.c   the joint bound on terms 0 and 1: whether it applies at a position, its
+ *             rounding slack and its value (joint.h);
  *   score.c   exact scores of a batch of new words, and dropping those that cannot make
  *             the top ``count`` (score.h);
- *   search.c  the bound, the threshold search itself and its answers, over both.
+ *   search.c  the bound, the threshold search itself and its answers, over all three.
  *
  * See search.c for how the search goes, and docs/algorithm.md for why it is exact. */
 #ifndef FASTSUBS_SEARCHER_H
@@ -127,6 +129,13 @@ static inline double upper_term(const SearchStep *steps, int n, double inner) {
     while (n)
         inner = steps[--n].beta_sup + inner;
     return inner;
+}
+
+/* The bound of alternative ``a`` of ``term``: its list's sup under the beta sups of the steps
+ * longer than its own (Alt). */
+static inline double alternative(const Searcher *searcher, const SearchTerm *term, int a) {
+    const Alt *alt = &searcher->alts[term->first_alt + a];
+    return upper_term(&searcher->steps[term->first], alt->n_longer, searcher->lists[alt->list].sup);
 }
 
 /* Is the pattern of ``count`` words big (see RANK_MIN_COUNT)? */

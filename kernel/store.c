@@ -14,7 +14,7 @@
 #define OPEN_ATTEMPTS 20
 
 int store_lmdb_failed(Failure *failure, int rc, const char *what) {
-    fs_fail(failure, FS_ELMDB, "%s (%s)", what, mdb_strerror(rc));
+    common_fail(failure, FS_ELMDB, "%s (%s)", what, mdb_strerror(rc));
     return -1;
 }
 
@@ -27,14 +27,14 @@ int store_read_failed(Failure *failure, MDB_txn *txn, int rc, const char *db_for
     size_t pgno;
     const char *what = txn ? mdb_txn_damage(txn, &pgno) : NULL;
     if (what)  /* (also when a later call found the transaction unusable: MDB_BAD_TXN) */
-        fs_fail(failure, FS_EDAMAGED, "damaged index: %s: LMDB page %zu: %s", db, pgno, what);
+        common_fail(failure, FS_EDAMAGED, "damaged index: %s: LMDB page %zu: %s", db, pgno, what);
     else
-        fs_fail(failure, FS_EDAMAGED, "damaged index: %s (%s)", db, mdb_strerror(rc));
+        common_fail(failure, FS_EDAMAGED, "damaged index: %s (%s)", db, mdb_strerror(rc));
     return -1;
 }
 
 int store_damaged(Failure *failure, const char *what) {
-    fs_fail(failure, FS_EDAMAGED, "damaged index: %s", what);
+    common_fail(failure, FS_EDAMAGED, "damaged index: %s", what);
     return -1;
 }
 
@@ -46,22 +46,22 @@ int store_damaged(Failure *failure, const char *what) {
 static int open_environment(Store *s, const char *path, Failure *failure) {
     struct stat where;
     if (stat(path, &where) < 0) {
-        fs_fail(failure, FS_ENOTINDEX, errno == ENOENT ? "does not exist" : "cannot be read (%s)", strerror(errno));
+        common_fail(failure, FS_ENOTINDEX, errno == ENOENT ? "does not exist" : "cannot be read (%s)", strerror(errno));
         return -1;
     }
     if (!S_ISDIR(where.st_mode)) {
-        fs_fail(failure, FS_ENOTINDEX, "is not a directory (an index is the directory 'fastsubs-index build' makes)");
+        common_fail(failure, FS_ENOTINDEX, "is not a directory (an index is the directory 'fastsubs-index build' makes)");
         return -1;
     }
     char data[4096];
     if (snprintf(data, sizeof(data), "%s/data.mdb", path) >= (int)sizeof(data)) {
-        fs_fail(failure, FS_ENOTINDEX, "the path is too long");
+        common_fail(failure, FS_ENOTINDEX, "the path is too long");
         return -1;
     }
     for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
         struct stat before, opened;
         if (stat(data, &before) < 0) {
-            fs_fail(failure, FS_ENOTINDEX, "not a fastsubs index (no data.mdb in it)");
+            common_fail(failure, FS_ENOTINDEX, "not a fastsubs index (no data.mdb in it)");
             return -1;
         }
         int rc = mdb_env_create(&s->env);
@@ -85,9 +85,9 @@ static int open_environment(Store *s, const char *path, Failure *failure) {
             int swapped = rc == 0 || stat(data, &now) < 0 || now.st_ino != before.st_ino;
             const char *damage = mdb_env_damage(s->env);  /* what mdb.c's checks of the meta pages found */
             if (!swapped && damage)
-                fs_fail(failure, FS_EDAMAGED, "damaged index: LMDB's meta pages: %s", damage);
+                common_fail(failure, FS_EDAMAGED, "damaged index: LMDB's meta pages: %s", damage);
             else if (!swapped)
-                fs_fail(failure, FS_EDAMAGED, "damaged index: data.mdb cannot be read as LMDB (truncated or "
+                common_fail(failure, FS_EDAMAGED, "damaged index: data.mdb cannot be read as LMDB (truncated or "
                      "overwritten?) (%s)", mdb_strerror(rc));
             mdb_env_close(s->env);
             s->env = NULL;
@@ -103,14 +103,14 @@ static int open_environment(Store *s, const char *path, Failure *failure) {
         if ((unsigned long long)opened.st_size < needed) {
             /* (the file cannot tell which: a whole file whose meta page's last-page number
              * was damaged reads the same as a truncated one) */
-            fs_fail(failure, FS_EDAMAGED, "damaged index: data.mdb is truncated, or the last page number of its "
+            common_fail(failure, FS_EDAMAGED, "damaged index: data.mdb is truncated, or the last page number of its "
                  "newer meta page is damaged (%lld bytes; that page number needs %llu)",
                  (long long)opened.st_size, needed);
             return -1;
         }
         return 0;
     }
-    fs_fail(failure, FS_ENOTINDEX, "the index kept changing while being opened (rebuilt in a loop?)");
+    common_fail(failure, FS_ENOTINDEX, "the index kept changing while being opened (rebuilt in a loop?)");
     return -1;
 }
 
@@ -143,7 +143,7 @@ static int no_metadata(Store *s, Failure *failure) {
         return store_lmdb_failed(failure, rc, "damaged index");
     if (ours || entries != declared.ms_entries)
         return store_damaged(failure, "its databases are there but not its metadata (bytes flipped in data.mdb?)");
-    fs_fail(failure, FS_ENOTINDEX, "not a fastsubs index (no metadata)");
+    common_fail(failure, FS_ENOTINDEX, "not a fastsubs index (no metadata)");
     return -1;
 }
 
@@ -156,19 +156,19 @@ static int open_dbi(Store *s, const char *name, MDB_dbi *dbi, int code, Failure 
         if (mdb_dbi_open(s->txn, NULL, 0, &main_db) == 0)
             mdb_dbi_flags(s->txn, main_db, &main_flags);
         if (main_flags)
-            fs_fail(failure, FS_EDAMAGED, "damaged index: LMDB's main database has flags (0x%x); an index's has none",
+            common_fail(failure, FS_EDAMAGED, "damaged index: LMDB's main database has flags (0x%x); an index's has none",
                  main_flags);
         else if (code == FS_ENOTINDEX)
             return no_metadata(s, failure);
         else
-            fs_fail(failure, code, "damaged index: database %s is missing", name);
+            common_fail(failure, code, "damaged index: database %s is missing", name);
         return -1;
     }
     if (rc)
         return store_read_failed(failure, s->txn, rc, "the main database (opening %s)", name);
     /* an index's databases are plain: flags would change how LMDB reads their pages */
     if (mdb_dbi_flags(s->txn, *dbi, &flags) || flags) {
-        fs_fail(failure, FS_EDAMAGED, "damaged index: database %s has LMDB flags (0x%x); an index's have none", name,
+        common_fail(failure, FS_EDAMAGED, "damaged index: database %s has LMDB flags (0x%x); an index's have none", name,
              flags);
         return -1;
     }
@@ -196,18 +196,18 @@ static int no_header(Store *s, MDB_dbi meta, Failure *failure) {
     if (!found)
         return no_metadata(s, failure);
     if (!memmem(value.mv_data, value.mv_size, FS_META_MAGIC, sizeof(FS_META_MAGIC) - 1)) {
-        fs_fail(failure, FS_ENOTINDEX, "not a fastsubs index (no metadata)");
+        common_fail(failure, FS_ENOTINDEX, "not a fastsubs index (no metadata)");
         return -1;
     }
     const uint8_t *at = memmem(value.mv_data, value.mv_size, version_key, sizeof(version_key) - 1);
     size_t after = at ? (size_t)(at - (const uint8_t *)value.mv_data) + sizeof(version_key) - 1 : value.mv_size;
     if (after < value.mv_size && ((const uint8_t *)value.mv_data)[after] < FS_HEADER_SINCE)
-        fs_fail(failure, FS_EVERSION, "index format version %d is older than this fastsubs reads (%d); rebuild it "
+        common_fail(failure, FS_EVERSION, "index format version %d is older than this fastsubs reads (%d); rebuild it "
              "with this version", ((const uint8_t *)value.mv_data)[after], FS_FORMAT_VERSION);
     else if (after < value.mv_size)  /* the metadata of a format with a header: the header is lost */
         store_damaged(failure, "its header record is missing (bytes flipped?)");
     else
-        fs_fail(failure, FS_EVERSION, "an index of an older format than this fastsubs reads (%d); rebuild it with "
+        common_fail(failure, FS_EVERSION, "an index of an older format than this fastsubs reads (%d); rebuild it with "
              "this version", FS_FORMAT_VERSION);
     return -1;
 }
@@ -221,15 +221,15 @@ static int read_header(Store *s, MDB_dbi meta, CodecHeader *fields, Failure *fai
     const uint8_t *h = value.mv_data;
     size_t len = value.mv_size;
     if (len < FS_H_BYTES + 8 || memcmp(h + FS_H_MAGIC, FS_HEADER_MAGIC, FS_HEADER_MAGIC_BYTES)) {
-        fs_fail(failure, FS_ENOTINDEX, "not a fastsubs index (wrong magic)");
+        common_fail(failure, FS_ENOTINDEX, "not a fastsubs index (wrong magic)");
         return -1;
     }
     int whole = codec_read_header(h, len, fields) == 0;
-    if (fields->length != len || len % 4 || fs_checksum(NULL, 0, h, len - 4) != fields->checksum)
+    if (fields->length != len || len % 4 || common_checksum(NULL, 0, h, len - 4) != fields->checksum)
         return store_damaged(failure, "the header fails its checksum (bytes flipped?)");
     if (fields->version != FS_FORMAT_VERSION) {
         int newer = fields->version > FS_FORMAT_VERSION;
-        fs_fail(failure, FS_EVERSION, "index format version %u is %s than this fastsubs reads (%d); rebuild it with "
+        common_fail(failure, FS_EVERSION, "index format version %u is %s than this fastsubs reads (%d); rebuild it with "
              "this version%s", fields->version, newer ? "newer" : "older", FS_FORMAT_VERSION,
              newer ? " or upgrade fastsubs" : "");
         return -1;
@@ -270,11 +270,11 @@ static int read_arrays(Store *s, MDB_dbi arrays, MDB_dbi meta, const CodecHeader
             return -1;
         size_t items = a == FS_ARRAY_WORD_OFFSETS ? v + 1 : a == FS_ARRAY_WORD_BYTES ? value.mv_size : v;
         if (!found || value.mv_size != h->array_bytes[a] || value.mv_size != items * item_bytes[a]) {
-            fs_fail(failure, FS_EDAMAGED, "damaged index: array %s is missing or truncated", names[a]);
+            common_fail(failure, FS_EDAMAGED, "damaged index: array %s is missing or truncated", names[a]);
             return -1;
         }
-        if (fs_checksum(NULL, 0, value.mv_data, value.mv_size) != h->array_checksum[a]) {
-            fs_fail(failure, FS_EDAMAGED, "damaged index: array %s fails its checksum (bytes flipped?)", names[a]);
+        if (common_checksum(NULL, 0, value.mv_data, value.mv_size) != h->array_checksum[a]) {
+            common_fail(failure, FS_EDAMAGED, "damaged index: array %s fails its checksum (bytes flipped?)", names[a]);
             return -1;
         }
         data[a] = value.mv_data;
@@ -292,7 +292,7 @@ static int read_arrays(Store *s, MDB_dbi arrays, MDB_dbi meta, const CodecHeader
     if (found < 0)
         return -1;
     if (!found || value.mv_size != h->meta_bytes ||
-        fs_checksum(NULL, 0, value.mv_data, value.mv_size) != h->meta_checksum)
+        common_checksum(NULL, 0, value.mv_data, value.mv_size) != h->meta_checksum)
         return store_damaged(failure, "the metadata is missing or fails its checksum (bytes flipped?)");
     s->meta = value.mv_data;
     s->meta_len = value.mv_size;
@@ -375,7 +375,7 @@ int store_open(Store *s, const char *path, Failure *failure) {
     s->unigram = malloc(v * sizeof(UnigramScores));
     s->sorted_alpha = malloc(v * sizeof(float));
     if (!s->unigram || !s->sorted_alpha) {
-        fs_fail(failure, FS_ENOMEM, "out of memory");
+        common_fail(failure, FS_ENOMEM, "out of memory");
         goto failed;
     }
     for (size_t i = 0; i < v; i++) {

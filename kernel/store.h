@@ -7,7 +7,7 @@
  * </s> and <unk>, which must agree with the header's).  After it, nothing the search
  * reads from the header or the arrays can be a flipped byte.
  *
- * Pattern records are read where they lie in the map: store_find_pattern looks a
+ * Pattern records are read where they lie in the map: records_find_pattern looks a
  * pattern up through a cursor of the caller's own (one per thread), checks the record
  * it lands on (checksum, that the look-up landed where its key belongs, the layout) and
  * the pattern it finds (ids strictly increasing, positions a permutation that orders the
@@ -115,15 +115,15 @@ static inline uint32_t joint_at(const DiskPattern *p, uint32_t i) {
 /* The key of the pattern of order n + 1 whose fixed words are ids[0 .. n) with the slot
  * before ids[slot], into ``key`` (room: s->key_len of that order); its length, or 0 when a
  * fixed word is outside the vocabulary (NO_WORD: it matches no n-gram). */
-size_t store_pattern_key(const Store *s, int slot, const uint32_t *ids, int n, uint8_t *key);
+size_t records_pattern_key(const Store *s, int slot, const uint32_t *ids, int n, uint8_t *key);
 
 /* Looks the pattern ``key`` of order ``order`` up through ``cursor`` (opened on
  * s->patterns[order] in the caller's read transaction): 1 found (*out), 0 the model has
  * no such pattern, -1 with the failure set (FS_EDAMAGED, FS_ELMDB). */
-int store_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
+int records_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
                        DiskPattern *out, Failure *failure);
 
-/* What store_check_patterns counted. */
+/* What verify_patterns counted. */
 typedef struct {
     uint64_t records, patterns, entries;
 } PatternCounts;
@@ -131,9 +131,9 @@ typedef struct {
 /* Reads every record of order ``order`` in key order and checks all of it (what a
  * look-up checks, and that records chain, keys ascend, scores are finite log-probabilities):
  * 0, or -1 with the failure set.  For fastsubs-index verify. */
-int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *counts, Failure *failure);
+int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *counts, Failure *failure);
 /* Checks what the open takes on trust in the arrays: that unigram_order and spelling_order
  * are permutations that sort the unigrams by score and the words by spelling. */
-int store_check_arrays(const Store *s, Failure *failure);
+int verify_arrays(const Store *s, Failure *failure);
 
 #endif

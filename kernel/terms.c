@@ -16,11 +16,11 @@ static int ngram(Reader *r, const uint32_t *ids, int n, double *alpha, double *b
         *beta = s->unigram_beta[ids[0]];
         return 1;
     }
-    const CacheSlot *rec = reader_pattern(r, n - 1, ids, n - 1);
+    const CacheSlot *rec = cache_reader_pattern(r, n - 1, ids, n - 1);
     if (!rec)
         return r->failure.code ? -1 : 0;
     DiskPattern p;
-    slot_pattern(s, rec, &p);
+    cache_slot_pattern(s, rec, &p);
     int32_t at = ids[n - 1] < s->vocab_size ? pattern_find(s, &p, ids[n - 1]) : -1;
     if (at < 0)
         return 0;
@@ -81,7 +81,7 @@ static int predicting_term(Reader *r, const uint32_t *history, int n, PositionTe
         int found = step ? ngram(r, history + k, n - k, &alpha, &beta) : -1;
         if (found < 0)
             return -1;
-        step->alpha = reader_pattern(r, n - k, history + k, n - k);
+        step->alpha = cache_reader_pattern(r, n - k, history + k, n - k);
         if (!step->alpha && r->failure.code)
             return -1;
         step->beta_kind = BETA_CONST;
@@ -104,11 +104,11 @@ static int context_term(Reader *r, const uint32_t *left, int n_left, const uint3
         StepPlan *step = new_step(t);
         if (!step)
             return -1;
-        step->alpha = reader_pattern(r, slot, ids, n + 1);
+        step->alpha = cache_reader_pattern(r, slot, ids, n + 1);
         if (!step->alpha && r->failure.code)
             return -1;
         if (n) {
-            step->beta = reader_pattern(r, slot, ids, n);
+            step->beta = cache_reader_pattern(r, slot, ids, n);
             if (!step->beta && r->failure.code)
                 return -1;
             step->beta_kind = step->beta ? BETA_PATTERN : BETA_CONST;
@@ -120,12 +120,12 @@ static int context_term(Reader *r, const uint32_t *left, int n_left, const uint3
     return logprob(r, word, right, n_right, &term->base);
 }
 
-int position_terms(Reader *r, const uint32_t *sentence, int n, int target, PositionTerms *out) {
+int terms_position(Reader *r, const uint32_t *sentence, int n, int target, PositionTerms *out) {
     int order = r->store->order;
     int last = target + order < n ? target + order : n;
     out->n_terms = out->n_steps = 0;
     if (GROW(out->terms, out->cap_terms, last - target) < 0) {
-        fs_fail(&r->failure, FS_ENOMEM, "out of memory");
+        common_fail(&r->failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     for (int j = target; j < last; j++) {
@@ -138,7 +138,7 @@ int position_terms(Reader *r, const uint32_t *sentence, int n, int target, Posit
                                             j - target - 1, sentence[j], out, term);
         if (rc < 0) {
             if (!r->failure.code)
-                fs_fail(&r->failure, FS_ENOMEM, "out of memory");
+                common_fail(&r->failure, FS_ENOMEM, "out of memory");
             return -1;
         }
         term->n = out->n_steps - term->first;
@@ -146,7 +146,7 @@ int position_terms(Reader *r, const uint32_t *sentence, int n, int target, Posit
     return 0;
 }
 
-void position_terms_free(PositionTerms *t) {
+void terms_position_free(PositionTerms *t) {
     free(t->terms);
     free(t->steps);
     memset(t, 0, sizeof(*t));

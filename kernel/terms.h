@@ -38,8 +38,8 @@ typedef struct {
 /* The terms of position ``target`` (1 ... n - 1) of ``sentence`` (n ids, <s> and </s>
  * included): 0, or -1 with r->failure set.  The records they use are pinned for the
  * reader's current search. */
-int position_terms(Reader *r, const uint32_t *sentence, int n, int target, PositionTerms *out);
-void position_terms_free(PositionTerms *t);
+int terms_position(Reader *r, const uint32_t *sentence, int n, int target, PositionTerms *out);
+void terms_position_free(PositionTerms *t);
 
 #define UNKNOWN_WORD_LOGPROB FS_UNKNOWN_WORD_LOGPROB
 

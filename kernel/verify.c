@@ -23,7 +23,7 @@ static int wants_joint(const Store *s, int order, const uint8_t *key, uint32_t c
     return order == 2 && key[0] == 0 && count >= s->joint_min;
 }
 
-int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *counts, Failure *failure) {
+int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *counts, Failure *failure) {
     MDB_cursor *cursor;
     int rc = mdb_cursor_open(txn, s->patterns[order], &cursor);
     if (rc)
@@ -46,7 +46,7 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
             goto out;
         counts->records++;
         if (r.has_previous != has_last || (has_last && memcmp(r.previous, last, key_len))) {
-            fs_fail(failure, FS_EDAMAGED, "damaged index: the record of patterns%d at key %s does not name the record "
+            common_fail(failure, FS_EDAMAGED, "damaged index: the record of patterns%d at key %s does not name the record "
                  "before it", order, codec_hex(r.key, k.mv_size, shown));
             goto out;
         }
@@ -98,7 +98,7 @@ int store_check_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts 
     if (rc != MDB_NOTFOUND)
         goto lmdb;
     if (!ended) {
-        fs_fail(failure, FS_EDAMAGED, "damaged index: patterns%d has no END record", order);
+        common_fail(failure, FS_EDAMAGED, "damaged index: patterns%d has no END record", order);
         goto out;
     }
     /* the records are sound in key order: now the branch keys a look-up follows, which that
@@ -111,30 +111,30 @@ lmdb:
     store_read_failed(failure, txn, rc, "patterns%d", order);
     goto out;
 disorder:
-    fs_fail(failure, FS_EDAMAGED, "damaged index: the keys of patterns%d do not ascend at %s", order,
+    common_fail(failure, FS_EDAMAGED, "damaged index: the keys of patterns%d do not ascend at %s", order,
          codec_hex(key, key_len, shown));
     goto out;
 scores:
-    fs_fail(failure, FS_EDAMAGED, "damaged index: pattern %s holds a score that is no log-probability",
+    common_fail(failure, FS_EDAMAGED, "damaged index: pattern %s holds a score that is no log-probability",
          codec_hex(key, key_len, shown));
     goto out;
 malformed:
-    fs_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d at key %s has a malformed layout", order,
+    common_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d at key %s has a malformed layout", order,
          codec_hex(k.mv_data, k.mv_size, shown));
     goto out;
 joint:
-    fs_fail(failure, FS_EDAMAGED, "damaged index: pattern %s %s a joint order, against the header's threshold of %u "
+    common_fail(failure, FS_EDAMAGED, "damaged index: pattern %s %s a joint order, against the header's threshold of %u "
          "words", codec_hex(key, key_len, shown), p.joint ? "has" : "lacks", s->joint_min);
 out:
     mdb_cursor_close(cursor);
     return result;
 }
 
-int store_check_arrays(const Store *s, Failure *failure) {
+int verify_arrays(const Store *s, Failure *failure) {
     size_t v = s->vocab_size;
     uint8_t *seen = calloc(v, 2);
     if (!seen) {
-        fs_fail(failure, FS_ENOMEM, "out of memory");
+        common_fail(failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     int ok = 1;

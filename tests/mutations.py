@@ -1,8 +1,8 @@
 """Does the test suite catch bugs in the kernel and the code around it?  Plant one at a time and see.
 
 Each mutation below changes one line of one file of the C kernel (``kernel/``: the index
-format's header and records in store.c, the reader's cache in cache.c, the open index in
-index.c, the terms and the search, the output formats in render.c and sample.c, the -t
+format's header and records in store.c, the reader's cache in cache.c, the open index's
+engine in engine.c, the terms and the search, the output formats in render.c and sample.c, the -t
 records in chunk.c, the checks of the vendored LMDB) or of the Python around it (the
 resume record and its sinks in query/output_files.py, the Parquet writer, build --force in
 indexer/, the library's layering and API surface) the way a plausible bug would (a rank
@@ -51,10 +51,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 #: The kernel's files the mutations change (compiled by setup.py into ``fastsubs._kernel``).
-FORMAT, STORE, CACHE, INDEX = "kernel/format.h", "kernel/store.c", "kernel/cache.c", "kernel/index.c"
+FORMAT, STORE, CACHE, ENGINE = "kernel/format.h", "kernel/store.c", "kernel/cache.c", "kernel/engine.c"
 RECORDS, VERIFY, CODEC = "kernel/records.c", "kernel/verify.c", "kernel/codec.c"
 TERMS, SEARCH = "kernel/terms.c", "kernel/search.c"
-LISTS, SCORE, SEARCHER = "kernel/lists.c", "kernel/score.c", "kernel/searcher.h"
+LISTS, JOINT, SCORE, SEARCHER = "kernel/lists.c", "kernel/joint.c", "kernel/score.c", "kernel/searcher.h"
 RENDER, SAMPLE = "kernel/render.c", "kernel/sample.c"
 STORE_H = "kernel/store.h"
 CHUNK, LMDB = "kernel/chunk.c", "kernel/lmdb/mdb.c"
@@ -84,7 +84,7 @@ MUTATIONS = [
              "unsigned long long needed = ((unsigned long long)info.me_last_pgno) * stat_.ms_psize;"),
     Mutation("header-checksum-not-checked", STORE,
              "the header's checksum is never compared: a flipped byte in a field is read as the index's shape",
-             "fs_checksum(NULL, 0, h, len - 4) != fields->checksum)", "0)"),
+             "common_checksum(NULL, 0, h, len - 4) != fields->checksum)", "0)"),
     Mutation("header-id-bytes-not-checked", STORE,
              "the header's id width is not checked against its vocabulary size: a forged width opens",
              " || fields->id_bytes != fs_id_bytes(vocab_size))", ")"),
@@ -118,7 +118,7 @@ MUTATIONS = [
              "if ((r.has_previous && 0) ||"),
     Mutation("missing-end-read-as-absence", RECORDS,
              "a look-up past the last record (the END record lost) reads as no such pattern, not as damage",
-             "fs_fail(failure, FS_EDAMAGED, \"damaged index: patterns%d ends before its END record\", order);",
+             "common_fail(failure, FS_EDAMAGED, \"damaged index: patterns%d ends before its END record\", order);",
              "return 0;"),
     Mutation("pattern-beta-sup-without-zero", RECORDS,
              "a pattern's back-off bound is its largest stored weight, without the 0 of the words it lacks",
@@ -188,14 +188,14 @@ MUTATIONS = [
     Mutation("sorted-prefix-alpha-by-id", CACHE,
              "a kept sorted prefix copies the alphas in id order, not through by_score",
              "k->sorted_alpha[i] = p.alpha[at];", "k->sorted_alpha[i] = p.alpha[i];"),
-    # index.c: the open index, its searchers, the tools' look-ups
-    Mutation("close-frees-in-use", INDEX,
+    # engine.c: the open index, its searchers, the tools' look-ups
+    Mutation("close-frees-in-use", ENGINE,
              "closing the index frees its searchers and map while a search still uses them",
              "if (!ix->closed || ix->released || ix->uses)", "if (!ix->closed || ix->released)"),
-    Mutation("thread-work-not-since-taken", INDEX,
+    Mutation("thread-work-not-since-taken", ENGINE,
              "a thread's counters add a searcher's whole work each time it is given back, not its work since taken",
              "thread_work[i] += now[i] - searcher->taken[i];", "thread_work[i] += now[i];"),
-    Mutation("lookup-misses-highest-order", INDEX,
+    Mutation("lookup-misses-highest-order", ENGINE,
              "the tools' pattern look-up never reaches the patterns of the highest order",
              "n >= 1 && n + 1 <= s->order ?", "n >= 1 && n + 1 < s->order ?"),
     # terms.c: the back-off chains of a position
@@ -259,12 +259,20 @@ MUTATIONS = [
     Mutation("bound-runner-up-not-checked", SEARCH,
              "a term's bound keeps the alternative that was largest, also once it has fallen below another",
              "if (term->arg == NONE || best < term->runner_up) {", "if (term->arg == NONE) {"),
-    Mutation("joint-slack-removed", SEARCH,
+    Mutation("joint-slack-removed", JOINT,
              "the joint sum taken as the bound without the slack that covers the rounding of both chains",
              "-INFINITY : pair + searcher->joint_slack;", "-INFINITY : pair;"),
-    Mutation("joint-pairs-drop-term-1-pattern", SEARCH,
+    Mutation("joint-pairs-drop-term-1-pattern", JOINT,
              "words in a pattern of term 0 bounded as if none of them were in '_ d' too",
-             "double value[3] = {other0 + all1,", "double value[3] = {other0 + other1,"),
+             "[IN_A_PATTERN_OF_TERM_0] = {other0 + all1,", "[IN_A_PATTERN_OF_TERM_0] = {other0 + other1,"),
+    Mutation("joint-plan-term-0-base-not-required", JOINT,
+             "the joint plan takes term 0's last alternative for its unigram base unchecked: terms made otherwise "
+             "(a change to terms.c or lists.c) would get a bound that leaves words out, without a sign",
+             "require(t0->base_unigram && last && last->list == searcher->unigram_list && last->n_longer == t0->n,",
+             "require(1,"),
+    Mutation("joint-plan-term-1-base-not-required", JOINT,
+             "the joint plan takes term 1's base for a constant unchecked: a unigram base would be read as a step",
+             "require(!t1->base_unigram,", "require(1,"),
     Mutation("joint-key-read-one-entry-late", LISTS,
              "the joint list's sup is the key after its next entry: one step too low for that entry",
              "list->own_alphas[i] = list->pattern->joint_key[list->depth + i];",
@@ -359,7 +367,8 @@ MUTATIONS = [
              "append_text_field(t, \"id\", place->name, place->name_len, 0);"),
     Mutation("sample-lines-id-is-name", RENDER,
              "a -t record's sample lines give its name as its id",
-             "text_append(t, place->id, place->id_len);", "text_append(t, place->name, place->name_len);"),
+             "render_text_append(t, place->id, place->id_len);",
+             "render_text_append(t, place->name, place->name_len);"),
     Mutation("jsonl-bytes-field-missing", RENDER,
              "text that is not UTF-8 gets no <field>_bytes: its bytes cannot be recovered",
              "if (!is_utf8(text, n)) {", "if (0) {"),

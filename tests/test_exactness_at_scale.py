@@ -42,7 +42,7 @@ BUDGETS = {"no cache": 0, "tiny cache": 2500, "large cache": 1 << 30}
 
 #: Patterns from this many words on take the kernel's big-pattern paths (RANK_MIN_COUNT).
 BIG_PATTERN = 256
-#: The cache slots of a searcher (kernel/index.h).
+#: The cache slots of a searcher (kernel/engine.h).
 DEFAULT_SLOTS = 1 << 17
 
 Limit = tuple[int | None, float | None]

@@ -35,7 +35,7 @@ def answers(index: Core, lines: list[bytes], counts=(1, 100, 1000)) -> list[byte
                                                                                          Limits(count))]
     return found
 
-#: The default cache sizes (kernel/index.h).
+#: The default cache sizes (kernel/engine.h).
 DEFAULT_SLOTS = 1 << 17
 DEFAULT_BUDGET = 24 << 20
 
@@ -79,9 +79,9 @@ def test_bad_arguments_are_refused_in_one_line(demo_index: Path) -> None:
         with pytest.raises(ValueError, match="outside the vocabulary"):
             index.word(index.vocab_size)
         with pytest.raises(ValueError, match="tuple subclass"):
-            _kernel.Index.search(index, ids, 1, 2, 5, None, b"", 1, dict)
+            _kernel.Engine.search(index, ids, 1, 2, 5, None, b"", 1, dict)
         with pytest.raises(ValueError, match="tuple subclass"):
-            _kernel.Index.search(index, ids, 1, 2, 5, None, b"", 0, Substitute)
+            _kernel.Engine.search(index, ids, 1, 2, 5, None, b"", 0, Substitute)
         assert index.search(ids, 2, 2, Limits(5)) == []
 
 

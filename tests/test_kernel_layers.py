@@ -1,4 +1,5 @@
-"""The C kernel's files form layers whose calls and includes all run downward, with no circle.
+"""The C kernel's files form layers whose calls and includes all run downward, with no circle,
+and each function a file gives the others is named after that file.
 
 Read from the files themselves (kernel/*.c, kernel/*.h): a file depends on each header it
 ``#include``s, and on each .c file whose functions it names (a call, or a method table's
@@ -9,6 +10,11 @@ calling lists.c, which included it) makes two files one: neither can be read, te
 changed without the other.  LAYERS is the
 order docs/development.md draws ("The kernel's layers"): a file may depend on its own
 layer and those below, never on one above, and a new file must be given its place.
+
+The names (the same section): a function that a .c file defines for other files (not
+``static``) starts with the file's name up to its first "_", then "_" (lists.c's
+lists_read_terms; module_search.c's module_engine_search: the glue's files share
+"module_"), so that a call says which file to read.
 """
 
 import re
@@ -30,9 +36,9 @@ LAYERS = [
     ("cache", ["cache.h", "cache.c"]),
     ("terms", ["terms.h", "terms.c"]),
     ("search types", ["search.h", "searcher.h"]),
-    ("search parts", ["lists.h", "lists.c", "score.h", "score.c"]),
+    ("search parts", ["lists.h", "lists.c", "joint.h", "joint.c", "score.h", "score.c"]),
     ("search", ["search.c"]),
-    ("index", ["index.h", "index.c"]),
+    ("engine", ["engine.h", "engine.c"]),
     ("render layout", ["render_layout.h"]),
     ("render", ["sample.h", "sample.c", "render.h", "render.c"]),
     ("chunk", ["chunk.h", "chunk.c"]),
@@ -42,6 +48,9 @@ LAYERS = [
     ("module", ["module.c"]),
 ]
 LAYER_OF = {name: rank for rank, (_, files) in enumerate(LAYERS) for name in files}
+
+#: Names the rule cannot give: the module's entry point, which Python looks up by its name.
+FIXED_NAMES = {"module.c": {"PyInit__kernel"}}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 # A function defined at the top level: its return type from column 0, its name, its
@@ -84,14 +93,18 @@ def kernel_files(root: Path) -> dict[str, str]:
     return {path.name: without_comments(path.read_text()) for path in sorted(root.glob("*.[ch]"))}
 
 
+def given(code: str) -> list[str]:
+    """The functions a .c file's code defines for other files (those not ``static``)."""
+    return [match.group(2) for match in DEFINITION.finditer(code) if "static" not in match.group(1).split()]
+
+
 def dependencies(files: dict[str, str]) -> dict[str, set[str]]:
     """What each file depends on: the headers it includes and the .c files whose functions it names."""
     defined_in = {}
     for name, code in files.items():
         if name.endswith(".c"):
-            for match in DEFINITION.finditer(code):
-                if "static" not in match.group(1).split():
-                    defined_in[match.group(2)] = name
+            for function in given(code):
+                defined_in[function] = name
     graph = {}
     for name, code in files.items():
         uses = set(INCLUDE.findall(code))
@@ -105,6 +118,20 @@ def dependencies(files: dict[str, str]) -> dict[str, set[str]]:
 def upward(graph: dict[str, set[str]]) -> list[str]:
     """Every dependency of a file on a file of a higher layer, as "file (layer) -> file (layer)"."""
     return layers.upward(graph, LAYERS, LAYER_OF.get)
+
+
+def prefix(name: str) -> str:
+    """What the names of the functions that the .c file ``name`` gives others start with."""
+    return name.removesuffix(".c").split("_")[0] + "_"
+
+
+def misnamed(files: dict[str, str]) -> list[str]:
+    """Every function a .c file gives others whose name does not start with its file's prefix, as "file: name",
+    but for FIXED_NAMES."""
+    return [f"{name}: {function}" for name, code in sorted(files.items()) if name.endswith(".c")
+            for function in given(code)
+            if not function.startswith(prefix(name))
+            and function not in FIXED_NAMES.get(name, set())]
 
 
 @pytest.fixture(scope="module")
@@ -140,10 +167,10 @@ def test_the_reading_finds_what_it_checks(tmp_path, graph):
     assert "lists.c" in graph["search.c"] and "records.c" not in graph["store.h"]  # a call; a prototype is none
     for name, code in kernel_files(KERNEL).items():
         (tmp_path / name).write_text(code)
-    planted = [("store.h", '#include "index.h"\n', upward),                                   # an include upward
-               ("cache.c", "void f(void) { index_close(0); }\n", upward),                       # a call upward
+    planted = [("store.h", '#include "engine.h"\n', upward),                                   # an include upward
+               ("cache.c", "void f(void) { engine_close(0); }\n", upward),                       # a call upward
                ("terms.h", "static inline void g(void) { score_batch(0, 0, 0, 0, 0, 0, 0, 0); }\n", upward),
-               ("store.c", "void h(void) { store_pattern_key(0, 0, 0, 0, 0); }\n", find_circle)]  # a circle in a layer
+               ("store.c", "void h(void) { records_pattern_key(0, 0, 0, 0, 0); }\n", find_circle)]  # a circle
     for file, line, check in planted:
         original = (tmp_path / file).read_text()
         (tmp_path / file).write_text(original + line)
@@ -154,3 +181,20 @@ def test_the_reading_finds_what_it_checks(tmp_path, graph):
 def test_the_documented_layers_are_these():
     """docs/development.md draws the same layers in the same order."""
     assert layers.documented_layers("The kernel's layers") == [name for name, _ in LAYERS]
+
+
+
+def test_every_function_a_file_gives_is_named_after_it() -> None:
+    assert misnamed(kernel_files(KERNEL)) == []
+
+
+def test_the_name_check_finds_a_misnamed_function() -> None:
+    """On the kernel's files with functions added to score.c: one named after another file is found, and so is
+    a name the allow-list excuses in another file only; one named after its own file, or static, is not."""
+    files = kernel_files(KERNEL)
+    files["score.c"] += ("int lists_helper(void) { return 0; }\n"
+                         "int score_helper(void) { return 0; }\n"
+                         "static int helper(void) { return 0; }\n"
+                         "void common_fail(void) {}\n")
+    assert misnamed(files) == ["score.c: lists_helper", "score.c: common_fail"]
+    assert prefix("module_search.c") == prefix("module.c") == "module_" and prefix("joint.c") == "joint_"

@@ -51,7 +51,7 @@ from generated_models import write_model
 from lmdb_layout import walk
 from test_damaged_index import flip_byte, value_at
 
-#: (record slots, kept bytes): the index's sizes (kernel/index.h), then tiny caches.
+#: (record slots, kept bytes): the index's sizes (kernel/engine.h), then tiny caches.
 DEFAULT_CACHE = (1 << 17, 24 << 20)
 TINY_CACHES = [(8, 0), (8, 4096), (8, 1 << 30)]
 CACHES = [DEFAULT_CACHE, *TINY_CACHES]

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "index.h"
+#include "engine.h"
 
 static int checks, failures;
 
@@ -59,7 +59,7 @@ typedef struct {
 } Known;
 
 static CacheSlot *look_up(Reader *r, const Known *known) {
-    return reader_pattern(r, 1, &known->word, 1);
+    return cache_reader_pattern(r, 1, &known->word, 1);
 }
 
 /* Whether ``rec`` is one of the reader's slots (else a record that found none). */
@@ -89,8 +89,8 @@ static Known *known_patterns(const Store *s, int *n) {
             Known *k = &known[*n];
             Failure failure = {0};
             k->word = w;
-            k->key_len = store_pattern_key(s, 1, &w, 1, k->key);
-            int found = store_find_pattern(s, cursor, 2, k->key, k->key_len, &k->data, &failure);
+            k->key_len = records_pattern_key(s, 1, &w, 1, k->key);
+            int found = records_find_pattern(s, cursor, 2, k->key, k->key_len, &k->data, &failure);
             check(found >= 0, "the look-up of pattern %u _ failed: %s", w, failure.message);
             *n += found == 1;
         }
@@ -107,25 +107,25 @@ static Known *known_patterns(const Store *s, int *n) {
  * their records; the misses that find no free slot are served apart ("spilled"), exactly
  * those beyond the slots the search does not hold. */
 static void held_slots_outlive_a_full_set(const Store *s, const Known *known) {
-    MapTable *maps = map_table_new();
+    MapTable *maps = cache_map_table_new();
     Reader r;
-    if (!check(maps && reader_init(&r, s, maps, SLOT_WAYS, 0) == 0, "cannot make a reader of %d slots",
+    if (!check(maps && cache_reader_init(&r, s, maps, SLOT_WAYS, 0) == 0, "cannot make a reader of %d slots",
                SLOT_WAYS)) {
-        map_table_free(maps);
+        cache_map_table_free(maps);
         return;
     }
     check(r.n_sets == 1, "a reader of %d slots has %zu sets, not 1", SLOT_WAYS, r.n_sets);
-    reader_begin_search(&r);  /* the first search fills the set */
+    cache_reader_begin_search(&r);  /* the first search fills the set */
     for (int i = 0; i < SLOT_WAYS; i++) {
         CacheSlot *rec = look_up(&r, &known[i]);
         check(rec && holds(&r, rec, &known[i]), "search 1: look-up %d does not hold pattern %u _", i,
               known[i].word);
     }
     check(r.n_spilled == 0, "search 1: %d of %d look-ups found no slot in an empty set", r.n_spilled, SLOT_WAYS);
-    reader_end_search(&r);
+    cache_reader_end_search(&r);
 
     unsigned long long misses = r.misses;
-    reader_begin_search(&r);
+    cache_reader_begin_search(&r);
     CacheSlot *held = look_up(&r, &known[0]), *got[SLOT_WAYS];
     check(r.misses == misses && held && in_slots(&r, held),
           "search 2: pattern %u _, read by search 1, was not a hit in its slot", known[0].word);
@@ -141,10 +141,10 @@ static void held_slots_outlive_a_full_set(const Store *s, const Known *known) {
         check(got[j] && holds(&r, got[j], &known[SLOT_WAYS + j]),
               "search 2: miss %d (pattern %u _) no longer holds its record after the later misses", j,
               known[SLOT_WAYS + j].word);
-    reader_end_search(&r);
+    cache_reader_end_search(&r);
     check(r.n_spilled == 0, "the spilled records outlived their search");
-    reader_free(&r);
-    map_table_free(maps);
+    cache_reader_free(&r);
+    cache_map_table_free(maps);
 }
 
 /* ---------------------------------------------------------------- kept: rank maps and sorted prefixes */
@@ -192,7 +192,7 @@ static const char *const KEPT_NAMES[] = {"sorted prefix", "rank map"};
 /* The rank map of the pattern (looked up), or NULL. */
 static const RankBlock *rank_map_of(Reader *r, const Known *known, const RankSuper **supers) {
     CacheSlot *rec = look_up(r, known);
-    return rec ? slot_rank_map(r, rec, supers) : NULL;
+    return rec ? cache_slot_rank_map(r, rec, supers) : NULL;
 }
 
 /* Asks for a SlotAids of ``rec``: 1 given (and right), 0 refused for want of room (or no ``rec``). */
@@ -200,12 +200,12 @@ static int keep(Reader *r, CacheSlot *rec, KeptKind kind, const Known *known) {
     if (!rec)
         return 0;
     if (kind == SORTED_PREFIX) {
-        SlotAids *k = slot_sorted_prefix(r, rec, NEED);
+        SlotAids *k = cache_slot_sorted_prefix(r, rec, NEED);
         return k ? check(prefix_ok(r->store, k, known), "the sorted prefix of pattern %u _ is wrong", known->word)
                  : 0;
     }
     const RankSuper *supers;
-    const RankBlock *map = slot_rank_map(r, rec, &supers);
+    const RankBlock *map = cache_slot_rank_map(r, rec, &supers);
     return map ? check(map_ok(r->store, map, supers, known), "the rank map of pattern %u _ is wrong", known->word)
                : 0;
 }
@@ -215,29 +215,29 @@ static int keep(Reader *r, CacheSlot *rec, KeptKind kind, const Known *known) {
  * in the next, the first is unused and makes room for the second. */
 static void kept_in_use_outlives_a_full_budget(const Store *s, const Known *one, const Known *two, KeptKind kind) {
     const char *name = KEPT_NAMES[kind];
-    MapTable *maps = map_table_new();
+    MapTable *maps = cache_map_table_new();
     Reader r;
     size_t cost[2];
     /* what each costs, with no limit (a shared map counts for each reader keeping it) */
-    if (!check(maps && reader_init(&r, s, maps, 64, SIZE_MAX) == 0, "cannot make a reader")) {
-        map_table_free(maps);
+    if (!check(maps && cache_reader_init(&r, s, maps, 64, SIZE_MAX) == 0, "cannot make a reader")) {
+        cache_map_table_free(maps);
         return;
     }
-    reader_begin_search(&r);
+    cache_reader_begin_search(&r);
     check(keep(&r, look_up(&r, one), kind, one), "no %s of pattern %u _ under no limit", name, one->word);
     cost[0] = r.kept_bytes;
     check(keep(&r, look_up(&r, two), kind, two), "no %s of pattern %u _ under no limit", name, two->word);
     cost[1] = r.kept_bytes - cost[0];
-    reader_end_search(&r);
-    reader_free(&r);
+    cache_reader_end_search(&r);
+    cache_reader_free(&r);
     size_t budget = cost[0] > cost[1] ? cost[0] : cost[1];
     if (!check(cost[0] && cost[1], "a %s costs no bytes", name) ||
-        !check(reader_init(&r, s, maps, 64, budget) == 0, "cannot make a reader")) {
-        map_table_free(maps);
+        !check(cache_reader_init(&r, s, maps, 64, budget) == 0, "cannot make a reader")) {
+        cache_map_table_free(maps);
         return;
     }
 
-    reader_begin_search(&r);
+    cache_reader_begin_search(&r);
     CacheSlot *first = look_up(&r, one);
     check(first && keep(&r, first, kind, one), "search 1: no %s of pattern %u _ within a budget of %zu bytes", name,
           one->word, budget);
@@ -250,76 +250,78 @@ static void kept_in_use_outlives_a_full_budget(const Store *s, const Known *one,
               one->word))
         check(keep(&r, first, kind, one), "search 1: the %s of pattern %u _ in use is lost", name, one->word);
     check(r.kept_bytes == cost[0], "search 1: %zu bytes kept, expected %zu", r.kept_bytes, cost[0]);
-    reader_end_search(&r);
+    cache_reader_end_search(&r);
 
-    reader_begin_search(&r);
+    cache_reader_begin_search(&r);
     second = look_up(&r, two);
     check(second && keep(&r, second, kind, two), "search 2: no room made for a %s of pattern %u _", name, two->word);
     check(first && !first->kept, "search 2: the unused %s of pattern %u _ was kept past the budget", name,
           one->word);
     check(r.kept_bytes == cost[1], "search 2: %zu bytes kept, expected %zu", r.kept_bytes, cost[1]);
-    reader_end_search(&r);
-    reader_free(&r);
-    map_table_free(maps);
+    cache_reader_end_search(&r);
+    cache_reader_free(&r);
+    cache_map_table_free(maps);
 }
 
 /* Reader A builds a pattern's rank map, reader B takes it from the table, A lets it go:
  * B still keeps it, so a third reader C must be given the very same map (a map counted
  * for B alone would be freed with A, and C would have to build another). */
 static void a_shared_map_outlives_its_builder(const Store *s, const Known *known) {
-    MapTable *maps = map_table_new();
+    MapTable *maps = cache_map_table_new();
     Reader a, b, c;
     const RankSuper *supers;
-    if (!check(maps && reader_init(&a, s, maps, 64, SIZE_MAX) == 0 && reader_init(&b, s, maps, 64, SIZE_MAX) == 0 &&
-               reader_init(&c, s, maps, 64, SIZE_MAX) == 0, "cannot make three readers"))
+    if (!check(maps && cache_reader_init(&a, s, maps, 64, SIZE_MAX) == 0 &&
+                   cache_reader_init(&b, s, maps, 64, SIZE_MAX) == 0 &&
+                   cache_reader_init(&c, s, maps, 64, SIZE_MAX) == 0,
+               "cannot make three readers"))
         stop();
-    reader_begin_search(&a);
+    cache_reader_begin_search(&a);
     const RankBlock *built = rank_map_of(&a, known, &supers);
-    reader_begin_search(&b);
+    cache_reader_begin_search(&b);
     const RankBlock *taken = rank_map_of(&b, known, &supers);
     check(built && taken == built, "reader B built a rank map of its own, not the one A published");
-    reader_end_search(&a);
-    reader_free(&a);
-    reader_begin_search(&c);
+    cache_reader_end_search(&a);
+    cache_reader_free(&a);
+    cache_reader_begin_search(&c);
     const RankBlock *again = rank_map_of(&c, known, &supers);
     if (!check(taken && again == taken, "the rank map reader B keeps left the table with reader A (freed?)"))
         stop();  /* B's release of it would free it again */
     check(map_ok(s, taken, supers, known), "the rank map reader B keeps is wrong");
-    reader_end_search(&b);
-    reader_end_search(&c);
-    reader_free(&b);
-    reader_free(&c);
-    map_table_free(maps);
+    cache_reader_end_search(&b);
+    cache_reader_end_search(&c);
+    cache_reader_free(&b);
+    cache_reader_free(&c);
+    cache_map_table_free(maps);
 }
 
 /* ---------------------------------------------------------------- the open index */
 
-/* index_close while a search holds a Searcher: new work is refused at once, but the
+/* engine_close while a search holds a Searcher: new work is refused at once, but the
  * Searcher, its cache and the map stay until it is given back. */
 static void a_closed_index_outlives_its_search(const char *path, const Known *known) {
-    FsIndex ix;
+    Engine ix;
     Failure failure = {0};
-    if (!check(index_open(&ix, path, &failure) == 0, "index_open: %s", failure.message))
+    if (!check(engine_open(&ix, path, &failure) == 0, "engine_open: %s", failure.message))
         return;
-    Searcher *k = index_take(&ix, &failure);
-    if (!check(k != NULL, "index_take: %s", failure.message)) {
-        index_free(&ix);
+    Searcher *k = engine_take(&ix, &failure);
+    if (!check(k != NULL, "engine_take: %s", failure.message)) {
+        engine_free(&ix);
         return;
     }
-    index_close(&ix);
+    engine_close(&ix);
     if (check(!ix.released && ix.store.env && ix.maps, "the index was released at close while a search held it")) {
-        reader_begin_search(&k->reader);
+        cache_reader_begin_search(&k->reader);
         CacheSlot *rec = look_up(&k->reader, known);
         check(rec && rec->count == known->data.count &&
               !memcmp(rec->data, known->data.ids, (size_t)known->data.count * ix.store.id_bytes),
               "a search holding a closed index does not read pattern %u _", known->word);
-        reader_end_search(&k->reader);
+        cache_reader_end_search(&k->reader);
         Failure refused = {0};
-        check(!index_take(&ix, &refused) && refused.code == FS_ECLOSED, "a closed index gave another Searcher");
-        index_give_back(&ix, k);
+        check(!engine_take(&ix, &refused) && refused.code == FS_ECLOSED, "a closed index gave another Searcher");
+        engine_give_back(&ix, k);
         check(ix.released, "the index was not released when its last search ended");
     }  /* else k was freed with the index: giving it back would write freed memory */
-    index_free(&ix);
+    engine_free(&ix);
 }
 
 int main(int argc, char **argv) {

@@ -4,7 +4,7 @@
  *
  *   kernel_check INDEX RECORD_SLOTS KEPT_BYTES THREADS
  *
- * opens INDEX as the Python module does (index_open: the header, arrays and metadata
+ * opens INDEX as the Python module does (engine_open: the header, arrays and metadata
  * checked), sizes each Searcher's cache (RECORD_SLOTS, KEPT_BYTES) and searches the
  * queries of standard input from THREADS threads at once, each query line taking a
  * Searcher from the index for its positions and giving it back (so the index's pool,
@@ -45,7 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "index.h"
+#include "engine.h"
 #include "render.h"
 
 static int failed(const char *message) {
@@ -156,7 +156,7 @@ static int out(Query *q, const char *format, ...) {
 /* Writes the J and D lines of position p of the answers (at ``target``): its JSON line and
  * its sampled JSON line as fastsubs-query writes them (render.c, sample.c, Ryu), less
  * their newline: 0, or -1 when out of memory. */
-static int render_lines(const Store *store, const Answers *a, int64_t p, int target, Query *q) {
+static int chunk_render_lines(const Store *store, const Answers *a, int64_t p, int target, Query *q) {
     int64_t start = a->starts[p], n = a->starts[p + 1] - start;
     Place place = {q->number + 1, target - 1, (const uint8_t *)SHOWN, strlen(SHOWN),
                    (const uint8_t *)NAME, (const uint8_t *)ID, strlen(NAME), strlen(ID)};
@@ -172,8 +172,8 @@ static int render_lines(const Store *store, const Answers *a, int64_t p, int tar
     if (rc == 0)
         rc = out(q, "J %d %.*s\nD %d %.*s\n", target, (int)json.len - 1, json.data, target, (int)sampled.len - 1,
                  sampled.data);
-    text_free(&json);
-    text_free(&sampled);
+    render_text_free(&json);
+    render_text_free(&sampled);
     free(cumulative);
     return rc;
 }
@@ -206,7 +206,7 @@ static int write_answers(const Store *store, const Answers *a, int first, Query 
         }
         rc = out(q, "\nF %d %.*s\n", first + (int)p, (int)(end - text), text);
         free(text);
-        if (rc < 0 || render_lines(store, a, p, first + (int)p, q) < 0) {
+        if (rc < 0 || chunk_render_lines(store, a, p, first + (int)p, q) < 0) {
             snprintf(q->error, sizeof(q->error), "out of memory");
             return -1;
         }
@@ -215,7 +215,7 @@ static int write_answers(const Store *store, const Answers *a, int first, Query 
 }
 
 typedef struct {
-    FsIndex *index;
+    Engine *index;
     Query *queries;
     int n_queries, first, step;
     size_t kept_peak;
@@ -229,7 +229,7 @@ static void *search_queries(void *argument) {
     for (int i = w->first; i < w->n_queries; i += w->step) {
         Query *q = &w->queries[i];
         Failure failure = {0};
-        Searcher *k = index_take(w->index, &failure);
+        Searcher *k = engine_take(w->index, &failure);
         if (!k) {
             snprintf(q->error, sizeof(q->error), "%s", failure.message);
             break;
@@ -245,11 +245,11 @@ static void *search_queries(void *argument) {
         }
         if (k->reader.kept_bytes > w->kept_peak)
             w->kept_peak = k->reader.kept_bytes;
-        index_give_back(w->index, k);
+        engine_give_back(w->index, k);
         if (q->error[0])
             break;
     }
-    answers_free(&answers);
+    search_answers_free(&answers);
     return NULL;
 }
 
@@ -261,11 +261,11 @@ int main(int argc, char **argv) {
         parse_integer(argv[4], 1, 64, &threads) < 0)
         return failed("an argument is not a number in its range");
 
-    FsIndex index;
+    Engine index;
     Failure failure = {0};
-    if (index_open(&index, argv[1], &failure) < 0)
+    if (engine_open(&index, argv[1], &failure) < 0)
         return failed(failure.message);
-    index_set_cache(&index, (size_t)slots, (size_t)kept);
+    engine_set_cache(&index, (size_t)slots, (size_t)kept);
 
     Query *queries = NULL;
     int n_queries = 0, cap_queries = 0, rc = 0;
@@ -321,16 +321,16 @@ int main(int argc, char **argv) {
     }
     free(queries);
     unsigned long long totals[6];
-    index_counters(&index, totals);
-    index_close(&index);
+    engine_counters(&index, totals);
+    engine_close(&index);
     Failure after = {0};
-    if (rc == 0 && (index_take(&index, &after) || after.code != FS_ECLOSED)) {
+    if (rc == 0 && (engine_take(&index, &after) || after.code != FS_ECLOSED)) {
         snprintf(message, sizeof(message), "a closed index gave a Searcher");
         rc = 1;
     }
     if (rc == 0)
         printf("done %llu %llu %llu %zu\n", totals[0], totals[4], totals[5], kept_peak);
-    index_free(&index);
+    engine_free(&index);
     if (fflush(stdout) != 0 && rc == 0)
         return failed("cannot write the answers");
     return rc ? failed(message) : 0;

@@ -1,5 +1,5 @@
-/* The open index, its Searchers and its lifecycle: see index.h. */
-#include "index.h"
+/* The engine of an open index, its Searchers and its lifecycle: see engine.h. */
+#include "engine.h"
 
 #include <string.h>
 
@@ -12,50 +12,50 @@ static void work_of(const Searcher *searcher, unsigned long long work[4]) {
     work[3] = searcher->n_listed_total;
 }
 
-void index_thread_work(unsigned long long work[4]) {
+void engine_thread_work(unsigned long long work[4]) {
     memcpy(work, thread_work, sizeof(thread_work));
 }
 
-int index_open(FsIndex *ix, const char *path, Failure *failure) {
+int engine_open(Engine *ix, const char *path, Failure *failure) {
     memset(ix, 0, sizeof(*ix));
-    ix->record_slots = INDEX_RECORD_SLOTS;
-    ix->kept_bytes = INDEX_KEPT_BYTES;
+    ix->record_slots = ENGINE_RECORD_SLOTS;
+    ix->kept_bytes = ENGINE_KEPT_BYTES;
     if (pthread_mutex_init(&ix->lock, NULL)) {
-        fs_fail(failure, FS_ENOMEM, "cannot make a lock");
+        common_fail(failure, FS_ENOMEM, "cannot make a lock");
         return -1;
     }
     if (store_open(&ix->store, path, failure) < 0) {
         pthread_mutex_destroy(&ix->lock);
         return -1;
     }
-    if (!(ix->maps = map_table_new())) {
+    if (!(ix->maps = cache_map_table_new())) {
         store_close(&ix->store);
         pthread_mutex_destroy(&ix->lock);
-        fs_fail(failure, FS_ENOMEM, "out of memory");
+        common_fail(failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     return 0;
 }
 
 /* Frees the Searchers and the map (with the lock held): once closed and no use holds it. */
-static void release_if_done(FsIndex *ix) {
+static void release_if_done(Engine *ix) {
     if (!ix->closed || ix->released || ix->uses)
         return;
     ix->released = 1;
     for (int i = 0; i < ix->n_all; i++) {
-        searcher_free(ix->all[i]);
+        search_searcher_free(ix->all[i]);
         free(ix->all[i]);
     }
     ix->n_all = ix->n_idle = 0;
-    map_table_free(ix->maps);
+    cache_map_table_free(ix->maps);
     ix->maps = NULL;
     store_close(&ix->store);
 }
 
-static int closed(FsIndex *ix, Failure *failure) {
+static int closed(Engine *ix, Failure *failure) {
     if (!ix->closed)
         return 0;
-    fs_fail(failure, FS_ECLOSED, "the index is closed");
+    common_fail(failure, FS_ECLOSED, "the index is closed");
     return -1;
 }
 
@@ -63,7 +63,7 @@ static int closed(FsIndex *ix, Failure *failure) {
  * some milliseconds once per thread): a thread's first searches then find the patterns
  * other threads have read already checked, instead of looking each up and checking it
  * again (docs/performance.md, "Tuning"). */
-static Searcher *new_searcher(FsIndex *ix, Failure *failure) {
+static Searcher *new_searcher(Engine *ix, Failure *failure) {
     if (ix->n_all == ix->cap) {
         int cap = 2 * ix->cap + 4;
         Searcher **all = realloc(ix->all, (size_t)cap * sizeof(Searcher *));
@@ -71,7 +71,7 @@ static Searcher *new_searcher(FsIndex *ix, Failure *failure) {
             ix->all = all;
         Searcher **idle = all ? realloc(ix->idle, (size_t)cap * sizeof(Searcher *)) : NULL;
         if (!idle) {
-            fs_fail(failure, FS_ENOMEM, "out of memory");
+            common_fail(failure, FS_ENOMEM, "out of memory");
             return NULL;
         }
         ix->idle = idle;
@@ -79,22 +79,22 @@ static Searcher *new_searcher(FsIndex *ix, Failure *failure) {
     }
     Searcher *searcher = malloc(sizeof(Searcher));
     if (!searcher) {
-        fs_fail(failure, FS_ENOMEM, "out of memory");
+        common_fail(failure, FS_ENOMEM, "out of memory");
         return NULL;
     }
-    if (searcher_init(searcher, &ix->store, ix->maps, ix->record_slots, ix->kept_bytes) < 0) {
+    if (search_searcher_init(searcher, &ix->store, ix->maps, ix->record_slots, ix->kept_bytes) < 0) {
         *failure = searcher->reader.failure;
-        searcher_free(searcher);
+        search_searcher_free(searcher);
         free(searcher);
         return NULL;
     }
     if (ix->n_all)  /* the first Searcher has usually met the most */
-        reader_seed(&searcher->reader, &ix->all[0]->reader);
+        cache_reader_seed(&searcher->reader, &ix->all[0]->reader);
     ix->all[ix->n_all++] = searcher;
     return searcher;
 }
 
-Searcher *index_take(FsIndex *ix, Failure *failure) {
+Searcher *engine_take(Engine *ix, Failure *failure) {
     pthread_mutex_lock(&ix->lock);
     Searcher *searcher = NULL;
     if (closed(ix, failure) == 0)
@@ -109,7 +109,7 @@ Searcher *index_take(FsIndex *ix, Failure *failure) {
     return searcher;
 }
 
-void index_give_back(FsIndex *ix, Searcher *searcher) {
+void engine_give_back(Engine *ix, Searcher *searcher) {
     unsigned long long now[4];
     work_of(searcher, now);
     for (int i = 0; i < 4; i++)
@@ -121,7 +121,7 @@ void index_give_back(FsIndex *ix, Searcher *searcher) {
     pthread_mutex_unlock(&ix->lock);
 }
 
-int index_hold(FsIndex *ix, Failure *failure) {
+int engine_hold(Engine *ix, Failure *failure) {
     pthread_mutex_lock(&ix->lock);
     int rc = closed(ix, failure);
     if (rc == 0)
@@ -130,29 +130,29 @@ int index_hold(FsIndex *ix, Failure *failure) {
     return rc;
 }
 
-void index_release(FsIndex *ix) {
+void engine_release(Engine *ix) {
     pthread_mutex_lock(&ix->lock);
     ix->uses--;
     release_if_done(ix);
     pthread_mutex_unlock(&ix->lock);
 }
 
-void index_close(FsIndex *ix) {
+void engine_close(Engine *ix) {
     pthread_mutex_lock(&ix->lock);
     ix->closed = 1;
     release_if_done(ix);
     pthread_mutex_unlock(&ix->lock);
 }
 
-void index_free(FsIndex *ix) {
-    index_close(ix);
+void engine_free(Engine *ix) {
+    engine_close(ix);
     free(ix->idle);
     free(ix->all);
     pthread_mutex_destroy(&ix->lock);
     memset(ix, 0, sizeof(*ix));
 }
 
-void index_counters(FsIndex *ix, unsigned long long totals[6]) {
+void engine_counters(Engine *ix, unsigned long long totals[6]) {
     memset(totals, 0, 6 * sizeof(unsigned long long));
     pthread_mutex_lock(&ix->lock);
     for (int i = 0; i < ix->n_all; i++) {
@@ -167,29 +167,29 @@ void index_counters(FsIndex *ix, unsigned long long totals[6]) {
     pthread_mutex_unlock(&ix->lock);
 }
 
-void index_set_cache(FsIndex *ix, size_t records, size_t kept_bytes) {
+void engine_set_cache(Engine *ix, size_t records, size_t kept_bytes) {
     pthread_mutex_lock(&ix->lock);
     ix->record_slots = records < SLOT_WAYS ? SLOT_WAYS : records;
     ix->kept_bytes = kept_bytes;
     pthread_mutex_unlock(&ix->lock);
 }
 
-int index_find_pattern(FsIndex *ix, int slot, const uint32_t *ids, int n, DiskPattern *out, Failure *failure) {
+int engine_find_pattern(Engine *ix, int slot, const uint32_t *ids, int n, DiskPattern *out, Failure *failure) {
     const Store *s = &ix->store;
     uint8_t key[1 + 4 * FS_MAX_ORDER];
-    size_t key_len = n >= 1 && n + 1 <= s->order ? store_pattern_key(s, slot, ids, n, key) : 0;
+    size_t key_len = n >= 1 && n + 1 <= s->order ? records_pattern_key(s, slot, ids, n, key) : 0;
     if (!key_len)
         return 0;
     MDB_txn *txn;
     MDB_cursor *cursor;
     int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
     if (rc) {
-        fs_fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
+        common_fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
         return -1;
     }
     int found = -1;
     if ((rc = mdb_cursor_open(txn, s->patterns[n + 1], &cursor)) == 0) {
-        found = store_find_pattern(s, cursor, n + 1, key, key_len, out, failure);
+        found = records_find_pattern(s, cursor, n + 1, key, key_len, out, failure);
         mdb_cursor_close(cursor);
     } else {
         store_read_failed(failure, txn, rc, "patterns%d", n + 1);
@@ -198,12 +198,12 @@ int index_find_pattern(FsIndex *ix, int slot, const uint32_t *ids, int n, DiskPa
     return found;
 }
 
-int index_ngram(FsIndex *ix, const uint32_t *ids, int n, double *alpha, double *beta, Failure *failure) {
+int engine_ngram(Engine *ix, const uint32_t *ids, int n, double *alpha, double *beta, Failure *failure) {
     const Store *s = &ix->store;
     for (int i = 0; i < n; i++)
         if (ids[i] >= s->vocab_size)
             return 0;
-    if (index_hold(ix, failure) < 0)
+    if (engine_hold(ix, failure) < 0)
         return -1;
     int found = 1;
     if (n == 1) {
@@ -211,7 +211,7 @@ int index_ngram(FsIndex *ix, const uint32_t *ids, int n, double *alpha, double *
         *beta = s->unigram_beta[ids[0]];
     } else {
         DiskPattern p;
-        found = index_find_pattern(ix, n - 1, ids, n - 1, &p, failure);
+        found = engine_find_pattern(ix, n - 1, ids, n - 1, &p, failure);
         int32_t at = found > 0 ? pattern_find(s, &p, ids[n - 1]) : -1;
         if (found > 0 && at < 0)
             found = 0;
@@ -220,33 +220,33 @@ int index_ngram(FsIndex *ix, const uint32_t *ids, int n, double *alpha, double *
             *beta = p.beta ? (double)p.beta[at] : 0.0;
         }
     }
-    index_release(ix);
+    engine_release(ix);
     return found;
 }
 
-int index_check_patterns(FsIndex *ix, int order, PatternCounts *counts, Failure *failure) {
+int engine_check_patterns(Engine *ix, int order, PatternCounts *counts, Failure *failure) {
     if (order < 2 || order > ix->store.order) {
-        fs_fail(failure, FS_EARGUMENT, "order outside 2 ... the model's order");
+        common_fail(failure, FS_EARGUMENT, "order outside 2 ... the model's order");
         return -1;
     }
-    if (index_hold(ix, failure) < 0)
+    if (engine_hold(ix, failure) < 0)
         return -1;
     MDB_txn *txn;
     int rc = mdb_txn_begin(ix->store.env, NULL, MDB_RDONLY, &txn);
     if (rc) {
-        fs_fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
+        common_fail(failure, FS_ELMDB, "damaged index (%s)", mdb_strerror(rc));
     } else {
-        rc = store_check_patterns(&ix->store, txn, order, counts, failure);
+        rc = verify_patterns(&ix->store, txn, order, counts, failure);
         mdb_txn_abort(txn);
     }
-    index_release(ix);
+    engine_release(ix);
     return rc ? -1 : 0;
 }
 
-int index_check_arrays(FsIndex *ix, Failure *failure) {
-    if (index_hold(ix, failure) < 0)
+int engine_check_arrays(Engine *ix, Failure *failure) {
+    if (engine_hold(ix, failure) < 0)
         return -1;
-    int rc = store_check_arrays(&ix->store, failure);
-    index_release(ix);
+    int rc = verify_arrays(&ix->store, failure);
+    engine_release(ix);
     return rc;
 }

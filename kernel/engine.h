@@ -1,14 +1,14 @@
-/* One open index: the Store (store.h) and the Searchers that search it, one per thread
+/* The engine of one open index: the Store (store.h) and the Searchers that search it, one per thread
  * searching at the same time, with its lifecycle.  Plain C: the Python glue (module.c)
  * only converts, and tests/c/kernel_check.c drives this with threads under the sanitizers.
  *
  * A search takes an idle Searcher (or makes one, starting from a copy of the first one's
  * cache), runs, and gives it back; any number of threads may search one index at once,
- * each on its own Searcher, with a lock only around taking and giving back.  index_close
+ * each on its own Searcher, with a lock only around taking and giving back.  engine_close
  * refuses new work at once; the map itself is released when the last use that holds it
  * ends, so nothing ever reads an unmapped page. */
-#ifndef FASTSUBS_INDEX_H
-#define FASTSUBS_INDEX_H
+#ifndef FASTSUBS_ENGINE_H
+#define FASTSUBS_ENGINE_H
 
 #include <pthread.h>
 
@@ -17,9 +17,9 @@
 /* Cache slots of a Searcher (64 bytes each): 2^17 slots, 8 MiB.  A search meets a few tens
  * of patterns (present or not), so a text's patterns fit many times over in a first pass
  * of thousands of lines (measured: docs/performance.md, "Tuning"). */
-#define INDEX_RECORD_SLOTS ((size_t)1 << 17)
+#define ENGINE_RECORD_SLOTS ((size_t)1 << 17)
 /* Bytes of rank maps and sorted prefixes a Searcher keeps (cache.h, SlotAids). */
-#define INDEX_KEPT_BYTES ((size_t)24 << 20)
+#define ENGINE_KEPT_BYTES ((size_t)24 << 20)
 
 typedef struct {
     Store store;
@@ -30,43 +30,43 @@ typedef struct {
     int uses;                   /* searches and other reads of the map running */
     int closed, released;
     size_t record_slots, kept_bytes;  /* the cache of each Searcher from its next search */
-} FsIndex;
+} Engine;
 
 /* Opens and checks the index at ``path`` (store_open): 0, or -1 with the failure set. */
-int index_open(FsIndex *ix, const char *path, Failure *failure);
+int engine_open(Engine *ix, const char *path, Failure *failure);
 /* A Searcher for one search, the index held until it is given back: NULL with the
  * failure set (FS_ECLOSED once closed, FS_ENOMEM, or what a new Searcher met). */
-Searcher *index_take(FsIndex *ix, Failure *failure);
+Searcher *engine_take(Engine *ix, Failure *failure);
 /* Gives ``searcher`` back and adds the work it did since it was taken to the calling thread's. */
-void index_give_back(FsIndex *ix, Searcher *searcher);
+void engine_give_back(Engine *ix, Searcher *searcher);
 /* Holds the index for a read that needs no Searcher (words, checks): 0, or -1 (FS_ECLOSED). */
-int index_hold(FsIndex *ix, Failure *failure);
-void index_release(FsIndex *ix);
+int engine_hold(Engine *ix, Failure *failure);
+void engine_release(Engine *ix);
 /* No new work from now on; the map goes once no use holds it. */
-void index_close(FsIndex *ix);
+void engine_close(Engine *ix);
 /* Frees everything; the owner is done with the index (no use may be running). */
-void index_free(FsIndex *ix);
+void engine_free(Engine *ix);
 /* Totals over every Searcher: searches, words evaluated, list entries read, substitutes
  * listed, pattern look-ups, look-ups that read the index. */
-void index_counters(FsIndex *ix, unsigned long long totals[6]);
+void engine_counters(Engine *ix, unsigned long long totals[6]);
 /* The cache sizes of Searchers (records: made from now on; kept bytes: from their next
  * search); any sizes give the same answers. */
-void index_set_cache(FsIndex *ix, size_t records, size_t kept_bytes);
+void engine_set_cache(Engine *ix, size_t records, size_t kept_bytes);
 /* For the tools (verify, the tests, the bench), not the search, which keeps its own cursors:
  * the pattern of order n + 1 whose fixed words are ``ids`` (slot before ids[slot]), through a
  * read transaction of its own: 1 found (*out, valid while the caller holds the index), 0
  * absent, -1 with the failure set. */
-int index_find_pattern(FsIndex *ix, int slot, const uint32_t *ids, int n, DiskPattern *out, Failure *failure);
+int engine_find_pattern(Engine *ix, int slot, const uint32_t *ids, int n, DiskPattern *out, Failure *failure);
 /* The scores of the n-gram ids[0 .. n): 1 found, 0 absent, -1 with the failure set. */
-int index_ngram(FsIndex *ix, const uint32_t *ids, int n, double *alpha, double *beta, Failure *failure);
-/* store_check_patterns and store_check_arrays, the index held meanwhile: 0, or -1. */
-int index_check_patterns(FsIndex *ix, int order, PatternCounts *counts, Failure *failure);
-int index_check_arrays(FsIndex *ix, Failure *failure);
+int engine_ngram(Engine *ix, const uint32_t *ids, int n, double *alpha, double *beta, Failure *failure);
+/* verify_patterns and verify_arrays, the index held meanwhile: 0, or -1. */
+int engine_check_patterns(Engine *ix, int order, PatternCounts *counts, Failure *failure);
+int engine_check_arrays(Engine *ix, Failure *failure);
 /* The work of the searches the calling thread has made, on any index: searches, words
- * evaluated, list entries read, substitutes listed.  index_counters sums every Searcher, and
+ * evaluated, list entries read, substitutes listed.  engine_counters sums every Searcher, and
  * a Searcher serves whichever thread is free, so a difference of those over one thread's
  * stretch of work would count what other threads searched meanwhile; a difference of
  * these counts that thread's work alone. */
-void index_thread_work(unsigned long long work[4]);
+void engine_thread_work(unsigned long long work[4]);
 
 #endif

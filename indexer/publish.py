@@ -1,10 +1,13 @@
 """Putting a finished index in place atomically, so a reader never sees half of one.
 
 A build writes into a temporary directory beside the target.  Publishing swaps it
-in with one ``rename``: onto a missing target with ``rename(2)``, onto an existing
-index with ``renameat2(RENAME_EXCHANGE)`` (Linux), so the target path always names
-either the old complete index or the new one.  Processes that already opened the old
-index keep reading it (its files stay alive while mapped) until they finish.
+in with one ``rename``: onto a missing target (or an empty directory) with
+``rename(2)``, which never replaces a directory that holds anything, so a build
+without ``--force`` cannot replace an index another build published while it ran;
+with ``--force``, onto an existing index with ``renameat2(RENAME_EXCHANGE)`` (Linux),
+so the target path always names either the old complete index or the new one.
+Processes that already opened the old index keep reading it (its files stay alive
+while mapped) until they finish.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from fastsubs.errors import FastsubsError, TargetNotAnIndexError
+from fastsubs.errors import FastsubsError, IndexExistsError, TargetNotAnIndexError
 
 TEMP_PREFIX = ".fastsubs-build-"
 #: The file a build writes beside data.mdb as it publishes an index: what tells ``--force``
@@ -30,6 +33,9 @@ TAG_TEXT = b"fastsubs index: made by fastsubs-index build; build --force may rep
 _INDEX_FILES = frozenset({"data.mdb", "lock.mdb", TAG_NAME})
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
+#: What ``rename(2)`` of a directory says when the target holds something (a directory
+#: with anything in it, a file, a symbolic link): it replaced nothing.
+_TAKEN = frozenset({errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR})
 #: What tempfile.mkdtemp appends: letters, digits and "_", never "-".
 _RANDOM_PART = r"[a-z0-9_]+"
 
@@ -194,19 +200,35 @@ def _give_default_permissions(directory: Path) -> None:
     os.chmod(directory, 0o777 & ~umask)
 
 
-def publish(temp: Path, target: Path) -> None:
-    """Move the complete index in ``temp`` to ``target``, replacing what is there."""
+def publish(temp: Path, target: Path, force: bool) -> None:
+    """Move the complete index in ``temp`` to ``target``.
+
+    ``rename(2)`` of a directory replaces nothing but a missing target or an empty
+    directory, in one step: an index that another build published since this one
+    started is never replaced without ``force`` (IndexExistsError).  With ``force``, what
+    is there now is checked again (it may have changed since the build started) and
+    swapped out."""
     _give_default_permissions(temp)
     _fsync_dir(temp)
-    if target.exists() or target.is_symlink():
-        if _exchange(temp, target):
-            remove_tree(temp)  # now the old index; readers that opened it keep their mapping
-        else:
-            # No atomic exchange here: for a moment the target is missing (never half-written).
-            old = make_temp_dir(target)
-            os.rename(target, old / "index")
-            os.rename(temp, target)
-            remove_tree(old)
-    else:
+    try:
         os.rename(temp, target)
+    except OSError as error:
+        if error.errno not in _TAKEN:
+            raise
+        if not force:
+            raise IndexExistsError(target, appeared=True) from None
+        check_replaceable(target)
+        _replace(temp, target)
     _fsync_dir(target.parent)
+
+
+def _replace(temp: Path, target: Path) -> None:
+    """Swap the index in ``temp`` in for the one at ``target``, and delete the old one."""
+    if _exchange(temp, target):
+        remove_tree(temp)  # now the old index; readers that opened it keep their mapping
+        return
+    # No atomic exchange here: for a moment the target is missing (never half-written).
+    old = make_temp_dir(target)
+    os.rename(target, old / "index")
+    os.rename(temp, target)
+    remove_tree(old)

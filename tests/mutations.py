@@ -499,6 +499,10 @@ MUTATIONS = [
     Mutation("force-takes-any-tag-file", PUBLISH,
              "any file named like the tag passes: another program's LMDB environment is replaced",
              "return stream.read(len(TAG_TEXT) + 1) == TAG_TEXT", "return True"),
+    Mutation("build-replaces-an-index-published-meanwhile", PUBLISH,
+             "a build without --force replaces an index that another build published while it ran: both say "
+             "built, and the first one's index is gone",
+             "raise IndexExistsError(target, appeared=True) from None", "pass"),
     # the library under the command line (tests/test_api_surface.py)
     Mutation("library-imports-the-command-line", "fastsubs/__init__.py",
              "fastsubs.QueryOptions is taken from a module of the command line: the library needs query/ again",

@@ -3,8 +3,10 @@
 ``--force`` once deleted whatever sat at the target: a user's directory, a file.  Now
 a build replaces only what a build made (an index, an index whose build never wrote
 its metadata) and refuses anything else with one line naming the path, with or without
-``--force``, leaving it untouched; an empty directory it builds into, ``--force`` or not.  A build stopped by SIGTERM
-or SIGINT removes its temporary directory and exits 143 / 130 with one line.
+``--force``, leaving it untouched; an empty directory it builds into, ``--force`` or not.
+Without ``--force``, a build never replaces an index that another build published while
+it ran.  A build stopped by SIGTERM or SIGINT removes its temporary directory and exits
+143 / 130 with one line.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 
 import fastsubs
 from conftest import BIN, DEMO_MODEL, TEST_DATA, children, run_cli
+from fastsubs.core import Core
 from fastsubs.errors import IndexExistsError, TargetNotAnIndexError
 from fastsubs.indexer.publish import TAG_NAME, TEMP_PREFIX
 from generated_models import write_model
@@ -176,10 +179,12 @@ def start_build(model: Path, target: Path, *options: str) -> subprocess.Popen[by
 
 
 def wait_for_temp_dir(build: subprocess.Popen[bytes], directory: Path, holding: str) -> Path:
-    """The build's temporary directory, once ``holding`` is in it (the build is then well under way)."""
+    """The build's temporary directory (named with its process id), once ``holding`` is in
+    it (the build is then well under way)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        found = [p for p in directory.iterdir() if p.name.startswith(TEMP_PREFIX) and (p / holding).exists()]
+        found = [p for p in directory.iterdir() if p.name.startswith(TEMP_PREFIX) and f"-{build.pid}-" in p.name
+                 and (p / holding).exists()]
         if found:
             return found[0]
         assert build.poll() is None, f"the build ended before it could be stopped: {build.stderr.read()!r}"
@@ -227,6 +232,53 @@ def test_a_build_whose_job_process_is_killed_fails_at_once(tmp_path: Path) -> No
     assert stderr.decode().splitlines() == ["fastsubs-index: error: a build job's process died "
                                             "(killed, or out of memory?)"]
     assert list(tmp_path.iterdir()) == []
+
+
+APPEARED = "an index appeared there while this build ran (another build's?); pass --force to replace it"
+
+
+def test_a_build_never_replaces_an_index_published_while_it_ran(tmp_path: Path) -> None:
+    """A build into an absent target is held (SIGSTOP) while it reads its model; another
+    build publishes there meanwhile.  Let go, the first finds that index when it publishes:
+    it refuses in one line and leaves the other's index and nothing of its own."""
+    target = tmp_path / "model.fsidx"
+    first = start_build(DEMO_MODEL, target, "--jobs", "1")
+    wait_for_temp_dir(first, tmp_path, "runs")
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        run_cli("fastsubs-index", "build", TINY, "-o", target, "-q")
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    _, stderr = first.communicate(timeout=300)
+    assert first.returncode == 1, stderr
+    assert stderr.decode().splitlines() == [f"fastsubs-index: error: {target}: {APPEARED}"]
+    with fastsubs.open_index(target) as index:
+        assert index.vocab_size == unigram_count(TINY)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.fsidx"]
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_two_builds_into_one_absent_target_publish_one_index(tmp_path: Path, attempt: int) -> None:
+    """Two builds started together into one absent target, without --force (a job retried
+    while it still runs): one says it built the index, the other refuses in one line (the
+    index appeared while it ran, or was there when it started), and the index is the
+    first's (its model's name, two names of one model)."""
+    target = tmp_path / "out" / "model.fsidx"
+    models = [tmp_path / f"{name}.arpa.gz" for name in ("first", "second")]
+    for model in models:
+        model.symlink_to(DEMO_MODEL)
+    builds = [subprocess.Popen([str(BIN / "fastsubs-index"), "build", str(model), "-o", str(target), "--jobs", "1"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for model in models]
+    said = [build.communicate(timeout=300)[1].decode().splitlines() for build in builds]
+    statuses = [build.returncode for build in builds]
+    assert sorted(statuses) == [0, 1], said
+    winner, loser = statuses.index(0), statuses.index(1)
+    assert len(said[winner]) == 1 and said[winner][0].startswith(f"built {target}: "), said
+    assert said[loser] in ([f"fastsubs-index: error: {target}: {APPEARED}"],
+                           [f"fastsubs-index: error: {target}: an index is already there; pass --force to replace it"])
+    with Core(target) as index:
+        assert index.meta["source"]["name"] == models[winner].name
+    assert sorted(p.name for p in target.parent.iterdir()) == ["model.fsidx"]
 
 
 def test_a_build_removes_what_dead_builds_of_other_targets_left(tmp_path: Path) -> None:

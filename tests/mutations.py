@@ -498,11 +498,15 @@ MUTATIONS = [
              "    if _is_tagged(target):", "    if False:"),
     Mutation("force-takes-any-tag-file", PUBLISH,
              "any file named like the tag passes: another program's LMDB environment is replaced",
-             "return stream.read(len(TAG_TEXT) + 1) == TAG_TEXT", "return True"),
+             "stream.read(len(TAG_TEXT) + 1) == TAG_TEXT", "True"),
     Mutation("build-replaces-an-index-published-meanwhile", PUBLISH,
              "a build without --force replaces an index that another build published while it ran: both say "
              "built, and the first one's index is gone",
              "raise IndexExistsError(target, appeared=True) from None", "pass"),
+    Mutation("force-ignores-file-types", PUBLISH,
+             "--force takes a directory, FIFO or link by an index file's name for that file: a user's directory "
+             "named data.mdb is deleted with what it holds, a FIFO as the tag blocks the build",
+             "if not entries[name].is_file(follow_symlinks=False):", "if False:"),
     # the library under the command line (tests/test_api_surface.py)
     Mutation("library-imports-the-command-line", "fastsubs/__init__.py",
              "fastsubs.QueryOptions is taken from a module of the command line: the library needs query/ again",

@@ -1,8 +1,9 @@
 """A build replaces only a fastsubs index, and a stopped build leaves nothing behind.
 
-``--force`` once deleted whatever sat at the target: a user's directory, a file.  Now
-a build replaces only what a build made (an index, an index whose build never wrote
-its metadata) and refuses anything else with one line naming the path, with or without
+``--force`` once deleted whatever sat at the target: a user's directory, a file, a
+directory named ``data.mdb`` beside a copied tag.  Now a build replaces only what a build
+made (an index, an index whose build never wrote its metadata), each of its files a
+regular file, and refuses anything else with one line naming the path, with or without
 ``--force``, leaving it untouched; an empty directory it builds into, ``--force`` or not.
 Without ``--force``, a build never replaces an index that another build published while
 it ran.  A build stopped by SIGTERM or SIGINT removes its temporary directory and exits
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -24,19 +26,24 @@ import fastsubs
 from conftest import BIN, DEMO_MODEL, TEST_DATA, children, run_cli
 from fastsubs.core import Core
 from fastsubs.errors import IndexExistsError, TargetNotAnIndexError
-from fastsubs.indexer.publish import TAG_NAME, TEMP_PREFIX
+from fastsubs.indexer.publish import TAG_NAME, TAG_TEXT, TEMP_PREFIX
 from generated_models import write_model
 
 TINY = TEST_DATA / "tiny.arpa"
 
 
 def snapshot(path: Path) -> dict[str, bytes | str]:
-    """Everything at ``path``: file contents by relative name, link targets as strings."""
-    if path.is_symlink():
-        return {".": f"-> {os.readlink(path)}"}
-    if path.is_file():
-        return {".": path.read_bytes()}
-    return {str(p.relative_to(path)): p.read_bytes() if p.is_file() else "dir" for p in sorted(path.rglob("*"))}
+    """Everything at ``path``: file contents by relative name, link targets as strings, the
+    type of anything else (a FIFO is never read)."""
+    def state(p: Path) -> bytes | str:
+        if p.is_symlink():
+            return f"-> {os.readlink(p)}"
+        mode = p.lstat().st_mode
+        return p.read_bytes() if stat.S_ISREG(mode) else f"type {stat.S_IFMT(mode):o}"
+
+    if not path.is_dir() or path.is_symlink():
+        return {".": state(path)}
+    return {str(p.relative_to(path)): state(p) for p in sorted(path.rglob("*"))}
 
 
 def one_line(result: subprocess.CompletedProcess[bytes]) -> str:
@@ -83,17 +90,59 @@ def an_index_with_a_users_file(tmp_path: Path) -> Path:
     return target
 
 
+def a_directory_named_data_mdb(tmp_path: Path) -> Path:
+    """A user's directory named data.mdb, beside a tag copied from an index: the names an
+    index has, but not its files (--force once deleted it with the thesis in it)."""
+    target = tmp_path / "results"
+    (target / "data.mdb").mkdir(parents=True)
+    (target / "data.mdb" / "thesis.tex").write_text("three years of work")
+    (target / TAG_NAME).write_bytes(TAG_TEXT)
+    return target
+
+
+def a_directory_named_lock_mdb(tmp_path: Path) -> Path:
+    """An index, its tag and all, with a user's directory named lock.mdb in it."""
+    target = tmp_path / "model.fsidx"
+    fastsubs.build_index(TINY, target)
+    (target / "lock.mdb").mkdir()
+    (target / "lock.mdb" / "thesis.tex").write_text("three years of work")
+    return target
+
+
+def a_fifo_as_the_tag(tmp_path: Path) -> Path:
+    """An index whose tag is a FIFO: reading it would wait for a writer forever."""
+    target = tmp_path / "model.fsidx"
+    fastsubs.build_index(TINY, target)
+    (target / TAG_NAME).unlink()
+    os.mkfifo(target / TAG_NAME)
+    return target
+
+
+def a_symlink_as_data_mdb(tmp_path: Path) -> Path:
+    """A tagged directory whose data.mdb is a link to a user's file."""
+    (tmp_path / "notes.txt").write_text("do not delete")
+    target = tmp_path / "model.fsidx"
+    target.mkdir()
+    (target / TAG_NAME).write_bytes(TAG_TEXT)
+    (target / "data.mdb").symlink_to(tmp_path / "notes.txt")
+    return target
+
+
 @pytest.mark.parametrize("make, says", [
     (a_users_directory, "files other than an index's (sub, thesis.tex)"),
     (a_file, "is a file"),
     (a_symlink, "is a symbolic link"),
     (another_programs_lmdb, "not a fastsubs index"),
     (an_index_with_a_users_file, "files other than an index's (README)"),
+    (a_directory_named_data_mdb, "holds a directory named data.mdb, where an index has a file"),
+    (a_directory_named_lock_mdb, "holds a directory named lock.mdb, where an index has a file"),
+    (a_fifo_as_the_tag, f"holds a FIFO named {TAG_NAME}, where an index has a file"),
+    (a_symlink_as_data_mdb, "holds a symbolic link named data.mdb, where an index has a file"),
 ])
 def test_a_build_never_replaces_what_is_not_an_index(tmp_path: Path, make, says: str) -> None:
     target = make(tmp_path)
     before = snapshot(target)
-    result = run_cli("fastsubs-index", "build", TINY, "-o", target, "-q", "--force", check=False)
+    result = run_cli("fastsubs-index", "build", TINY, "-o", target, "-q", "--force", check=False, timeout=60)
     assert result.returncode == 1
     line = one_line(result)
     assert line.startswith(f"fastsubs-index: error: {target}: ") and says in line, line

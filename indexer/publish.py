@@ -22,7 +22,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from fastsubs.errors import FastsubsError, IndexExistsError, TargetNotAnIndexError
+from fastsubs.errors import FastsubsError, IndexExistsError, IndexVersionError, TargetNotAnIndexError
 
 TEMP_PREFIX = ".fastsubs-build-"
 #: The file a build writes beside data.mdb as it publishes an index: what tells ``--force``
@@ -85,11 +85,11 @@ def check_replaceable(target: Path) -> None:
     holding nothing but an index's files (each a regular file: a directory, FIFO, device
     or link by one of their names is a user's, and reading a FIFO would block) and the
     tag a build writes as it publishes (:data:`TAG_NAME`), however damaged or truncated
-    its data.mdb; an index published before builds wrote the tag, if it opens as one
-    (through the kernel's checked reader, which never reads past a file's end); or an
-    empty directory.  A file, a symbolic link, a directory with anything else in it, an
-    LMDB environment of another program or an untagged index too damaged to open is
-    never touched, whatever the flags.
+    its data.mdb; an index published before builds wrote the tag, if it opens as one or
+    as an index of another format (through the kernel's checked reader, which never
+    reads past a file's end); or an empty directory.  A file, a symbolic link, a
+    directory with anything else in it, an LMDB environment of another program or an
+    untagged index too damaged to open is never touched, whatever the flags.
     """
     if target.is_symlink():
         raise TargetNotAnIndexError(target, "is a symbolic link (build into the directory it points to)")
@@ -150,12 +150,17 @@ def is_empty_directory(path: Path) -> bool:
 
 def _untagged_problem(directory: Path) -> str | None:
     """None when ``directory`` opens as a fastsubs index through the kernel's checked
-    reader (an index published before builds wrote the tag), else why not."""
+    reader (an index published before builds wrote the tag), or is refused by it as an
+    index of another format (IndexVersionError: the kernel found a fastsubs header or
+    metadata that names its version; an intact index of 0.1.0 or 0.2.0, which CHANGES.md
+    says to rebuild with ``--force``), else why not."""
     from fastsubs.core import Core
 
     try:
         with Core(directory):
             return None
+    except IndexVersionError:
+        return None
     except FastsubsError as error:
         return str(error).removeprefix(f"{directory}: ")
 

@@ -507,6 +507,9 @@ MUTATIONS = [
              "--force takes a directory, FIFO or link by an index file's name for that file: a user's directory "
              "named data.mdb is deleted with what it holds, a FIFO as the tag blocks the build",
              "if not entries[name].is_file(follow_symlinks=False):", "if False:"),
+    Mutation("force-refuses-earlier-versions", PUBLISH,
+             "an untagged index of an earlier format is refused by --force: the upgrade CHANGES.md gives fails",
+             "    except IndexVersionError:", "    except ArithmeticError:"),
     # the library under the command line (tests/test_api_surface.py)
     Mutation("library-imports-the-command-line", "fastsubs/__init__.py",
              "fastsubs.QueryOptions is taken from a module of the command line: the library needs query/ again",

@@ -2,16 +2,17 @@
 
 ``--force`` once deleted whatever sat at the target: a user's directory, a file, a
 directory named ``data.mdb`` beside a copied tag.  Now a build replaces only what a build
-made (an index, an index whose build never wrote its metadata), each of its files a
-regular file, and refuses anything else with one line naming the path, with or without
-``--force``, leaving it untouched; an empty directory it builds into, ``--force`` or not.
-Without ``--force``, a build never replaces an index that another build published while
-it ran.  A build stopped by SIGTERM or SIGINT removes its temporary directory and exits
-143 / 130 with one line.
+made (an index of this version or an earlier one, an index whose build never wrote its
+metadata), each of its files a regular file, and refuses anything else with one line
+naming the path, with or without ``--force``, leaving it untouched; an empty directory it
+builds into, ``--force`` or not.  Without ``--force``, a build never replaces an index
+that another build published while it ran.  A build stopped by SIGTERM or SIGINT removes
+its temporary directory and exits 143 / 130 with one line.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 import signal
 import stat
@@ -24,12 +25,15 @@ import pytest
 
 import fastsubs
 from conftest import BIN, DEMO_MODEL, TEST_DATA, children, run_cli
+from fastsubs import format as fmt
 from fastsubs.core import Core
-from fastsubs.errors import IndexExistsError, TargetNotAnIndexError
+from fastsubs.errors import IndexExistsError, IndexVersionError, TargetNotAnIndexError
 from fastsubs.indexer.publish import TAG_NAME, TAG_TEXT, TEMP_PREFIX
 from generated_models import write_model
 
 TINY = TEST_DATA / "tiny.arpa"
+#: data.mdb of tiny.arpa's index as the builders of index formats 1, 2 and 3 wrote it (README.md there).
+OLD_INDEXES = TEST_DATA / "old-indexes"
 
 
 def snapshot(path: Path) -> dict[str, bytes | str]:
@@ -401,6 +405,36 @@ def test_an_untagged_index_that_opens_is_replaced(tmp_path: Path) -> None:
     with fastsubs.open_index(target) as index:
         assert index.vocab_size == unigram_count(TINY)
     assert (target / TAG_NAME).is_file()
+
+
+def an_index_of_format(version: int, tmp_path: Path) -> Path:
+    """An intact index of an earlier version, as its build left it (data.mdb alone, no tag)."""
+    target = tmp_path / "model.fsidx"
+    target.mkdir()
+    (target / "data.mdb").write_bytes(gzip.decompress((OLD_INDEXES / f"format-{version}.data.mdb.gz").read_bytes()))
+    return target
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_force_replaces_an_index_of_an_earlier_version_as_the_upgrade_says(tmp_path: Path, version: int) -> None:
+    """An index of 0.1.0 (formats 1 and 2) or 0.2.0 (format 3), as their builders wrote it:
+    the query says to rebuild it; a build without --force says to pass it; with --force
+    (CHANGES.md: ``fastsubs-index build MODEL --force``) it is replaced."""
+    target = an_index_of_format(version, tmp_path)
+    with pytest.raises(IndexVersionError):
+        fastsubs.open_index(target)
+    query = run_cli("fastsubs-query", target, "-n", "2", input=b"the cat\n", check=False)
+    assert query.returncode == 1
+    assert one_line(query) == (f"fastsubs-query: error: {target}: index format version {version} is older than "
+                               f"this fastsubs reads ({fmt.FORMAT_VERSION}); rebuild it with this version")
+    before = snapshot(target)
+    line = one_line(run_cli("fastsubs-index", "build", TINY, "-o", target, "-q", check=False))
+    assert line == f"fastsubs-index: error: {target}: an index is already there; pass --force to replace it"
+    assert snapshot(target) == before
+    run_cli("fastsubs-index", "build", TINY, "-o", target, "--force", "-q")
+    with fastsubs.open_index(target) as index:
+        assert index.vocab_size == unigram_count(TINY)
+    assert sorted(p.name for p in target.iterdir()) == ["data.mdb", TAG_NAME]
 
 
 def test_a_tag_with_other_text_is_no_tag(tmp_path: Path) -> None:

@@ -294,6 +294,10 @@ MUTATIONS = [
     Mutation("joint-keys-not-recomputed", RECORDS,
              "a joint order's keys taken on trust: a key below its word's sum is a wrong answer",
              "if (p->joint_key[i] != fs_joint_key(", "if (0 && p->joint_key[i] != fs_joint_key("),
+    Mutation("joint-keys-checked-only-too-low", RECORDS,
+             "a joint key above its word's sum passes the check (only keys too low are named): the joint order is "
+             "not the one the format defines, and verify says OK",
+             "if (p->joint_key[i] != fs_joint_key(", "if (p->joint_key[i] < fs_joint_key("),
     Mutation("joint-word-past-unigrams-not-checked", CODEC,
              "the writer reads a joint key's unigram alpha for any word id: past the unigrams it reads out of bounds",
              "if (p->ids[i] >= rows->vocab_size) {", "if (0) {"),
@@ -445,6 +449,10 @@ MUTATIONS = [
              "neighbour's range passes verify",
              "if ((lo && cmp(&key, lo) < 0) || (hi && cmp(&key, hi) >= 0) ||",
              "if ((lo && cmp(&key, lo) < 0) || (0 && hi) ||", LMDB_PATCH),
+    Mutation("lmdb-tree-check-last-child-unbounded", LMDB,
+             "the tree check gives a branch page's last child no upper bound, not the branch's own: in a tree of "
+             "three levels a root key lowered into the last leaf of the branch before it passes verify",
+             "const MDB_val *below = lo, *above = hi;", "const MDB_val *below = lo, *above = NULL;", LMDB_PATCH),
     # output_files.py: what --resume checks before it keeps anything
     Mutation("resume-bytes-hash-not-checked", OUTPUT_FILES,
              "the partial file's bytes are not compared with their recorded SHA-256: damage in it is published",

@@ -6,8 +6,8 @@ a model would otherwise be silently misread:
 * plain, ``.gz``, ``.bz2`` and ``.xz`` files; fields separated by tabs or any run of
   spaces; free text before ``\\data\\`` (skipped unread, so it may be in any encoding);
   a UTF-8 byte-order mark; Windows line endings; numbers as C's ``strtod`` reads them
-  (scientific notation, a sign, hexadecimal), as KenLM and SRILM do: ``-1_0``, which
-  Python's ``float()`` reads as -10, is an error.
+  (scientific notation, a sign, hexadecimal): ``-1_0``, which Python's ``float()`` reads
+  as -10 and KenLM and SRILM refuse, is an error.
 * the blank line that ends the header and each section may be missing: a line
   starting with ``\\`` ends them too.  Text after ``\\end\\`` is ignored (but a compressed
   file must still decompress to its end: a lost or corrupt end of it is an error).

@@ -10,9 +10,8 @@
  * that batch again and names the fault.
  *
  * read_number(token) is how both parsers read a number: C's strtod over the whole token,
- * in the "C" locale whatever the process's (KenLM and SRILM read ARPA numbers so; Python's
- * float() also takes "1_0", which they refuse, and an API user's setlocale() would change
- * strtod's decimal point). */
+ * in the "C" locale whatever the process's (Python's float() also takes "1_0", which KenLM
+ * and SRILM refuse, and an API user's setlocale() would change strtod's decimal point). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -240,7 +239,7 @@ static PyMethodDef native_functions[] = {
      "read_number(token) -> float | None\n\n"
      "The bytes ``token`` as C's strtod reads them in the \"C\" locale, when it reads all of them\n"
      "(decimal and hexadecimal numbers, inf, infinity and nan in any case, with a sign); else None.\n"
-     "How an ARPA model's numbers are read (KenLM's and SRILM's syntax: no underscores)."},
+     "How an ARPA model's numbers are read (no underscores, which KenLM and SRILM refuse)."},
     {NULL, NULL, 0, NULL},
 };
 

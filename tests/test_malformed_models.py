@@ -259,21 +259,24 @@ def _free_text(text: bytes) -> bytes:
     return b"Made by hand; caf\xe9 (Latin-1).\nngram 1=99\n\\1-grams:\n\n" + text
 
 
-def _scientific(text: bytes) -> bytes:
-    for plain, scientific in [(b"-0.6\t", b"-6e-1\t"), (b"-0.0625", b"-6.25E-2"), (b"\t0.25", b"\t2.5e-1"),
-                              (b"-99\t", b"-9.9e+01\t"), (b"-0.35\t", b"-3.5E-1\t")]:
+def _respelled(text: bytes, spellings: list[tuple[bytes, bytes]]) -> bytes:
+    """``text`` with each number of ``spellings`` (each there) written the other way."""
+    for plain, other in spellings:
         assert plain in text
-        text = text.replace(plain, scientific)
+        text = text.replace(plain, other)
     return text
+
+
+def _scientific(text: bytes) -> bytes:
+    return _respelled(text, [(b"-0.6\t", b"-6e-1\t"), (b"-0.0625", b"-6.25E-2"), (b"\t0.25", b"\t2.5e-1"),
+                             (b"-99\t", b"-9.9e+01\t"), (b"-0.35\t", b"-3.5E-1\t")])
 
 
 def _strtod_syntax(text: bytes) -> bytes:
     """Numbers as C's strtod also reads them: hexadecimal, a sign, no digit before the point."""
-    for plain, other in [(b"-0.5\tthe cat", b"-0x1p-1\tthe cat"), (b"-0.0625", b"-0X1P-4"), (b"\t0.25", b"\t+.25"),
-                         (b"-0.4\t", b"-.4\t"), (b"-0.1\t", b"-0x1.999999999999ap-4\t")]:
-        assert plain in text
-        text = text.replace(plain, other)
-    return text
+    return _respelled(text, [(b"-0.5\tthe cat", b"-0x1p-1\tthe cat"), (b"-0.0625", b"-0X1P-4"),
+                             (b"\t0.25", b"\t+.25"), (b"-0.4\t", b"-.4\t"),
+                             (b"-0.1\t", b"-0x1.999999999999ap-4\t")])
 
 
 def _no_blank_lines(text: bytes) -> bytes:

@@ -108,9 +108,10 @@ static int read_whole(const char *text, size_t n, double *value) {
     return n > 0 && stop == text + n ? 0 : -1;
 }
 
-/* A score of a line, from the token [start, end): 0, or -1 when it is not a finite number
- * (the line-by-line parser then names it) or ``-inf`` as KenLM writes log10(0) (the careful
- * parser's MINUS_INFINITY; a number that overflows to -inf, -1e400, is refused). */
+/* A score of a line, from the token [start, end): 0 for a finite number, or for -inf
+ * written as such (log10 of 0, as KenLM writes it: the careful parser's MINUS_INFINITY);
+ * -1 for anything else, a number that overflows to -inf (-1e400) included, which the
+ * line-by-line parser then names. */
 static int parse_number(const char *start, const char *end, double *value) {
     char text[64];
     size_t n = (size_t)(end - start);

@@ -232,9 +232,9 @@ def publish(temp: Path, target: Path, force: bool) -> None:
 
     ``rename(2)`` of a directory replaces nothing but a missing target or an empty
     directory, in one step: an index that another build published since this one
-    started is never replaced without ``force`` (IndexExistsError).  With ``force``, what
-    is there now is checked again (it may have changed since the build started) and
-    swapped out."""
+    started is never replaced without ``force`` (IndexExistsError).  What is there now
+    is checked again (it may have changed since the build started: a user's file is
+    named as such), and with ``force`` swapped out."""
     _give_default_permissions(temp)
     _fsync_dir(temp)
     try:
@@ -242,9 +242,9 @@ def publish(temp: Path, target: Path, force: bool) -> None:
     except OSError as error:
         if error.errno not in _TAKEN:
             raise
+        check_replaceable(target)
         if not force:
             raise IndexExistsError(target, appeared=True) from None
-        check_replaceable(target)
         _replace(temp, target)
     _fsync_dir(target.parent)
 

@@ -290,23 +290,35 @@ def test_a_build_whose_job_process_is_killed_fails_at_once(tmp_path: Path) -> No
 APPEARED = "an index appeared there while this build ran (another build's?); pass --force to replace it"
 
 
-def test_a_build_never_replaces_an_index_published_while_it_ran(tmp_path: Path) -> None:
+def another_build(target: Path) -> str:
+    run_cli("fastsubs-index", "build", TINY, "-o", target, "-q")
+    return APPEARED
+
+
+def a_users_file(target: Path) -> str:
+    target.write_text("do not delete")
+    return "is a file, not a fastsubs index; a build replaces only a fastsubs index, so nothing was changed"
+
+
+@pytest.mark.parametrize("meanwhile", [another_build, a_users_file])
+def test_a_build_never_replaces_what_appeared_while_it_ran(tmp_path: Path, meanwhile) -> None:
     """A build into an absent target is held (SIGSTOP) while it reads its model; another
-    build publishes there meanwhile.  Let go, the first finds that index when it publishes:
-    it refuses in one line and leaves the other's index and nothing of its own."""
+    build publishes there meanwhile (or a user writes a file there).  Let go, the first
+    finds it when it publishes: it refuses in one line saying what is there, and leaves it
+    and nothing of its own."""
     target = tmp_path / "model.fsidx"
     first = start_build(DEMO_MODEL, target, "--jobs", "1")
     wait_for_temp_dir(first, tmp_path, "runs")
     os.kill(first.pid, signal.SIGSTOP)
     try:
-        run_cli("fastsubs-index", "build", TINY, "-o", target, "-q")
+        says = meanwhile(target)
+        before = snapshot(target)
     finally:
         os.kill(first.pid, signal.SIGCONT)
     _, stderr = first.communicate(timeout=300)
     assert first.returncode == 1, stderr
-    assert stderr.decode().splitlines() == [f"fastsubs-index: error: {target}: {APPEARED}"]
-    with fastsubs.open_index(target) as index:
-        assert index.vocab_size == unigram_count(TINY)
+    assert stderr.decode().splitlines() == [f"fastsubs-index: error: {target}: {says}"]
+    assert snapshot(target) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.fsidx"]
 
 

@@ -61,11 +61,15 @@ class IndexExistsError(FastsubsError):
     """Building would overwrite an existing index and ``force`` was not given.
 
     ``flag`` is how the caller says "force": ``force=True`` in Python, ``--force`` on the command line.
+    ``appeared``: the index was not there when the build started (another build published it
+    meanwhile), which the message says, so that the user knows whose index it is.
     """
 
-    def __init__(self, path: object, flag: str = "force=True") -> None:
+    def __init__(self, path: object, flag: str = "force=True", appeared: bool = False) -> None:
         self.path = path
-        super().__init__(f"{path}: an index is already there; pass {flag} to replace it")
+        self.appeared = appeared
+        there = "appeared there while this build ran (another build's?)" if appeared else "is already there"
+        super().__init__(f"{path}: an index {there}; pass {flag} to replace it")
 
 
 class QueryInputError(FastsubsError):

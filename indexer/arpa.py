@@ -5,7 +5,9 @@ a model would otherwise be silently misread:
 
 * plain, ``.gz``, ``.bz2`` and ``.xz`` files; fields separated by tabs or any run of
   spaces; free text before ``\\data\\`` (skipped unread, so it may be in any encoding);
-  a UTF-8 byte-order mark; Windows line endings; scientific notation.
+  a UTF-8 byte-order mark; Windows line endings; numbers as C's ``strtod`` reads them
+  (scientific notation, a sign, hexadecimal): ``-1_0``, which Python's ``float()`` reads
+  as -10 and KenLM and SRILM refuse, is an error.
 * the blank line that ends the header and each section may be missing: a line
   starting with ``\\`` ends them too.  Text after ``\\end\\`` is ignored (but a compressed
   file must still decompress to its end: a lost or corrupt end of it is an error).
@@ -40,7 +42,7 @@ from typing import BinaryIO
 import numpy as np
 
 from fastsubs.errors import ModelFormatError
-from fastsubs.indexer._native import WordTable
+from fastsubs.indexer._native import WordTable, read_number
 from fastsubs.pipeline.textio import DECOMPRESSION_ERRORS, open_binary
 
 #: Largest magnitude a score may have: the index stores float32.
@@ -182,24 +184,19 @@ class _Header:
 
 
 def _is_number(text: bytes) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    return read_number(text) is not None
 
 
-#: How a log-probability of log10(0) is written (as Python's float() reads it: any case).
+#: How a log-probability of log10(0) is written (as strtod reads it: any case).
 MINUS_INFINITY = (b"-inf", b"-infinity")
 
 
 def _parse_number(text: bytes, lines: _Lines, what: str, minus_infinity: bool = False) -> float:
     """The number ``text``, finite and within float32's range; with ``minus_infinity``,
     ``-inf`` written as such (:data:`MINUS_INFINITY`) too."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise lines.error(f"expected a number for the {what}, found {_show(text)}") from None
+    value = read_number(text)
+    if value is None:
+        raise lines.error(f"expected a number for the {what}, found {_show(text)}")
     if minus_infinity and text.lower() in MINUS_INFINITY:
         return value
     if not math.isfinite(value):
@@ -253,10 +250,9 @@ def _read_header(lines: _Lines, it: Iterator[bytes]) -> tuple[_Header, bytes | N
         expected = len(header.counts) + 1
         if int(parts[1]) != expected:
             raise lines.error(f"expected 'ngram {expected}=count', found {_show(line)}")
-        try:
-            count = int(value.strip())
-        except ValueError:
-            raise lines.error(f"expected a whole number of n-grams, found {_show(value.strip())}") from None
+        count = _whole_number(value.strip())
+        if count is None:
+            raise lines.error(f"expected a whole number of n-grams, found {_show(value.strip())}")
         if count < 0:
             raise lines.error(f"expected a non-negative n-gram count, found {count}")
         if expected == 1 and count == 0:
@@ -266,6 +262,13 @@ def _read_header(lines: _Lines, it: Iterator[bytes]) -> tuple[_Header, bytes | N
     if not header.counts:
         raise lines.error("expected 'ngram N=count' lines after \\data\\, found the end of the file")
     return header, pending
+
+
+def _whole_number(text: bytes) -> int | None:
+    """``text`` as a count (ASCII digits, maybe a sign: what C's strtol reads whole), or None;
+    not as Python's int() reads it, which also takes "1_000"."""
+    digits = text[1:] if text[:1] in (b"+", b"-") else text
+    return int(text) if digits.isdigit() else None
 
 
 def _next_content(lines: _Lines, it: Iterator[bytes], pending: bytes | None, expected: str) -> bytes:
@@ -440,7 +443,7 @@ def _parse_lines(
                     f"expected a number for the back-off weight, found {_show(parts[-1])} "
                     f"(is this a {order + 1}-gram in the \\{order}-grams: section?)")
             beta = _parse_number(parts[-1], lines, "back-off weight")
-        elif fields == long_ and _is_number(parts[-1]) and float(parts[-1]) == 0.0:
+        elif fields == long_ and read_number(parts[-1]) == 0.0:
             beta = 0.0  # the no-op weight KenLM accepts on the highest order
         elif fields == long_ and _is_number(parts[-1]):
             raise lines.error(f"expected no back-off weight on a {order}-gram, found {_show(parts[-1])} "

@@ -172,7 +172,8 @@ def build_index(
     reads the model and writes the index); ``memory`` (bytes) bounds what the build's
     processes hold together, whatever the model's size (the n-grams are sorted on disk in
     runs that fit).  An empty directory at ``index_path`` is built into.  Raises
-    :class:`IndexExistsError` when an index is at ``index_path`` and ``force`` is false,
+    :class:`IndexExistsError` when an index is at ``index_path`` and ``force`` is false
+    (when the build starts, or when it publishes: another build's, never replaced then),
     :class:`TargetNotAnIndexError` when it holds anything but a fastsubs index or nothing
     (never replaced, whatever ``force``), :class:`ModelFormatError` for a malformed model.
     Patterns ``_ d`` of at least ``joint_min`` words get joint orders (kernel/format.h; the
@@ -203,7 +204,7 @@ def build_index(
         write_tag(temp)
         # measured before it is published: a concurrent build may replace it at once
         size = sum(f.stat().st_size for f in temp.iterdir() if f.is_file())
-        publish(temp, target)
+        publish(temp, target, force)
     except lmdb.MapFullError:
         remove_tree(temp)
         raise FastsubsError(f"{target}: the index outgrew its LMDB map while building") from None

@@ -72,7 +72,7 @@ def build(
         try:
             return build_index(model, output, force=force, progress=progress, jobs=workers, memory=limit)
         except IndexExistsError as error:
-            raise IndexExistsError(error.path, flag="--force") from None
+            raise IndexExistsError(error.path, flag="--force", appeared=error.appeared) from None
 
     summary = run_reporting_errors("fastsubs-index", build_speaking_of_the_flag)
     counts = ", ".join(f"{n:,} {order}-grams" for order, n in enumerate(summary.counts, start=1))

@@ -4,20 +4,30 @@
  * WordTable.parse(text, n, order, has_beta) parses n n-gram lines of one order at once
  * (arpa.py's bulk parser, _parse_bulk, which it replaces): the ids of their words and
  * their scores as the index stores them (float32).  It is a fast path only: it accepts
- * exactly the lines the line-by-line parser of arpa.py accepts, reads their numbers as
- * Python's float() does (correctly rounded), and returns None for a batch with anything
- * else in it (a word that is no unigram, a number it does not take, a score out of range,
- * a wrong number of fields), so that the line-by-line parser reads that batch again and
- * names the fault. */
+ * exactly the lines the line-by-line parser of arpa.py accepts, and returns None for a
+ * batch with anything else in it (a word that is no unigram, a number it does not take, a
+ * score out of range, a wrong number of fields), so that the line-by-line parser reads
+ * that batch again and names the fault.
+ *
+ * read_number(token) is how both parsers read a number: C's strtod over the whole token,
+ * in the "C" locale whatever the process's (Python's float() also takes "1_0", which KenLM
+ * and SRILM refuse, and an API user's setlocale() would change strtod's decimal point). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#ifdef __APPLE__
+#include <xlocale.h>  /* strtod_l */
+#endif
+
+/* The "C" locale, made once at import: the numbers' syntax, whatever setlocale() says. */
+static locale_t c_locale;
 
 typedef struct {
     PyObject_HEAD
@@ -89,28 +99,44 @@ static int is_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
 }
 
-/* A number as Python's float() reads it, from the token [start, end): 0, or -1 when the
- * token is not one this reads (digits, a point, an exponent, a sign: anything else, such
- * as an underscore or a hexadecimal float, goes to the line-by-line parser). */
+/* The number ``text[0 .. n)`` (``text[n]`` is NUL) as C's strtod reads it in the "C"
+ * locale: 0 when it reads the whole of it, -1 when it stops before its end (an underscore,
+ * a second point, a NUL, ...) or there is nothing to read. */
+static int read_whole(const char *text, size_t n, double *value) {
+    char *stop;
+    *value = strtod_l(text, &stop, c_locale);
+    return n > 0 && stop == text + n ? 0 : -1;
+}
+
+/* A score of a line, from the token [start, end): 0 for a finite number, or for -inf
+ * written as such (log10 of 0, as KenLM writes it: the careful parser's MINUS_INFINITY);
+ * -1 for anything else, a number that overflows to -inf (-1e400) included, which the
+ * line-by-line parser then names. */
 static int parse_number(const char *start, const char *end, double *value) {
     char text[64];
     size_t n = (size_t)(end - start);
     if (n == 0 || n >= sizeof(text))
         return -1;
     if ((n == 4 && strncasecmp(start, "-inf", 4) == 0) || (n == 9 && strncasecmp(start, "-infinity", 9) == 0)) {
-        *value = -INFINITY;  /* log10(0), as KenLM writes it (the careful parser's MINUS_INFINITY) */
+        *value = -INFINITY;
         return 0;
     }
-    for (const char *c = start; c < end; c++)
-        if (!((*c >= '0' && *c <= '9') || *c == '.' || *c == 'e' || *c == 'E' || *c == '+' || *c == '-'))
-            return -1;
     memcpy(text, start, n);
     text[n] = 0;
-    char *stop;
-    errno = 0;
-    *value = strtod(text, &stop);
-    /* too big for a double (1e999): not -inf, the careful parser names it */
-    return stop == text + n && isfinite(*value) ? 0 : -1;
+    return read_whole(text, n, value) == 0 && isfinite(*value) ? 0 : -1;
+}
+
+/* read_number(token) -> float | None */
+static PyObject *read_number(PyObject *module, PyObject *token) {
+    (void)module;
+    double value;
+    if (!PyBytes_Check(token)) {
+        PyErr_SetString(PyExc_TypeError, "read_number takes bytes");
+        return NULL;
+    }
+    if (read_whole(PyBytes_AS_STRING(token), (size_t)PyBytes_GET_SIZE(token), &value) < 0)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(value);
 }
 
 /* parse(text, n, order, has_beta) -> (ids, alpha, beta) | None */
@@ -209,12 +235,23 @@ static PyTypeObject WordTableType = {
     .tp_methods = WordTable_methods,
 };
 
+static PyMethodDef native_functions[] = {
+    {"read_number", read_number, METH_O,
+     "read_number(token) -> float | None\n\n"
+     "The bytes ``token`` as C's strtod reads them in the \"C\" locale, when it reads all of them\n"
+     "(decimal and hexadecimal numbers, inf, infinity and nan in any case, with a sign); else None.\n"
+     "How an ARPA model's numbers are read (no underscores, which KenLM and SRILM refuse)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT, "fastsubs.indexer._native", "The index builder's hot loop: parsing n-gram lines.", -1,
-    NULL, NULL, NULL, NULL, NULL,
+    native_functions, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
+    if (!c_locale && !(c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0)))
+        return PyErr_SetFromErrno(PyExc_OSError);
     if (PyType_Ready(&WordTableType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&native_module);

@@ -12,7 +12,11 @@ front-coded key decoded from its start, a checksum computed but not compared, ..
 1. copies the repository (the working tree's tracked and untracked, not ignored, files,
    or a commit with ``--ref``) into a temporary directory, beside a link to the shared
    data folder, so the repository itself is never touched;
-2. applies the mutation to its file there and installs the copy into a folder put first
+2. applies the mutation to its file there (a mutation of the vendored LMDB's checks to the
+   patch that holds them too, written anew as docs/development.md's "Updating the vendored
+   LMDB" says: the vendored files stay their base plus their patches, so that
+   tests/test_vendored_lmdb.py passes and the other tests say whether they see the bug)
+   and installs the copy into a folder put first
    on ``PYTHONPATH`` (``pip install --target``: its ``setup.py`` compiles every source it
    names, ``kernel/*.c`` with the vendored ``kernel/lmdb`` and ``kernel/ryu`` into
    ``fastsubs._kernel`` and the indexer's ``fastsubs.indexer._native``, and lays the
@@ -58,6 +62,8 @@ LISTS, JOINT, SCORE, SEARCHER = "kernel/lists.c", "kernel/joint.c", "kernel/scor
 RENDER, SAMPLE = "kernel/render.c", "kernel/sample.c"
 STORE_H = "kernel/store.h"
 CHUNK, LMDB = "kernel/chunk.c", "kernel/lmdb/mdb.c"
+#: The vendored LMDB's own patch (kernel/lmdb/UPSTREAM), which holds every line of its checks.
+LMDB_PATCH = "kernel/lmdb/patches/fastsubs.patch"
 #: The Python side: the output files of a run (the resume record and its two sinks), the
 #: Parquet writer, and the indexer's publishing of an index.
 OUTPUT_FILES, PARQUET, PUBLISH, BUILD = "query/output_files.py", "fastsubs/pipeline/parquet.py", "indexer/publish.py", \
@@ -67,13 +73,16 @@ LONG_LINES = "fastsubs/pipeline/long_lines.py"
 
 @dataclass(frozen=True)
 class Mutation:
-    """Replace the one line of ``file`` containing ``old`` by the same line with ``new``."""
+    """Replace the one line of ``file`` containing ``old`` by the same line with ``new``;
+    ``patch`` (a file of the vendored LMDB's) is then written anew with the mutated line in
+    it (:func:`write_patch`), as a change of the vendored LMDB is made."""
 
     name: str
     file: str
     why: str
     old: str
     new: str
+    patch: str | None = None
 
 
 MUTATIONS = [
@@ -285,6 +294,10 @@ MUTATIONS = [
     Mutation("joint-keys-not-recomputed", RECORDS,
              "a joint order's keys taken on trust: a key below its word's sum is a wrong answer",
              "if (p->joint_key[i] != fs_joint_key(", "if (0 && p->joint_key[i] != fs_joint_key("),
+    Mutation("joint-keys-checked-only-too-low", RECORDS,
+             "a joint key above its word's sum passes the check (only keys too low are named): the joint order is "
+             "not the one the format defines, and verify says OK",
+             "if (p->joint_key[i] != fs_joint_key(", "if (p->joint_key[i] < fs_joint_key("),
     Mutation("joint-word-past-unigrams-not-checked", CODEC,
              "the writer reads a joint key's unigram alpha for any word id: past the unigrams it reads out of bounds",
              "if (p->ids[i] >= rows->vocab_size) {", "if (0) {"),
@@ -421,11 +434,12 @@ MUTATIONS = [
     # lmdb/mdb.c: the checks a read-only transaction makes of the pages it follows
     Mutation("lmdb-page-number-not-checked", LMDB,
              "a page whose header holds another page number is read as the page asked for",
-             "if (mp->mp_pgno != pgno)", "if (0)"),
+             "if (mp->mp_pgno != pgno)", "if (0)", LMDB_PATCH),
     Mutation("lmdb-overflow-count-not-checked-against-file", LMDB,
              "an overflow page's count of pages is not checked against the file: a value's size and that count "
              "damaged together read past the file's end (SIGSEGV)",
-             "if (mp->mp_pages < 1 || mp->mp_pages > txn->mt_next_pgno - pgno)", "if (mp->mp_pages < 1)"),
+             "if (mp->mp_pages < 1 || mp->mp_pages > txn->mt_next_pgno - pgno)", "if (mp->mp_pages < 1)",
+             LMDB_PATCH),
     Mutation("verify-branch-keys-not-checked", VERIFY,
              "verify walks the leaves only: a flipped branch key sends the query to the wrong leaf while verify "
              "says OK",
@@ -434,7 +448,11 @@ MUTATIONS = [
              "the tree check ignores the upper bound of a child's range: a branch key lowered into its left "
              "neighbour's range passes verify",
              "if ((lo && cmp(&key, lo) < 0) || (hi && cmp(&key, hi) >= 0) ||",
-             "if ((lo && cmp(&key, lo) < 0) || (0 && hi) ||"),
+             "if ((lo && cmp(&key, lo) < 0) || (0 && hi) ||", LMDB_PATCH),
+    Mutation("lmdb-tree-check-last-child-unbounded", LMDB,
+             "the tree check gives a branch page's last child no upper bound, not the branch's own: in a tree of "
+             "three levels a root key lowered into the last leaf of the branch before it passes verify",
+             "const MDB_val *below = lo, *above = hi;", "const MDB_val *below = lo, *above = NULL;", LMDB_PATCH),
     # output_files.py: what --resume checks before it keeps anything
     Mutation("resume-bytes-hash-not-checked", OUTPUT_FILES,
              "the partial file's bytes are not compared with their recorded SHA-256: damage in it is published",
@@ -498,7 +516,18 @@ MUTATIONS = [
              "    if _is_tagged(target):", "    if False:"),
     Mutation("force-takes-any-tag-file", PUBLISH,
              "any file named like the tag passes: another program's LMDB environment is replaced",
-             "return stream.read(len(TAG_TEXT) + 1) == TAG_TEXT", "return True"),
+             "stream.read(len(TAG_TEXT) + 1) == TAG_TEXT", "True"),
+    Mutation("build-replaces-an-index-published-meanwhile", PUBLISH,
+             "a build without --force replaces an index that another build published while it ran: both say "
+             "built, and the first one's index is gone",
+             "raise IndexExistsError(target, appeared=True) from None", "pass"),
+    Mutation("force-ignores-file-types", PUBLISH,
+             "--force takes a directory, FIFO or link by an index file's name for that file: a user's directory "
+             "named data.mdb is deleted with what it holds, a FIFO as the tag blocks the build",
+             "if not entries[name].is_file(follow_symlinks=False):", "if False:"),
+    Mutation("force-refuses-earlier-versions", PUBLISH,
+             "an untagged index of an earlier format is refused by --force: the upgrade CHANGES.md gives fails",
+             "    except IndexVersionError:", "    except ArithmeticError:"),
     # the library under the command line (tests/test_api_surface.py)
     Mutation("library-imports-the-command-line", "fastsubs/__init__.py",
              "fastsubs.QueryOptions is taken from a module of the command line: the library needs query/ again",
@@ -530,6 +559,54 @@ def mutate(source: str, mutation: Mutation) -> str:
         raise ValueError(f"{mutation.name}: {mutation.old!r} is on {len(hits)} lines of {mutation.file}, not one")
     lines[hits[0]] = lines[hits[0]].replace(mutation.old, mutation.new)
     return "\n".join(lines)
+
+
+def patched_files(patch: Path) -> list[str]:
+    """The files ``patch`` changes, in its order (its ``--- a/NAME`` lines)."""
+    return re.findall(r"^--- a/(\S+)$", patch.read_text(), re.MULTILINE)
+
+
+def undo_patch(folder: Path, patch: Path) -> dict[str, bytes]:
+    """The files of ``folder`` that ``patch`` changes, as they were before it: the patch
+    undone on copies of them (``git apply --reverse``, as tests/test_vendored_lmdb.py does)."""
+    names = patched_files(patch)
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in names:
+            shutil.copyfile(folder / name, Path(scratch) / name)
+        subprocess.run(["git", "apply", "--reverse", str(patch)], cwd=scratch, check=True, capture_output=True,
+                       env={**os.environ, "GIT_CEILING_DIRECTORIES": str(Path(scratch).parent)})
+        return {name: (Path(scratch) / name).read_bytes() for name in names}
+
+
+def write_patch(folder: Path, patch: Path, before: dict[str, bytes]) -> None:
+    """``patch`` written anew from ``before`` (:func:`undo_patch`) to the files of ``folder``
+    as they are now, its description kept: docs/development.md, "Updating the vendored
+    LMDB", step 5 (unchanged files give the patch back byte for byte)."""
+    text = patch.read_text()
+    diffs = [text[:text.index("\n---\n") + len("\n---\n")]]
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, old in before.items():
+            (Path(scratch) / name).write_bytes(old)
+            diff = subprocess.run(["diff", "-up", "--label", f"a/{name}", "--label", f"b/{name}",
+                                   str(Path(scratch) / name), str(folder / name)], capture_output=True, text=True)
+            if diff.returncode > 1:
+                raise RuntimeError(f"diff of {name} failed: {diff.stderr.strip()}")
+            diffs.append(diff.stdout)
+    patch.write_text("".join(diffs))
+
+
+def apply(copy: Path, mutation: Mutation, original: str) -> None:
+    """The mutation made in the copy: its file from ``original`` with the line changed, and
+    its patch, if it has one, written anew around it (the patch of ``kernel/lmdb/patches/``
+    changes files of ``kernel/lmdb/``).  ValueError when the line is not there once."""
+    mutated = mutate(original, mutation)
+    if mutation.patch is None:
+        (copy / mutation.file).write_text(mutated)
+        return
+    patch = copy / mutation.patch
+    before = undo_patch(patch.parents[1], patch)
+    (copy / mutation.file).write_text(mutated)
+    write_patch(patch.parents[1], patch, before)
 
 
 def copy_repository(target: Path, ref: str | None) -> None:
@@ -652,7 +729,8 @@ def main() -> int:
         shared = REPO.parent / "shared"
         if shared.exists():  # the tests find ../shared/data beside the repository
             (Path(tmp) / "shared").symlink_to(shared)
-        originals = {name: (copy / name).read_text() for name in sorted({m.file for m in chosen})}
+        changed = {m.file for m in chosen} | {m.patch for m in chosen if m.patch is not None}
+        originals = {name: (copy / name).read_text() for name in sorted(changed)}
         runs: list[tuple[str, Mutation | None]] = [("baseline", None)] if args.baseline else []
         runs += [(m.name, m) for m in chosen]
         for name, mutation in runs:
@@ -662,7 +740,7 @@ def main() -> int:
                 (copy / file).write_text(text)
             if mutation is not None:
                 try:
-                    (copy / mutation.file).write_text(mutate(originals[mutation.file], mutation))
+                    apply(copy, mutation, originals[mutation.file])
                 except ValueError as error:
                     print(f"{name}: DOES NOT APPLY: {error}", flush=True)
                     outcomes.append((name, mutation.file, "DOES NOT APPLY"))

@@ -1,16 +1,21 @@
 """A build replaces only a fastsubs index, and a stopped build leaves nothing behind.
 
-``--force`` once deleted whatever sat at the target: a user's directory, a file.  Now
-a build replaces only what a build made (an index, an index whose build never wrote
-its metadata) and refuses anything else with one line naming the path, with or without
-``--force``, leaving it untouched; an empty directory it builds into, ``--force`` or not.  A build stopped by SIGTERM
-or SIGINT removes its temporary directory and exits 143 / 130 with one line.
+``--force`` once deleted whatever sat at the target: a user's directory, a file, a
+directory named ``data.mdb`` beside a copied tag.  Now a build replaces only what a build
+made (an index of this version or an earlier one, an index whose build never wrote its
+metadata), each of its files a regular file, and refuses anything else with one line
+naming the path, with or without ``--force``, leaving it untouched; an empty directory it
+builds into, ``--force`` or not.  Without ``--force``, a build never replaces an index
+that another build published while it ran.  A build stopped by SIGTERM or SIGINT removes
+its temporary directory and exits 143 / 130 with one line.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -20,20 +25,29 @@ import pytest
 
 import fastsubs
 from conftest import BIN, DEMO_MODEL, TEST_DATA, children, run_cli
-from fastsubs.errors import IndexExistsError, TargetNotAnIndexError
-from fastsubs.indexer.publish import TAG_NAME, TEMP_PREFIX
+from fastsubs import format as fmt
+from fastsubs.core import Core
+from fastsubs.errors import IndexExistsError, IndexVersionError, TargetNotAnIndexError
+from fastsubs.indexer.publish import TAG_NAME, TAG_TEXT, TEMP_PREFIX
 from generated_models import write_model
 
 TINY = TEST_DATA / "tiny.arpa"
+#: data.mdb of tiny.arpa's index as the builders of index formats 1, 2 and 3 wrote it (README.md there).
+OLD_INDEXES = TEST_DATA / "old-indexes"
 
 
 def snapshot(path: Path) -> dict[str, bytes | str]:
-    """Everything at ``path``: file contents by relative name, link targets as strings."""
-    if path.is_symlink():
-        return {".": f"-> {os.readlink(path)}"}
-    if path.is_file():
-        return {".": path.read_bytes()}
-    return {str(p.relative_to(path)): p.read_bytes() if p.is_file() else "dir" for p in sorted(path.rglob("*"))}
+    """Everything at ``path``: file contents by relative name, link targets as strings, the
+    type of anything else (a FIFO is never read)."""
+    def state(p: Path) -> bytes | str:
+        if p.is_symlink():
+            return f"-> {os.readlink(p)}"
+        mode = p.lstat().st_mode
+        return p.read_bytes() if stat.S_ISREG(mode) else f"type {stat.S_IFMT(mode):o}"
+
+    if not path.is_dir() or path.is_symlink():
+        return {".": state(path)}
+    return {str(p.relative_to(path)): state(p) for p in sorted(path.rglob("*"))}
 
 
 def one_line(result: subprocess.CompletedProcess[bytes]) -> str:
@@ -80,17 +94,59 @@ def an_index_with_a_users_file(tmp_path: Path) -> Path:
     return target
 
 
+def a_directory_named_data_mdb(tmp_path: Path) -> Path:
+    """A user's directory named data.mdb, beside a tag copied from an index: the names an
+    index has, but not its files (--force once deleted it with the thesis in it)."""
+    target = tmp_path / "results"
+    (target / "data.mdb").mkdir(parents=True)
+    (target / "data.mdb" / "thesis.tex").write_text("three years of work")
+    (target / TAG_NAME).write_bytes(TAG_TEXT)
+    return target
+
+
+def a_directory_named_lock_mdb(tmp_path: Path) -> Path:
+    """An index, its tag and all, with a user's directory named lock.mdb in it."""
+    target = tmp_path / "model.fsidx"
+    fastsubs.build_index(TINY, target)
+    (target / "lock.mdb").mkdir()
+    (target / "lock.mdb" / "thesis.tex").write_text("three years of work")
+    return target
+
+
+def a_fifo_as_the_tag(tmp_path: Path) -> Path:
+    """An index whose tag is a FIFO: reading it would wait for a writer forever."""
+    target = tmp_path / "model.fsidx"
+    fastsubs.build_index(TINY, target)
+    (target / TAG_NAME).unlink()
+    os.mkfifo(target / TAG_NAME)
+    return target
+
+
+def a_symlink_as_data_mdb(tmp_path: Path) -> Path:
+    """A tagged directory whose data.mdb is a link to a user's file."""
+    (tmp_path / "notes.txt").write_text("do not delete")
+    target = tmp_path / "model.fsidx"
+    target.mkdir()
+    (target / TAG_NAME).write_bytes(TAG_TEXT)
+    (target / "data.mdb").symlink_to(tmp_path / "notes.txt")
+    return target
+
+
 @pytest.mark.parametrize("make, says", [
     (a_users_directory, "files other than an index's (sub, thesis.tex)"),
     (a_file, "is a file"),
     (a_symlink, "is a symbolic link"),
     (another_programs_lmdb, "not a fastsubs index"),
     (an_index_with_a_users_file, "files other than an index's (README)"),
+    (a_directory_named_data_mdb, "holds a directory named data.mdb, where an index has a file"),
+    (a_directory_named_lock_mdb, "holds a directory named lock.mdb, where an index has a file"),
+    (a_fifo_as_the_tag, f"holds a FIFO named {TAG_NAME}, where an index has a file"),
+    (a_symlink_as_data_mdb, "holds a symbolic link named data.mdb, where an index has a file"),
 ])
 def test_a_build_never_replaces_what_is_not_an_index(tmp_path: Path, make, says: str) -> None:
     target = make(tmp_path)
     before = snapshot(target)
-    result = run_cli("fastsubs-index", "build", TINY, "-o", target, "-q", "--force", check=False)
+    result = run_cli("fastsubs-index", "build", TINY, "-o", target, "-q", "--force", check=False, timeout=60)
     assert result.returncode == 1
     line = one_line(result)
     assert line.startswith(f"fastsubs-index: error: {target}: ") and says in line, line
@@ -176,10 +232,12 @@ def start_build(model: Path, target: Path, *options: str) -> subprocess.Popen[by
 
 
 def wait_for_temp_dir(build: subprocess.Popen[bytes], directory: Path, holding: str) -> Path:
-    """The build's temporary directory, once ``holding`` is in it (the build is then well under way)."""
+    """The build's temporary directory (named with its process id), once ``holding`` is in
+    it (the build is then well under way)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        found = [p for p in directory.iterdir() if p.name.startswith(TEMP_PREFIX) and (p / holding).exists()]
+        found = [p for p in directory.iterdir() if p.name.startswith(TEMP_PREFIX) and f"-{build.pid}-" in p.name
+                 and (p / holding).exists()]
         if found:
             return found[0]
         assert build.poll() is None, f"the build ended before it could be stopped: {build.stderr.read()!r}"
@@ -227,6 +285,65 @@ def test_a_build_whose_job_process_is_killed_fails_at_once(tmp_path: Path) -> No
     assert stderr.decode().splitlines() == ["fastsubs-index: error: a build job's process died "
                                             "(killed, or out of memory?)"]
     assert list(tmp_path.iterdir()) == []
+
+
+APPEARED = "an index appeared there while this build ran (another build's?); pass --force to replace it"
+
+
+def another_build(target: Path) -> str:
+    run_cli("fastsubs-index", "build", TINY, "-o", target, "-q")
+    return APPEARED
+
+
+def a_users_file(target: Path) -> str:
+    target.write_text("do not delete")
+    return "is a file, not a fastsubs index; a build replaces only a fastsubs index, so nothing was changed"
+
+
+@pytest.mark.parametrize("meanwhile", [another_build, a_users_file])
+def test_a_build_never_replaces_what_appeared_while_it_ran(tmp_path: Path, meanwhile) -> None:
+    """A build into an absent target is held (SIGSTOP) while it reads its model; another
+    build publishes there meanwhile (or a user writes a file there).  Let go, the first
+    finds it when it publishes: it refuses in one line saying what is there, and leaves it
+    and nothing of its own."""
+    target = tmp_path / "model.fsidx"
+    first = start_build(DEMO_MODEL, target, "--jobs", "1")
+    wait_for_temp_dir(first, tmp_path, "runs")
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        says = meanwhile(target)
+        before = snapshot(target)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    _, stderr = first.communicate(timeout=300)
+    assert first.returncode == 1, stderr
+    assert stderr.decode().splitlines() == [f"fastsubs-index: error: {target}: {says}"]
+    assert snapshot(target) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.fsidx"]
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_two_builds_into_one_absent_target_publish_one_index(tmp_path: Path, attempt: int) -> None:
+    """Two builds started together into one absent target, without --force (a job retried
+    while it still runs): one says it built the index, the other refuses in one line (the
+    index appeared while it ran, or was there when it started), and the index is the
+    first's (its model's name, two names of one model)."""
+    target = tmp_path / "out" / "model.fsidx"
+    models = [tmp_path / f"{name}.arpa.gz" for name in ("first", "second")]
+    for model in models:
+        model.symlink_to(DEMO_MODEL)
+    builds = [subprocess.Popen([str(BIN / "fastsubs-index"), "build", str(model), "-o", str(target), "--jobs", "1"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for model in models]
+    said = [build.communicate(timeout=300)[1].decode().splitlines() for build in builds]
+    statuses = [build.returncode for build in builds]
+    assert sorted(statuses) == [0, 1], said
+    winner, loser = statuses.index(0), statuses.index(1)
+    assert len(said[winner]) == 1 and said[winner][0].startswith(f"built {target}: "), said
+    assert said[loser] in ([f"fastsubs-index: error: {target}: {APPEARED}"],
+                           [f"fastsubs-index: error: {target}: an index is already there; pass --force to replace it"])
+    with Core(target) as index:
+        assert index.meta["source"]["name"] == models[winner].name
+    assert sorted(p.name for p in target.parent.iterdir()) == ["model.fsidx"]
 
 
 def test_a_build_removes_what_dead_builds_of_other_targets_left(tmp_path: Path) -> None:
@@ -300,6 +417,36 @@ def test_an_untagged_index_that_opens_is_replaced(tmp_path: Path) -> None:
     with fastsubs.open_index(target) as index:
         assert index.vocab_size == unigram_count(TINY)
     assert (target / TAG_NAME).is_file()
+
+
+def an_index_of_format(version: int, tmp_path: Path) -> Path:
+    """An intact index of an earlier version, as its build left it (data.mdb alone, no tag)."""
+    target = tmp_path / "model.fsidx"
+    target.mkdir()
+    (target / "data.mdb").write_bytes(gzip.decompress((OLD_INDEXES / f"format-{version}.data.mdb.gz").read_bytes()))
+    return target
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_force_replaces_an_index_of_an_earlier_version_as_the_upgrade_says(tmp_path: Path, version: int) -> None:
+    """An index of 0.1.0 (formats 1 and 2) or 0.2.0 (format 3), as their builders wrote it:
+    the query says to rebuild it; a build without --force says to pass it; with --force
+    (CHANGES.md: ``fastsubs-index build MODEL --force``) it is replaced."""
+    target = an_index_of_format(version, tmp_path)
+    with pytest.raises(IndexVersionError):
+        fastsubs.open_index(target)
+    query = run_cli("fastsubs-query", target, "-n", "2", input=b"the cat\n", check=False)
+    assert query.returncode == 1
+    assert one_line(query) == (f"fastsubs-query: error: {target}: index format version {version} is older than "
+                               f"this fastsubs reads ({fmt.FORMAT_VERSION}); rebuild it with this version")
+    before = snapshot(target)
+    line = one_line(run_cli("fastsubs-index", "build", TINY, "-o", target, "-q", check=False))
+    assert line == f"fastsubs-index: error: {target}: an index is already there; pass --force to replace it"
+    assert snapshot(target) == before
+    run_cli("fastsubs-index", "build", TINY, "-o", target, "--force", "-q")
+    with fastsubs.open_index(target) as index:
+        assert index.vocab_size == unigram_count(TINY)
+    assert sorted(p.name for p in target.iterdir()) == ["data.mdb", TAG_NAME]
 
 
 def test_a_tag_with_other_text_is_no_tag(tmp_path: Path) -> None:

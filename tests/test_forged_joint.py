@@ -7,9 +7,10 @@ key too low would be a wrong answer, not an error: ``records_check_pattern`` (ke
 recomputes every key and checks the order whenever a search reads the pattern, and
 ``fastsubs-index verify`` also checks that exactly the patterns the threshold names carry
 one.  Here each promise is broken in turn in one joint order, the record's checksum made
-right again, as a faulty builder (or a forger) would leave it; the search must end in
-DamagedIndexError naming the damage, and verify too (exit 1).  The header's value bound
-(the joint bound's rounding slack is measured in it) is forged the same way.
+right again, as a faulty builder (or a forger) would leave it (a key one step too low, and
+one step too high: each is not its word's); the search must end in DamagedIndexError
+naming the damage, and verify too (exit 1).  The header's value bound (the joint bound's
+rounding slack is measured in it) is forged the same way.
 """
 
 from __future__ import annotations
@@ -92,9 +93,16 @@ def joint_key_one_step_low(joint: Joint) -> str:
     return f"its joint key {len(joint.keys) - 1} is not its word's"
 
 
+def joint_key_one_step_high(joint: Joint) -> str:
+    """The first key one float32 step higher: still in order (it is the largest), and still
+    a bound, but not its word's sum (a check of keys too low alone lets it pass)."""
+    joint.keys[0] = float(np.nextafter(np.float32(joint.keys[0]), np.float32(np.inf)))
+    return "its joint key 0 is not its word's"
+
+
 FORGERIES = {f.__name__.replace("_", " "): f for f in (
     joint_position_repeated, joint_position_out_of_range, joint_keys_out_of_order, joint_tie_out_of_order,
-    joint_key_one_step_low)}
+    joint_key_one_step_low, joint_key_one_step_high)}
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,7 @@ def test_minus_infinity_is_stored_as_such_and_verified(tmp_path: Path) -> None:
         assert [s.logprob for s in index.position(["the", "cat", "sat"], 2, n=5)][-1] == -math.inf
     result = run_cli("fastsubs-index", "verify", index_path, model, "--samples", "100")
     assert b"problem" not in result.stdout.lower() and result.returncode == 0
+    assert result.stderr == b""  # (no numpy RuntimeWarning from -inf minus -inf)
 
 
 def test_minus_infinity_in_every_format(tmp_path: Path) -> None:

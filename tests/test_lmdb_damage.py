@@ -19,14 +19,17 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
+import lmdb
 import pytest
 
 import damage_checks as damage
 from conftest import TEST_DATA, run_cli, shared
 from damage_checks import Flip, Result, WorkingCopy
 from exhaustive import ArpaModel
+from fastsubs.core import Core
 from generated_models import model_sentences, write_model
 from lmdb_layout import PAGE_HEADER, Layout, walk
+from test_forged_records import patterns_of, query_error, query_sentence
 
 
 @pytest.fixture(scope="module")
@@ -247,6 +250,49 @@ def test_a_branch_key_lowered_into_its_left_neighbours_range(generated: tuple[Pa
     assert result.returncode == 1 and "DAMAGED" in lines[-1], lines
     assert "patterns2: LMDB page " in lines[0], lines
     assert "outside the range its parent branch page gives it" in lines[0], lines
+
+
+def test_a_root_key_lowered_into_the_last_leaf_of_a_lower_branch(demo_index: Path, tmp_path: Path) -> None:
+    """A B-tree of three levels (the demo model's patterns2: a root, branch pages, leaves).
+    A key of the root lowered to the last key of the leaf before it, the last child of the
+    branch page before it: still above every key of that branch page, so each page reads in
+    order, and the leaves are untouched.  Only the range a branch page hands down to its
+    last child (the branch's own upper bound, from the root) shows that leaf's last key
+    out of place: a look-up of it now goes right, lands on the wrong record, and the query
+    refuses.  verify says so too, naming the leaf (a check of two-level trees cannot tell a
+    last child's inherited bound from none)."""
+    layout = walk(demo_index)
+    db = "patterns2"
+    pages = {page.pgno: page for page in layout.pages if page.db == db}
+    children = {place: child for child, place in layout.parents.items() if child in pages}
+    root = pages[layout.roots[db]]
+    branch = pages[children[(root.pgno, 0)]]
+    leaf = pages[children[(branch.pgno, len(branch.nodes) - 1)]]
+    assert (root.kind, branch.kind, leaf.kind) == ("branch", "branch", "leaf")  # three levels
+    last_key = max(key for (name, key), (pgno, _) in layout.leaves.items() if name == db and pgno == leaf.pgno)
+    data = bytearray((demo_index / "data.mdb").read_bytes())
+    root_key = next(f for f in root.nodes[1] if f.what.endswith(" key"))
+    branch_key = next(f for f in branch.nodes[-1] if f.what.endswith(" key"))
+    assert root_key.size == len(last_key)
+    assert data[branch_key.offset:branch_key.offset + branch_key.size] < last_key
+    assert last_key < data[root_key.offset:root_key.offset + root_key.size]
+    data[root_key.offset:root_key.offset + root_key.size] = last_key
+    copy = WorkingCopy(demo_index, tmp_path)
+    copy.data.write_bytes(bytes(data))
+    with Core(demo_index) as index:
+        env = lmdb.open(str(demo_index), readonly=True, lock=False, max_dbs=64)
+        with env.begin() as txn:
+            value = txn.get(last_key, db=env.open_db(db.encode(), txn=txn, create=False))
+        env.close()
+        where = list(patterns_of(last_key, value, 2, index.id_bytes, True))[-1]
+        sentence = query_sentence(index, where)
+    assert where.key == last_key and sentence is not None
+    assert "the look-up of pattern" in query_error(copy.path, sentence)
+    result = run_cli("fastsubs-index", "verify", copy.path, check=False)
+    lines = result.stderr.decode().splitlines()
+    assert result.returncode == 1 and "DAMAGED" in lines[-1], lines
+    assert f"patterns2: LMDB page {leaf.pgno}: a key on it is out of order, or outside the range its parent " \
+           "branch page gives it" in lines[0], lines
 
 
 # ---------------------------------------------------------------- kn4-small, whole

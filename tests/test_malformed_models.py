@@ -18,19 +18,28 @@ command line (a process start each); ``-m slow`` runs every case through the com
 from __future__ import annotations
 
 import bz2
+import ctypes
 import gzip
 import lzma
+import math
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
+import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import fastsubs
 from conftest import run_cli, run_on_a_terminal
 from exhaustive import ArpaModel
+from fastsubs.errors import ModelFormatError
+from fastsubs.indexer import arpa
+from fastsubs.indexer._native import read_number
 
 # Line numbers of CLEAN, used by the mutations and the expected errors:
 #  1 \data\   2-4 ngram N=   6 \1-grams:   7-12 unigrams   14 \2-grams:   15-19 bigrams
@@ -185,6 +194,17 @@ BAD = [
     Bad("back-off NaN", replace(10, "-0.6\tthe\tNaN"), "expected a finite back-off weight, found 'NaN'", 10),
     Bad("back-off not a number", replace(15, "-0.3\t<s> the\t-0.o6"),
         "expected a number for the back-off weight, found '-0.o6'", 15),
+    # Python's float() reads "-1_0" as -10; C's strtod, KenLM and SRILM refuse it
+    Bad("log-prob with an underscore", replace(10, "-1_0\tthe\t-0.25"),
+        "expected a number for the log-probability, found '-1_0'", 10),
+    Bad("2-gram log-prob with an underscore", replace(16, "-0_5\tthe cat\t0.5"),
+        "expected a number for the log-probability, found '-0_5'", 16),
+    Bad("back-off with an underscore", replace(15, "-0.3\t<s> the\t-0.06_25"),
+        "expected a number for the back-off weight, found '-0.06_25'", 15),
+    Bad("3-gram log-prob with an underscore", replace(22, "-0.2_0\t<s> the cat"),
+        "expected a number for the log-probability, found '-0.2_0'", 22),
+    Bad("header count with an underscore", replace(3, "ngram 2=0_5"),
+        "expected a whole number of n-grams, found '0_5'", 3),
     Bad("back-off on the highest order", replace(23, "-0.1\tthe cat sat\t-0.3"),
         "expected no back-off weight on a 3-gram, found '-0.3' (3 is the model's highest order)", 23),
     Bad("a small back-off weight on the highest order", replace(23, "-0.1\tthe cat sat\t1e-30"),
@@ -239,12 +259,24 @@ def _free_text(text: bytes) -> bytes:
     return b"Made by hand; caf\xe9 (Latin-1).\nngram 1=99\n\\1-grams:\n\n" + text
 
 
-def _scientific(text: bytes) -> bytes:
-    for plain, scientific in [(b"-0.6\t", b"-6e-1\t"), (b"-0.0625", b"-6.25E-2"), (b"\t0.25", b"\t2.5e-1"),
-                              (b"-99\t", b"-9.9e+01\t"), (b"-0.35\t", b"-3.5E-1\t")]:
+def _respelled(text: bytes, spellings: list[tuple[bytes, bytes]]) -> bytes:
+    """``text`` with each number of ``spellings`` (each there) written the other way."""
+    for plain, other in spellings:
         assert plain in text
-        text = text.replace(plain, scientific)
+        text = text.replace(plain, other)
     return text
+
+
+def _scientific(text: bytes) -> bytes:
+    return _respelled(text, [(b"-0.6\t", b"-6e-1\t"), (b"-0.0625", b"-6.25E-2"), (b"\t0.25", b"\t2.5e-1"),
+                             (b"-99\t", b"-9.9e+01\t"), (b"-0.35\t", b"-3.5E-1\t")])
+
+
+def _strtod_syntax(text: bytes) -> bytes:
+    """Numbers as C's strtod also reads them: hexadecimal, a sign, no digit before the point."""
+    return _respelled(text, [(b"-0.5\tthe cat", b"-0x1p-1\tthe cat"), (b"-0.0625", b"-0X1P-4"),
+                             (b"\t0.25", b"\t+.25"), (b"-0.4\t", b"-.4\t"),
+                             (b"-0.1\t", b"-0x1.999999999999ap-4\t")])
 
 
 def _no_blank_lines(text: bytes) -> bytes:
@@ -256,6 +288,7 @@ GOOD: dict[str, tuple[Mutation, str]] = {
     "space-separated fields": (_spaces, ".arpa"),
     "free text before \\data\\": (_free_text, ".arpa"),
     "scientific notation": (_scientific, ".arpa"),
+    "C's strtod syntax": (_strtod_syntax, ".arpa"),
     "UTF-8 byte-order mark": (lambda text: b"\xef\xbb\xbf" + text, ".arpa"),
     "no blank lines between sections": (_no_blank_lines, ".arpa"),
     "text after \\end\\": (lambda text: text + b"\nthis is ignored\n\\1-grams:\n", ".arpa"),
@@ -439,3 +472,70 @@ def test_missing_prefix_context_is_tolerated(builds: dict[str, Built]) -> None:
                 expected = oracle.cut(oracle.ranked(oracle.substitute_scores(tokens, position)), n=10)
                 assert ours == expected, (tokens, position)
     assert _answers(built.target) != _answers(builds["clean"].target), "the model should differ from the clean one"
+
+
+# ---------------------------------------------------------------- numbers as C's strtod reads them
+
+_LIBC = ctypes.CDLL(None)
+_LIBC.strtod.restype = ctypes.c_double
+_LIBC.strtod.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+
+
+def strtod_whole(token: bytes) -> float | None:
+    """The C library's own strtod over all of ``token`` (this process's numeric locale is
+    "C"), or None when it stops before the end."""
+    text = ctypes.create_string_buffer(token)
+    stop = ctypes.c_void_p()
+    value = _LIBC.strtod(ctypes.addressof(text), ctypes.byref(stop))
+    return value if token and stop.value == ctypes.addressof(text) + len(token) else None
+
+
+def log_prob_read(path: Path, bulk: bool) -> float | str:
+    """The log-probability of the 2-gram on line 16 of the model at ``path``, or the error:
+    read by the bulk parser in C first (as a build does), or by the line-by-line parser alone."""
+    with mock.patch.object(arpa, "_parse_bulk", arpa._parse_bulk if bulk else lambda *_: None):
+        try:
+            model = arpa.read_arpa(path)
+        except ModelFormatError as error:
+            return str(error)
+    return float(model.tables[1].alpha[1])
+
+
+#: Tokens of the characters a number may hold, and of Python's float() syntax ("1_0").
+NUMBER_TOKENS = st.text("0123456789.eE+-_xXpPaAfFinINtTyY", min_size=1, max_size=12).map(str.encode)
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("numbers")
+
+
+@given(token=NUMBER_TOKENS)
+@example(token=b'-1_0')
+@example(token=b'-0x1p-3')
+@example(token=b'-.5')
+@example(token=b'-INFINITY')
+@example(token=b'-1e400')
+@example(token=b'-1e-400')
+@example(token=b'nan')
+@example(token=b'-0')
+@example(token=b'1e')
+@example(token=b'-1e39')
+@settings(max_examples=300, deadline=None)
+def test_both_parsers_read_a_number_as_strtod_does(model_folder: Path, token: bytes) -> None:
+    """A 2-gram's log-probability ``token`` is read the same by the bulk parser in C and the
+    line-by-line parser (read_number, a build's every number): taken exactly when C's strtod
+    reads all of it (a finite log-probability within float32, or -inf written as such), as
+    that value; otherwise one line naming the file and line 16."""
+    path = model_folder / "model.arpa"
+    path.write_bytes(replace(16, token + b"\tthe cat\t0.5")(CLEAN.encode()))
+    value = strtod_whole(token)
+    assert read_number(token) == value or (value is not None and math.isnan(value) and math.isnan(read_number(token)))
+    both = log_prob_read(path, bulk=True), log_prob_read(path, bulk=False)
+    assert both[0] == both[1], both
+    taken = value is not None and value <= 0 and (math.isfinite(value) and value >= -arpa.FLOAT32_MAX
+                                                   or token.lower() in arpa.MINUS_INFINITY)
+    if taken:
+        assert both[0] == float(np.float32(value)), both
+    else:
+        assert isinstance(both[0], str) and both[0].startswith(f"{path}:16: expected "), both

@@ -113,3 +113,30 @@ def test_a_change_inside_a_patch_is_found(tmp_path: Path) -> None:
     work.mkdir()
     with pytest.raises(AssertionError, match="fastsubs.patch does not undo"):
         unpatched(edited, upstream, work)
+
+
+def test_a_planted_bug_in_the_checks_is_made_in_their_patch_too(tmp_path: Path) -> None:
+    """tests/mutations.py plants a bug in the vendored LMDB's checks as a change of them is
+    made: in mdb.c and in fastsubs.patch, written anew from the files (docs/development.md,
+    step 5).  From the files unchanged, that gives back the committed patch byte for byte;
+    from an mdb.c with a line of the checks changed, a patch that holds the changed line and
+    still undoes to the base, so that the check above passes and the other tests alone say
+    whether they see the bug (an edit of mdb.c alone fails here, whatever it does)."""
+    import mutations
+
+    assert {m.file for m in mutations.MUTATIONS if m.patch is not None} == {mutations.LMDB}
+    upstream = read_upstream(LMDB)
+    folder = tmp_path / "kernel" / "lmdb"
+    shutil.copytree(LMDB, folder)
+    patch = tmp_path / mutations.LMDB_PATCH
+    committed = patch.read_text()
+    mutations.write_patch(folder, patch, mutations.undo_patch(folder, patch))
+    assert patch.read_text() == committed
+    # (a line no entry of the table changes: the test holds while the runner plants any of them)
+    planted = mutations.Mutation("damage-kept", mutations.LMDB, "", "txn->mt_damage = NULL;\t/* fastsubs */",
+                                 "txn->mt_damage = 0;\t/* fastsubs */", mutations.LMDB_PATCH)
+    mutations.apply(tmp_path, planted, (folder / "mdb.c").read_text())
+    assert "+\ttxn->mt_damage = 0;\t/* fastsubs */" in patch.read_text().split("\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    assert unpatched(folder, read_upstream(folder), work) == upstream.blobs

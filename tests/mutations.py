@@ -395,6 +395,9 @@ MUTATIONS = [
     Mutation("column-frame-read-narrow", PARQUET,
              "a chunk's column lengths read as int32: every column after the frame is read from the wrong place",
              'COLUMN_LENGTH = np.dtype(RENDER["column_length"])', "COLUMN_LENGTH = np.dtype(np.int32)"),
+    Mutation("sample-draws-without-mass", RENDER,
+             "--sample draws where every listed score is -inf: the draw divides 0 by 0 and takes the first substitute",
+             "if (!(probabilities[0] > 0.0))", "if (0)"),
     # sample.c: the --sample draw, numpy's default_rng([seed, line, position]).choice
     Mutation("sample-seed-high-word-dropped", SAMPLE,
              "a seed (or line) of 2^32 or more enters the seed sequence as its low 32 bits only",

@@ -185,13 +185,13 @@ class SubstituteIndex:
         """
         from fastsubs.pipeline import arrow
 
-        return arrow.table(self._core, sentences, options, **fields)
+        return arrow.table(self._core, sentences, arrow.options_of(options, fields), "index.table()")
 
     def frame(self, sentences: Iterable[Sequence[Token] | str | bytes], options: Any = None, **fields: Any) -> Any:
         """:meth:`table` as a pandas DataFrame of Arrow-backed columns."""
         from fastsubs.pipeline import arrow
 
-        return arrow.frame(self._core, sentences, options, **fields)
+        return arrow.frame(self._core, sentences, arrow.options_of(options, fields), "index.frame()")
 
     def sentences(self, sentences: Iterable[Sequence[Token] | Token], *, n: int | None = None,
                   p: float | None = None, exclude: Iterable[Token] = ()) -> Iterator[list[list[Substitute]]]:

@@ -82,9 +82,9 @@ def run_files(scheduler: str, index_path: str, pattern: str, output_dir: Path, o
     except ImportError as error:
         raise missing_extra("--dask needs Dask", "dask", str(error)) from None
     if options.format == "parquet":
-        from fastsubs.pipeline.parquet import require_pyarrow
+        from fastsubs.pipeline.parquet import FORMAT_FLAG, require_pyarrow
 
-        require_pyarrow()
+        require_pyarrow(FORMAT_FLAG, "parquet")
     sources = sorted(glob.glob(pattern))
     if not sources:
         raise FastsubsError(f"{pattern}: no input file matches")

@@ -288,7 +288,8 @@ def test_missing_matplotlib_is_said_before_the_measurement(tmp_path: Path) -> No
                      tmp_path / "no.fsidx", tmp_path / "no.txt", "-o", tmp_path / "c.png")
     assert result.returncode == 1
     assert result.stderr.decode().splitlines() == [
-        "fastsubs-bench: error: plotting needs matplotlib: run in the fastsubs clone: pip install '.[plot]'"]
+        "fastsubs-bench: error: fastsubs-bench complexity needs matplotlib: run in the fastsubs clone: "
+        "pip install '.[plot]'"]
 
 
 def test_missing_dask_is_said_before_any_work(tiny_index: Path, tmp_path: Path) -> None:
@@ -298,6 +299,34 @@ def test_missing_dask_is_said_before_any_work(tiny_index: Path, tmp_path: Path) 
     lines = result.stderr.decode().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
         "fastsubs-query: error: --dask needs Dask: run in the fastsubs clone: pip install '.[dask]'")
+    assert not (tmp_path / "out").exists()
+
+
+#: Each call of the API that needs pyarrow, made in a Python without it (its argument: an index).
+API_CALLS = {
+    "index.table()": "fastsubs.open_index(sys.argv[1]).table(['the cat'], n=3)",
+    "index.frame()": "fastsubs.open_index(sys.argv[1]).frame(['the cat'], n=3)",
+    "fastsubs.dask.substitutes_frame()": "fastsubs.dask.substitutes_frame(db.from_sequence(['the cat']), sys.argv[1], "
+                                         "fastsubs.QueryOptions(n=3))",
+    "fastsubs.dask.to_parquet()": "fastsubs.dask.to_parquet(db.from_sequence(['the cat']), 'out', sys.argv[1], "
+                                  "fastsubs.QueryOptions(n=3))",
+}
+
+
+@pytest.mark.parametrize("call", API_CALLS)
+def test_a_missing_extra_of_the_api_names_the_call_and_the_extra_its_docs_name(call: str, tiny_index: Path,
+                                                                              tmp_path: Path) -> None:
+    """A user who called a function hears of that function, not of a flag of the command
+    line, and of the extra docs/api.md names for it ('.[dataframe]'), not another."""
+    script = ("import sys\nsys.modules['pyarrow'] = None\nimport dask.bag as db\nimport fastsubs\n"
+              "import fastsubs.dask\ntry:\n    " + API_CALLS[call] + "\n"
+              "except fastsubs.FastsubsError as error:\n    print(error)\n")
+    result = subprocess.run([sys.executable, "-c", script, tiny_index], cwd=tmp_path, capture_output=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr.decode()
+    said = result.stdout.decode()
+    assert said.startswith(f"{call} needs ") and "run in the fastsubs clone: pip install '.[dataframe]'" in said, said
+    assert "--format" not in said and "'.[dataframe]'" in (REPO / "docs" / "api.md").read_text()
     assert not (tmp_path / "out").exists()
 
 

@@ -33,6 +33,7 @@ of OUT never sees a dataset missing parts).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -552,18 +553,26 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
         return StreamOutput(open(output_path, "wb"), str(output_path), owned=True)
 
 
+def _publish_now(rename: Callable[[], None]) -> None:
+    """How a file is published where nothing can forbid it: at once."""
+    rename()
+
+
 @contextmanager
-def written_atomically(path: str, suffix: str = PARTIAL_SUFFIX) -> Iterator[BinaryIO]:
+def written_atomically(path: str, suffix: str = PARTIAL_SUFFIX,
+                       publish: Callable[[Callable[[], None]], None] = _publish_now) -> Iterator[BinaryIO]:
     """A stream whose bytes replace ``path`` whole and durably once the block ends without
     an error: written as ``path`` + ``suffix``, which an error removes, so a reader never
-    sees part of a file (``--dask``'s outputs, the records beside an output)."""
+    sees part of a file (``--dask``'s outputs, the records beside an output).  ``publish``
+    is given the rename to make, and may refuse it by raising (a ``--dask`` task whose run
+    was stopped: :class:`fastsubs.query.cluster.Publishing`)."""
     temporary = f"{path}{suffix}"
     try:
         with open(temporary, "wb") as stream:
             yield stream
             stream.flush()
             os.fsync(stream.fileno())
-        os.replace(temporary, path)
+        publish(functools.partial(os.replace, temporary, path))
     except BaseException:
         _remove(temporary)
         raise

@@ -5,7 +5,8 @@ format's header and records in store.c, the reader's cache in cache.c, the open 
 engine in engine.c, the terms and the search, the output formats in render.c and sample.c, the -t
 records in chunk.c, the checks of the vendored LMDB) or of the Python around it (the
 resume record and its sinks in query/output_files.py, the Parquet writer, build --force in
-indexer/, the library's layering and API surface) the way a plausible bug would (a rank
+indexer/, ``--dask``'s tasks publishing only for a running client in query/cluster.py, the
+library's layering, API surface and bytes lines) the way a plausible bug would (a rank
 off by one, the paper's wrong bound, a cache slot reused while a search holds it, a
 front-coded key decoded from its start, a checksum computed but not compared, ...).  For each, this script
 
@@ -63,6 +64,8 @@ CHUNK, LMDB = "kernel/chunk.c", "kernel/lmdb/mdb.c"
 OUTPUT_FILES, PARQUET, PUBLISH, BUILD = "query/output_files.py", "fastsubs/pipeline/parquet.py", "indexer/publish.py", \
     "indexer/build.py"
 LONG_LINES = "fastsubs/pipeline/long_lines.py"
+#: --dask's runner: its tasks, and how they publish their files.
+CLUSTER = "query/cluster.py"
 
 
 @dataclass(frozen=True)
@@ -488,6 +491,22 @@ MUTATIONS = [
     Mutation("empty-compressed-output-not-a-stream", OUTPUT_FILES,
              "a compressed output of no lines is an empty file, which its decompressor refuses",
              "if self.compress is not None and self._raw.tell() == 0:", "if False:"),
+    # cluster.py: --dask's tasks publish only while their run wants them
+    Mutation("dask-publish-unchecked", CLUSTER,
+             "a task renames its file into place without asking whether its run still wants it",
+             "self.check()  # under the lock: a stop waits for the rename, or the rename sees the stop", "pass"),
+    Mutation("dask-stopping-run-not-seen", CLUSTER,
+             "a task takes a run whose client has begun to stop (its event set) for a running one",
+             "if Event(self.name, client).is_set():", "if False:"),
+    Mutation("dask-dropped-task-kept", CLUSTER,
+             "a task the scheduler no longer runs (its client killed, or the task given to another worker) goes on",
+             "return worker.get_current_task() in running", "return True"),
+    Mutation("dask-chunks-unchecked", CLUSTER,
+             "a stopped run's task searches on to its file's end, checking only before it publishes",
+             "still_wanted()  # a stopped run's task ends within CHECK_INTERVAL, not at its file's end", "pass"),
+    Mutation("dask-stop-does-not-wait-for-a-rename", CLUSTER,
+             "a stopping client does not wait for a rename under way: a file appears after it says it stopped",
+             "if lock.acquire(timeout=PUBLISH_WAIT):", 'if lock.acquire(timeout="0s"):'),
     # parquet.py: the writer of a dataset's parts
     Mutation("parquet-part-not-removed-when-abandoned", PARQUET,
              "a part whose search failed is left under its temporary name in the dataset",
@@ -527,6 +546,8 @@ MUTATIONS = [
 #   the 64-bit hash of the whole key to match, so it takes a hash collision to differ;
 # - PlaceRow's fields reordered in render_layout.h: fastsubs/pipeline/parquet.py reads each field at the offset
 #   the core exports (fastsubs._kernel.RENDER);
+# - the stopping --dask client's client.cancel() left out: the client closes as it exits, and the
+#   scheduler then drops the client's tasks as a cancel does, which is what a task checks;
 # - FLAT_MAP_RATIO the wrong way round (dense patterns given two-level maps, sparse ones
 #   flat maps): both maps give the same positions; only memory and time change.
 

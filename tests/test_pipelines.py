@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import fastsubs
-from conftest import BIN, REPO, TEST_DATA, clone_version, demo_text, run_cli
+from conftest import BIN, REPO, TEST_DATA, clone_version, demo_text, run_cli, spelled_version
 
 # Bytes that are not UTF-8, or are but trouble naive writers: a Latin-1 word, a lone
 # continuation byte, a cut 3-byte character, an encoded surrogate (CESU-8), an overlong
@@ -159,6 +159,39 @@ def test_every_command_says_its_version(program: str) -> None:
     assert fastsubs.__version__ == "0.3.0"
 
 
+
+#: A console script's main() in a copy of fastsubs that knows no commit (a source tree
+#: without .git, an sdist made outside a clone): its entry module, then its arguments.
+WITHOUT_COMMIT = ("import sys\nimport fastsubs.origin\nfastsubs.origin.commit = lambda: None\n"
+                  "from importlib import import_module\nsys.argv = sys.argv[1:]\n"
+                  "import_module({entry!r}).main()\n")
+
+
+def without_commit(program: str, *args: str | os.PathLike[str]) -> subprocess.CompletedProcess[bytes]:
+    """Run ``program`` with ``args`` as a copy of fastsubs that knows no commit runs it."""
+    entry = {"fastsubs-query": "fastsubs.query.cli", "fastsubs-index": "fastsubs.indexer.cli"}[program]
+    return subprocess.run([sys.executable, "-c", WITHOUT_COMMIT.format(entry=entry), program, *map(str, args)],
+                          capture_output=True, timeout=120, check=True)
+
+
+def test_a_copy_that_knows_no_commit_says_its_version_alone_everywhere(tmp_path: Path) -> None:
+    """Where no commit is known, every place says the version alone, and JSON says null:
+    --version, an index's build record and info's lines, OUT.json (never "(commit )" or
+    "commit None")."""
+    version = fastsubs.__version__
+    assert without_commit("fastsubs-query", "--version").stdout.decode() == f"fastsubs-query {version}\n"
+    without_commit("fastsubs-index", "build", TEST_DATA / "tiny.arpa", "-o", tmp_path / "tiny.fsidx", "-q")
+    record = json.loads(without_commit("fastsubs-index", "info", tmp_path / "tiny.fsidx", "--json").stdout)
+    assert (record["build"]["fastsubs"], record["build"]["fastsubs_commit"]) == (version, None)
+    said = dict(line.split(":", 1) for line in without_commit("fastsubs-index", "info", tmp_path / "tiny.fsidx")
+                .stdout.decode().splitlines()[1:])
+    assert f" by fastsubs {version} (Python " in said["built"] and said["read by"].strip() == f"fastsubs {version}"
+    (tmp_path / "in.txt").write_bytes(b"the cat\n")
+    without_commit("fastsubs-query", tmp_path / "tiny.fsidx", "-i", tmp_path / "in.txt", "-o", tmp_path / "out.txt")
+    provenance = provenance_of(tmp_path / "out.txt")
+    assert (provenance["fastsubs"], provenance["fastsubs_commit"]) == (version, None)
+
+
 def test_query_help_names_no_input_argument() -> None:
     help_text = " ".join(run_cli("fastsubs-query", "--help").stdout.decode().split())
     assert "INPUT" not in help_text and "(stdin, or -i FILE;" in help_text
@@ -176,7 +209,7 @@ def test_output_file_has_its_provenance_beside_it(tiny_index: Path, tmp_path: Pa
     out = tmp_path / "subs.jsonl"
     run_cli("fastsubs-query", tiny_index, "-p", "0.9", "--no-eos", "--format", "jsonl", "-i", corpus, "-o", out)
     record = provenance_of(out)
-    assert f'{record["fastsubs"]} (commit {record["fastsubs_commit"]})' == clone_version()
+    assert spelled_version(record["fastsubs"], record["fastsubs_commit"]) == clone_version()
     assert record["index"]["model"] == {"name": model.name, "size": model.stat().st_size,
                                         "sha256": hashlib.sha256(model.read_bytes()).hexdigest()}
     assert record["index"]["path"] == str(tiny_index.resolve())
@@ -194,6 +227,7 @@ def test_output_file_has_its_provenance_beside_it(tiny_index: Path, tmp_path: Pa
     # stdout has no file to sit beside
     run_cli("fastsubs-query", tiny_index, "-n", "3", "-i", corpus)
     assert len(os.listdir(tmp_path)) == 5
+
 
 
 def test_the_recorded_command_names_the_workers_of_the_run(tiny_index: Path, tmp_path: Path) -> None:
@@ -300,6 +334,7 @@ def test_missing_dask_is_said_before_any_work(tiny_index: Path, tmp_path: Path) 
     assert len(lines) == 1 and lines[0].startswith(
         "fastsubs-query: error: --dask needs Dask: run in the fastsubs clone: pip install '.[dask]'")
     assert not (tmp_path / "out").exists()
+
 
 
 #: Each call of the API that needs pyarrow, made in a Python without it (its argument: an index).

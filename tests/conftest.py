@@ -104,9 +104,15 @@ def demo_text(count: int) -> bytes:
 def python_block(document: Path, after: str = "") -> str:
     """The first ```python block of ``document`` (a README or a page of docs/) after the
     line ``after``, as a user would paste it."""
+    return fenced_block(document, after, "python")
+
+
+def fenced_block(document: Path, after: str, language: str) -> str:
+    """The first fenced block of ``language`` (``""``: a block that names none) of
+    ``document`` after the text ``after``, as a user would paste it."""
     text = document.read_text()
-    found = re.search(r"```python\n(.*?)```", text[text.index(after):], re.S)
-    assert found is not None, f"no python block in {document} after {after!r}"
+    found = re.search(rf"^```{language}\n(.*?)^```$", text[text.index(after):], re.S | re.M)
+    assert found is not None, f"no {language or 'plain'} block in {document} after {after!r}"
     return found.group(1)
 
 

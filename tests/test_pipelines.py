@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shlex
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 import fastsubs
-from conftest import BIN, REPO, TEST_DATA, clone_version, demo_text, run_cli, spelled_version
+from conftest import BIN, REPO, TEST_DATA, clone_version, demo_text, fenced_block, run_cli, spelled_version
 
 # Bytes that are not UTF-8, or are but trouble naive writers: a Latin-1 word, a lone
 # continuation byte, a cut 3-byte character, an encoded surrogate (CESU-8), an overlong
@@ -228,6 +229,27 @@ def test_output_file_has_its_provenance_beside_it(tiny_index: Path, tmp_path: Pa
     run_cli("fastsubs-query", tiny_index, "-n", "3", "-i", corpus)
     assert len(os.listdir(tmp_path)) == 5
 
+
+
+def test_the_provenance_the_docs_show_is_what_their_worked_example_writes(demo_index: Path, tmp_path: Path) -> None:
+    """docs/long-runs.md's OUT.json is the record that the worked example of docs/pipelines.md
+    writes, run as written on the demo model in /data: every key at every level, and every
+    value but the commit (any) and the workers (capped at the cores of the machine)."""
+    pipelines, worked = REPO / "docs" / "pipelines.md", "## A worked example"
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "instances.tsv").write_text(fenced_block(pipelines, worked, ""))
+    (data / "model.fsidx").symlink_to(demo_index)
+    subprocess.run(["bash", "-e", "-c", fenced_block(pipelines, worked, "sh")], cwd=data, check=True,
+                   capture_output=True, timeout=300, env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"})
+    shown = json.loads(fenced_block(REPO / "docs" / "long-runs.md", "## Provenance", "json"))
+
+    def comparable(record: dict[str, Any]) -> Any:
+        text = json.dumps({**record, "fastsubs_commit": None}).replace(str(data), "/data")
+        return json.loads(re.sub(r"--workers \d+", "--workers N", text))
+
+    assert comparable(shown) == comparable(provenance_of(data / "samples.jsonl"))
+    assert shown["fastsubs_commit"] is None or re.fullmatch(r"[0-9a-f]{40}(\+changes)?", shown["fastsubs_commit"])
 
 
 def test_the_recorded_command_names_the_workers_of_the_run(tiny_index: Path, tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fastsubs.core import process_index
-from fastsubs.errors import FastsubsError, missing_extra
+from fastsubs.errors import FastsubsError, add_note, missing_extra
 from fastsubs.options import QueryOptions
 from fastsubs.pipeline.chunks import process_chunk
 from fastsubs.pipeline.formats import input_blocks
@@ -59,7 +59,7 @@ class Publishing:
     or goes away, even killed with SIGKILL, and when it has given the task to another
     worker).  A stopping client (:meth:`stop`) sets the event, then takes and gives back
     the lock: once it has, no rename is under way and none will start, so no file appears
-    after the client has said it stopped.
+    after the client has said it stopped; then it cancels its futures.
 
     Why these: ``Event`` and ``Lock`` are Dask's documented coordination primitives, kept
     by the scheduler, and setting an event returns once the scheduler has it, which is the
@@ -75,6 +75,7 @@ class Publishing:
 
     @classmethod
     def for_new_run(cls) -> Publishing:
+        """The publishing of a new run, under a name no other run has."""
         return cls(f"fastsubs-query-{uuid.uuid4().hex}")
 
     # -- in a task, on a worker
@@ -118,7 +119,8 @@ class Publishing:
     def stop(self, client: Any, futures: Sequence[Any], error: BaseException) -> None:
         """Stop the run's tasks (``futures``) as the client stops with ``error``: after this
         returns, no task publishes a file (see the class).  A rename that outlasts
-        PUBLISH_WAIT (a worker that died holding the lock) is said in a note on ``error``."""
+        PUBLISH_WAIT (a worker that died holding the lock), or a scheduler that cannot be
+        reached, is said in a note on ``error``, which this never hides."""
         from distributed import Event, Lock
 
         try:
@@ -127,14 +129,16 @@ class Publishing:
             if lock.acquire(timeout=PUBLISH_WAIT):
                 lock.release()
             else:
-                error.add_note(f"a worker was still publishing a file after {PUBLISH_WAIT}; no other file "
-                               "will be published")
+                add_note(error, f"a worker was still publishing a file after {PUBLISH_WAIT}; no other file "
+                                "will be published")
             client.cancel(list(futures))
+            self.close()
         except (OSError, TimeoutError) as failure:  # the scheduler is gone: no task can publish without it
-            error.add_note(f"the scheduler could not be told that the run stopped ({failure})")
+            add_note(error, f"the scheduler could not be told that the run stopped ({failure})")
 
     def close(self) -> None:
-        """Forget the run's lock on the scheduler (its tasks are over)."""
+        """Forget the run's lock on the scheduler: its tasks are over, or stopped (a task that
+        comes to publish later finds no lock, or makes a new one and sees the run's event)."""
         from distributed import Lock
 
         Lock(self.name).close()
@@ -247,8 +251,7 @@ def run_files(scheduler: str, index_path: str, pattern: str, output_dir: Path, o
             if made and not any(output_dir.iterdir()):  # nothing written: leave nothing
                 output_dir.rmdir()
             raise
-        finally:
-            publishing.close()
+        publishing.close()
     totals = SearchStats()
     for stats in results:
         totals.add(stats)

@@ -45,7 +45,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from fastsubs.errors import OutputError, ResumeError, errors_named
+from fastsubs.errors import OutputError, ResumeError, add_note, errors_named
 from fastsubs.pipeline.lines import TEXT_BLOCKS, Blocks
 from fastsubs.pipeline.long_lines import Line, line_pieces
 from fastsubs.pipeline.parts import PART_NAME, PART_TEMPORARY_PREFIX, is_part, publish_part
@@ -296,10 +296,8 @@ class PartialOutput:
             with suppress(OSError):
                 self.sink.drop()
         if self.recorded_lines:
-            # error.add_note() where Python has it (3.11+): the same list, which the error line reads
-            error.__notes__ = [*getattr(error, "__notes__", ()),
-                               f"{self.partial} keeps the output of the first {self.recorded_lines:,} input lines; "
-                               "the same command with --resume continues it"]
+            add_note(error, f"{self.partial} keeps the output of the first {self.recorded_lines:,} input lines; "
+                            "the same command with --resume continues it")
 
 
 class _Damaged(Exception):

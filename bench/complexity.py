@@ -113,7 +113,7 @@ def pyplot() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise missing_extra("plotting needs matplotlib", "plot") from None
+        raise missing_extra("fastsubs-bench complexity needs matplotlib", "plot") from None
     return plt
 
 

@@ -64,7 +64,7 @@ def main() -> None:
     seconds: dict[str, list[float]] = {"search": [], "columns to frame": [], "index.frame()": [],
                                        "jsonl written": [], "jsonl parsed": []}
     with Core(args.index) as index:
-        arrow.frame(index, lines[:50], options)  # the vocabulary's arrays, made once per open index
+        arrow.frame(index, lines[:50], options, "index.frame()")  # the vocabulary's arrays, made once per open index
         for _ in range(args.repeats):
             start = time.perf_counter()
             packed = [index.render_chunk(lines[first:first + 128], first + 1, options.limits, excluded,
@@ -76,7 +76,7 @@ def main() -> None:
             built = pa.concat_tables(pieces).combine_chunks().to_pandas(types_mapper=pd.ArrowDtype)
             seconds["columns to frame"].append(time.perf_counter() - start)
             start = time.perf_counter()
-            frame = arrow.frame(index, lines, options)  # what index.frame() does
+            frame = arrow.frame(index, lines, options, "index.frame()")  # what index.frame() does
             seconds["index.frame()"].append(time.perf_counter() - start)
             start = time.perf_counter()
             data = b"".join(index.render_chunk(lines[first:first + 128], first + 1, options.limits, excluded,

@@ -95,9 +95,9 @@ def to_textfiles(bag: Any, path: str, **kwargs: Any) -> Any:
     return bag.map_partitions(_file_text).to_textfiles(path, encoding=None, **kwargs)
 
 
-def _frame_partition(lines: Iterable[str], index_path: str, options: QueryOptions) -> Any:
-    """The rows of a partition's input lines (numbered from 1), as a pandas frame."""
-    return arrow.frame(process_index(index_path), lines, options)
+def _frame_partition(lines: Iterable[str], index_path: str, options: QueryOptions, call: str) -> Any:
+    """The rows of a partition's input lines (numbered from 1), as a pandas frame, for ``call``."""
+    return arrow.frame(process_index(index_path), lines, options, call)
 
 
 def _meta(options: QueryOptions) -> Any:
@@ -116,14 +116,20 @@ def substitutes_frame(lines: Any, index_path: str | os.PathLike[str], options: Q
     column is taken as that column).  One partition per partition of ``lines``, whose
     lines are numbered from 1 (``sentence``), as for :func:`substitutes_bag`; ``options``'
     ``format`` is not looked at."""
+    return _frame(lines, index_path, options, "fastsubs.dask.substitutes_frame()")
+
+
+def _frame(lines: Any, index_path: str | os.PathLike[str], options: QueryOptions, call: str) -> Any:
+    """:func:`substitutes_frame`, for ``call``: what the user called, which a missing extra's
+    message names (:func:`to_parquet` makes its frame here too)."""
     try:
         import dask.dataframe as dd
         from dask import delayed
     except ImportError as error:
-        raise missing_extra("a Dask DataFrame needs dask.dataframe and pandas", "dataframe", str(error)) from None
+        raise missing_extra(f"{call} needs dask.dataframe and pandas", arrow.EXTRA, str(error)) from None
     from fastsubs.pipeline.parquet import require_pyarrow
 
-    require_pyarrow()
+    require_pyarrow(call, arrow.EXTRA)
     if isinstance(lines, dd.DataFrame):
         if len(lines.columns) != 1:
             raise ArgumentError(f"a DataFrame of input lines must have one column, not {list(lines.columns)}")
@@ -132,7 +138,7 @@ def substitutes_frame(lines: Any, index_path: str | os.PathLike[str], options: Q
         raise ArgumentError(f"lines must be a dask bag or Series of input lines, not {type(lines).__name__}")
     path = os.path.abspath(index_path)
     render = delayed(_frame_partition, pure=True)
-    return dd.from_delayed([render(part, path, options) for part in lines.to_delayed()], meta=_meta(options),
+    return dd.from_delayed([render(part, path, options, call) for part in lines.to_delayed()], meta=_meta(options),
                            verify_meta=False)
 
 
@@ -144,6 +150,6 @@ def to_parquet(lines: Any, path: str | os.PathLike[str], index_path: str | os.Pa
     with zstd.  ``kwargs`` go to Dask's writer (``compute=False``, ``storage_options``...)."""
     from fastsubs.pipeline.parquet import schema
 
-    frame = substitutes_frame(lines, index_path, options)
+    frame = _frame(lines, index_path, options, "fastsubs.dask.to_parquet()")
     settings = {"compression": "zstd", "write_index": False, "schema": schema(options), **kwargs}
     return frame.to_parquet(os.fspath(path), **settings)

@@ -106,6 +106,12 @@ class OutputError(FastsubsError):
         return type(self), (self.path, self.reason)
 
 
+def add_note(error: BaseException, note: str) -> None:
+    """``error.add_note(note)`` on any Python this supports (the method is 3.11's): the
+    note goes where the tools' error line reads it (``__notes__``)."""
+    error.__notes__ = [*getattr(error, "__notes__", ()), note]
+
+
 def missing_extra(what: str, extra: str, detail: str = "") -> FastsubsError:
     """The error for a feature whose optional dependencies (the package's ``extra``) are not
     installed, with the command that installs them: fastsubs is installed from its clone,

@@ -37,7 +37,7 @@ from fastsubs import format as fmt
 from fastsubs.core import Answer, Core, Substitute
 from fastsubs.errors import ArgumentError
 from fastsubs.limits import Limits
-from fastsubs.tokens import Token, as_bytes, sentence_tokens, word_list
+from fastsubs.tokens import Token, sentence_tokens, token_list, word_list
 
 if TYPE_CHECKING:
     import numpy as np
@@ -108,25 +108,28 @@ class SubstituteIndex:
 
     # ------------------------------------------------------------------ the API
 
-    def position(self, tokens: Sequence[Token], position: int, *, n: int | None = None,
+    def position(self, tokens: Sequence[Token] | Token, position: int, *, n: int | None = None,
                  p: float | None = None, exclude: Iterable[Token] = ()) -> list[Substitute]:
         """Substitutes of ``tokens[position]``; ``position == len(tokens)`` means ``</s>``.
+        A line (``str`` or ``bytes``) is split on whitespace, ``<s>``/``</s>`` dropped, as
+        :meth:`sentence` splits it; a sequence's tokens are taken as they are.
 
         >>> index.position(["the", "cat", "sat"], 1, n=2)      # doctest: +SKIP
         [Substitute(word='cat', ...), Substitute(word='dog', ...)]
         """
-        words = [as_bytes(t) for t in tokens]
+        words = token_list(tokens)
         if isinstance(position, bool) or not isinstance(position, numbers.Integral) \
                 or not 0 <= position <= len(words):
             raise ArgumentError(f"position {position!r} is not a whole number within 0 … {len(words)}")
         target = int(position) + 1
         return self._search(words, target, target + 1, Limits.from_options(n, p), self._checked_exclusion(exclude))[0]
 
-    def sentence(self, tokens: Sequence[Token] | str, *, n: int | None = None,
+    def sentence(self, tokens: Sequence[Token] | Token, *, n: int | None = None,
                  p: float | None = None, exclude: Iterable[Token] = ()) -> list[list[Substitute]]:
         """Substitutes of every token and of the closing ``</s>`` (so ``len(tokens) + 1`` lists).
 
-        A string is split on whitespace; ``<s>``/``</s>`` tokens are dropped.
+        A line (``str``, or ``bytes`` as a binary file gives it) is split on whitespace;
+        ``<s>``/``</s>`` tokens are dropped.
 
         >>> [subs[0].word for subs in index.sentence("the cat sat", n=1)]   # doctest: +SKIP
         ['the', 'dog', 'down', '</s>']
@@ -134,13 +137,13 @@ class SubstituteIndex:
         words = sentence_tokens(tokens)
         return self._search(words, 1, len(words) + 2, Limits.from_options(n, p), self._checked_exclusion(exclude))
 
-    def batch(self, sentences: Iterable[Sequence[Token] | str], *, n: int | None = None, p: float | None = None,
+    def batch(self, sentences: Iterable[Sequence[Token] | Token], *, n: int | None = None, p: float | None = None,
               exclude: Iterable[Token] = (), eos: bool = True) -> Batch:
         """The substitutes of every position of ``sentences`` as numpy arrays (:class:`Batch`):
         for pipelines that want numbers, not objects.  The whole batch is searched in one
         release of the GIL, so threads sharing one open index search at once; no Python
-        object is made per substitute.  A string is split on whitespace; ``<s>``/``</s>``
-        tokens are dropped; ``eos=False`` leaves out the ``</s>`` positions.
+        object is made per substitute.  A line (``str`` or ``bytes``) is split on whitespace;
+        ``<s>``/``</s>`` tokens are dropped; ``eos=False`` leaves out the ``</s>`` positions.
 
         >>> found = index.batch(["the cat sat", "a dog"], n=10)    # doctest: +SKIP
         >>> words = index.words()
@@ -182,15 +185,15 @@ class SubstituteIndex:
         """
         from fastsubs.pipeline import arrow
 
-        return arrow.table(self._core, sentences, options, **fields)
+        return arrow.table(self._core, sentences, arrow.options_of(options, fields), "index.table()")
 
     def frame(self, sentences: Iterable[Sequence[Token] | str | bytes], options: Any = None, **fields: Any) -> Any:
         """:meth:`table` as a pandas DataFrame of Arrow-backed columns."""
         from fastsubs.pipeline import arrow
 
-        return arrow.frame(self._core, sentences, options, **fields)
+        return arrow.frame(self._core, sentences, arrow.options_of(options, fields), "index.frame()")
 
-    def sentences(self, sentences: Iterable[Sequence[Token] | str], *, n: int | None = None,
+    def sentences(self, sentences: Iterable[Sequence[Token] | Token], *, n: int | None = None,
                   p: float | None = None, exclude: Iterable[Token] = ()) -> Iterator[list[list[Substitute]]]:
         """:meth:`sentence` for each item, lazily: memory stays bounded for any corpus.
 

@@ -58,7 +58,14 @@ def commit() -> str | None:
     return recorded
 
 
+def spelled(version: str, known_commit: str | None) -> str:
+    """A version and its commit as a person reads them: ``0.3.0 (commit 1f2e...)``, or
+    ``0.3.0`` alone where no commit is known (``null`` in JSON: ``OUT.json``, an index's
+    build record).  The one spelling of ``--version``, ``fastsubs-index info``'s "built"
+    and "read by" lines, whatever built the copy: a clone, or a tree without ``.git``."""
+    return version if known_commit is None else f"{version} (commit {known_commit})"
+
+
 def describe() -> str:
-    """``0.3.0``, or ``0.3.0 (commit 1f2e...)`` where the commit is known: what ``--version`` prints."""
-    known = commit()
-    return VERSION if known is None else f"{VERSION} (commit {known})"
+    """This fastsubs's version and commit (:func:`spelled`): what ``--version`` prints."""
+    return spelled(VERSION, commit())

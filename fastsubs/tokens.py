@@ -24,17 +24,28 @@ def tokenize(line: bytes) -> list[bytes]:
     return [token for token in line.split() if token not in SENTENCE_MARKERS]
 
 
-def sentence_tokens(sentence: Sequence[Token] | str) -> list[bytes]:
-    """The tokens of a sentence given to the API: a string split as :func:`tokenize` splits
-    a line, or its tokens as bytes; ``<s>``/``</s>`` tokens dropped either way."""
-    if isinstance(sentence, str):
-        return tokenize(as_bytes(sentence))
-    return [token for token in map(as_bytes, sentence) if token not in SENTENCE_MARKERS]
+def token_list(tokens: Sequence[Token] | Token) -> list[bytes]:
+    """Tokens given to the API: a line (``str`` or ``bytes``, as a binary file gives it) split
+    as :func:`tokenize` splits one, or the tokens of a sequence as bytes, as they are.  A line
+    is taken whole before it could be taken for a sequence: ``bytes`` is a sequence of
+    ints, ``str`` one of characters."""
+    if isinstance(tokens, (str, bytes)):
+        return tokenize(as_bytes(tokens))
+    return [as_bytes(token) for token in tokens]
+
+
+def sentence_tokens(sentence: Sequence[Token] | Token) -> list[bytes]:
+    """The tokens of a sentence given to the API (:func:`token_list`), ``<s>``/``</s>`` dropped."""
+    return [token for token in token_list(sentence) if token not in SENTENCE_MARKERS]
 
 
 def as_bytes(token: Token) -> bytes:
-    """A token as the index takes it."""
-    return token if isinstance(token, bytes) else token.encode("utf-8", "surrogateescape")
+    """A token as the index takes it; ArgumentError for anything but ``str`` and ``bytes``."""
+    if isinstance(token, bytes):
+        return token
+    if not isinstance(token, str):
+        raise ArgumentError(f"a token must be str or bytes, not {type(token).__name__}: {token!r}")
+    return token.encode("utf-8", "surrogateescape")
 
 
 def word_list(words: Iterable[Token]) -> tuple[bytes, ...]:

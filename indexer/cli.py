@@ -121,9 +121,8 @@ def described(index: Path, meta: dict) -> str:
         "n-grams:     " + ", ".join(f"{n:,} {m}-grams" for m, n in enumerate(meta["counts"], start=1)),
         f"vocabulary:  {words} ({meta.get('id_bytes')}-byte ids)",
         f"size:        {size}",
-        f"built:       {build.get('built_at')} by fastsubs {build.get('fastsubs')}"
-        + (f" (commit {build['fastsubs_commit']})" if build.get("fastsubs_commit") else "")
-        + f" (Python {build.get('python')})",
+        f"built:       {build.get('built_at')} by fastsubs "
+        f"{origin.spelled(build.get('fastsubs'), build.get('fastsubs_commit'))} (Python {build.get('python')})",
         f"read by:     fastsubs {origin.describe()}",
     ])
 

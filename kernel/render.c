@@ -374,15 +374,21 @@ static void render_fields(Text *t, const Store *s, const Rendering *r, const Sco
     APPEND(t, "\n");
 }
 
-/* The position's r->draws draws (none when it lists nothing) into ``draws``: their number.
- * Each position's stream is seeded by the seed, its line and its position (sample.h). */
+/* The position's r->draws draws into ``draws``: their number.  None without --sample (then
+ * ``probabilities`` is not made: chunk.c), none where the position lists nothing, and none
+ * where every listed score is -inf (log10 of 0): each p / sum p is then 0 (search.c), the
+ * first, the best, too, so there is no mass to draw in proportion to
+ * (docs/output-formats.md).  Each position's stream is seeded by the seed, its line and
+ * its position (sample.h). */
 static int64_t position_draws(const Rendering *r, const Place *place, const double *probabilities, int64_t n,
                               int64_t *draws, double *cumulative) {
-    int64_t drawn = n ? r->draws : 0;
-    if (drawn)
-        sample_draws(probabilities, n, r->seed, (uint64_t)place->line, (uint64_t)place->position, drawn, draws,
-                     cumulative);
-    return drawn;
+    if (!r->draws || !n)
+        return 0;
+    if (!(probabilities[0] > 0.0))
+        return 0;
+    sample_draws(probabilities, n, r->seed, (uint64_t)place->line, (uint64_t)place->position, r->draws, draws,
+                 cumulative);
+    return r->draws;
 }
 
 static void render_samples(Text *t, const Store *s, const Rendering *r, const Place *place, const Scored *answers,

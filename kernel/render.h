@@ -10,7 +10,8 @@
  *   fastsubs/jsonl.py: the field's string with each undecodable byte as ``\xHH``
  *   (Python's ``backslashreplace``), and ``<field>_bytes`` holding the bytes in base64;
  * * samples (--sample N): N draws (sample.h) as ``word<TAB>sub`` lines (``name<TAB>id<TAB>``
- *   before them for -t), or as one JSON object whose ``samples`` lists them;
+ *   before them for -t), or as one JSON object whose ``samples`` lists them; none at a
+ *   position that lists nothing or whose every listed score is -inf (no mass to draw from);
  * * columns (Parquet, fastsubs/pipeline/parquet.py): no text at all but the numbers of each position
  *   appended to the columns below, which the chunk's caller packs (chunk.h) and Python
  *   hands to Apache Arrow without a loop per position.

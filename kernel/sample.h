@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 /* ``draws`` positions into ``answers``' ``n`` (>= 1) substitutes, drawn with replacement in
- * proportion to ``probabilities`` (p / sum p, search.h), into ``out``; ``cumulative``:
- * room for ``n`` doubles. */
+ * proportion to ``probabilities`` (p / sum p, search.h; some above 0, or each draw would
+ * be 0/0), into ``out``; ``cumulative``: room for ``n`` doubles. */
 void sample_draws(const double *probabilities, int64_t n, uint64_t seed, uint64_t line, uint64_t position,
                   int64_t draws, int64_t *out, double *cumulative);
 

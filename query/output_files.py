@@ -33,6 +33,7 @@ of OUT never sees a dataset missing parts).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -44,7 +45,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from fastsubs.errors import OutputError, ResumeError, errors_named
+from fastsubs.errors import OutputError, ResumeError, add_note, errors_named
 from fastsubs.pipeline.lines import TEXT_BLOCKS, Blocks
 from fastsubs.pipeline.long_lines import Line, line_pieces
 from fastsubs.pipeline.parts import PART_NAME, PART_TEMPORARY_PREFIX, is_part, publish_part
@@ -295,10 +296,8 @@ class PartialOutput:
             with suppress(OSError):
                 self.sink.drop()
         if self.recorded_lines:
-            # error.add_note() where Python has it (3.11+): the same list, which the error line reads
-            error.__notes__ = [*getattr(error, "__notes__", ()),
-                               f"{self.partial} keeps the output of the first {self.recorded_lines:,} input lines; "
-                               "the same command with --resume continues it"]
+            add_note(error, f"{self.partial} keeps the output of the first {self.recorded_lines:,} input lines; "
+                            "the same command with --resume continues it")
 
 
 class _Damaged(Exception):
@@ -552,18 +551,26 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
         return StreamOutput(open(output_path, "wb"), str(output_path), owned=True)
 
 
+def _publish_now(rename: Callable[[], None]) -> None:
+    """How a file is published where nothing can forbid it: at once."""
+    rename()
+
+
 @contextmanager
-def written_atomically(path: str, suffix: str = PARTIAL_SUFFIX) -> Iterator[BinaryIO]:
+def written_atomically(path: str, suffix: str = PARTIAL_SUFFIX,
+                       publish: Callable[[Callable[[], None]], None] = _publish_now) -> Iterator[BinaryIO]:
     """A stream whose bytes replace ``path`` whole and durably once the block ends without
     an error: written as ``path`` + ``suffix``, which an error removes, so a reader never
-    sees part of a file (``--dask``'s outputs, the records beside an output)."""
+    sees part of a file (``--dask``'s outputs, the records beside an output).  ``publish``
+    is given the rename to make, and may refuse it by raising (a ``--dask`` task whose run
+    was stopped: :class:`fastsubs.query.cluster.Publishing`)."""
     temporary = f"{path}{suffix}"
     try:
         with open(temporary, "wb") as stream:
             yield stream
             stream.flush()
             os.fsync(stream.fileno())
-        os.replace(temporary, path)
+        publish(functools.partial(os.replace, temporary, path))
     except BaseException:
         _remove(temporary)
         raise

@@ -30,18 +30,35 @@ REFERENCE = SHARED_DATA / "reference"
 TEST_DATA = Path(__file__).resolve().parent / "data"
 
 
-def clone_version() -> str:
-    """What the tools of this clone should say they are, found here with git and the
-    package's metadata rather than by fastsubs.origin: the version and the commit checked
-    out, ``+changes`` after it where a tracked file differs from it."""
-    import importlib.metadata
-
+def clone_commit() -> str | None:
+    """The commit checked out in the clone this suite runs in, ``+changes`` after it where a
+    tracked file differs from it; None in a source tree without ``.git`` (``git archive``, a
+    release tarball, an sdist), or one whose package git does not track."""
     def git(*arguments: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", "-C", str(REPO), *arguments], capture_output=True, text=True, check=False)
 
+    if git("ls-files", "--error-unmatch", "fastsubs/__init__.py").returncode != 0:
+        return None
     head = git("rev-parse", "HEAD").stdout.strip()
     changed = "+changes" if git("status", "--porcelain", "--untracked-files=no").stdout.strip() else ""
-    return f"{importlib.metadata.version('fastsubs')} (commit {head}{changed})"
+    return head + changed
+
+
+def spelled_version(version: str, commit: str | None) -> str:
+    """How the tools write a version and its commit: ``0.3.0 (commit 1f2e...)``, or the
+    version alone where no commit is known."""
+    return version if commit is None else f"{version} (commit {commit})"
+
+
+def clone_version() -> str:
+    """What the tools of this clone should say they are, found here with git and the
+    package's metadata rather than by fastsubs.origin: the version and the commit checked
+    out (:func:`clone_commit`), or the version alone outside a clone."""
+    import importlib.metadata
+
+    return spelled_version(importlib.metadata.version("fastsubs"), clone_commit())
+
+
 BIN = Path(sys.executable).parent
 DEMO_MODEL = REPO / "models" / "demo-kn4-20k.arpa.gz"
 #: Sentences drawn from the demo model for the tests (each takes the first N it needs).
@@ -87,9 +104,15 @@ def demo_text(count: int) -> bytes:
 def python_block(document: Path, after: str = "") -> str:
     """The first ```python block of ``document`` (a README or a page of docs/) after the
     line ``after``, as a user would paste it."""
+    return fenced_block(document, after, "python")
+
+
+def fenced_block(document: Path, after: str, language: str) -> str:
+    """The first fenced block of ``language`` (``""``: a block that names none) of
+    ``document`` after the text ``after``, as a user would paste it."""
     text = document.read_text()
-    found = re.search(r"```python\n(.*?)```", text[text.index(after):], re.S)
-    assert found is not None, f"no python block in {document} after {after!r}"
+    found = re.search(rf"^```{language}\n(.*?)^```$", text[text.index(after):], re.S | re.M)
+    assert found is not None, f"no {language or 'plain'} block in {document} after {after!r}"
     return found.group(1)
 
 

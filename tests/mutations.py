@@ -5,7 +5,8 @@ format's header and records in store.c, the reader's cache in cache.c, the open 
 engine in engine.c, the terms and the search, the output formats in render.c and sample.c, the -t
 records in chunk.c, the checks of the vendored LMDB) or of the Python around it (the
 resume record and its sinks in query/output_files.py, the Parquet writer, build --force in
-indexer/, the library's layering and API surface) the way a plausible bug would (a rank
+indexer/, ``--dask``'s tasks publishing only for a running client in query/cluster.py, the
+library's layering, API surface and bytes lines) the way a plausible bug would (a rank
 off by one, the paper's wrong bound, a cache slot reused while a search holds it, a
 front-coded key decoded from its start, a checksum computed but not compared, ...).  For each, this script
 
@@ -69,6 +70,8 @@ LMDB_PATCH = "kernel/lmdb/patches/fastsubs.patch"
 OUTPUT_FILES, PARQUET, PUBLISH, BUILD = "query/output_files.py", "fastsubs/pipeline/parquet.py", "indexer/publish.py", \
     "indexer/build.py"
 LONG_LINES = "fastsubs/pipeline/long_lines.py"
+#: --dask's runner: its tasks, and how they publish their files.
+CLUSTER = "query/cluster.py"
 
 
 @dataclass(frozen=True)
@@ -408,6 +411,9 @@ MUTATIONS = [
     Mutation("column-frame-read-narrow", PARQUET,
              "a chunk's column lengths read as int32: every column after the frame is read from the wrong place",
              'COLUMN_LENGTH = np.dtype(RENDER["column_length"])', "COLUMN_LENGTH = np.dtype(np.int32)"),
+    Mutation("sample-draws-without-mass", RENDER,
+             "--sample draws where every listed score is -inf: the draw divides 0 by 0 and takes the first substitute",
+             "if (!(probabilities[0] > 0.0))", "if (0)"),
     # sample.c: the --sample draw, numpy's default_rng([seed, line, position]).choice
     Mutation("sample-seed-high-word-dropped", SAMPLE,
              "a seed (or line) of 2^32 or more enters the seed sequence as its low 32 bits only",
@@ -503,6 +509,22 @@ MUTATIONS = [
     Mutation("empty-compressed-output-not-a-stream", OUTPUT_FILES,
              "a compressed output of no lines is an empty file, which its decompressor refuses",
              "if self.compress is not None and self._raw.tell() == 0:", "if False:"),
+    # cluster.py: --dask's tasks publish only while their run wants them
+    Mutation("dask-publish-unchecked", CLUSTER,
+             "a task renames its file into place without asking whether its run still wants it",
+             "self.check()  # under the lock: a stop waits for the rename, or the rename sees the stop", "pass"),
+    Mutation("dask-stopping-run-not-seen", CLUSTER,
+             "a task takes a run whose client has begun to stop (its event set) for a running one",
+             "if Event(self.name, client).is_set():", "if False:"),
+    Mutation("dask-dropped-task-kept", CLUSTER,
+             "a task the scheduler no longer runs (its client killed, or the task given to another worker) goes on",
+             "return worker.get_current_task() in running", "return True"),
+    Mutation("dask-chunks-unchecked", CLUSTER,
+             "a stopped run's task searches on to its file's end, checking only before it publishes",
+             "still_wanted()  # a stopped run's task ends within CHECK_INTERVAL, not at its file's end", "pass"),
+    Mutation("dask-stop-does-not-wait-for-a-rename", CLUSTER,
+             "a stopping client does not wait for a rename under way: a file appears after it says it stopped",
+             "if lock.acquire(timeout=PUBLISH_WAIT):", 'if lock.acquire(timeout="0s"):'),
     # parquet.py: the writer of a dataset's parts
     Mutation("parquet-part-not-removed-when-abandoned", PARQUET,
              "a part whose search failed is left under its temporary name in the dataset",
@@ -532,6 +554,12 @@ MUTATIONS = [
     Mutation("library-imports-the-command-line", "fastsubs/__init__.py",
              "fastsubs.QueryOptions is taken from a module of the command line: the library needs query/ again",
              '"QueryOptions": "fastsubs.options",', '"QueryOptions": "fastsubs.query.cluster",'),
+    Mutation("api-bytes-line-taken-for-tokens", "fastsubs/tokens.py",
+             "a bytes line given to sentence() or batch() is taken for a sequence of tokens: its items are ints",
+             "if isinstance(tokens, (str, bytes)):", "if isinstance(tokens, str):"),
+    Mutation("api-token-type-not-checked", "fastsubs/tokens.py",
+             "a token that is neither str nor bytes reaches .encode: an AttributeError, not an ArgumentError naming it",
+             "if not isinstance(token, str):", "if False:"),
     Mutation("api-shows-the-core", "fastsubs/index.py",
              "an open index shows the core it holds as a public attribute: the API is more than docs/api.md",
              "        self._core = Core(path)", "        self._core = self.core = Core(path)"),
@@ -547,6 +575,8 @@ MUTATIONS = [
 #   the 64-bit hash of the whole key to match, so it takes a hash collision to differ;
 # - PlaceRow's fields reordered in render_layout.h: fastsubs/pipeline/parquet.py reads each field at the offset
 #   the core exports (fastsubs._kernel.RENDER);
+# - the stopping --dask client's client.cancel() left out: the client closes as it exits, and the
+#   scheduler then drops the client's tasks as a cancel does, which is what a task checks;
 # - FLAT_MAP_RATIO the wrong way round (dense patterns given two-level maps, sparse ones
 #   flat maps): both maps give the same positions; only memory and time change.
 

@@ -1,13 +1,19 @@
-"""Dask: a real LocalCluster with two worker processes; output identical to the serial run."""
+"""Dask: a real LocalCluster with two worker processes; output identical to the serial run.
+A run stopped by a signal: a scheduler and a worker started as the docs start them
+(``dask scheduler``, ``dask worker``), processes of their own."""
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -230,3 +236,150 @@ def test_a_failed_task_leaves_no_output_file(cluster, demo_index: Path, tmp_path
                      "-i", f"{inputs}/*.tsv", "-o", out, check=False)
     assert result.returncode == 1 and b"bad.tsv:3:" in result.stderr
     assert not (out / "bad.tsv").exists() and not (out / "bad.tsv.partial").exists()
+
+
+def wait_until(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    """Wait, polling, for ``condition`` to hold; fail saying ``what`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def scheduler_and_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A scheduler and a worker of two threads, started as docs/dask.md starts them (``dask
+    scheduler``, ``dask worker``), each a process of its own: the scheduler's address."""
+    folder = tmp_path_factory.mktemp("cluster")
+    contact = folder / "scheduler.json"
+    started = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--scheduler-file", str(contact), "--port", "0",
+                                 "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        started.append(subprocess.Popen([str(BIN / "dask"), "worker", "--scheduler-file", str(contact),
+                                         "--nthreads", "2", "--no-dashboard"], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL))
+        wait_until(contact.exists, 120, "the scheduler wrote its address")
+        with distributed.Client(scheduler_file=str(contact), timeout=120) as client:
+            client.wait_for_workers(1, timeout=120)
+            yield client.scheduler.address
+    finally:
+        for process in reversed(started):
+            process.terminate()
+            process.wait(timeout=60)
+
+
+#: How soon a stopped run's tasks end: each checks between chunks, a second apart
+#: (fastsubs.query.cluster.CHECK_INTERVAL), where a task that did not would search on for minutes.
+TASKS_END_WITHIN = 60
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL],
+                         ids=["SIGTERM", "SIGINT", "SIGKILL"])
+def test_a_stopped_run_publishes_nothing_after_it_says_so(scheduler_and_worker: str, demo_index: Path,
+                                                           tmp_path: Path, stop: signal.Signals) -> None:
+    """A client stopped while both of its tasks search says so (143 or 130, one line; SIGKILL
+    says nothing), and nothing appears in -o afterwards: each task stops at its next check,
+    well before its file's end, removes its partial file and publishes nothing (a task
+    used to search on and publish its file, 15 s to 8 minutes after the client had said
+    "terminated").  The worker is free again for the next run."""
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    text = demo_text(1500) * 60  # minutes of search per file
+    for name in ("a.txt", "b.txt"):
+        (corpus / name).write_bytes(text)
+    out = tmp_path / "out"
+    client = subprocess.Popen([str(BIN / "fastsubs-query"), str(demo_index), "-n", "100", "--dask",
+                               scheduler_and_worker, "-i", f"{corpus}/*.txt", "-o", str(out)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    partials = [out / "a.txt.partial", out / "b.txt.partial"]
+
+    def both_search() -> bool:
+        assert client.poll() is None, client.communicate()[1].decode()
+        return all(path.exists() and path.stat().st_size > 0 for path in partials)
+
+    wait_until(both_search, 300, "both tasks wrote their first chunk")
+    client.send_signal(stop)
+    _, stderr = client.communicate(timeout=120)
+    assert not (out / "a.txt").exists() and not (out / "b.txt").exists()  # as it said it stopped
+    if stop == signal.SIGKILL:
+        assert client.returncode == -stop
+    else:
+        assert client.returncode == 128 + stop, stderr.decode()
+        said = "terminated" if stop == signal.SIGTERM else "interrupted"
+        assert stderr.decode().splitlines()[-1] == f"fastsubs-query: {said}"
+    wait_until(lambda: not any(path.exists() for path in partials), TASKS_END_WITHIN, "the tasks ended")
+    assert list(out.iterdir()) == []
+    (corpus / "a.txt").write_bytes(b"the cat sat\n")
+    (corpus / "b.txt").unlink()
+    run_cli("fastsubs-query", demo_index, "-n", "5", "--dask", scheduler_and_worker, "-i", f"{corpus}/*.txt",
+            "-o", out)
+    serial = run_cli("fastsubs-query", demo_index, "-n", "5", "-i", corpus / "a.txt").stdout
+    assert sorted(p.name for p in out.iterdir()) == ["a.txt"] and (out / "a.txt").read_bytes() == serial
+
+
+def publishing_task(publishing: Any, target: str, ready: str, go: str) -> str:
+    """A task that, once the Event ``go`` is set, publishes ``target`` through ``publishing``
+    (its rename: writing the file); says whether it did.  Sets ``ready`` once running."""
+    from distributed import Event
+
+    from fastsubs.query.cluster import RunStopped
+
+    Event(ready).set()
+    assert Event(go).wait(120)
+    try:
+        publishing.publish(lambda: Path(target).write_text("published"))
+    except RunStopped:
+        return "refused"
+    return "published"
+
+
+@pytest.mark.parametrize("stopped", [False, True], ids=["running", "stopped"])
+def test_a_task_publishes_only_while_its_run_is_running(cluster, tmp_path: Path, stopped: bool) -> None:
+    """A task whose run's client has begun to stop (it sets the run's event first) refuses
+    to publish, though its future was not cancelled yet; one whose run runs publishes."""
+    from distributed import Client, Event
+
+    from fastsubs.query.cluster import Publishing
+
+    publishing = Publishing.for_new_run()
+    ready, go, target = f"{publishing.name}-ready", f"{publishing.name}-go", tmp_path / "file.txt"
+    with Client(cluster) as client:
+        future = client.submit(publishing_task, publishing, str(target), ready, go, pure=False)
+        assert Event(ready).wait(120)
+        if stopped:
+            Event(publishing.name).set()
+        Event(go).set()
+        assert future.result(timeout=120) == ("refused" if stopped else "published")
+        publishing.close()
+    assert target.exists() != stopped
+
+
+def renaming_slowly(target: str, inside: str) -> Callable[[], None]:
+    """A rename that says when it has begun (the Event ``inside``) and takes 2 s (a slow
+    shared filesystem), then writes ``target``."""
+    def rename() -> None:
+        from distributed import Event
+
+        Event(inside).set()
+        time.sleep(2)
+        Path(target).write_text("published")
+
+    return rename
+
+
+def test_a_stopping_client_waits_for_a_rename_under_way(cluster, tmp_path: Path) -> None:
+    """A client that stops while a task renames its file returns only once the rename is
+    done: nothing is published after the client says it stopped."""
+    from distributed import Client, Event
+
+    from fastsubs.query.cluster import Publishing
+
+    publishing = Publishing.for_new_run()
+    inside, target = f"{publishing.name}-inside", tmp_path / "file.txt"
+    with Client(cluster) as client:
+        future = client.submit(lambda: publishing.publish(renaming_slowly(str(target), inside)), pure=False)
+        assert Event(inside).wait(120)
+        stopped = Exception()
+        publishing.stop(client, [future], stopped)
+        assert target.exists() and not getattr(stopped, "__notes__", [])

@@ -376,3 +376,24 @@ def test_threads_share_one_index_through_batches(demo_index: Path) -> None:
         in_four_threads(work)
         for start in range(4):
             assert all(np.array_equal(a, b) for a, b in zip(got[start], expected[start]))
+
+
+def test_bytes_lines_are_taken_as_str_lines_are(demo_index: Path) -> None:
+    """``sentence()``, ``batch()`` and ``position()`` take a line as ``bytes`` (as a binary
+    file gives it, its newline too) as they take it as ``str``, as ``table()`` does: split on
+    whitespace, never as a sequence of ints; bytes that are not UTF-8 are kept.  A token
+    that is neither str nor bytes is an ArgumentError naming it."""
+    lines = [b"the cat sat on the mat\n", b"caf\xe9 <s> au lait </s>", b""]
+    texts = [line.decode("utf-8", "surrogateescape") for line in lines]
+    with fastsubs.open_index(demo_index) as index:
+        for line, text in zip(lines, texts):
+            listed = index.sentence(text, n=5)
+            assert index.sentence(line, n=5) == listed and len(listed) == len(text.split()) + 1 - 2 * ("<s>" in text)
+            last = len(listed) - 1  # the </s> position: every token of the line, <s> and </s> left out
+            assert index.position(line, last, n=5) == index.position(text, last, n=5) == listed[-1]
+            assert index.position(line, 0, n=5) == listed[0]
+        assert all(np.array_equal(a, b) for a, b in zip(index.batch(lines, n=5), index.batch(texts, n=5)))
+        assert [s[0] for s in index.sentences(iter(lines), n=1)] == [s[0] for s in index.sentences(texts, n=1)]
+        for tokens in ([b"the", 7], [b"the", None]):
+            with pytest.raises(fastsubs.ArgumentError, match="a token must be str or bytes, not"):
+                index.sentence(tokens)

@@ -113,6 +113,32 @@ def test_a_position_where_every_score_is_minus_infinity(tmp_path: Path) -> None:
         (word, -math.inf, 0.0) for word in ("<unk>", "</s>", "a", "b")]
 
 
+
+def test_sample_draws_nothing_where_every_score_is_minus_infinity(tmp_path: Path) -> None:
+    """Where every listed score is -inf, every p / sum p is 0: --sample has no mass to draw
+    in proportion to and draws nothing there, in every format, as where nothing is listed
+    (not the first substitute, from 0/0); -z lists nothing there (docs/output-formats.md).
+    Elsewhere a substitute of -inf among finite ones is never drawn."""
+    text = arpa_text([["-inf\t<unk>", "-99\t<s>", "-inf\t</s>", "-inf\ta", "-inf\tb"]])
+    _, index_path = built(tmp_path, "model", text)
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"a b\n")
+    sample = ["-n", "3", "--sample", "5", "-i", source]
+    assert run_cli("fastsubs-query", index_path, *sample).stdout == b""
+    objects = [json.loads(line) for line in run_cli("fastsubs-query", index_path, *sample, "--format", "jsonl")
+               .stdout.splitlines()]
+    assert [(o["word"], o["samples"]) for o in objects] == [("a", []), ("b", []), ("</s>", [])]
+    normalized = run_cli("fastsubs-query", index_path, "-n", "3", "-z", "-i", source).stdout
+    assert normalized == b"a\t\nb\t\n</s>\t\n"
+    pq = pytest.importorskip("pyarrow.parquet")
+    run_cli("fastsubs-query", index_path, *sample, "--format", "parquet", "-o", tmp_path / "out")
+    assert [row["samples"] for row in pq.read_table(tmp_path / "out").to_pylist()] == [[], [], []]
+
+    _, partly = built(tmp_path, "partly", TINY.replace("-1.2\tsat\t-0.125", "-inf\tsat\t-0.125"))
+    lines = run_cli("fastsubs-query", partly, "-n", "5", "--sample", "200", "-i", source).stdout.splitlines()
+    assert len(lines) == 3 * 200 and not [line for line in lines if line.endswith(b"\tsat")]
+
+
 def zero_weights_on_the_highest_order(text: str) -> str:
     """``text`` with a back-off weight of 0 or -0 (alternately) on every n-gram of its highest order."""
     highest = max(int(n) for n in re.findall(r"^ngram (\d+)=", text, re.M))

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shlex
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 import fastsubs
-from conftest import BIN, REPO, TEST_DATA, clone_version, demo_text, run_cli
+from conftest import BIN, REPO, TEST_DATA, clone_version, demo_text, fenced_block, run_cli, spelled_version
 
 # Bytes that are not UTF-8, or are but trouble naive writers: a Latin-1 word, a lone
 # continuation byte, a cut 3-byte character, an encoded surrogate (CESU-8), an overlong
@@ -159,6 +160,39 @@ def test_every_command_says_its_version(program: str) -> None:
     assert fastsubs.__version__ == "0.3.0"
 
 
+
+#: A console script's main() in a copy of fastsubs that knows no commit (a source tree
+#: without .git, an sdist made outside a clone): its entry module, then its arguments.
+WITHOUT_COMMIT = ("import sys\nimport fastsubs.origin\nfastsubs.origin.commit = lambda: None\n"
+                  "from importlib import import_module\nsys.argv = sys.argv[1:]\n"
+                  "import_module({entry!r}).main()\n")
+
+
+def without_commit(program: str, *args: str | os.PathLike[str]) -> subprocess.CompletedProcess[bytes]:
+    """Run ``program`` with ``args`` as a copy of fastsubs that knows no commit runs it."""
+    entry = {"fastsubs-query": "fastsubs.query.cli", "fastsubs-index": "fastsubs.indexer.cli"}[program]
+    return subprocess.run([sys.executable, "-c", WITHOUT_COMMIT.format(entry=entry), program, *map(str, args)],
+                          capture_output=True, timeout=120, check=True)
+
+
+def test_a_copy_that_knows_no_commit_says_its_version_alone_everywhere(tmp_path: Path) -> None:
+    """Where no commit is known, every place says the version alone, and JSON says null:
+    --version, an index's build record and info's lines, OUT.json (never "(commit )" or
+    "commit None")."""
+    version = fastsubs.__version__
+    assert without_commit("fastsubs-query", "--version").stdout.decode() == f"fastsubs-query {version}\n"
+    without_commit("fastsubs-index", "build", TEST_DATA / "tiny.arpa", "-o", tmp_path / "tiny.fsidx", "-q")
+    record = json.loads(without_commit("fastsubs-index", "info", tmp_path / "tiny.fsidx", "--json").stdout)
+    assert (record["build"]["fastsubs"], record["build"]["fastsubs_commit"]) == (version, None)
+    said = dict(line.split(":", 1) for line in without_commit("fastsubs-index", "info", tmp_path / "tiny.fsidx")
+                .stdout.decode().splitlines()[1:])
+    assert f" by fastsubs {version} (Python " in said["built"] and said["read by"].strip() == f"fastsubs {version}"
+    (tmp_path / "in.txt").write_bytes(b"the cat\n")
+    without_commit("fastsubs-query", tmp_path / "tiny.fsidx", "-i", tmp_path / "in.txt", "-o", tmp_path / "out.txt")
+    provenance = provenance_of(tmp_path / "out.txt")
+    assert (provenance["fastsubs"], provenance["fastsubs_commit"]) == (version, None)
+
+
 def test_query_help_names_no_input_argument() -> None:
     help_text = " ".join(run_cli("fastsubs-query", "--help").stdout.decode().split())
     assert "INPUT" not in help_text and "(stdin, or -i FILE;" in help_text
@@ -176,7 +210,7 @@ def test_output_file_has_its_provenance_beside_it(tiny_index: Path, tmp_path: Pa
     out = tmp_path / "subs.jsonl"
     run_cli("fastsubs-query", tiny_index, "-p", "0.9", "--no-eos", "--format", "jsonl", "-i", corpus, "-o", out)
     record = provenance_of(out)
-    assert f'{record["fastsubs"]} (commit {record["fastsubs_commit"]})' == clone_version()
+    assert spelled_version(record["fastsubs"], record["fastsubs_commit"]) == clone_version()
     assert record["index"]["model"] == {"name": model.name, "size": model.stat().st_size,
                                         "sha256": hashlib.sha256(model.read_bytes()).hexdigest()}
     assert record["index"]["path"] == str(tiny_index.resolve())
@@ -194,6 +228,28 @@ def test_output_file_has_its_provenance_beside_it(tiny_index: Path, tmp_path: Pa
     # stdout has no file to sit beside
     run_cli("fastsubs-query", tiny_index, "-n", "3", "-i", corpus)
     assert len(os.listdir(tmp_path)) == 5
+
+
+
+def test_the_provenance_the_docs_show_is_what_their_worked_example_writes(demo_index: Path, tmp_path: Path) -> None:
+    """docs/long-runs.md's OUT.json is the record that the worked example of docs/pipelines.md
+    writes, run as written on the demo model in /data: every key at every level, and every
+    value but the commit (any) and the workers (capped at the cores of the machine)."""
+    pipelines, worked = REPO / "docs" / "pipelines.md", "## A worked example"
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "instances.tsv").write_text(fenced_block(pipelines, worked, ""))
+    (data / "model.fsidx").symlink_to(demo_index)
+    subprocess.run(["bash", "-e", "-c", fenced_block(pipelines, worked, "sh")], cwd=data, check=True,
+                   capture_output=True, timeout=300, env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"})
+    shown = json.loads(fenced_block(REPO / "docs" / "long-runs.md", "## Provenance", "json"))
+
+    def comparable(record: dict[str, Any]) -> Any:
+        text = json.dumps({**record, "fastsubs_commit": None}).replace(str(data), "/data")
+        return json.loads(re.sub(r"--workers \d+", "--workers N", text))
+
+    assert comparable(shown) == comparable(provenance_of(data / "samples.jsonl"))
+    assert shown["fastsubs_commit"] is None or re.fullmatch(r"[0-9a-f]{40}(\+changes)?", shown["fastsubs_commit"])
 
 
 def test_the_recorded_command_names_the_workers_of_the_run(tiny_index: Path, tmp_path: Path) -> None:
@@ -288,7 +344,8 @@ def test_missing_matplotlib_is_said_before_the_measurement(tmp_path: Path) -> No
                      tmp_path / "no.fsidx", tmp_path / "no.txt", "-o", tmp_path / "c.png")
     assert result.returncode == 1
     assert result.stderr.decode().splitlines() == [
-        "fastsubs-bench: error: plotting needs matplotlib: run in the fastsubs clone: pip install '.[plot]'"]
+        "fastsubs-bench: error: fastsubs-bench complexity needs matplotlib: run in the fastsubs clone: "
+        "pip install '.[plot]'"]
 
 
 def test_missing_dask_is_said_before_any_work(tiny_index: Path, tmp_path: Path) -> None:
@@ -298,6 +355,35 @@ def test_missing_dask_is_said_before_any_work(tiny_index: Path, tmp_path: Path) 
     lines = result.stderr.decode().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
         "fastsubs-query: error: --dask needs Dask: run in the fastsubs clone: pip install '.[dask]'")
+    assert not (tmp_path / "out").exists()
+
+
+
+#: Each call of the API that needs pyarrow, made in a Python without it (its argument: an index).
+API_CALLS = {
+    "index.table()": "fastsubs.open_index(sys.argv[1]).table(['the cat'], n=3)",
+    "index.frame()": "fastsubs.open_index(sys.argv[1]).frame(['the cat'], n=3)",
+    "fastsubs.dask.substitutes_frame()": "fastsubs.dask.substitutes_frame(db.from_sequence(['the cat']), sys.argv[1], "
+                                         "fastsubs.QueryOptions(n=3))",
+    "fastsubs.dask.to_parquet()": "fastsubs.dask.to_parquet(db.from_sequence(['the cat']), 'out', sys.argv[1], "
+                                  "fastsubs.QueryOptions(n=3))",
+}
+
+
+@pytest.mark.parametrize("call", API_CALLS)
+def test_a_missing_extra_of_the_api_names_the_call_and_the_extra_its_docs_name(call: str, tiny_index: Path,
+                                                                              tmp_path: Path) -> None:
+    """A user who called a function hears of that function, not of a flag of the command
+    line, and of the extra docs/api.md names for it ('.[dataframe]'), not another."""
+    script = ("import sys\nsys.modules['pyarrow'] = None\nimport dask.bag as db\nimport fastsubs\n"
+              "import fastsubs.dask\ntry:\n    " + API_CALLS[call] + "\n"
+              "except fastsubs.FastsubsError as error:\n    print(error)\n")
+    result = subprocess.run([sys.executable, "-c", script, tiny_index], cwd=tmp_path, capture_output=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr.decode()
+    said = result.stdout.decode()
+    assert said.startswith(f"{call} needs ") and "run in the fastsubs clone: pip install '.[dataframe]'" in said, said
+    assert "--format" not in said and "'.[dataframe]'" in (REPO / "docs" / "api.md").read_text()
     assert not (tmp_path / "out").exists()
 
 

@@ -8,8 +8,10 @@ Python loop per position.  So the table has the dataset's columns, the same valu
 for bit (docs/output-formats.md, "Parquet datasets"), and a frame from it equals
 ``pd.read_parquet(dataset, dtype_backend="pyarrow")`` of the same lines.
 
-Used through :meth:`fastsubs.SubstituteIndex.table` and ``.frame``; needs pyarrow
-(``pip install '.[parquet]'``), and pandas for a frame (``'.[dataframe]'``).
+Used through :meth:`fastsubs.SubstituteIndex.table` and ``.frame``, and
+:mod:`fastsubs.dask`; needs pyarrow, and pandas for a frame: ``pip install '.[dataframe]'``,
+which docs/api.md names.  A missing one is a one-line error naming the call the user
+made (``index.table()``, ``fastsubs.dask.to_parquet()``), which each caller passes.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 LINES_PER_CALL = 128
 #: How a run given no file name calls its input in an error (``<sentences>:3: ...``).
 SOURCE = "<sentences>"
+#: The extra that installs what tables and frames need (pyarrow, pandas), as docs/api.md names it.
+EXTRA = "dataframe"
 
 
 def options_of(options: QueryOptions | None, fields: dict[str, Any]) -> QueryOptions:
@@ -37,8 +41,7 @@ def options_of(options: QueryOptions | None, fields: dict[str, Any]) -> QueryOpt
     (``n=10, normalize=True``...), not both."""
     if options is not None and fields:
         raise ArgumentError(f"give options or {', '.join(fields)}, not both")
-    chosen = options if options is not None else QueryOptions(**fields)
-    return dataclasses.replace(chosen, format="parquet")
+    return options if options is not None else QueryOptions(**fields)
 
 
 def as_line(sentence: Sequence[Token] | str | bytes) -> bytes:
@@ -69,18 +72,18 @@ def _chunks(sentences: Iterable[Sequence[Token] | str | bytes]) -> Iterator[list
         yield chunk
 
 
-def table(index: Core, sentences: Iterable[Sequence[Token] | str | bytes],
-          options: QueryOptions | None = None, **fields: Any) -> Any:
+def table(index: Core, sentences: Iterable[Sequence[Token] | str | bytes], options: QueryOptions,
+          call: str) -> Any:
     """The rows of ``sentences`` (numbered from 1, as input lines) as a ``pyarrow.Table`` of
-    the dataset's schema (:func:`fastsubs.pipeline.parquet.schema`).  With ``targets=True``
-    each item is a ``-t`` record (``name<TAB>id<TAB>index<TAB>text``); one that cannot be
-    read is a :class:`fastsubs.QueryInputError` naming it, or is left out with
-    ``skip_bad_records=True``."""
+    the dataset's schema (:func:`fastsubs.pipeline.parquet.schema`), for ``call``, what the
+    user called (named if pyarrow is missing).  With ``options.targets`` each item is a
+    ``-t`` record (``name<TAB>id<TAB>index<TAB>text``); one that cannot be read is a
+    :class:`fastsubs.QueryInputError` naming it, or is left out with ``skip_bad_records``."""
     from fastsubs.pipeline import parquet
     from fastsubs.pipeline.formats import render_lines
 
-    parquet.require_pyarrow()
-    chosen = options_of(options, fields)
+    parquet.require_pyarrow(call, EXTRA)
+    chosen = dataclasses.replace(options, format="parquet")
     vocabulary = parquet.vocabulary_of(index)
     pieces = []
     first = 1
@@ -100,12 +103,12 @@ def table(index: Core, sentences: Iterable[Sequence[Token] | str | bytes],
     return parquet.pa.concat_tables(pieces).combine_chunks()
 
 
-def frame(index: Core, sentences: Iterable[Sequence[Token] | str | bytes],
-          options: QueryOptions | None = None, **fields: Any) -> Any:
+def frame(index: Core, sentences: Iterable[Sequence[Token] | str | bytes], options: QueryOptions,
+          call: str) -> Any:
     """:func:`table` as a pandas DataFrame of Arrow-backed columns (``pd.ArrowDtype``, what
     ``pd.read_parquet(..., dtype_backend="pyarrow")`` gives), without copying the lists."""
     try:
         import pandas as pd
     except ImportError as error:
-        raise missing_extra("a frame needs pandas", "dataframe", str(error)) from None
-    return table(index, sentences, options, **fields).to_pandas(types_mapper=pd.ArrowDtype)
+        raise missing_extra(f"{call} needs pandas", EXTRA, str(error)) from None
+    return table(index, sentences, options, call).to_pandas(types_mapper=pd.ArrowDtype)

@@ -95,10 +95,16 @@ def keep_memory_small() -> None:
         pass  # not glibc: its own policy
 
 
-def require_pyarrow() -> None:
-    """A one-line error naming the install command when pyarrow is missing."""
+#: How the command line asks for a dataset: what its message says when pyarrow is missing.
+FORMAT_FLAG = "--format parquet"
+
+
+def require_pyarrow(asked_by: str, extra: str) -> None:
+    """A one-line error when pyarrow is missing, naming what the user asked for it with
+    (``--format parquet``, ``index.table()``: a user who called a function was never
+    told of the flag) and the install line of the extra that its documents name."""
     if pa is None:
-        raise missing_extra("--format parquet needs pyarrow", "parquet", _MISSING)
+        raise missing_extra(f"{asked_by} needs pyarrow", extra, _MISSING)
 
 
 def schema(options: QueryOptions) -> Any:
@@ -244,7 +250,7 @@ class PartFiles:
     (OUT.partial).  Each process that searches keeps one, with its index's vocabulary."""
 
     def __init__(self, directory: str | os.PathLike[str], options: QueryOptions) -> None:
-        require_pyarrow()
+        require_pyarrow(FORMAT_FLAG, "parquet")
         keep_memory_small()
         self.directory = Path(directory)
         self.options = options

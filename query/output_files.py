@@ -541,15 +541,27 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
         return PartialOutput(output_path, run_record, source, warn, parts, workers, blocks)
     if output_path is None:
         return StreamOutput(stdout, "<stdout>")
-    try:
-        mode = os.stat(output_path).st_mode
-    except FileNotFoundError:
-        mode = stat.S_IFREG
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+    if published_whole(output_path, dataset=False):
         file = ByteFile(f"{output_path}{PARTIAL_SUFFIX}", compress)
         return PartialOutput(output_path, run_record, source, warn, file, workers)
     with errors_named(str(output_path)):
         return StreamOutput(open(output_path, "wb"), str(output_path), owned=True)
+
+
+def published_whole(output_path: Path, dataset: bool) -> bool:
+    """Whether ``-o OUT`` is written as OUT.partial and published whole at the end (and so
+    has one writer at a time: :mod:`fastsubs.query.output_lock`): a dataset, a regular file
+    or a name not yet taken (a directory too, which the text formats then refuse); not
+    stdout, nor a device or a pipe given as ``-o``, which take the output as it comes."""
+    if output_path is None:
+        return False
+    if dataset:
+        return True
+    try:
+        mode = os.stat(output_path).st_mode
+    except FileNotFoundError:
+        return True
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
 
 
 @contextmanager

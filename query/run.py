@@ -35,8 +35,10 @@ from fastsubs.query.output_files import (
     PartialOutput,
     StreamOutput,
     destination,
+    published_whole,
     refuse_the_input_as_output,
 )
+from fastsubs.query.output_lock import output_locked
 from fastsubs.query.progress import Progress
 from fastsubs.query.provenance import run_record
 from fastsubs.query.reading import END, ReadingThread
@@ -201,6 +203,10 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
     source = str(input_path) if input_path is not None else "<stdin>"
     totals = SearchStats()
     with ExitStack() as stack:
+        # One run writes OUT at a time, from before anything is read or forked to after it is
+        # published (or left for --resume), workers stopped first.
+        if output_path is not None and published_whole(output_path, dataset):
+            stack.enter_context(output_locked(output_path, warn))
         # This process opens the index once and keeps it for the whole run (the check, the
         # run's record, the search), after forking its workers, which open their own: an
         # LMDB environment must not cross a fork.  The workers run until they are waited

@@ -27,6 +27,7 @@ import fastsubs
 from conftest import BIN, TEST_DATA, children, demo_text, run_cli
 from fastsubs.pipeline.lines import CHUNK_LINES, TAIL_LINES
 from fastsubs.query.output_files import PARTIAL_SUFFIX, STATE_SUFFIX
+from fastsubs.query.output_lock import LOCK_SUFFIX
 
 QUERY = "fastsubs-query"
 COMPRESSORS = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}
@@ -40,6 +41,15 @@ def partial(out: Path) -> Path:
 def recorded_lines(out: Path) -> int:
     """Input lines whose output the record of an interrupted run says is kept."""
     return json.loads(Path(f"{out}{STATE_SUFFIX}").read_bytes())["resume"]["lines"]
+
+
+def same_output(out: Path, expected: Path) -> bool:
+    """Whether OUT holds the bytes of ``expected``: a file's, or a dataset's part files."""
+    if not expected.is_dir():
+        return out.read_bytes() == expected.read_bytes()
+    names = sorted(os.listdir(expected))
+    return sorted(os.listdir(out)) == names and all((out / name).read_bytes() == (expected / name).read_bytes()
+                                                    for name in names)
 
 
 def stats_positions(stderr: bytes) -> int:
@@ -511,3 +521,51 @@ def test_a_part_stopped_mid_search_leaves_no_temporary_file(demo_index: Path, tm
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 143 and "terminated" in one_line(stderr)
     assert partial(out).is_dir() and os.listdir(partial(out)) == []
+
+
+# --- one writer per output ------------------------------------------------------------------
+
+def holding(process: subprocess.Popen, out: Path) -> None:
+    """Wait until ``process`` holds OUT: its lock file names it, and it has recorded its start."""
+    lock = Path(f"{out}{LOCK_SUFFIX}")
+    deadline = time.monotonic() + 120
+    while not (lock.exists() and lock.read_text().startswith(f"{process.pid} ")
+               and Path(f"{out}{STATE_SUFFIX}").exists()):
+        assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the run never took its output"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("resume", [False, True], ids=["anew", "resume"])
+@pytest.mark.parametrize("name, args", [("subs.txt.gz", []), ("subs", ["-f", "parquet"])], ids=["gz", "parquet"])
+def test_a_second_run_on_an_output_being_written_refuses_in_one_line(demo_index: Path, corpus: Path, tmp_path: Path,
+                                                                     name: str, args: list[str], resume: bool) -> None:
+    """A run that writes OUT (its input still coming) holds it: a second run of the same
+    command, with --resume or not (a scheduler's retry, a second terminal), refuses at once
+    in one line naming OUT and the first run's pid, and touches nothing; the first run then
+    ends with the output of an uninterrupted run."""
+    expected = tmp_path / f"expected-{name}"
+    run_cli(QUERY, demo_index, "-n", "3", *args, "-i", corpus, "-o", expected)
+    out = tmp_path / name
+    again = ["--resume"] if resume else []
+    first = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "3", *args, "-o", str(out), *again],
+                             stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert first.stdin is not None
+    lines = corpus.read_bytes().splitlines(keepends=True)
+    try:
+        first.stdin.write(b"".join(lines[:200]))
+        first.stdin.flush()
+        holding(first, out)
+        second = run_cli(QUERY, demo_index, "-n", "3", *args, "-i", corpus, "-o", out, *again, check=False)
+        assert second.returncode == 1
+        assert one_line(second.stderr) == (f"fastsubs-query: error: {out}: cannot write the output (another "
+                                           f"fastsubs-query, pid {first.pid}, is writing it: wait for that run to "
+                                           "end, or stop it)")
+        first.stdin.write(b"".join(lines[200:]))
+    finally:
+        first.stdin.close()
+        stderr = first.stderr.read()  # type: ignore[union-attr]
+        first.wait(timeout=300)
+    assert first.returncode == 0, stderr.decode()
+    assert same_output(out, expected)
+    assert not Path(f"{out}{LOCK_SUFFIX}").exists()  # a run that ends removes its lock file

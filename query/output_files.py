@@ -56,6 +56,8 @@ from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
 #: Appended to OUT for the file being written, and for the record of how far it got.
 PARTIAL_SUFFIX = ".partial"
 STATE_SUFFIX = ".partial.json"
+#: Appended to a dataset's OUT for the earlier dataset it replaces, while it is removed.
+REPLACED_SUFFIX = ".replaced"
 STATE_FORMAT = "fastsubs-partial-output"
 STATE_VERSION = 3
 #: Progress is recorded at most this often (each record costs a few fsyncs).
@@ -181,9 +183,12 @@ class PartialOutput:
         return state
 
     def _resume_step(self) -> int:
-        """What a recorded count of lines is a multiple of: a block's lines (a dataset's
-        record also stops after each part of its tail)."""
-        return self.blocks.tail_chunk_lines if self.sink.kind == PartDirectory.kind else self.blocks.lines
+        """What a recorded count of lines is a multiple of: a block's lines.  A dataset's
+        record stops after each part, the input's last too, of whatever size the end of the
+        input made it (a run killed between that record and the publish is resumed with
+        nothing left to search): its parts, each checked in turn (:meth:`PartDirectory.reopen`),
+        stand for its count."""
+        return 1 if self.sink.kind == PartDirectory.kind else self.blocks.lines
 
     def _continue(self, state: dict[str, Any], done_lines: Callable[[int], Iterable[Line]]) -> None:
         self._check_identity(state["run"])
@@ -199,8 +204,7 @@ class PartialOutput:
             raise ResumeError(f"{self.partial} holds the output of {lines:,} input lines, but {self.source} "
                               f"has only {read:,}: it belongs to another input; run without --resume to start over")
         if digest.hexdigest() != point["input_sha256"]:
-            raise ResumeError(f"{self.partial} belongs to another input: the first {lines:,} lines of "
-                              f"{self.source} are not those it was made from; run without --resume to start over")
+            raise ResumeError(f"{self._not_its_input(lines)}; run without --resume to start over")
         try:
             self.sink.reopen(point["output"], lines)
         except (_Damaged, KeyError, TypeError, ValueError) as error:
@@ -210,6 +214,15 @@ class PartialOutput:
         self._digest = digest
         self._boundary = (lines, self.sink.mark(), digest.copy())
         self._commit()
+
+    def _not_its_input(self, lines: int) -> str:
+        """Why the first ``lines`` lines of the input are not those the record names: the
+        input is another, or the record was changed (which of the two, a SHA-256 cannot
+        say, but for a record of no lines: every input starts with those)."""
+        if not lines:
+            return f"{self.partial} is damaged: its record says no input line is done, but not with the SHA-256 of none"
+        return (f"{self.partial} belongs to another input, or its record was changed: the first {lines:,} lines of "
+                f"{self.source} are not those it records")
 
     def _check_identity(self, recorded: dict[str, Any]) -> None:
         for part, what in (("index", "another index (another model)"), ("options", "other options"),
@@ -460,13 +473,15 @@ class PartDirectory:
         self._writing = False
 
     def publish(self, target: Path) -> None:
-        """OUT.partial becomes OUT; an earlier dataset there is moved aside first, then removed."""
-        replaced = None
+        """OUT.partial becomes OUT; an earlier dataset there is moved aside to OUT.replaced
+        first, then removed (one left by a run killed meanwhile goes first: OUT has one
+        writer at a time, so nothing else uses that name)."""
+        replaced = f"{target}{REPLACED_SUFFIX}"
+        shutil.rmtree(replaced, ignore_errors=True)
         if os.path.isdir(target):
-            replaced = f"{target}.replaced-{os.getpid()}"
             os.rename(target, replaced)
         os.rename(self.path, target)
-        if replaced is not None:
+        if os.path.isdir(replaced):
             shutil.rmtree(replaced)
 
     def is_open(self) -> bool:

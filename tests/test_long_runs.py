@@ -569,3 +569,44 @@ def test_a_second_run_on_an_output_being_written_refuses_in_one_line(demo_index:
     assert first.returncode == 0, stderr.decode()
     assert same_output(out, expected)
     assert not Path(f"{out}{LOCK_SUFFIX}").exists()  # a run that ends removes its lock file
+
+
+# --- finishing -----------------------------------------------------------------------------
+
+def finished_writing(out: Path, expected: Path) -> bool:
+    """Whether a run has written, and for a dataset recorded, all of ``expected``'s output."""
+    if expected.is_dir():
+        state = Path(f"{out}{STATE_SUFFIX}")
+        parts = json.loads(state.read_bytes())["resume"]["output"]["parts"] if state.exists() else []
+        return sorted(name for name, *_ in parts) == sorted(os.listdir(expected))
+    return partial(out).exists() and partial(out).stat().st_size == expected.stat().st_size
+
+
+@pytest.mark.parametrize("name, args", [("subs.txt", []), ("subs.txt.gz", []), ("subs.jsonl", ["-f", "jsonl"]),
+                                        ("subs", ["-f", "parquet"])], ids=["text", "gz", "jsonl", "parquet"])
+def test_a_run_killed_as_it_publishes_is_finished_by_resume(demo_index: Path, corpus: Path, tmp_path: Path,
+                                                            name: str, args: list[str]) -> None:
+    """SIGKILL after the run has written (a dataset: recorded) the output of its last line,
+    before OUT is published: --resume publishes the uninterrupted run's output.  The run is
+    held in that stretch by a FIFO where it writes OUT.json (opening one waits for a reader),
+    so the kill lands there, wherever in it."""
+    expected = tmp_path / f"expected-{name}"
+    run_cli(QUERY, demo_index, "-n", "3", *args, "-i", corpus, "-o", expected)
+    out = tmp_path / name
+    provenance = Path(f"{out}.json.tmp")
+    os.mkfifo(provenance)
+    process = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "3", *args, "-i", str(corpus), "-o", str(out)],
+                               stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not finished_writing(out, expected):
+            assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the run never wrote its whole output"
+            time.sleep(0.02)
+    finally:
+        process.kill()
+        process.communicate()
+    assert not out.exists()
+    provenance.unlink()
+    run_cli(QUERY, demo_index, "-n", "3", *args, "-i", corpus, "-o", out, "--resume")
+    assert same_output(out, expected)

@@ -24,7 +24,7 @@ import pytest
 
 from conftest import BIN, run_cli
 from fastsubs.query.output_files import PARTIAL_SUFFIX, STATE_SUFFIX
-from test_long_runs import one_line
+from test_long_runs import one_line, same_output
 
 QUERY = "fastsubs-query"
 SENTENCES = [b"the cat sat", b"cat the dog", b"the dog sat on the cat"]
@@ -74,11 +74,7 @@ def resumed_or_refused(index: Path, source: Path, out: Path, args: list[str], ex
     """Resume; either refused in one line with nothing published, or exactly the expected output."""
     result = run_cli(QUERY, index, "-t", *args, "-i", source, "-o", out, "--resume", check=False)
     if result.returncode == 0:
-        if expected.is_dir():
-            assert sorted(os.listdir(out)) == sorted(os.listdir(expected))
-            assert all((out / name).read_bytes() == (expected / name).read_bytes() for name in os.listdir(expected))
-        else:
-            assert out.read_bytes() == expected.read_bytes()
+        assert same_output(out, expected)
         return "correct"
     assert result.returncode == 1 and not out.exists()
     line = one_line(result.stderr)
@@ -105,7 +101,9 @@ FILE_DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
                        "SHA-256 differs"),
     "sha256-missing": (lambda out: edit_state(out, lambda point: point["output"].pop("sha256")), "damaged"),
     "lines-lowered": (lambda out: edit_state(out, lambda point: point.update(lines=point["lines"] - 32)),
-                      "another input"),
+                      "belongs to another input, or its record was changed: the first"),
+    "lines-zeroed": (lambda out: edit_state(out, lambda point: point.update(lines=0)),
+                     "is damaged: its record says no input line is done"),
     "kind-changed": (lambda out: edit_state(out, lambda point: point["output"].update(kind="dataset")),
                      "cannot read the record"),
 }

@@ -610,3 +610,40 @@ def test_a_run_killed_as_it_publishes_is_finished_by_resume(demo_index: Path, co
     provenance.unlink()
     run_cli(QUERY, demo_index, "-n", "3", *args, "-i", corpus, "-o", out, "--resume")
     assert same_output(out, expected)
+
+
+# --- stops --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("args", [[], ["-f", "parquet"]], ids=["text", "parquet"])
+def test_a_run_stopped_while_its_input_pipe_is_open_exits_with_its_signal(tiny_index: Path, tmp_path: Path,
+                                                                         sig: signal.Signals, args: list[str]) -> None:
+    """--workers 2, its input written and the pipe left open: the thread that reads it waits
+    for more.  Stopped then, the run exits 143 (130) with its one line, three times out of
+    three: the reading thread is stopped and waited for (a daemon still holding stdin's lock
+    as Python shut down made it abort with 134)."""
+    data = b"the cat sat on the mat\na dog barks\n" * 2600  # past a dataset's first part and its tail
+    for attempt in range(3):
+        out = tmp_path / f"subs-{attempt}"
+        process = subprocess.Popen([str(BIN / QUERY), str(tiny_index), "-n", "3", "--workers", "2", *args,
+                                    "-o", str(out)], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert process.stdin is not None and process.stderr is not None
+        try:
+            process.stdin.write(data)
+            process.stdin.flush()
+            deadline = time.monotonic() + 120
+            while not written(out):  # the input read (the first chunk's output comes after it is)
+                assert process.poll() is None, process.stderr.read().decode()
+                assert time.monotonic() < deadline, "the run never wrote"
+                time.sleep(0.02)
+            process.send_signal(sig)
+            status = process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.stdin.close()
+        stderr = process.stderr.read()
+        process.stderr.close()
+        code, word = STOPPED[sig]
+        assert status == code, stderr.decode()
+        assert one_line(stderr).startswith(f"fastsubs-query: {word}")

@@ -27,7 +27,7 @@ from fastsubs.options import QueryOptions, missing_word_warning
 from fastsubs.pipeline.chunks import ChunkResult, process_chunk
 from fastsubs.pipeline.formats import input_blocks
 from fastsubs.pipeline.lines import Chunk, InputLines
-from fastsubs.pipeline.long_lines import PIECE_BYTES, LongLine, SpillDirectory
+from fastsubs.pipeline.long_lines import PIECE_BYTES, LongLine, SpillDirectory, remove_abandoned
 from fastsubs.pipeline.processes import signals_held, usable_cores
 from fastsubs.pipeline.textio import Compressor, compressor
 from fastsubs.query.output_files import (
@@ -221,7 +221,9 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
         stream, raw = open_input(input_path)
         stack.enter_context(raw)
         stack.enter_context(stream)
-        # where long plain lines are kept while they are searched (-t records are read whole)
+        # where long plain lines are kept while they are searched (-t records are read whole), and
+        # what runs killed left there goes
+        remove_abandoned()
         spill = None if options.targets else SpillDirectory(stack)
         lines = InputLines(stream, source, blocks, spill=spill)
         out = destination(output_path, record, source, warn, sys.stdout.buffer, compress, workers,

@@ -21,7 +21,8 @@ import pytest
 
 from conftest import BIN, demo_text
 from fastsubs.pipeline import long_lines
-from fastsubs.pipeline.long_lines import LongLine, windows
+from fastsubs.pipeline.long_lines import SPILL_PREFIX, LongLine, windows
+from test_long_runs import one_line
 
 QUERY = str(BIN / "fastsubs-query")
 WINDOWED = {"FASTSUBS_LONG_LINE_BYTES": "2000", "FASTSUBS_WINDOW_POSITIONS": "64"}
@@ -220,3 +221,64 @@ def test_a_long_lines_files_are_removed_once_its_chunk_is_written(demo_index: Pa
     finally:
         process.communicate(timeout=60)  # closes the input: the run ends
     assert process.returncode == 0
+
+
+def test_a_temporary_directory_left_by_a_killed_run_is_removed_by_the_next_run(demo_index: Path,
+                                                                               tmp_path: Path) -> None:
+    """SIGKILL, which no cleanup survives, leaves a run's temporary directory (its long line
+    in it); the next run, whatever its input, removes it, its run being gone, and leaves
+    that of a run still going (which holds its lock), which goes when that run ends."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch), **WINDOWED}
+    line = b" ".join(demo_text(200).split()[:600]) + b"\n"
+
+    def in_a_long_line() -> tuple[subprocess.Popen, Path]:
+        """A run that holds a long line and waits for more input, and its directory."""
+        process = subprocess.Popen([QUERY, str(demo_index), "-n", "2"], stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, env=env)
+        assert process.stdin is not None
+        process.stdin.write(line)
+        process.stdin.flush()
+        deadline = time.monotonic() + 120
+        while not (held := list(scratch.glob(f"{SPILL_PREFIX}{process.pid}-*/*.line"))):
+            assert process.poll() is None and time.monotonic() < deadline, "the line was never kept"
+            time.sleep(0.02)
+        return process, held[0].parent
+
+    killed, left = in_a_long_line()
+    going, kept = in_a_long_line()
+    try:
+        killed.kill()
+        killed.wait()
+        assert left.exists()
+        subprocess.run([QUERY, str(demo_index), "-n", "2"], input=b"the cat\n", env=env, check=True,
+                       capture_output=True, timeout=300)
+        assert not left.exists() and kept.exists()
+    finally:
+        for process in (killed, going):
+            process.stdin.close()  # type: ignore[union-attr]
+            process.wait(timeout=300)
+    assert going.returncode == 0 and list(scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("what, size", [("line", 300_000), ("output", 20_000)])
+def test_a_full_temporary_directory_is_one_line_that_says_to_set_tmpdir(demo_index: Path, small_disk: Path,
+                                                                        tmp_path: Path, what: str, size: int,
+                                                                        workers: str) -> None:
+    """$TMPDIR a 192 KiB disk: a long line that does not fit there (or whose output does not:
+    a worker writes it), and the run stops with one line that names the run's temporary
+    directory and says to set TMPDIR (not a read error of the input, nor an error naming no
+    file), and leaves nothing there."""
+    words = demo_text(1500).split()
+    line = b" ".join(words * (size // len(b" ".join(words)) + 1))[:size].rsplit(b" ", 1)[0]
+    (tmp_path / "in.txt").write_bytes(demo_text(3) + line + b"\n")
+    result = subprocess.run([QUERY, str(demo_index), "-n", "100", "-i", str(tmp_path / "in.txt"), "-o",
+                             str(tmp_path / "subs.txt"), "--workers", workers], capture_output=True, timeout=300,
+                            env={**os.environ, "TMPDIR": str(small_disk), **WINDOWED})
+    assert result.returncode == 1
+    message = one_line(result.stderr)
+    assert message.startswith(f"fastsubs-query: error: {small_disk}/{SPILL_PREFIX}") and "set TMPDIR" in message
+    assert "No space left on device" in message
+    assert list(small_disk.iterdir()) == []

@@ -14,7 +14,6 @@ import json
 import lzma
 import os
 import random
-import shutil
 import signal
 import subprocess
 import threading
@@ -385,20 +384,6 @@ def test_a_full_stdout_names_it(tiny_index: Path) -> None:
     assert result.returncode == 1
     message = one_line(result.stderr)
     assert "<stdout>" in message and "No space left" in message
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path):
-    """A 192 KiB tmpfs, where one can be mounted (root with CAP_SYS_ADMIN)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if shutil.which("mount") is None or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(mount)], capture_output=True).returncode:
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 @pytest.mark.parametrize("name", ["subs.txt", "subs.txt.gz"])

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from functools import partial
 from itertools import takewhile
 from typing import TYPE_CHECKING, BinaryIO
 
 from fastsubs.core import Core
-from fastsubs.errors import QueryInputError
+from fastsubs.errors import QueryInputError, temporary_errors_named
 from fastsubs.options import QueryOptions
 from fastsubs.pipeline.formats import render_lines
 from fastsubs.pipeline.lines import Chunk
@@ -51,7 +52,9 @@ class ChunkResult:
 
 class ChunkSink:
     """A chunk's output as it is made: in memory, or once ``spill`` is called (the chunk holds
-    a long line) in a file next to that line's, compressed as it goes by ``compress``."""
+    a long line) in a file next to that line's, compressed as it goes by ``compress``.  A
+    failure to write that file (a full $TMPDIR) is a TemporaryFileError naming its
+    directory, not an error of the output."""
 
     def __init__(self, compress: Compressor | None) -> None:
         self.compress = compress
@@ -64,7 +67,8 @@ class ChunkSink:
     def spill(self, directory: str) -> None:
         if self._file is not None:
             return
-        handle, self.path = tempfile.mkstemp(dir=directory, suffix=".out")
+        with temporary_errors_named(directory):
+            handle, self.path = tempfile.mkstemp(dir=directory, suffix=".out")
         self._file = open(handle, "wb")
         self._member = self.compress.stream() if self.compress is not None else None
         for piece in self.pieces:
@@ -76,22 +80,28 @@ class ChunkSink:
         if self._file is None:
             self.pieces.append(data)
         else:
-            self._file.write(self._member.compress(data) if self._member is not None else data)
+            with self._errors_named():
+                self._file.write(self._member.compress(data) if self._member is not None else data)
 
     def close(self) -> bytes:
         """The output kept in memory (b"" when it is in the file at ``path``)."""
         if self._file is None:
             data = b"".join(self.pieces)
             return self.compress(data) if self.compress is not None and data else data
-        if self._member is not None and not self._empty:  # no data, no member (as in memory)
-            self._file.write(self._member.flush())
-        self._file.close()
+        with self._errors_named():
+            if self._member is not None and not self._empty:  # no data, no member (as in memory)
+                self._file.write(self._member.flush())
+            self._file.close()
         return b""
 
     def abandon(self) -> None:
         if self._file is not None:
-            self._file.close()
+            with suppress(OSError):  # what it could not write (a full disk) is dropped
+                self._file.close()
             os.unlink(self.path)  # type: ignore[arg-type]
+
+    def _errors_named(self) -> AbstractContextManager[None]:
+        return temporary_errors_named(os.path.dirname(self.path or ""))
 
 
 def process_chunk(index: Core, chunk: Chunk, options: QueryOptions, source: str,

@@ -16,13 +16,16 @@ A -t record is read whole: it names one target, whose search needs its whole tex
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
-from tempfile import TemporaryDirectory
 from typing import BinaryIO
+
+from fastsubs.errors import temporary_errors_named
 
 #: A plain line longer than this is read into a file and searched in windows.  The
 #: environment variable lets the tests make long lines of a few thousand bytes.
@@ -33,6 +36,8 @@ WINDOW_POSITIONS = int(os.environ.get("FASTSUBS_WINDOW_POSITIONS", 512))
 #: Bytes read or written at once when a long line or its output is copied (a piece of a
 #: line is some 50,000 tokens, some 3 MB as Python bytes objects).
 PIECE_BYTES = 1 << 18
+#: The start of the name of a run's temporary directory in $TMPDIR; the pid of its run follows.
+SPILL_PREFIX = "fastsubs-lines-"
 
 _MARKERS = (b"<s>", b"</s>")
 
@@ -65,8 +70,11 @@ def line_pieces(line: Line) -> Iterator[bytes]:
 
 
 class SpillDirectory:
-    """Where a run keeps its long lines: a temporary directory made when the first is met
-    (a run without one, even one killed, leaves nothing behind), removed with ``stack``."""
+    """Where a run keeps its long lines: a temporary directory in ``$TMPDIR`` made when the
+    first is met (a run without one, even one killed, leaves nothing behind), removed with
+    ``stack`` however the run ends.  Only SIGKILL (or a power loss) leaves one: its name holds
+    the pid of its run, which holds a lock on it while it runs, and the next run removes it
+    once both are gone (:func:`remove_abandoned`)."""
 
     def __init__(self, stack: ExitStack) -> None:
         self._stack = stack
@@ -74,23 +82,86 @@ class SpillDirectory:
 
     def __call__(self) -> str:
         if self._path is None:
-            self._path = self._stack.enter_context(TemporaryDirectory(prefix="fastsubs-lines-"))
+            self._path = self._stack.enter_context(_held_directory())
         return self._path
+
+
+@contextmanager
+def _held_directory() -> Iterator[str]:
+    """A new temporary directory, locked (``flock``, which its run's end drops however it
+    ends) for as long as the block runs, then removed."""
+    parent = tempfile.gettempdir()
+    with temporary_errors_named(parent):
+        path = tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-")
+    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with suppress(OSError):  # a file system without flock: the pid alone keeps it from other runs
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        os.close(descriptor)
+
+
+def remove_abandoned() -> None:
+    """Removes from ``$TMPDIR`` the temporary directories of runs killed by SIGKILL: those
+    whose run's pid is gone and whose lock is free (a run on another machine that shares
+    the directory holds its lock; one that has just made its directory has its pid)."""
+    try:
+        entries = list(os.scandir(tempfile.gettempdir()))
+    except OSError:
+        return  # no $TMPDIR to look in: nothing to remove
+    for entry in entries:
+        pid = entry.name.removeprefix(SPILL_PREFIX).split("-")[0]
+        if entry.name.startswith(SPILL_PREFIX) and pid.isdigit() and not _running(int(pid)):
+            _remove_unless_held(entry.path)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's
+        return True
+    return True
+
+
+def _remove_unless_held(path: str) -> None:
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return  # not a directory, or gone
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        shutil.rmtree(path, ignore_errors=True)
+    except OSError:
+        pass  # held: its run is alive
+    finally:
+        os.close(descriptor)
 
 
 def spill(start: bytes, stream: BinaryIO, directory: str) -> LongLine:
     """The line that begins with ``start`` (a full LONG_LINE_BYTES read from ``stream``, no
     newline yet) read to its end into a new file in ``directory``."""
-    handle, path = tempfile.mkstemp(dir=directory, suffix=".line")
+    with temporary_errors_named(directory):
+        handle, path = tempfile.mkstemp(dir=directory, suffix=".line")
+    copy = open(handle, "wb")
     size = 0
-    with open(handle, "wb") as copy:
+    try:
         piece = start
         while piece:
-            copy.write(piece)
+            with temporary_errors_named(directory):  # not the reading: an input's errors are its own
+                copy.write(piece)
             size += len(piece)
             if piece.endswith(b"\n"):
                 break
             piece = stream.readline(PIECE_BYTES)
+        with temporary_errors_named(directory):
+            copy.close()
+    finally:
+        with suppress(OSError):
+            copy.close()  # after a failed write (the run stops), what it holds is dropped
     return LongLine(path, size)
 
 

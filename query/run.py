@@ -221,10 +221,9 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
         stream, raw = open_input(input_path)
         stack.enter_context(raw)
         stack.enter_context(stream)
-        # where long plain lines are kept while they are searched (-t records are read whole), and
-        # what runs killed left there goes
+        # where long lines are kept while they are searched (and what runs killed left there goes)
         remove_abandoned()
-        spill = None if options.targets else SpillDirectory(stack)
+        spill = SpillDirectory(stack)
         lines = InputLines(stream, source, blocks, spill=spill)
         out = destination(output_path, record, source, warn, sys.stdout.buffer, compress, workers,
                           blocks if dataset else None)

@@ -121,12 +121,81 @@ def test_a_long_lines_parquet_rows_are_the_whole_lines(demo_index: Path, tmp_pat
     assert sum(size >= LONG_LINE_ROW_GROUP_ROWS for size in sizes) == 2, sizes
 
 
-def test_a_long_target_record_is_read_whole(demo_index: Path, tmp_path: Path) -> None:
-    """A -t record names one target, whose search reads its text anyway: read whole, the same."""
+def long_records() -> bytes:
+    """-t records of 1,000 tokens (some 6,000 bytes each), their targets at the text's start,
+    inside, at its last token and its </s>, with <s> and </s> tokens and a CR in the text;
+    bad ones: an index past the text, negative, not a number, a record of two fields; an
+    index with spaces and an underscore, a tab in the text; the last without a newline."""
     text = b" ".join(demo_text(200).split()[:1000])
-    (tmp_path / "in.txt").write_bytes(b"r1\t1\t3\t" + text + b"\nr2\t2\t999\t" + text + b"\nr3\t3\t1000\t" + text)
-    whole = query(demo_index, ["-n", "5", "-t"], tmp_path)
-    assert whole.count(b"\n") == 6 and query(demo_index, ["-n", "5", "-t"], tmp_path, WINDOWED) == whole
+    marked = text.replace(b" ", b" <s> ", 2).replace(b" ", b" </s>\t", 1)
+    return b"".join([b"r1\t1\t0\t" + text + b"\n", b"r2\t2\t3\t" + marked + b"\n", b"r3\t3\t500\t" + text + b"\r\n",
+                     b"r4\t4\t999\t" + text + b"\n", b"r5\t5\t1000\t" + text + b"\n", b"r6\t6\t1001\t" + text + b"\n",
+                     b"r7\t7\t-1\t" + text + b"\n", b"r8\t8\tx5\t" + text + b"\n", b"r9 of two fields\t" + text + b"\n",
+                     b"r10\t10\t 1_0 \t\t" + text + b" \t\n", b"r11\t11\t998\t" + text])
+
+
+@pytest.mark.parametrize("args", [["-t"], ["-t", "--format", "jsonl"], ["-t", "--sample", "3", "--seed", "7"],
+                                  ["-t", "-o", "subs.txt.gz", "--compress-level", "9"],
+                                  ["-t", "--format", "parquet", "-o", "subs"], ["-t", "--workers", "2"]],
+                         ids=["text", "jsonl", "sample", "gz", "parquet", "workers-2"])
+def test_a_long_target_record_in_a_window_gives_the_whole_records_output(demo_index: Path, tmp_path: Path,
+                                                                         args: list[str]) -> None:
+    """A -t record names one target: held whole or as the window of its text around it, the
+    same output, the same warnings for the bad records (their token count included), the
+    record's own line copied whole in the original's format."""
+    (tmp_path / "in.txt").write_bytes(long_records())
+    args = [arg if arg not in ("subs.txt.gz", "subs") else str(tmp_path / arg) for arg in args]
+
+    def run(env: dict[str, str] | None) -> tuple[bytes, bytes, list[dict]]:
+        scratch = tmp_path / "tmp"
+        scratch.mkdir(exist_ok=True)
+        result = subprocess.run([QUERY, str(demo_index), "-n", "5", "--skip-bad-records", "-i",
+                                 str(tmp_path / "in.txt"), *args], capture_output=True,
+                                env={**os.environ, "TMPDIR": str(scratch), **(env or {})},
+                                timeout=300)
+        assert result.returncode == 0, result.stderr.decode()
+        assert list(scratch.iterdir()) == []
+        if "parquet" in args:
+            rows = pytest.importorskip("pyarrow.parquet").read_table(tmp_path / "subs").to_pylist()
+            return result.stdout, result.stderr, rows
+        written = (tmp_path / "subs.txt.gz").read_bytes() if "-o" in args else b""
+        return result.stdout + written, result.stderr, []
+
+    whole = run(None)
+    assert whole[1].count(b"warning: skipped") == 4 and (whole[0] or whole[2])
+    assert run(WINDOWED) == whole
+
+
+def forty_megabyte_record(path: Path) -> None:
+    """One -t record of 40 MB (some 7.5M demo words), its target in the middle, then a short one."""
+    sentence = b" ".join(demo_text(1500).split())
+    text = b" ".join([sentence] * (40_000_000 // (len(sentence) + 1) + 1))[:40_000_000].rsplit(b" ", 1)[0]
+    path.write_bytes(b"r1\t1\t%d\t%s\nr2\t2\t1\tthe cat sat\n" % (text.count(b" ") // 2, text))
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_signal_is_acted_on_within_a_long_target_record(demo_index: Path, tmp_path: Path, workers: str) -> None:
+    """A 40 MB -t record (the default threshold): a stop signal sent while it is copied,
+    scanned or its line written ends the run within a second, not after the whole record
+    was read (which took seconds when it was held whole); its files go with the run."""
+    source, scratch, out = tmp_path / "records.tsv", tmp_path / "tmp", tmp_path / "subs.txt"
+    forty_megabyte_record(source)
+    scratch.mkdir()
+    process = subprocess.Popen([QUERY, str(demo_index), "-t", "-n", "100", "-i", str(source), "-o", str(out),
+                                "--workers", workers], stderr=subprocess.PIPE,
+                               env={**os.environ, "TMPDIR": str(scratch)})
+    deadline = time.monotonic() + 120
+    while not any(scratch.rglob("*.line")):  # the record is being kept in its file
+        assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the record was never kept in a file"
+        time.sleep(0.01)
+    sent = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    took = time.monotonic() - sent
+    assert process.returncode == 143 and b"terminated" in stderr, stderr.decode()
+    assert took < 1.0, f"acted on {took:.2f} s after the signal"
+    assert list(scratch.iterdir()) == [] and not out.exists()
 
 
 def test_a_run_stopped_in_a_long_line_resumes_to_the_uninterrupted_bytes(demo_index: Path, tmp_path: Path) -> None:
@@ -158,6 +227,23 @@ def test_a_run_stopped_in_a_long_line_resumes_to_the_uninterrupted_bytes(demo_in
 #: from the test's own keeps the test's memory as its high-water mark, this small one's not.
 PEAK_RSS = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+
+
+@pytest.mark.slow
+def test_a_40_mb_target_record_takes_under_100_mib(demo_index: Path, tmp_path: Path) -> None:
+    """One 40 MB -t record (some 7.5M words): the process's peak resident memory stays under
+    100 MiB (it took some 240 MiB held whole), and its output is the whole record's: its
+    line, then its target's substitutes."""
+    forty_megabyte_record(tmp_path / "records.tsv")
+    result = subprocess.run([sys.executable, "-c", PEAK_RSS, QUERY, str(demo_index), "-t", "-n", "10", "-i",
+                             str(tmp_path / "records.tsv"), "-o", str(tmp_path / "subs.txt")],
+                            capture_output=True, timeout=1800)
+    assert result.returncode == 0, result.stderr.decode()
+    peak = int(result.stdout)
+    assert peak < 100 * 1024, f"peak RSS {peak / 1024:.0f} MiB"
+    with open(tmp_path / "records.tsv", "rb") as records, open(tmp_path / "subs.txt", "rb") as output:
+        assert output.readline() == records.readline()
+        assert output.readline().count(b"\t") == 9  # its 10 substitutes
 
 
 @pytest.mark.slow

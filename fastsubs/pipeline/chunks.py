@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from functools import partial
 from itertools import takewhile
 from typing import TYPE_CHECKING, BinaryIO
 
-from fastsubs.core import Core
+from fastsubs.core import Core, Rendered
 from fastsubs.errors import QueryInputError, temporary_errors_named
 from fastsubs.options import QueryOptions
-from fastsubs.pipeline.formats import render_lines
+from fastsubs.pipeline.formats import render_lines, writes_records
 from fastsubs.pipeline.lines import Chunk
-from fastsubs.pipeline.long_lines import LongLine, windows
+from fastsubs.pipeline.long_lines import LongLine, record_window, windows
 from fastsubs.pipeline.textio import Compressor
 from fastsubs.stats import SearchStats
 
@@ -111,8 +112,9 @@ def process_chunk(index: Core, chunk: Chunk, options: QueryOptions, source: str,
     dataset): the process that searched a chunk also formats and compresses it, so the
     writing process only writes.  The chunk is made in one call into the C core (a part,
     in one per row group), and one more after each bad -t record, which is skipped only
-    when asked; a long line, in one per window (:mod:`fastsubs.pipeline.long_lines`), its
-    chunk's output kept in a file (``ChunkResult.spilled``).  Its stats count this
+    when asked; a long line, in one per window (:mod:`fastsubs.pipeline.long_lines`), a long
+    -t record in one, with the window of its text around its target, and the chunk's
+    output kept in a file (``ChunkResult.spilled``).  Its stats count this
     thread's searches alone: other threads may search the same index."""
     first = chunk[0][0] if chunk else 1
     lines = [line for _, line in chunk]
@@ -130,15 +132,18 @@ def process_chunk(index: Core, chunk: Chunk, options: QueryOptions, source: str,
             line = lines[done]
             if isinstance(line, LongLine):
                 sink.spill(os.path.dirname(line.path))
-                for text, window in windows(line, index.order):
-                    rendered = render_lines(index, [text], first + done, options, window)
-                    add_window(rendered.data)
-                    stats.add(rendered.stats)
-                done += 1
-                continue
-            plain = list(takewhile(lambda line: not isinstance(line, LongLine), lines[done:done + step]))
-            rendered = render_lines(index, plain, first + done, options)  # type: ignore[arg-type]
-            add(rendered.data)
+                if not options.targets:
+                    for text, window in windows(line, index.order):
+                        rendered = render_lines(index, [text], first + done, options, window)
+                        add_window(rendered.data)
+                        stats.add(rendered.stats)
+                    done += 1
+                    continue
+                rendered = _long_record(index, line, first + done, options, add)
+            else:
+                plain = list(takewhile(lambda line: not isinstance(line, LongLine), lines[done:done + step]))
+                rendered = render_lines(index, plain, first + done, options)  # type: ignore[arg-type]
+                add(rendered.data)
             stats.add(rendered.stats)
             done += rendered.done
             if rendered.problem is None:
@@ -158,3 +163,22 @@ def process_chunk(index: Core, chunk: Chunk, options: QueryOptions, source: str,
     if part is not None:
         return ChunkResult(b"", done, warnings, stats, error, part.close())
     return ChunkResult(data, done, warnings, stats, error, spilled=sink.path)
+
+
+def _long_record(index: Core, line: LongLine, number: int, options: QueryOptions,
+                 add: Callable[[bytes], None]) -> Rendered:
+    """The output of a -t record longer than LONG_LINE_BYTES, given to ``add`` in bounded
+    memory: the C core reads its fields and the window of its text around its target
+    (:func:`fastsubs.pipeline.long_lines.record_window`); where the output shows the record
+    itself, its line is copied here first, a piece at a time, with the newline that
+    kernel/chunk.c adds to a record that has none."""
+    text, window = record_window(line, index.order)
+    rendered = render_lines(index, [text], number, options, window)
+    if rendered.done and writes_records(options):
+        piece = b""
+        for piece in line.pieces():
+            add(piece)
+        if not piece.endswith(b"\n"):
+            add(b"\n")
+    add(rendered.data)
+    return rendered

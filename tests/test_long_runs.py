@@ -25,6 +25,8 @@ import pytest
 import fastsubs
 from conftest import BIN, TEST_DATA, children, demo_text, run_cli
 from fastsubs.pipeline.lines import CHUNK_LINES, TAIL_LINES
+from fastsubs.pipeline.long_lines import LONG_LINE_BYTES
+from fastsubs.pipeline.parts import PART_TEMPORARY_PREFIX
 from fastsubs.query.output_files import PARTIAL_SUFFIX, STATE_SUFFIX
 from fastsubs.query.output_lock import LOCK_SUFFIX
 
@@ -500,8 +502,12 @@ def test_a_part_stopped_mid_search_leaves_no_temporary_file(demo_index: Path, tm
     out = tmp_path / "subs"
     process = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "100", "-i", str(source), "-f", "parquet",
                                 "-o", str(out)], stderr=subprocess.PIPE)
-    time.sleep(2.0)
-    assert process.poll() is None, "the line was done before the signal: make it longer"
+    deadline = time.monotonic() + 120
+    while not (partial(out).is_dir() and any(name.startswith(PART_TEMPORARY_PREFIX)
+                                             for name in os.listdir(partial(out)))):  # the part is being written
+        assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the part was never started"
+        time.sleep(0.02)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 143 and "terminated" in one_line(stderr)
@@ -632,3 +638,33 @@ def test_a_run_stopped_while_its_input_pipe_is_open_exits_with_its_signal(tiny_i
         code, word = STOPPED[sig]
         assert status == code, stderr.decode()
         assert one_line(stderr).startswith(f"fastsubs-query: {word}")
+
+
+def test_a_signal_is_acted_on_in_the_middle_of_a_line_just_under_the_long_line_threshold(demo_index: Path,
+                                                                                        tmp_path: Path) -> None:
+    """A plain line a little shorter than LONG_LINE_BYTES is searched whole, in one call
+    into C (tens of seconds at -n 100): a stop signal sent once the chunk before it is
+    written ends the run within a second, as in a long line's windows."""
+    words = demo_text(400).split()
+    line = b" ".join(words * (LONG_LINE_BYTES // len(b" ".join(words)) + 1))[:LONG_LINE_BYTES - 1000]
+    source = tmp_path / "in.txt"
+    source.write_bytes(demo_text(4) + line.rsplit(b" ", 1)[0] + b"\n")  # 5 lines: chunks of 4, then the long one
+    process = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "100", "-i", str(source)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None
+    try:
+        ends = 0
+        while ends < 4:  # the first chunk's output is out: the line's search follows at once
+            output = process.stdout.readline()
+            assert output, process.stderr.read().decode()  # type: ignore[union-attr]
+            ends += output.startswith(b"</s>\t")
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+        took = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 143 and "terminated" in one_line(stderr)
+    assert took < 1.0, f"acted on {took:.2f} s after the signal"

@@ -112,6 +112,31 @@ def add_note(error: BaseException, note: str) -> None:
     error.__notes__ = [*getattr(error, "__notes__", ()), note]
 
 
+class TemporaryFileError(FastsubsError):
+    """A run's temporary files cannot be written (a full ``$TMPDIR``): names their directory
+    and says how to give the run another."""
+
+    def __init__(self, directory: str, reason: str) -> None:
+        self.directory = directory
+        self.reason = reason
+        super().__init__(f"{directory}: cannot write the run's temporary files ({reason}); set TMPDIR to a "
+                         "directory with room for the long lines of the input and their output")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        """(Sent whole from a worker process, which writes a long line's output there.)"""
+        return type(self), (self.directory, self.reason)
+
+
+@contextmanager
+def temporary_errors_named(directory: str) -> Iterator[None]:
+    """Turn an OSError while writing a temporary file in ``directory`` into a
+    TemporaryFileError that names it."""
+    try:
+        yield
+    except OSError as error:
+        raise TemporaryFileError(directory, error.strerror or str(error)) from None
+
+
 def missing_extra(what: str, extra: str, detail: str = "") -> FastsubsError:
     """The error for a feature whose optional dependencies (the package's ``extra``) are not
     installed, with the command that installs them: fastsubs is installed from its clone,

@@ -135,9 +135,10 @@ static void append_text(Text *t, const char *text) {
     render_text_append(t, text, strlen(text));
 }
 
-/* Reads the -t record ``line`` (its tokens into scratch->tokens): 1, 0 with what is wrong
- * in ``problem``, or -1 when out of memory. */
-static int read_record(Span line, TargetRecord *record, Scratch *scratch, Text *problem) {
+/* Reads the -t record ``line`` (its tokens into scratch->tokens), whose text has ``outside``
+ * tokens more than the line holds (a RecordWindow's): 1, 0 with what is wrong in
+ * ``problem``, or -1 when out of memory. */
+static int read_record(Span line, int64_t outside, TargetRecord *record, Scratch *scratch, Text *problem) {
     size_t len = line.len;
     while (len && (line.text[len - 1] == '\r' || line.text[len - 1] == '\n'))
         len--;
@@ -173,9 +174,9 @@ static int read_record(Span line, TargetRecord *record, Scratch *scratch, Text *
     } else {
         /* 18 digits fit an int64_t; a longer number is outside anyway */
         record->position = strlen(digits.data) <= 18 ? strtoll(digits.data, NULL, 10) : INT64_MAX;
-        if (negative || record->position > record->n_tokens) {
+        if (negative || record->position > record->n_tokens + outside) {
             snprintf(number, sizeof(number), " is outside 0 \xe2\x80\xa6 %lld for this text",
-                     (long long)record->n_tokens);
+                     (long long)(record->n_tokens + outside));
             size_t shown = strlen(digits.data);
             append_text(problem, negative ? "token index -" : "token index ");
             render_text_append(problem, digits.data, shown > QUOTED_BYTES ? QUOTED_BYTES : shown);
@@ -252,6 +253,15 @@ static void pack_columns(Text *out, Text *columns) {
 static const Span EOS = {(const uint8_t *)"</s>", 4};
 /* A line searched whole: <s> before it, </s> after it. */
 static const Window WHOLE_LINE = {0, 0, 0, 1, 1};
+/* No tokens of a record's text outside its line. */
+static const RecordWindow WHOLE_RECORD = {0, 0};
+
+/* Whether the text of ``record`` (of ``n_tokens`` tokens, ``w`` outside them) holds its
+ * target: one of its tokens, or the </s> after the whole text's last. */
+static int holds_target(const RecordWindow *w, const TargetRecord *record) {
+    int64_t at = record->position - w->before;
+    return at >= 0 && (at < record->n_tokens || (at == record->n_tokens && !w->after));
+}
 
 int64_t chunk_render_lines(Searcher *searcher, const ChunkRequest *request, const Span *lines, int64_t n,
                            int64_t first_line, Text *out, Text *problem, Failure *failure) {
@@ -275,15 +285,22 @@ int64_t chunk_render_lines(Searcher *searcher, const ChunkRequest *request, cons
         Place place = {.line = first_line + done};
         int64_t n_tokens, first, last;
         const Window *window = request->window ? request->window : &WHOLE_LINE;
+        Window record_edges;
         if (request->targets) {
+            const RecordWindow *outside = request->record_window ? request->record_window : &WHOLE_RECORD;
             TargetRecord record;
-            int read = read_record(line, &record, &scratch, problem);
+            int read = read_record(line, outside->before + outside->after, &record, &scratch, problem);
             if (read <= 0) {
                 if (read < 0)
                     common_fail(failure, FS_ENOMEM, "out of memory");
                 break;
             }
-            if (request->rendering.kind == RENDER_FIELDS) {  /* the record itself, then its fields */
+            if (!holds_target(outside, &record)) {
+                common_fail(failure, FS_EARGUMENT, "a record's window does not hold its target");
+                break;
+            }
+            if (request->rendering.kind == RENDER_FIELDS && !request->record_window) {
+                /* the record itself, then its fields */
                 render_text_append(out, line.text, line.len);
                 if (!line.len || line.text[line.len - 1] != '\n')
                     render_text_append(out, "\n", 1);
@@ -294,7 +311,9 @@ int64_t chunk_render_lines(Searcher *searcher, const ChunkRequest *request, cons
             place.id_len = record.id.len;
             place.position = record.position;
             n_tokens = record.n_tokens;
-            first = record.position + 1;
+            record_edges = (Window){0, 0, 0, outside->before == 0, outside->after == 0};
+            window = &record_edges;
+            first = window->at_start + record.position - outside->before;
             last = first + 1;
         } else {
             if ((n_tokens = tokenize(line, &scratch)) < 0) {

@@ -31,6 +31,16 @@ typedef struct {
     int at_start, at_end;
 } Window;
 
+/* A -t record too long to hold whole (fastsubs/pipeline/long_lines.py): its text field holds
+ * only the tokens around its target (the order - 1 on each side that the target's terms
+ * read, as far as the text has them), and ``before`` and ``after`` count the tokens of the
+ * whole text before and after those, so that its token count, the number of its target
+ * and the <s> and </s> around its text are those of the whole record.  Its line is not
+ * written before its fields (RENDER_FIELDS): the caller writes the whole record. */
+typedef struct {
+    int64_t before, after;
+} RecordWindow;
+
 /* How a chunk's lines are made into output. */
 typedef struct {
     SearchLimits limits;
@@ -38,6 +48,7 @@ typedef struct {
     int targets;                /* the lines are -t records */
     int eos;                    /* a sentence's closing </s> is a position too */
     const Window *window;       /* the one line is a window of a longer line; NULL: whole lines */
+    const RecordWindow *record_window;  /* the one -t record holds a window of its text; NULL: whole */
     /* Asked every CHECK_POSITIONS positions, if given: nonzero stops the work (FS_EINTERRUPTED),
      * so that a signal is acted on within a second even in the middle of a long line. */
     int (*interrupted)(void);

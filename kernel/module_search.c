@@ -433,15 +433,30 @@ PyObject *module_engine_render_chunk(EngineObject *self, PyObject *args, PyObjec
         return NULL;
     ChunkRequest request = {.targets = targets, .eos = eos, .interrupted = signal_raised};
     Window window;
+    RecordWindow record_window;
     if (window_object != Py_None) {
-        if (!PyArg_ParseTuple(window_object, "LLLpp:window", &window.first_position, &window.lead, &window.trail,
-                              &window.at_start, &window.at_end))
-            return NULL;
-        if (targets || PyList_GET_SIZE(lines) != 1 || window.first_position < 0) {
-            PyErr_SetString(PyExc_ValueError, "render_chunk: a window is of one plain line, from position 0 on");
+        if (PyList_GET_SIZE(lines) != 1) {
+            PyErr_SetString(PyExc_ValueError, "render_chunk: a window is of one line");
             return NULL;
         }
-        request.window = &window;
+        if (targets) {
+            if (!PyArg_ParseTuple(window_object, "LL:window", &record_window.before, &record_window.after))
+                return NULL;
+            if (record_window.before < 0 || record_window.after < 0) {
+                PyErr_SetString(PyExc_ValueError, "render_chunk: a record's window counts tokens from 0");
+                return NULL;
+            }
+            request.record_window = &record_window;
+        } else {
+            if (!PyArg_ParseTuple(window_object, "LLLpp:window", &window.first_position, &window.lead,
+                                  &window.trail, &window.at_start, &window.at_end))
+                return NULL;
+            if (window.first_position < 0) {
+                PyErr_SetString(PyExc_ValueError, "render_chunk: a window's positions count from 0");
+                return NULL;
+            }
+            request.window = &window;
+        }
     }
     if (rendering_args(&request.rendering, kind, 1, normalize, draws, seed) < 0)
         return NULL;

@@ -33,6 +33,8 @@ With -o OUT the output goes to OUT.partial (its progress to OUT.partial.json) an
 becomes OUT only when the whole input is done, with OUT.json beside it (what
 produced it: fastsubs version, model, options, input); an interrupted run (Ctrl-C,
 SIGTERM, kill -9, damaged input) is continued by the same command with --resume.
+One run writes OUT at a time (it locks OUT.lock): a second one refuses.  Lines over
+1 MiB are kept in $TMPDIR while they are searched.
 With --format parquet, OUT is a directory of Parquet files (a dataset that pandas,
 Dask and DuckDB read), written the same way.
 

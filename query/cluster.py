@@ -33,6 +33,7 @@ from fastsubs.pipeline.lines import numbered_chunks
 from fastsubs.pipeline.parts import publish_part
 from fastsubs.pipeline.textio import compressor, open_binary
 from fastsubs.query.output_files import PARTIAL_SUFFIX, written_atomically
+from fastsubs.query.output_lock import output_locked
 from fastsubs.stats import SearchStats
 
 #: Seconds between a task's checks, while it searches, that its run is still wanted (each
@@ -155,12 +156,21 @@ def _lock(name: str) -> Any:
 
 def _process_file(job: tuple[str, str], index_path: str, options: QueryOptions,
                   publishing: Publishing) -> SearchStats:
+    """One input file's output, written by one run at a time, as every ``-o`` is
+    (:mod:`fastsubs.query.output_lock`, on the worker that writes it), and published only
+    while its run wants it (``publishing``)."""
+    with output_locked(job[1], warn=print):  # (a note in the worker's log)
+        if options.format == "parquet":
+            return _process_file_into_a_dataset(job, index_path, options, publishing)
+        return _process_file_as_text(job, index_path, options, publishing)
+
+
+def _process_file_as_text(job: tuple[str, str], index_path: str, options: QueryOptions,
+                          publishing: Publishing) -> SearchStats:
     """One input file's output, written as fastsubs-query writes it (a compressed one in the
     same members), with a bad record an error as there; published whole, as every ``-o``
     (a task that fails leaves no file), and only while its run wants it (``publishing``:
     checked between chunks too, so that a stopped run's task stops within CHECK_INTERVAL)."""
-    if options.format == "parquet":
-        return _process_file_into_a_dataset(job, index_path, options, publishing)
     source, target = job
     totals = SearchStats()
     compress = compressor(target)

@@ -57,6 +57,8 @@ from fastsubs.query.provenance import SUFFIX as PROVENANCE_SUFFIX
 #: Appended to OUT for the file being written, and for the record of how far it got.
 PARTIAL_SUFFIX = ".partial"
 STATE_SUFFIX = ".partial.json"
+#: Appended to a dataset's OUT for the earlier dataset it replaces, while it is removed.
+REPLACED_SUFFIX = ".replaced"
 STATE_FORMAT = "fastsubs-partial-output"
 STATE_VERSION = 3
 #: Progress is recorded at most this often (each record costs a few fsyncs).
@@ -182,9 +184,12 @@ class PartialOutput:
         return state
 
     def _resume_step(self) -> int:
-        """What a recorded count of lines is a multiple of: a block's lines (a dataset's
-        record also stops after each part of its tail)."""
-        return self.blocks.tail_chunk_lines if self.sink.kind == PartDirectory.kind else self.blocks.lines
+        """What a recorded count of lines is a multiple of: a block's lines.  A dataset's
+        record stops after each part, the input's last too, of whatever size the end of the
+        input made it (a run killed between that record and the publish is resumed with
+        nothing left to search): its parts, each checked in turn (:meth:`PartDirectory.reopen`),
+        stand for its count."""
+        return 1 if self.sink.kind == PartDirectory.kind else self.blocks.lines
 
     def _continue(self, state: dict[str, Any], done_lines: Callable[[int], Iterable[Line]]) -> None:
         self._check_identity(state["run"])
@@ -200,8 +205,7 @@ class PartialOutput:
             raise ResumeError(f"{self.partial} holds the output of {lines:,} input lines, but {self.source} "
                               f"has only {read:,}: it belongs to another input; run without --resume to start over")
         if digest.hexdigest() != point["input_sha256"]:
-            raise ResumeError(f"{self.partial} belongs to another input: the first {lines:,} lines of "
-                              f"{self.source} are not those it was made from; run without --resume to start over")
+            raise ResumeError(f"{self._not_its_input(lines)}; run without --resume to start over")
         try:
             self.sink.reopen(point["output"], lines)
         except (_Damaged, KeyError, TypeError, ValueError) as error:
@@ -211,6 +215,15 @@ class PartialOutput:
         self._digest = digest
         self._boundary = (lines, self.sink.mark(), digest.copy())
         self._commit()
+
+    def _not_its_input(self, lines: int) -> str:
+        """Why the first ``lines`` lines of the input are not those the record names: the
+        input is another, or the record was changed (which of the two, a SHA-256 cannot
+        say, but for a record of no lines: every input starts with those)."""
+        if not lines:
+            return f"{self.partial} is damaged: its record says no input line is done, but not with the SHA-256 of none"
+        return (f"{self.partial} belongs to another input, or its record was changed: the first {lines:,} lines of "
+                f"{self.source} are not those it records")
 
     def _check_identity(self, recorded: dict[str, Any]) -> None:
         for part, what in (("index", "another index (another model)"), ("options", "other options"),
@@ -459,13 +472,15 @@ class PartDirectory:
         self._writing = False
 
     def publish(self, target: Path) -> None:
-        """OUT.partial becomes OUT; an earlier dataset there is moved aside first, then removed."""
-        replaced = None
+        """OUT.partial becomes OUT; an earlier dataset there is moved aside to OUT.replaced
+        first, then removed (one left by a run killed meanwhile goes first: OUT has one
+        writer at a time, so nothing else uses that name)."""
+        replaced = f"{target}{REPLACED_SUFFIX}"
+        shutil.rmtree(replaced, ignore_errors=True)
         if os.path.isdir(target):
-            replaced = f"{target}.replaced-{os.getpid()}"
             os.rename(target, replaced)
         os.rename(self.path, target)
-        if replaced is not None:
+        if os.path.isdir(replaced):
             shutil.rmtree(replaced)
 
     def is_open(self) -> bool:
@@ -540,11 +555,7 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
         return PartialOutput(output_path, run_record, source, warn, parts, workers, blocks)
     if output_path is None:
         return StreamOutput(stdout, "<stdout>")
-    try:
-        mode = os.stat(output_path).st_mode
-    except FileNotFoundError:
-        mode = stat.S_IFREG
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+    if published_whole(output_path, dataset=False):
         file = ByteFile(f"{output_path}{PARTIAL_SUFFIX}", compress)
         return PartialOutput(output_path, run_record, source, warn, file, workers)
     with errors_named(str(output_path)):
@@ -554,6 +565,22 @@ def destination(output_path: Path | None, run_record: dict[str, Any], source: st
 def _publish_now(rename: Callable[[], None]) -> None:
     """How a file is published where nothing can forbid it: at once."""
     rename()
+
+
+def published_whole(output_path: Path, dataset: bool) -> bool:
+    """Whether ``-o OUT`` is written as OUT.partial and published whole at the end (and so
+    has one writer at a time: :mod:`fastsubs.query.output_lock`): a dataset, a regular file
+    or a name not yet taken (a directory too, which the text formats then refuse); not
+    stdout, nor a device or a pipe given as ``-o``, which take the output as it comes."""
+    if output_path is None:
+        return False
+    if dataset:
+        return True
+    try:
+        mode = os.stat(output_path).st_mode
+    except FileNotFoundError:
+        return True
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
 
 
 @contextmanager

@@ -8,35 +8,114 @@ queue and says so through a pipe that the process waits on beside the workers' r
 (:meth:`fastsubs.pipeline.workers.WorkerProcesses.collect`): answers are written as soon as they
 are ready, whatever the input does.  A chunk is still only handed out once it is whole
 (the input's chunks do not depend on timing: :mod:`fastsubs.pipeline.lines`).
+
+The thread is not a daemon, and the run waits for it as it ends: a daemon still reading
+stdin as the interpreter shuts down holds the stream's lock there, and Python aborts
+(``Fatal Python error: _enter_buffered_busy``, exit 134 instead of 143 or 130).  So the input
+is read through :class:`InputFile`, which waits for data a moment at a time and gives up
+once the run has stopped: the thread ends within STOP_CHECK_SECONDS, however long the pipe
+stays open.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import queue
+import select
+import stat
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import TracebackType
+from typing import BinaryIO
 
 from fastsubs.pipeline.lines import Chunk
+from fastsubs.pipeline.textio import open_binary
 
 #: What :meth:`ReadingThread.next_ready` gives once the input has ended.
 END = object()
-#: How often a thread held by a full queue looks whether the run has stopped (seconds).
+#: How often a thread waiting for input, or held by a full queue, looks whether the run
+#: has stopped (seconds).
 STOP_CHECK_SECONDS = 0.1
+#: Bytes read from the input at once.
+READ_BYTES = 1 << 16
+
+
+class InputStopped(Exception):
+    """The run stopped while its input was being read (the reading thread ends with it)."""
+
+
+class InputFile(io.RawIOBase):
+    """The input's file descriptor (``-i FILE``'s, or stdin's, whose Python stream is left
+    alone), read so that whoever reads it can be stopped: a read waits for data with
+    ``poll`` STOP_CHECK_SECONDS at a time, and raises InputStopped once :meth:`stop` was
+    called (in the main thread, a stop signal interrupts the wait as it would a read)."""
+
+    def __init__(self, descriptor: int, owned: bool) -> None:
+        super().__init__()
+        self._descriptor = descriptor
+        self._owned = owned  # opened here (-i FILE), so closed here
+        self._stopped = threading.Event()
+        self._waiting = select.poll()
+        self._waiting.register(descriptor, select.POLLIN)
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        while not self._stopped.is_set():
+            if self._waiting.poll(STOP_CHECK_SECONDS * 1000):
+                data = os.read(self._descriptor, len(buffer))
+                buffer[:len(data)] = data
+                return len(data)
+        raise InputStopped
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._descriptor
+
+    def seekable(self) -> bool:
+        return stat.S_ISREG(os.fstat(self._descriptor).st_mode)
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        """(A regular file's: the progress line reads where its input is.)"""
+        return os.lseek(self._descriptor, offset, whence)
+
+    def close(self) -> None:
+        if not self.closed and self._owned:
+            os.close(self._descriptor)
+        super().close()
+
+
+def open_input(path: Path | None) -> tuple[BinaryIO, InputFile]:
+    """The run's input, ``path`` (decompressed by its extension) or stdin, and the
+    :class:`InputFile` under it, which the caller closes (after the stream)."""
+    if path is None:
+        raw = InputFile(sys.stdin.fileno(), owned=False)
+    else:
+        raw = InputFile(os.open(path, os.O_RDONLY | os.O_CLOEXEC), owned=True)
+    buffered = io.BufferedReader(raw, READ_BYTES)
+    return (buffered if path is None else open_binary(path, buffered)), raw
 
 
 class ReadingThread:
     """Reads ``chunks`` in a thread, at most ``ahead`` chunks ahead of the caller; ``wake``
-    is a file descriptor that becomes readable whenever a chunk (or the end) is ready."""
+    is a file descriptor that becomes readable whenever a chunk (or the end) is ready.
+    ``stop_input`` stops the reading of the input under ``chunks`` as the run ends
+    (:meth:`InputFile.stop`)."""
 
-    def __init__(self, chunks: Iterator[Chunk], ahead: int) -> None:
+    def __init__(self, chunks: Iterator[Chunk], ahead: int, stop_input: Callable[[], None]) -> None:
         self._chunks = chunks
         self._queue: queue.Queue[object] = queue.Queue(maxsize=ahead)
         self._stopped = threading.Event()
+        self._stop_input = stop_input
         self.wake, self._signal = os.pipe()
         os.set_blocking(self.wake, False)
-        self._thread = threading.Thread(target=self._read, name="fastsubs-reading", daemon=True)
+        self._thread = threading.Thread(target=self._read, name="fastsubs-reading")
         self._thread.start()
 
     def _read(self) -> None:
@@ -89,7 +168,9 @@ class ReadingThread:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
-        """The thread stops at its next chunk (a thread held in ``read`` by an open pipe is a
-        daemon: it ends with the process)."""
+        """Stops the thread, wherever it is (waiting for input, for room in the queue, or to
+        wake the caller, whose end of the pipe closes), and waits for it to end."""
         self._stopped.set()
+        self._stop_input()
         os.close(self.wake)
+        self._thread.join()

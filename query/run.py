@@ -27,19 +27,21 @@ from fastsubs.options import QueryOptions, missing_word_warning
 from fastsubs.pipeline.chunks import ChunkResult, process_chunk
 from fastsubs.pipeline.formats import input_blocks
 from fastsubs.pipeline.lines import Chunk, InputLines
-from fastsubs.pipeline.long_lines import PIECE_BYTES, LongLine, SpillDirectory
+from fastsubs.pipeline.long_lines import PIECE_BYTES, LongLine, SpillDirectory, remove_abandoned
 from fastsubs.pipeline.processes import signals_held, usable_cores
-from fastsubs.pipeline.textio import Compressor, compressor, open_binary
+from fastsubs.pipeline.textio import Compressor, compressor
 from fastsubs.query.output_files import (
     PARTIAL_SUFFIX,
     PartialOutput,
     StreamOutput,
     destination,
+    published_whole,
     refuse_the_input_as_output,
 )
+from fastsubs.query.output_lock import output_locked
 from fastsubs.query.progress import Progress
 from fastsubs.query.provenance import run_record
-from fastsubs.query.reading import END, ReadingThread
+from fastsubs.query.reading import END, ReadingThread, open_input
 from fastsubs.stats import SearchStats
 
 if TYPE_CHECKING:
@@ -78,8 +80,9 @@ def search_workers(count: int, index_path: str, options: QueryOptions, source: s
     return worker_processes(count, partial(Core, index_path), work, os.getpid(), WORKER_DIED)
 
 
-def parallel_results(index: Core, pool: WorkerProcesses, chunks: Iterable[Chunk], options: QueryOptions,
-                     source: str, compress: Compressor | None, parts: PartFiles | None) -> Results:
+def parallel_results(index: Core, pool: WorkerProcesses, chunks: Iterable[Chunk], stop_input: Callable[[], None],
+                     options: QueryOptions, source: str, compress: Compressor | None,
+                     parts: PartFiles | None) -> Results:
     """Every chunk with its result from this process and the ``pool``'s workers, in input
     order, memory bounded.
 
@@ -88,10 +91,10 @@ def parallel_results(index: Core, pool: WorkerProcesses, chunks: Iterable[Chunk]
     its chunks), so ``--workers 2`` is two processes busy on two cores, not two and a
     parent that mostly waits; with many workers it mostly writes.  A thread reads the
     input (:mod:`fastsubs.query.reading`), so answers are written while a pipe that stays
-    open has nothing more to give.
+    open has nothing more to give; ``stop_input`` stops it as the run ends.
     """
     most = CHUNKS_AHEAD * (len(pool.workers) + 1) * 2
-    with ReadingThread(iter(chunks), most) as reading:
+    with ReadingThread(iter(chunks), most, stop_input) as reading:
         run = InOrder(pool, reading, most)
         pool.watch(reading.wake)
         try:
@@ -201,6 +204,10 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
     source = str(input_path) if input_path is not None else "<stdin>"
     totals = SearchStats()
     with ExitStack() as stack:
+        # One run writes OUT at a time, from before anything is read or forked to after it is
+        # published (or left for --resume), workers stopped first.
+        if output_path is not None and published_whole(output_path, dataset):
+            stack.enter_context(output_locked(output_path, warn))
         # This process opens the index once and keeps it for the whole run (the check, the
         # run's record, the search), after forking its workers, which open their own: an
         # LMDB environment must not cross a fork.  The workers run until they are waited
@@ -211,9 +218,12 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
         record = run_record(index_path, opened.meta, options, compress)
         for note in run_notes(opened, options, count_given):
             warn(note)
-        stream = stack.enter_context(open_binary(input_path)) if input_path else sys.stdin.buffer
-        # where long plain lines are kept while they are searched (-t records are read whole)
-        spill = None if options.targets else SpillDirectory(stack)
+        stream, raw = open_input(input_path)
+        stack.enter_context(raw)
+        stack.enter_context(stream)
+        # where long lines are kept while they are searched (and what runs killed left there goes)
+        remove_abandoned()
+        spill = SpillDirectory(stack)
         lines = InputLines(stream, source, blocks, spill=spill)
         out = destination(output_path, record, source, warn, sys.stdout.buffer, compress, workers,
                           blocks if dataset else None)
@@ -224,7 +234,7 @@ def execute(index: Path, *, options: QueryOptions, input_path: Path | None, outp
                 out.start(resume, lines.first)
             progress = Progress(stream) if Progress.wanted() else None
             if pool is not None:
-                results = parallel_results(opened, pool, lines.chunks(), options, source, compress, parts)
+                results = parallel_results(opened, pool, lines.chunks(), raw.stop, options, source, compress, parts)
             else:
                 results = serial_results(opened, lines.chunks(), options, source, compress, parts)
             for chunk, result in stack.enter_context(closing(results)):

@@ -13,6 +13,7 @@ import functools
 import os
 import pty
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -152,6 +153,21 @@ def run_on_a_terminal(program: str, *args: str | os.PathLike[str], timeout: floa
     finally:
         os.close(controller)
     return process.wait(timeout=timeout), shown.replace(b"\r\n", b"\n")
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 192 KiB tmpfs, where one can be mounted (root with CAP_SYS_ADMIN): a full output
+    disk, or a full $TMPDIR."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if shutil.which("mount") is None or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
 
 
 @pytest.fixture(scope="session")

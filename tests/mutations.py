@@ -4,9 +4,10 @@ Each mutation below changes one line of one file of the C kernel (``kernel/``: t
 format's header and records in store.c, the reader's cache in cache.c, the open index's
 engine in engine.c, the terms and the search, the output formats in render.c and sample.c, the -t
 records in chunk.c, the checks of the vendored LMDB) or of the Python around it (the
-resume record and its sinks in query/output_files.py, the Parquet writer, build --force in
-indexer/, ``--dask``'s tasks publishing only for a running client in query/cluster.py, the
-library's layering, API surface and bytes lines) the way a plausible bug would (a rank
+resume record and its sinks in query/output_files.py, the output's lock, the thread that
+reads the input, long lines and -t records, temporary directories, the Parquet writer,
+build --force in indexer/, ``--dask``'s tasks publishing only for a running client in
+query/cluster.py, the library's layering, API surface and bytes lines) the way a plausible bug would (a rank
 off by one, the paper's wrong bound, a cache slot reused while a search holds it, a
 front-coded key decoded from its start, a checksum computed but not compared, ...).  For each, this script
 
@@ -72,6 +73,8 @@ OUTPUT_FILES, PARQUET, PUBLISH, BUILD = "query/output_files.py", "fastsubs/pipel
 LONG_LINES = "fastsubs/pipeline/long_lines.py"
 #: --dask's runner: its tasks, and how they publish their files.
 CLUSTER = "query/cluster.py"
+#: ... and the run around them: its output's lock, the run itself.
+OUTPUT_LOCK, RUN = "query/output_lock.py", "query/run.py"
 
 
 @dataclass(frozen=True)
@@ -399,8 +402,8 @@ MUTATIONS = [
              "if (point > -4 && point <= 16) {", "if (point >= -4 && point <= 16) {"),
     Mutation("sample-seeded-without-position", RENDER,
              "--sample's draws seeded by the seed and the line only: every position of a line draws alike",
-             "(uint64_t)place->line, (uint64_t)place->position, drawn, draws,",
-             "(uint64_t)place->line, (uint64_t)0, drawn, draws,"),
+             "(uint64_t)place->line, (uint64_t)place->position, r->draws, draws,",
+             "(uint64_t)place->line, (uint64_t)0, r->draws, draws,"),
     # render_layout.h: the layouts Python reads (fastsubs._kernel.RENDER), and Python's reading of them
     Mutation("render-kind-taken-for-another", "fastsubs/core.py",
              "Render.JSON takes another kind's value from the core: --format jsonl writes text lines",
@@ -437,6 +440,12 @@ MUTATIONS = [
     Mutation("search-never-asks-for-signals", "kernel/module_search.c",
              "a chunk's search never checks for a stop signal: SIGTERM waits for the end of a long line",
              ".interrupted = signal_raised};", ".interrupted = NULL};"),
+    Mutation("whole-line-search-never-asks-for-signals", CHUNK,
+             "only a long line's windows check for a stop signal: SIGTERM waits for the end of a line just under "
+             "the long-line threshold",
+             "if (request->interrupted && (target - first) % CHECK_POSITIONS == CHECK_POSITIONS - 1 &&",
+             "if (request->interrupted && request->window && (target - first) % CHECK_POSITIONS == "
+             "CHECK_POSITIONS - 1 &&"),
     # lmdb/mdb.c: the checks a read-only transaction makes of the pages it follows
     Mutation("lmdb-page-number-not-checked", LMDB,
              "a page whose header holds another page number is read as the page asked for",
@@ -473,11 +482,10 @@ MUTATIONS = [
     Mutation("parquet-long-line-rows-held-to-the-end", PARQUET,
              "a long line's rows are held until its part closes: a Parquet run's memory grows with the line",
              "if self._held_rows >= LONG_LINE_ROW_GROUP_ROWS:", "if False:"),
-    Mutation("long-line-directory-made-at-start", "query/run.py",
+    Mutation("long-line-directory-made-at-start", RUN,
              "every run makes its directory for long lines at its start: a killed run leaves one behind in $TMPDIR",
-             "spill = None if options.targets else SpillDirectory(stack)",
-             "spill = None if options.targets else (lambda made: (made(), made)[1])(SpillDirectory(stack))"),
-    Mutation("long-line-files-kept-to-the-end", "query/run.py",
+             "spill = SpillDirectory(stack)", "spill = (lambda made: (made(), made)[1])(SpillDirectory(stack))"),
+    Mutation("long-line-files-kept-to-the-end", RUN,
              "a long line's file and its chunk's output stay on disk until the run ends (many long lines fill it)",
              "                os.unlink(path)", "                pass"),
     Mutation("resume-file-not-cut-back", OUTPUT_FILES,
@@ -502,6 +510,58 @@ MUTATIONS = [
              "a dataset's record is written at whole blocks, a second apart, not with each part: a kill loses "
              "published parts, and a stop keeps none of the tail's",
              "if part is not None:  # a dataset's part, whole: recorded at once", "if False:"),
+    Mutation("resumed-run-forgets-its-first-lines", OUTPUT_FILES,
+             "a resumed run's record hashes only the lines it wrote itself: resumed again, it is refused as "
+             "another input's, and a good run is lost",
+             "        self._digest = digest", "        self._digest = hashlib.sha256()"),
+    Mutation("dataset-resume-input-not-checked", OUTPUT_FILES,
+             "a dataset's input is not compared with the lines recorded: rows of another input are published",
+             "if digest.hexdigest() != point[\"input_sha256\"]:",
+             "if digest.hexdigest() != point[\"input_sha256\"] and self.sink.kind != PartDirectory.kind:"),
+    Mutation("dataset-final-part-not-resumable", OUTPUT_FILES,
+             "a dataset's record of its last part, cut short by the end of the input, is refused: a run killed "
+             "before its publish is lost",
+             "return 1 if self.sink.kind == PartDirectory.kind else self.blocks.lines",
+             "return self.blocks.tail_chunk_lines if self.sink.kind == PartDirectory.kind else self.blocks.lines"),
+    # output_lock.py, cluster.py: one writer per output
+    Mutation("output-lock-not-taken", OUTPUT_LOCK,
+             "a run does not lock its output: a second run on OUT writes over the first's partial output",
+             "fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)", "pass"),
+    Mutation("output-lock-shared", OUTPUT_LOCK,
+             "the output's lock is a shared one: every run on OUT gets it, and writes",
+             "fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)",
+             "fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)"),
+    Mutation("dask-output-file-not-locked", CLUSTER,
+             "--dask writes an output file that another run is writing",
+             "with output_locked(job[1], warn=print):", "with open(os.devnull):"),
+    # reading.py: the thread that reads a parallel run's input
+    Mutation("reading-thread-not-stopped", "query/reading.py",
+             "the thread reading the input is not stopped as the run ends: a run stopped while its input pipe is "
+             "open waits for the pipe's end",
+             "        self._stop_input()", "        pass"),
+    # long_lines.py, chunks.py, lines.py: temporary files, long -t records, the input's start
+    Mutation("abandoned-temporary-directories-kept", RUN,
+             "no run removes the temporary directories of runs killed by SIGKILL: they fill $TMPDIR",
+             "        remove_abandoned()", "        pass"),
+    Mutation("full-temporary-directory-read-as-input", LONG_LINES,
+             "a long line that $TMPDIR has no room for is an error reading the input (line 1: cannot read), "
+             "not one that names $TMPDIR",
+             "with temporary_errors_named(directory):  # not the reading", "with suppress():  # not the reading"),
+    Mutation("full-temporary-directory-unnamed", "fastsubs/pipeline/chunks.py",
+             "a long line's output that $TMPDIR has no room for is an error that names no file",
+             "return temporary_errors_named(os.path.dirname(self.path or \"\"))", "return suppress()"),
+    Mutation("long-record-context-short", LONG_LINES,
+             "a long -t record's window holds one token fewer than the order's n - 1 on each side of its target",
+             "reach = order - 1", "reach = order - 2"),
+    Mutation("long-record-line-not-written", "fastsubs/pipeline/chunks.py",
+             "a long -t record's own line is missing before its substitutes in the original's format",
+             "if rendered.done and writes_records(options):", "if False:"),
+    Mutation("byte-order-mark-kept", "fastsubs/pipeline/lines.py",
+             "a UTF-8 byte-order mark at the start of the input is part of its first token",
+             "start = start.removeprefix(UTF8_BOM)", "start = start"),
+    Mutation("exclude-byte-order-mark-kept", "query/word_lists.py",
+             "a UTF-8 byte-order mark at the start of an --exclude-from file is part of its first word",
+             "fields = (line.removeprefix(UTF8_BOM) if number == 1 else line).split()", "fields = line.split()"),
     Mutation("tail-resumed-at-a-block-start", "fastsubs/pipeline/lines.py",
              "a dataset resumed after a part of its tail cuts the rest from a new block: other parts, and "
              "rows past the input's end cut differently",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -105,6 +106,44 @@ def test_a_one_megabyte_line_is_one_sentence(tiny_index: Path) -> None:
     long_token = b"x" * (1 << 20)
     out = lines_of(run_cli("fastsubs-query", tiny_index, "-n", "1", input=b"the " + long_token + b" sat\n").stdout)
     assert [line.split(b"\t")[0] for line in out] == [b"the", long_token, b"sat", b"</s>"]
+
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize("args, text", [([], SENTENCES), (["-t"], b"r1\t1\t1\tthe cat sat\n"),
+                                        (["-f", "jsonl"], SENTENCES)], ids=["text", "targets", "jsonl"])
+@pytest.mark.parametrize("how", ["stdin", "gz", "long-line"])
+def test_a_byte_order_mark_is_not_part_of_the_first_token(demo_index: Path, tmp_path: Path, args: list[str],
+                                                          text: bytes, how: str) -> None:
+    """A UTF-8 byte-order mark, as some editors write, at the start of an input (a -t file,
+    a compressed one, one whose first line is long): the output of the text without it.
+    Kept, it made the first token (a -t record's name) a word the model lacks, and changed
+    the substitutes of the next position."""
+    if how == "long-line":
+        long = b" ".join(demo_text(100).split()[:600]) + b"\n"  # kept in a file, searched in windows
+        text = (b"r0\t0\t5\t" if "-t" in args else b"") + long + text
+    env = {**os.environ, "FASTSUBS_LONG_LINE_BYTES": "2000"}
+
+    def run(data: bytes) -> bytes:
+        source = tmp_path / ("in.txt.gz" if how == "gz" else "in.txt")
+        source.write_bytes(gzip.compress(data) if how == "gz" else data)
+        where = [] if how == "stdin" else ["-i", str(source)]
+        result = subprocess.run([str(BIN / "fastsubs-query"), str(demo_index), "-n", "5", *args, *where],
+                                input=data if how == "stdin" else None, capture_output=True, env=env, timeout=300)
+        assert result.returncode == 0 and not result.stderr, result.stderr.decode()
+        return result.stdout
+
+    assert run(UTF8_BOM + text) == run(text)
+
+
+def test_an_exclude_file_with_a_byte_order_mark_excludes_its_first_word(demo_index: Path, tmp_path: Path) -> None:
+    words = tmp_path / "words.txt"
+    words.write_bytes(UTF8_BOM + b"the\n,\n")
+    listed = run_cli("fastsubs-query", demo_index, "-n", "20", "--exclude-from", words, input=SENTENCES)
+    assert not listed.stderr  # no warning of a word the model lacks
+    assert listed.stdout == run_cli("fastsubs-query", demo_index, "-n", "20", "--exclude", "the", "--exclude", ",",
+                                    input=SENTENCES).stdout
 
 
 def test_malformed_target_record_names_its_line(tiny_index: Path) -> None:

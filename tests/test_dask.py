@@ -19,6 +19,7 @@ import pytest
 
 import fastsubs
 from conftest import BIN, REPO, demo_text, python_block, run_cli
+from test_long_runs import holding, one_line, same_output
 
 distributed = pytest.importorskip("distributed")
 dask_bag = pytest.importorskip("dask.bag")
@@ -383,3 +384,32 @@ def test_a_stopping_client_waits_for_a_rename_under_way(cluster, tmp_path: Path)
         stopped = Exception()
         publishing.stop(client, [future], stopped)
         assert target.exists() and not getattr(stopped, "__notes__", [])
+
+
+@pytest.mark.parametrize("args", [[], ["-f", "parquet"]], ids=["text", "parquet"])
+def test_a_file_another_run_is_writing_is_refused(cluster, corpus: Path, demo_index: Path, tmp_path: Path,
+                                                  args: list[str]) -> None:
+    """Each output file has one writer, on the worker that writes it: an output file that
+    another fastsubs-query is writing (its input still coming) fails the --dask run with the
+    one line a second single-machine run gets, and is left to its writer."""
+    out = tmp_path / "out"
+    out.mkdir()
+    taken = out / "part1.txt"
+    holder = subprocess.Popen([str(BIN / "fastsubs-query"), str(demo_index), "-n", "10", *args, "-o", str(taken)],
+                              stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        holding(holder, taken)
+        result = run_cli("fastsubs-query", demo_index, "-n", "10", *args, "--dask", cluster.scheduler_address,
+                         "-i", f"{corpus}/*.txt", "-o", out, check=False)
+        assert result.returncode == 1
+        assert one_line(result.stderr) == (f"fastsubs-query: error: {taken}: cannot write the output (another "
+                                           f"fastsubs-query, pid {holder.pid}, is writing it: wait for that run to "
+                                           "end, or stop it)")
+        holder.stdin.write((corpus / "part1.txt").read_bytes())  # type: ignore[union-attr]
+    finally:
+        holder.stdin.close()  # type: ignore[union-attr]
+        holder.wait(timeout=300)
+    assert holder.returncode == 0
+    single = tmp_path / "single"
+    run_cli("fastsubs-query", demo_index, "-n", "10", *args, "-i", corpus / "part1.txt", "-o", single)
+    assert same_output(taken, single)

@@ -21,7 +21,8 @@ import pytest
 
 from conftest import BIN, demo_text
 from fastsubs.pipeline import long_lines
-from fastsubs.pipeline.long_lines import LongLine, windows
+from fastsubs.pipeline.long_lines import SPILL_PREFIX, LongLine, windows
+from test_long_runs import one_line
 
 QUERY = str(BIN / "fastsubs-query")
 WINDOWED = {"FASTSUBS_LONG_LINE_BYTES": "2000", "FASTSUBS_WINDOW_POSITIONS": "64"}
@@ -120,12 +121,81 @@ def test_a_long_lines_parquet_rows_are_the_whole_lines(demo_index: Path, tmp_pat
     assert sum(size >= LONG_LINE_ROW_GROUP_ROWS for size in sizes) == 2, sizes
 
 
-def test_a_long_target_record_is_read_whole(demo_index: Path, tmp_path: Path) -> None:
-    """A -t record names one target, whose search reads its text anyway: read whole, the same."""
+def long_records() -> bytes:
+    """-t records of 1,000 tokens (some 6,000 bytes each), their targets at the text's start,
+    inside, at its last token and its </s>, with <s> and </s> tokens and a CR in the text;
+    bad ones: an index past the text, negative, not a number, a record of two fields; an
+    index with spaces and an underscore, a tab in the text; the last without a newline."""
     text = b" ".join(demo_text(200).split()[:1000])
-    (tmp_path / "in.txt").write_bytes(b"r1\t1\t3\t" + text + b"\nr2\t2\t999\t" + text + b"\nr3\t3\t1000\t" + text)
-    whole = query(demo_index, ["-n", "5", "-t"], tmp_path)
-    assert whole.count(b"\n") == 6 and query(demo_index, ["-n", "5", "-t"], tmp_path, WINDOWED) == whole
+    marked = text.replace(b" ", b" <s> ", 2).replace(b" ", b" </s>\t", 1)
+    return b"".join([b"r1\t1\t0\t" + text + b"\n", b"r2\t2\t3\t" + marked + b"\n", b"r3\t3\t500\t" + text + b"\r\n",
+                     b"r4\t4\t999\t" + text + b"\n", b"r5\t5\t1000\t" + text + b"\n", b"r6\t6\t1001\t" + text + b"\n",
+                     b"r7\t7\t-1\t" + text + b"\n", b"r8\t8\tx5\t" + text + b"\n", b"r9 of two fields\t" + text + b"\n",
+                     b"r10\t10\t 1_0 \t\t" + text + b" \t\n", b"r11\t11\t998\t" + text])
+
+
+@pytest.mark.parametrize("args", [["-t"], ["-t", "--format", "jsonl"], ["-t", "--sample", "3", "--seed", "7"],
+                                  ["-t", "-o", "subs.txt.gz", "--compress-level", "9"],
+                                  ["-t", "--format", "parquet", "-o", "subs"], ["-t", "--workers", "2"]],
+                         ids=["text", "jsonl", "sample", "gz", "parquet", "workers-2"])
+def test_a_long_target_record_in_a_window_gives_the_whole_records_output(demo_index: Path, tmp_path: Path,
+                                                                         args: list[str]) -> None:
+    """A -t record names one target: held whole or as the window of its text around it, the
+    same output, the same warnings for the bad records (their token count included), the
+    record's own line copied whole in the original's format."""
+    (tmp_path / "in.txt").write_bytes(long_records())
+    args = [arg if arg not in ("subs.txt.gz", "subs") else str(tmp_path / arg) for arg in args]
+
+    def run(env: dict[str, str] | None) -> tuple[bytes, bytes, list[dict]]:
+        scratch = tmp_path / "tmp"
+        scratch.mkdir(exist_ok=True)
+        result = subprocess.run([QUERY, str(demo_index), "-n", "5", "--skip-bad-records", "-i",
+                                 str(tmp_path / "in.txt"), *args], capture_output=True,
+                                env={**os.environ, "TMPDIR": str(scratch), **(env or {})},
+                                timeout=300)
+        assert result.returncode == 0, result.stderr.decode()
+        assert list(scratch.iterdir()) == []
+        if "parquet" in args:
+            rows = pytest.importorskip("pyarrow.parquet").read_table(tmp_path / "subs").to_pylist()
+            return result.stdout, result.stderr, rows
+        written = (tmp_path / "subs.txt.gz").read_bytes() if "-o" in args else b""
+        return result.stdout + written, result.stderr, []
+
+    whole = run(None)
+    assert whole[1].count(b"warning: skipped") == 4 and (whole[0] or whole[2])
+    assert run(WINDOWED) == whole
+
+
+def forty_megabyte_record(path: Path) -> None:
+    """One -t record of 40 MB (some 7.5M demo words), its target in the middle, then a short one."""
+    sentence = b" ".join(demo_text(1500).split())
+    text = b" ".join([sentence] * (40_000_000 // (len(sentence) + 1) + 1))[:40_000_000].rsplit(b" ", 1)[0]
+    path.write_bytes(b"r1\t1\t%d\t%s\nr2\t2\t1\tthe cat sat\n" % (text.count(b" ") // 2, text))
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_signal_is_acted_on_within_a_long_target_record(demo_index: Path, tmp_path: Path, workers: str) -> None:
+    """A 40 MB -t record (the default threshold): a stop signal sent while it is copied,
+    scanned or its line written ends the run within a second, not after the whole record
+    was read (which took seconds when it was held whole); its files go with the run."""
+    source, scratch, out = tmp_path / "records.tsv", tmp_path / "tmp", tmp_path / "subs.txt"
+    forty_megabyte_record(source)
+    scratch.mkdir()
+    process = subprocess.Popen([QUERY, str(demo_index), "-t", "-n", "100", "-i", str(source), "-o", str(out),
+                                "--workers", workers], stderr=subprocess.PIPE,
+                               env={**os.environ, "TMPDIR": str(scratch)})
+    deadline = time.monotonic() + 120
+    while not any(scratch.rglob("*.line")):  # the record is being kept in its file
+        assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the record was never kept in a file"
+        time.sleep(0.01)
+    sent = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    took = time.monotonic() - sent
+    assert process.returncode == 143 and b"terminated" in stderr, stderr.decode()
+    assert took < 1.0, f"acted on {took:.2f} s after the signal"
+    assert list(scratch.iterdir()) == [] and not out.exists()
 
 
 def test_a_run_stopped_in_a_long_line_resumes_to_the_uninterrupted_bytes(demo_index: Path, tmp_path: Path) -> None:
@@ -157,6 +227,23 @@ def test_a_run_stopped_in_a_long_line_resumes_to_the_uninterrupted_bytes(demo_in
 #: from the test's own keeps the test's memory as its high-water mark, this small one's not.
 PEAK_RSS = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+
+
+@pytest.mark.slow
+def test_a_40_mb_target_record_takes_under_100_mib(demo_index: Path, tmp_path: Path) -> None:
+    """One 40 MB -t record (some 7.5M words): the process's peak resident memory stays under
+    100 MiB (it took some 240 MiB held whole), and its output is the whole record's: its
+    line, then its target's substitutes."""
+    forty_megabyte_record(tmp_path / "records.tsv")
+    result = subprocess.run([sys.executable, "-c", PEAK_RSS, QUERY, str(demo_index), "-t", "-n", "10", "-i",
+                             str(tmp_path / "records.tsv"), "-o", str(tmp_path / "subs.txt")],
+                            capture_output=True, timeout=1800)
+    assert result.returncode == 0, result.stderr.decode()
+    peak = int(result.stdout)
+    assert peak < 100 * 1024, f"peak RSS {peak / 1024:.0f} MiB"
+    with open(tmp_path / "records.tsv", "rb") as records, open(tmp_path / "subs.txt", "rb") as output:
+        assert output.readline() == records.readline()
+        assert output.readline().count(b"\t") == 9  # its 10 substitutes
 
 
 @pytest.mark.slow
@@ -220,3 +307,64 @@ def test_a_long_lines_files_are_removed_once_its_chunk_is_written(demo_index: Pa
     finally:
         process.communicate(timeout=60)  # closes the input: the run ends
     assert process.returncode == 0
+
+
+def test_a_temporary_directory_left_by_a_killed_run_is_removed_by_the_next_run(demo_index: Path,
+                                                                               tmp_path: Path) -> None:
+    """SIGKILL, which no cleanup survives, leaves a run's temporary directory (its long line
+    in it); the next run, whatever its input, removes it, its run being gone, and leaves
+    that of a run still going (which holds its lock), which goes when that run ends."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch), **WINDOWED}
+    line = b" ".join(demo_text(200).split()[:600]) + b"\n"
+
+    def in_a_long_line() -> tuple[subprocess.Popen, Path]:
+        """A run that holds a long line and waits for more input, and its directory."""
+        process = subprocess.Popen([QUERY, str(demo_index), "-n", "2"], stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, env=env)
+        assert process.stdin is not None
+        process.stdin.write(line)
+        process.stdin.flush()
+        deadline = time.monotonic() + 120
+        while not (held := list(scratch.glob(f"{SPILL_PREFIX}{process.pid}-*/*.line"))):
+            assert process.poll() is None and time.monotonic() < deadline, "the line was never kept"
+            time.sleep(0.02)
+        return process, held[0].parent
+
+    killed, left = in_a_long_line()
+    going, kept = in_a_long_line()
+    try:
+        killed.kill()
+        killed.wait()
+        assert left.exists()
+        subprocess.run([QUERY, str(demo_index), "-n", "2"], input=b"the cat\n", env=env, check=True,
+                       capture_output=True, timeout=300)
+        assert not left.exists() and kept.exists()
+    finally:
+        for process in (killed, going):
+            process.stdin.close()  # type: ignore[union-attr]
+            process.wait(timeout=300)
+    assert going.returncode == 0 and list(scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("what, size", [("line", 300_000), ("output", 20_000)])
+def test_a_full_temporary_directory_is_one_line_that_says_to_set_tmpdir(demo_index: Path, small_disk: Path,
+                                                                        tmp_path: Path, what: str, size: int,
+                                                                        workers: str) -> None:
+    """$TMPDIR a 192 KiB disk: a long line that does not fit there (or whose output does not:
+    a worker writes it), and the run stops with one line that names the run's temporary
+    directory and says to set TMPDIR (not a read error of the input, nor an error naming no
+    file), and leaves nothing there."""
+    words = demo_text(1500).split()
+    line = b" ".join(words * (size // len(b" ".join(words)) + 1))[:size].rsplit(b" ", 1)[0]
+    (tmp_path / "in.txt").write_bytes(demo_text(3) + line + b"\n")
+    result = subprocess.run([QUERY, str(demo_index), "-n", "100", "-i", str(tmp_path / "in.txt"), "-o",
+                             str(tmp_path / "subs.txt"), "--workers", workers], capture_output=True, timeout=300,
+                            env={**os.environ, "TMPDIR": str(small_disk), **WINDOWED})
+    assert result.returncode == 1
+    message = one_line(result.stderr)
+    assert message.startswith(f"fastsubs-query: error: {small_disk}/{SPILL_PREFIX}") and "set TMPDIR" in message
+    assert "No space left on device" in message
+    assert list(small_disk.iterdir()) == []

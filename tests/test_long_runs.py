@@ -14,7 +14,6 @@ import json
 import lzma
 import os
 import random
-import shutil
 import signal
 import subprocess
 import threading
@@ -26,7 +25,10 @@ import pytest
 import fastsubs
 from conftest import BIN, TEST_DATA, children, demo_text, run_cli
 from fastsubs.pipeline.lines import CHUNK_LINES, TAIL_LINES
+from fastsubs.pipeline.long_lines import LONG_LINE_BYTES
+from fastsubs.pipeline.parts import PART_TEMPORARY_PREFIX
 from fastsubs.query.output_files import PARTIAL_SUFFIX, STATE_SUFFIX
+from fastsubs.query.output_lock import LOCK_SUFFIX
 
 QUERY = "fastsubs-query"
 COMPRESSORS = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}
@@ -40,6 +42,15 @@ def partial(out: Path) -> Path:
 def recorded_lines(out: Path) -> int:
     """Input lines whose output the record of an interrupted run says is kept."""
     return json.loads(Path(f"{out}{STATE_SUFFIX}").read_bytes())["resume"]["lines"]
+
+
+def same_output(out: Path, expected: Path) -> bool:
+    """Whether OUT holds the bytes of ``expected``: a file's, or a dataset's part files."""
+    if not expected.is_dir():
+        return out.read_bytes() == expected.read_bytes()
+    names = sorted(os.listdir(expected))
+    return sorted(os.listdir(out)) == names and all((out / name).read_bytes() == (expected / name).read_bytes()
+                                                    for name in names)
 
 
 def stats_positions(stderr: bytes) -> int:
@@ -377,20 +388,6 @@ def test_a_full_stdout_names_it(tiny_index: Path) -> None:
     assert "<stdout>" in message and "No space left" in message
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path):
-    """A 192 KiB tmpfs, where one can be mounted (root with CAP_SYS_ADMIN)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if shutil.which("mount") is None or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(mount)], capture_output=True).returncode:
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
-
-
 @pytest.mark.parametrize("name", ["subs.txt", "subs.txt.gz"])
 def test_a_full_disk_names_the_output_and_leaves_no_result(tiny_index: Path, small_disk: Path,
                                                            name: str) -> None:
@@ -505,9 +502,169 @@ def test_a_part_stopped_mid_search_leaves_no_temporary_file(demo_index: Path, tm
     out = tmp_path / "subs"
     process = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "100", "-i", str(source), "-f", "parquet",
                                 "-o", str(out)], stderr=subprocess.PIPE)
-    time.sleep(2.0)
-    assert process.poll() is None, "the line was done before the signal: make it longer"
+    deadline = time.monotonic() + 120
+    while not (partial(out).is_dir() and any(name.startswith(PART_TEMPORARY_PREFIX)
+                                             for name in os.listdir(partial(out)))):  # the part is being written
+        assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the part was never started"
+        time.sleep(0.02)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 143 and "terminated" in one_line(stderr)
     assert partial(out).is_dir() and os.listdir(partial(out)) == []
+
+
+# --- one writer per output ------------------------------------------------------------------
+
+def holding(process: subprocess.Popen, out: Path) -> None:
+    """Wait until ``process`` holds OUT: its lock file names it, and it has recorded its start."""
+    lock = Path(f"{out}{LOCK_SUFFIX}")
+    deadline = time.monotonic() + 120
+    while not (lock.exists() and lock.read_text().startswith(f"{process.pid} ")
+               and Path(f"{out}{STATE_SUFFIX}").exists()):
+        assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the run never took its output"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("resume", [False, True], ids=["anew", "resume"])
+@pytest.mark.parametrize("name, args", [("subs.txt.gz", []), ("subs", ["-f", "parquet"])], ids=["gz", "parquet"])
+def test_a_second_run_on_an_output_being_written_refuses_in_one_line(demo_index: Path, corpus: Path, tmp_path: Path,
+                                                                     name: str, args: list[str], resume: bool) -> None:
+    """A run that writes OUT (its input still coming) holds it: a second run of the same
+    command, with --resume or not (a scheduler's retry, a second terminal), refuses at once
+    in one line naming OUT and the first run's pid, and touches nothing; the first run then
+    ends with the output of an uninterrupted run."""
+    expected = tmp_path / f"expected-{name}"
+    run_cli(QUERY, demo_index, "-n", "3", *args, "-i", corpus, "-o", expected)
+    out = tmp_path / name
+    again = ["--resume"] if resume else []
+    first = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "3", *args, "-o", str(out), *again],
+                             stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert first.stdin is not None
+    lines = corpus.read_bytes().splitlines(keepends=True)
+    try:
+        first.stdin.write(b"".join(lines[:200]))
+        first.stdin.flush()
+        holding(first, out)
+        second = run_cli(QUERY, demo_index, "-n", "3", *args, "-i", corpus, "-o", out, *again, check=False)
+        assert second.returncode == 1
+        assert one_line(second.stderr) == (f"fastsubs-query: error: {out}: cannot write the output (another "
+                                           f"fastsubs-query, pid {first.pid}, is writing it: wait for that run to "
+                                           "end, or stop it)")
+        first.stdin.write(b"".join(lines[200:]))
+    finally:
+        first.stdin.close()
+        stderr = first.stderr.read()  # type: ignore[union-attr]
+        first.wait(timeout=300)
+    assert first.returncode == 0, stderr.decode()
+    assert same_output(out, expected)
+    assert not Path(f"{out}{LOCK_SUFFIX}").exists()  # a run that ends removes its lock file
+
+
+# --- finishing -----------------------------------------------------------------------------
+
+def finished_writing(out: Path, expected: Path) -> bool:
+    """Whether a run has written, and for a dataset recorded, all of ``expected``'s output."""
+    if expected.is_dir():
+        state = Path(f"{out}{STATE_SUFFIX}")
+        parts = json.loads(state.read_bytes())["resume"]["output"]["parts"] if state.exists() else []
+        return sorted(name for name, *_ in parts) == sorted(os.listdir(expected))
+    return partial(out).exists() and partial(out).stat().st_size == expected.stat().st_size
+
+
+@pytest.mark.parametrize("name, args", [("subs.txt", []), ("subs.txt.gz", []), ("subs.jsonl", ["-f", "jsonl"]),
+                                        ("subs", ["-f", "parquet"])], ids=["text", "gz", "jsonl", "parquet"])
+def test_a_run_killed_as_it_publishes_is_finished_by_resume(demo_index: Path, corpus: Path, tmp_path: Path,
+                                                            name: str, args: list[str]) -> None:
+    """SIGKILL after the run has written (a dataset: recorded) the output of its last line,
+    before OUT is published: --resume publishes the uninterrupted run's output.  The run is
+    held in that stretch by a FIFO where it writes OUT.json (opening one waits for a reader),
+    so the kill lands there, wherever in it."""
+    expected = tmp_path / f"expected-{name}"
+    run_cli(QUERY, demo_index, "-n", "3", *args, "-i", corpus, "-o", expected)
+    out = tmp_path / name
+    provenance = Path(f"{out}.json.tmp")
+    os.mkfifo(provenance)
+    process = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "3", *args, "-i", str(corpus), "-o", str(out)],
+                               stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not finished_writing(out, expected):
+            assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the run never wrote its whole output"
+            time.sleep(0.02)
+    finally:
+        process.kill()
+        process.communicate()
+    assert not out.exists()
+    provenance.unlink()
+    run_cli(QUERY, demo_index, "-n", "3", *args, "-i", corpus, "-o", out, "--resume")
+    assert same_output(out, expected)
+
+
+# --- stops --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("args", [[], ["-f", "parquet"]], ids=["text", "parquet"])
+def test_a_run_stopped_while_its_input_pipe_is_open_exits_with_its_signal(tiny_index: Path, tmp_path: Path,
+                                                                         sig: signal.Signals, args: list[str]) -> None:
+    """--workers 2, its input written and the pipe left open: the thread that reads it waits
+    for more.  Stopped then, the run exits 143 (130) with its one line, three times out of
+    three: the reading thread is stopped and waited for (a daemon still holding stdin's lock
+    as Python shut down made it abort with 134)."""
+    data = b"the cat sat on the mat\na dog barks\n" * 2600  # past a dataset's first part and its tail
+    for attempt in range(3):
+        out = tmp_path / f"subs-{attempt}"
+        process = subprocess.Popen([str(BIN / QUERY), str(tiny_index), "-n", "3", "--workers", "2", *args,
+                                    "-o", str(out)], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert process.stdin is not None and process.stderr is not None
+        try:
+            process.stdin.write(data)
+            process.stdin.flush()
+            deadline = time.monotonic() + 120
+            while not written(out):  # the input read (the first chunk's output comes after it is)
+                assert process.poll() is None, process.stderr.read().decode()
+                assert time.monotonic() < deadline, "the run never wrote"
+                time.sleep(0.02)
+            process.send_signal(sig)
+            status = process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.stdin.close()
+        stderr = process.stderr.read()
+        process.stderr.close()
+        code, word = STOPPED[sig]
+        assert status == code, stderr.decode()
+        assert one_line(stderr).startswith(f"fastsubs-query: {word}")
+
+
+def test_a_signal_is_acted_on_in_the_middle_of_a_line_just_under_the_long_line_threshold(demo_index: Path,
+                                                                                        tmp_path: Path) -> None:
+    """A plain line a little shorter than LONG_LINE_BYTES is searched whole, in one call
+    into C (tens of seconds at -n 100): a stop signal sent once the chunk before it is
+    written ends the run within a second, as in a long line's windows."""
+    words = demo_text(400).split()
+    line = b" ".join(words * (LONG_LINE_BYTES // len(b" ".join(words)) + 1))[:LONG_LINE_BYTES - 1000]
+    source = tmp_path / "in.txt"
+    source.write_bytes(demo_text(4) + line.rsplit(b" ", 1)[0] + b"\n")  # 5 lines: chunks of 4, then the long one
+    process = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "100", "-i", str(source)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None
+    try:
+        ends = 0
+        while ends < 4:  # the first chunk's output is out: the line's search follows at once
+            output = process.stdout.readline()
+            assert output, process.stderr.read().decode()  # type: ignore[union-attr]
+            ends += output.startswith(b"</s>\t")
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+        took = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 143 and "terminated" in one_line(stderr)
+    assert took < 1.0, f"acted on {took:.2f} s after the signal"

@@ -24,7 +24,7 @@ import pytest
 
 from conftest import BIN, run_cli
 from fastsubs.query.output_files import PARTIAL_SUFFIX, STATE_SUFFIX
-from test_long_runs import one_line
+from test_long_runs import one_line, same_output
 
 QUERY = "fastsubs-query"
 SENTENCES = [b"the cat sat", b"cat the dog", b"the dog sat on the cat"]
@@ -74,11 +74,7 @@ def resumed_or_refused(index: Path, source: Path, out: Path, args: list[str], ex
     """Resume; either refused in one line with nothing published, or exactly the expected output."""
     result = run_cli(QUERY, index, "-t", *args, "-i", source, "-o", out, "--resume", check=False)
     if result.returncode == 0:
-        if expected.is_dir():
-            assert sorted(os.listdir(out)) == sorted(os.listdir(expected))
-            assert all((out / name).read_bytes() == (expected / name).read_bytes() for name in os.listdir(expected))
-        else:
-            assert out.read_bytes() == expected.read_bytes()
+        assert same_output(out, expected)
         return "correct"
     assert result.returncode == 1 and not out.exists()
     line = one_line(result.stderr)
@@ -105,7 +101,9 @@ FILE_DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
                        "SHA-256 differs"),
     "sha256-missing": (lambda out: edit_state(out, lambda point: point["output"].pop("sha256")), "damaged"),
     "lines-lowered": (lambda out: edit_state(out, lambda point: point.update(lines=point["lines"] - 32)),
-                      "another input"),
+                      "belongs to another input, or its record was changed: the first"),
+    "lines-zeroed": (lambda out: edit_state(out, lambda point: point.update(lines=0)),
+                     "is damaged: its record says no input line is done"),
     "kind-changed": (lambda out: edit_state(out, lambda point: point["output"].update(kind="dataset")),
                      "cannot read the record"),
 }
@@ -196,6 +194,45 @@ def test_a_damaged_dataset_is_refused_or_resumed_correctly(tiny_index: Path, tmp
     change, said = DATASET_DAMAGES[damage]
     change(out)
     assert said in resumed_or_refused(tiny_index, source, out, args, expected)
+
+
+def test_a_dataset_resumed_on_another_input_is_refused(tiny_index: Path, tmp_path: Path) -> None:
+    """A line of the first recorded part changed: the dataset's parts are of another input,
+    so --resume refuses in one line, publishes nothing and keeps the parts."""
+    pytest.importorskip("pyarrow")
+    args = ["-n", "3", "-f", "parquet"]
+    out, source = stopped(tiny_index, tmp_path, "subs", 5000, 3000, args)
+    kept = sorted(os.listdir(f"{out}{PARTIAL_SUFFIX}"))
+    source.write_bytes(records(5000).replace(b"r5\t5\t2\t", b"r5\t5\t1\t"))
+    line = resumed_or_refused(tiny_index, source, out, args, tmp_path / "not-made")
+    assert "belongs to another input, or its record was changed: the first 2,048 lines" in line
+    assert sorted(os.listdir(f"{out}{PARTIAL_SUFFIX}")) == kept
+
+
+@pytest.mark.parametrize("out_name, args, count, bad", [("subs.txt.gz", ["-n", "3"], 600, (150, 400)),
+                                                        ("subs", ["-n", "3", "-f", "parquet"], 5000, (1500, 3500))],
+                         ids=["gz", "parquet"])
+def test_a_resumed_run_stopped_again_resumes_again(tiny_index: Path, tmp_path: Path, out_name: str, args: list[str],
+                                                   count: int, bad: tuple[int, int]) -> None:
+    """Stopped by a bad record, resumed, stopped by a later one, resumed again: each resume
+    keeps everything recorded before it (the record of a resumed run covers the lines of
+    the runs before it too) and searches only the rest, and the last ends with the output
+    of an uninterrupted run."""
+    if "parquet" in args:
+        pytest.importorskip("pyarrow")
+    out, source = stopped(tiny_index, tmp_path, out_name, count, bad[0], args)
+    first = state_of(out)["resume"]["lines"]
+    source.write_bytes(records(count, bad[1]))
+    again = run_cli(QUERY, tiny_index, "-t", *args, "-i", source, "-o", out, "--resume", check=False)
+    assert again.returncode == 1 and f"{source}:{bad[1]}:" in one_line(again.stderr)
+    second = state_of(out)["resume"]["lines"]
+    assert first < bad[0] <= second < bad[1]
+    source.write_bytes(records(count))
+    last = run_cli(QUERY, tiny_index, "-t", *args, "-i", source, "-o", out, "--resume", "--stats")
+    assert last.stderr.decode().splitlines()[-1].startswith(f"positions {count - second} ")
+    expected = tmp_path / f"expected-{out_name}"
+    run_cli(QUERY, tiny_index, "-t", *args, "-i", source, "-o", expected)
+    assert same_output(out, expected)
 
 
 def test_targets_without_a_final_newline_end_at_their_sentence(tiny_index: Path, tmp_path: Path) -> None:

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from functools import partial
 from itertools import takewhile
 from typing import TYPE_CHECKING, BinaryIO
 
-from fastsubs.core import Core
-from fastsubs.errors import QueryInputError
+from fastsubs.core import Core, Rendered
+from fastsubs.errors import QueryInputError, temporary_errors_named
 from fastsubs.options import QueryOptions
-from fastsubs.pipeline.formats import render_lines
+from fastsubs.pipeline.formats import render_lines, writes_records
 from fastsubs.pipeline.lines import Chunk
-from fastsubs.pipeline.long_lines import LongLine, windows
+from fastsubs.pipeline.long_lines import LongLine, record_window, windows
 from fastsubs.pipeline.textio import Compressor
 from fastsubs.stats import SearchStats
 
@@ -51,7 +53,9 @@ class ChunkResult:
 
 class ChunkSink:
     """A chunk's output as it is made: in memory, or once ``spill`` is called (the chunk holds
-    a long line) in a file next to that line's, compressed as it goes by ``compress``."""
+    a long line) in a file next to that line's, compressed as it goes by ``compress``.  A
+    failure to write that file (a full $TMPDIR) is a TemporaryFileError naming its
+    directory, not an error of the output."""
 
     def __init__(self, compress: Compressor | None) -> None:
         self.compress = compress
@@ -64,7 +68,8 @@ class ChunkSink:
     def spill(self, directory: str) -> None:
         if self._file is not None:
             return
-        handle, self.path = tempfile.mkstemp(dir=directory, suffix=".out")
+        with temporary_errors_named(directory):
+            handle, self.path = tempfile.mkstemp(dir=directory, suffix=".out")
         self._file = open(handle, "wb")
         self._member = self.compress.stream() if self.compress is not None else None
         for piece in self.pieces:
@@ -76,22 +81,28 @@ class ChunkSink:
         if self._file is None:
             self.pieces.append(data)
         else:
-            self._file.write(self._member.compress(data) if self._member is not None else data)
+            with self._errors_named():
+                self._file.write(self._member.compress(data) if self._member is not None else data)
 
     def close(self) -> bytes:
         """The output kept in memory (b"" when it is in the file at ``path``)."""
         if self._file is None:
             data = b"".join(self.pieces)
             return self.compress(data) if self.compress is not None and data else data
-        if self._member is not None and not self._empty:  # no data, no member (as in memory)
-            self._file.write(self._member.flush())
-        self._file.close()
+        with self._errors_named():
+            if self._member is not None and not self._empty:  # no data, no member (as in memory)
+                self._file.write(self._member.flush())
+            self._file.close()
         return b""
 
     def abandon(self) -> None:
         if self._file is not None:
-            self._file.close()
+            with suppress(OSError):  # what it could not write (a full disk) is dropped
+                self._file.close()
             os.unlink(self.path)  # type: ignore[arg-type]
+
+    def _errors_named(self) -> AbstractContextManager[None]:
+        return temporary_errors_named(os.path.dirname(self.path or ""))
 
 
 def process_chunk(index: Core, chunk: Chunk, options: QueryOptions, source: str,
@@ -101,8 +112,9 @@ def process_chunk(index: Core, chunk: Chunk, options: QueryOptions, source: str,
     dataset): the process that searched a chunk also formats and compresses it, so the
     writing process only writes.  The chunk is made in one call into the C core (a part,
     in one per row group), and one more after each bad -t record, which is skipped only
-    when asked; a long line, in one per window (:mod:`fastsubs.pipeline.long_lines`), its
-    chunk's output kept in a file (``ChunkResult.spilled``).  Its stats count this
+    when asked; a long line, in one per window (:mod:`fastsubs.pipeline.long_lines`), a long
+    -t record in one, with the window of its text around its target, and the chunk's
+    output kept in a file (``ChunkResult.spilled``).  Its stats count this
     thread's searches alone: other threads may search the same index."""
     first = chunk[0][0] if chunk else 1
     lines = [line for _, line in chunk]
@@ -120,15 +132,18 @@ def process_chunk(index: Core, chunk: Chunk, options: QueryOptions, source: str,
             line = lines[done]
             if isinstance(line, LongLine):
                 sink.spill(os.path.dirname(line.path))
-                for text, window in windows(line, index.order):
-                    rendered = render_lines(index, [text], first + done, options, window)
-                    add_window(rendered.data)
-                    stats.add(rendered.stats)
-                done += 1
-                continue
-            plain = list(takewhile(lambda line: not isinstance(line, LongLine), lines[done:done + step]))
-            rendered = render_lines(index, plain, first + done, options)  # type: ignore[arg-type]
-            add(rendered.data)
+                if not options.targets:
+                    for text, window in windows(line, index.order):
+                        rendered = render_lines(index, [text], first + done, options, window)
+                        add_window(rendered.data)
+                        stats.add(rendered.stats)
+                    done += 1
+                    continue
+                rendered = _long_record(index, line, first + done, options, add)
+            else:
+                plain = list(takewhile(lambda line: not isinstance(line, LongLine), lines[done:done + step]))
+                rendered = render_lines(index, plain, first + done, options)  # type: ignore[arg-type]
+                add(rendered.data)
             stats.add(rendered.stats)
             done += rendered.done
             if rendered.problem is None:
@@ -148,3 +163,22 @@ def process_chunk(index: Core, chunk: Chunk, options: QueryOptions, source: str,
     if part is not None:
         return ChunkResult(b"", done, warnings, stats, error, part.close())
     return ChunkResult(data, done, warnings, stats, error, spilled=sink.path)
+
+
+def _long_record(index: Core, line: LongLine, number: int, options: QueryOptions,
+                 add: Callable[[bytes], None]) -> Rendered:
+    """The output of a -t record longer than LONG_LINE_BYTES, given to ``add`` in bounded
+    memory: the C core reads its fields and the window of its text around its target
+    (:func:`fastsubs.pipeline.long_lines.record_window`); where the output shows the record
+    itself, its line is copied here first, a piece at a time, with the newline that
+    kernel/chunk.c adds to a record that has none."""
+    text, window = record_window(line, index.order)
+    rendered = render_lines(index, [text], number, options, window)
+    if rendered.done and writes_records(options):
+        piece = b""
+        for piece in line.pieces():
+            add(piece)
+        if not piece.endswith(b"\n"):
+            add(b"\n")
+    add(rendered.data)
+    return rendered

@@ -34,7 +34,7 @@ from __future__ import annotations
 from fastsubs.core import Core, Render, Rendered
 from fastsubs.options import QueryOptions
 from fastsubs.pipeline.lines import TEXT_BLOCKS, Blocks
-from fastsubs.pipeline.long_lines import Window
+from fastsubs.pipeline.long_lines import RecordWindow, Window
 
 
 def _rendering(options: QueryOptions) -> Render:
@@ -48,11 +48,18 @@ def _rendering(options: QueryOptions) -> Render:
     return Render.FIELDS if options.targets else Render.LINE
 
 
+def writes_records(options: QueryOptions) -> bool:
+    """Whether the output shows each -t record's line before the substitutes of its target
+    (the original's format)."""
+    return _rendering(options) is Render.FIELDS
+
+
 def render_lines(index: Core, lines: list[bytes], first_line: int, options: QueryOptions,
-                 window: Window | None = None) -> Rendered:
+                 window: Window | RecordWindow | None = None) -> Rendered:
     """The output of consecutive input ``lines``, the first numbered ``first_line`` (from 1),
     up to a -t record that cannot be read (:class:`fastsubs.core.Rendered`); with
-    ``window``, the one line is a window of a long line (:mod:`fastsubs.pipeline.long_lines`)."""
+    ``window``, the one line is a window of a long line, or a long -t record's window of its
+    text (:mod:`fastsubs.pipeline.long_lines`), whose line the caller writes."""
     return index.render_chunk(lines, first_line, options.limits, index.excluded(options.excluded_words),
                               _rendering(options), targets=options.targets, eos=not options.no_eos,
                               normalize=options.normalize, draws=options.sample or 0, seed=options.seed,

@@ -33,6 +33,8 @@ CHUNK_LINES = 32
 #: lags it by as many lines.
 TAIL_LINES = 128
 TAIL_CHUNK_LINES = 4
+#: What some editors write at the start of a UTF-8 file.
+UTF8_BOM = b"\xef\xbb\xbf"
 
 Chunk = list[tuple[int, Line]]
 
@@ -53,9 +55,11 @@ TEXT_BLOCKS = Blocks()
 
 @dataclass
 class InputLines:
-    """The lines of an input, numbered from 1; reading stops at the first line that cannot be
-    read (damaged compressed data), which :meth:`chunks` keeps in ``failure`` so that
-    every line before it is still processed and written.  With ``spill`` (which gives a
+    """The lines of an input, numbered from 1, without the UTF-8 byte-order mark an editor
+    may have put at its start (it would be part of the first token, a word the model lacks);
+    reading stops at the first line that cannot be read (damaged compressed data), which
+    :meth:`chunks` keeps in ``failure`` so that every line before it is still processed and
+    written.  With ``spill`` (which gives a
     directory), a line longer than LONG_LINE_BYTES is read into a file there, not into
     memory (:mod:`fastsubs.pipeline.long_lines`)."""
 
@@ -70,8 +74,11 @@ class InputLines:
         while True:
             try:
                 start = self.stream.readline(LONG_LINE_BYTES)
+                long = len(start) == LONG_LINE_BYTES and not start.endswith(b"\n")
+                if self.read == 0:
+                    start = start.removeprefix(UTF8_BOM)
                 line: Line = start
-                if len(start) == LONG_LINE_BYTES and not start.endswith(b"\n"):
+                if long:
                     line = spill(start, self.stream, self.spill()) if self.spill else start + self.stream.readline()
             except DECOMPRESSION_ERRORS as error:
                 raise QueryInputError(self.source, self.read + 1, read_failure(error)) from None

@@ -13,6 +13,7 @@ import hashlib
 import lzma
 import os
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -36,16 +37,19 @@ def _isal() -> Any:
         return None
 
 
-#: The reader of each compressed format.  gzip through zlib, not ISA-L: on a cut file
-#: ISA-L's reader raises before it hands out the text it did decompress, so the error
-#: could not name the line the damage is at.
-_READERS = {"gz": gzip.GzipFile, "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}
+#: The reader of each compressed format (of a path, or of a file already open).  gzip
+#: through zlib, not ISA-L: on a cut file ISA-L's reader raises before it hands out the
+#: text it did decompress, so the error could not name the line the damage is at.
+_READERS: dict[str, Callable[..., Any]] = {"gz": gzip.open, "bz2": bz2.open, "xz": lzma.open}
 
 
-def open_binary(path: str | os.PathLike[str]) -> BinaryIO:
-    """Open ``path`` for reading in binary, decompressing by its extension."""
+def open_binary(path: str | os.PathLike[str], opened: BinaryIO | None = None) -> BinaryIO:
+    """Open ``path`` for reading in binary, decompressing by its extension; with ``opened``,
+    read its bytes from that stream (which the caller closes), not from a file of its own."""
     kind = compression(path)
-    return open(path, "rb") if kind is None else _READERS[kind](path, "rb")  # type: ignore[return-value]
+    if kind is None:
+        return opened if opened is not None else open(path, "rb")
+    return _READERS[kind](opened if opened is not None else path, "rb")
 
 
 #: What reading a damaged or truncated compressed stream raises.
@@ -85,7 +89,7 @@ class Compressor:
         if self.library.startswith("isal"):
             from isal import igzip
 
-            return igzip.compress(data, _ISAL_LEVELS[self.level], mtime=0)  # type: ignore[no-any-return]
+            return igzip.compress(data, _ISAL_LEVELS[self.level], mtime=0)
         member = zlib.compressobj(self.level, zlib.DEFLATED, 31)  # a gzip member with time 0
         return member.compress(data) + member.flush()
 

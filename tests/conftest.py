@@ -9,7 +9,10 @@ held-out text, and the original tool's outputs for ``kn4-small``.
 
 from __future__ import annotations
 
+import fcntl
 import functools
+import hashlib
+import json
 import os
 import pty
 import re
@@ -61,15 +64,63 @@ def shared(name: str) -> Path:
     return path
 
 
+#: A folder that the session's processes share (pytest-xdist's workers: the parent of their
+#: own temporary folders), once the session has started (``_session_folder``).
+_SESSION_FOLDER: list[Path] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
+    base = tmp_path_factory.getbasetemp()
+    _SESSION_FOLDER[:] = [base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base]
+
+
 @functools.cache
 def demo_model() -> ArpaModel:
-    """The demo model as the exhaustive scorer reads it (parsed once per process, ~1 s)."""
+    """The demo model as the exhaustive scorer reads it (parsed once per process, ~2 s)."""
     return ArpaModel.from_file(str(DEMO_MODEL))
 
 
 @functools.cache
+def demo_oracle() -> ArpaModel:
+    """:func:`demo_model` with its numbers as an index stores them (``stored_as_float32``),
+    made once per process: what the search's lists are compared with."""
+    return demo_model().stored_as_float32()
+
+
+#: Where the tests keep what they draw from the repository's files, from one session to the
+#: next, named by a digest of what it is drawn from (``build/`` is git's to ignore).
+KEPT = REPO / "build" / "tests"
+
+
+@functools.cache
 def _demo_sentences() -> tuple[str, ...]:
-    return tuple(sampled_sentences(demo_model(), DEMO_SENTENCES, seed=1))
+    """Drawn once, then kept (in KEPT, or the session's folder where it cannot be made),
+    under a digest of the model, of what draws them and of the Python that did: the next
+    session and the other pytest-xdist workers read them, and need not read the model to
+    draw them again (~3 s)."""
+    made_from = [DEMO_MODEL.read_bytes(), *(Path(__file__).with_name(name).read_bytes()
+                                           for name in ("model_text.py", "exhaustive.py")),
+                 f"{DEMO_SENTENCES} sentences, seed 1, Python {sys.version}".encode()]
+    try:
+        KEPT.mkdir(parents=True, exist_ok=True)
+        folder = KEPT
+    except OSError:
+        if not _SESSION_FOLDER:  # (outside a test)
+            return tuple(sampled_sentences(demo_model(), DEMO_SENTENCES, seed=1))
+        folder = _SESSION_FOLDER[0]
+    digest = hashlib.sha256(b"\0".join(made_from)).hexdigest()[:16]
+    drawn = folder / f"demo-sentences-{digest}.json"
+    with open(folder / "demo-sentences.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
+        if not drawn.exists():
+            for older in folder.glob("demo-sentences-*.json"):
+                older.unlink()
+            sentences = sampled_sentences(demo_model(), DEMO_SENTENCES, seed=1)
+            drawn.with_suffix(".part").write_text(json.dumps(sentences))
+            os.replace(drawn.with_suffix(".part"), drawn)
+            return tuple(sentences)
+    return tuple(json.loads(drawn.read_text()))
 
 
 def demo_sentences(count: int) -> list[str]:
@@ -132,11 +183,15 @@ def run_on_a_terminal(program: str, *args: str | os.PathLike[str], timeout: floa
 
 
 @pytest.fixture(scope="session")
-def demo_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundled demo model compiled once per test session: the default suite's real
-    model (a Kneser-Ney model's shape: 20K words, 0.5M n-grams, a 16 MiB index)."""
-    target = tmp_path_factory.mktemp("indexes") / "demo.fsidx"
-    fastsubs.build_index(DEMO_MODEL, target)
+def demo_index(_session_folder: None) -> Path:
+    """The bundled demo model compiled once per test session (by the first of
+    pytest-xdist's workers that needs it, for all: the tests only read it): the default
+    suite's real model (a Kneser-Ney model's shape: 20K words, 0.5M n-grams, a 16 MiB index)."""
+    target = _SESSION_FOLDER[0] / "indexes" / "demo.fsidx"
+    with open(_SESSION_FOLDER[0] / "demo-index.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
+        if not target.exists():
+            fastsubs.build_index(DEMO_MODEL, target)  # published whole, or not at all
     return target
 
 

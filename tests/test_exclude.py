@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import fastsubs
 from arpa_gen import arpa_models, sentences
-from conftest import demo_model, demo_sentences, run_cli
+from conftest import demo_oracle, demo_sentences, run_cli
 from exhaustive import BOS, ArpaModel
 from test_exactness import assert_exact
 
@@ -59,7 +59,7 @@ def test_excluded_words_are_skipped_by_the_search(case) -> None:
 def test_demo_model_without_its_best_words_equals_exhaustive(demo_index: Path) -> None:
     """A real model, every position of a sentence, without the markers, punctuation and the
     five best words of the first position (so the exclusion bites where the search starts)."""
-    oracle = demo_model().stored_as_float32()
+    oracle = demo_oracle()
     tokens = next(line.split() for line in demo_sentences(20) if len(line.split()) >= 10)[:10]
     best = [word for word, _ in oracle.ranked(oracle.substitute_scores(tokens, 0))[:5]]
     excluded = {"</s>", "<unk>", ".", ",", "the", *best}

@@ -12,13 +12,15 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
-import json
 import os
+import pickle
 import pty
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from hypothesis import Phase, settings
@@ -49,6 +51,7 @@ BIN = Path(sys.executable).parent
 DEMO_MODEL = REPO / "models" / "demo-kn4-20k.arpa.gz"
 #: Sentences drawn from the demo model for the tests (each takes the first N it needs).
 DEMO_SENTENCES = 1500
+T = TypeVar("T")
 
 
 # ``--hypothesis-profile no-shrink``: report a failing example as found (tests/mutations.py
@@ -75,10 +78,46 @@ def _session_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
     _SESSION_FOLDER[:] = [base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base]
 
 
+#: Where the tests keep what they make from the repository's files, from one session to the
+#: next, named by a digest of what it is made from (``build/`` is git's to ignore).
+KEPT = REPO / "build" / "tests"
+
+
+def _kept(name: str, made_from: list[bytes], make: Callable[[], T]) -> T:
+    """``make()``, made once and kept (pickled in KEPT, or in the session's folder where KEPT
+    cannot be made) under a digest of ``made_from`` and the Python that made it: the next
+    session and the other pytest-xdist workers read it instead of making it again."""
+    try:
+        KEPT.mkdir(parents=True, exist_ok=True)
+        folder = KEPT
+    except OSError:
+        if not _SESSION_FOLDER:  # (outside a test)
+            return make()
+        folder = _SESSION_FOLDER[0]
+    digest = hashlib.sha256(b"\0".join([*made_from, sys.version.encode()])).hexdigest()[:16]
+    kept = folder / f"{name}-{digest}.pickle"
+    with open(folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
+        if not kept.exists():
+            for older in folder.glob(f"{name}-*.pickle"):
+                older.unlink()
+            made = make()
+            kept.with_suffix(".part").write_bytes(pickle.dumps(made, protocol=pickle.HIGHEST_PROTOCOL))
+            os.replace(kept.with_suffix(".part"), kept)
+            return made
+    return pickle.loads(kept.read_bytes())
+
+
+def _tests_file(name: str) -> bytes:
+    return Path(__file__).with_name(name).read_bytes()
+
+
 @functools.cache
 def demo_model() -> ArpaModel:
-    """The demo model as the exhaustive scorer reads it (parsed once per process, ~2 s)."""
-    return ArpaModel.from_file(str(DEMO_MODEL))
+    """The demo model as the exhaustive scorer reads it: parsed once (~2 s), kept (read
+    again in ~0.5 s) while the model and exhaustive.py stay as they are."""
+    return _kept("demo-model", [DEMO_MODEL.read_bytes(), _tests_file("exhaustive.py")],
+                 lambda: ArpaModel.from_file(str(DEMO_MODEL)))
 
 
 @functools.cache
@@ -88,39 +127,14 @@ def demo_oracle() -> ArpaModel:
     return demo_model().stored_as_float32()
 
 
-#: Where the tests keep what they draw from the repository's files, from one session to the
-#: next, named by a digest of what it is drawn from (``build/`` is git's to ignore).
-KEPT = REPO / "build" / "tests"
-
-
 @functools.cache
 def _demo_sentences() -> tuple[str, ...]:
-    """Drawn once, then kept (in KEPT, or the session's folder where it cannot be made),
-    under a digest of the model, of what draws them and of the Python that did: the next
-    session and the other pytest-xdist workers read them, and need not read the model to
-    draw them again (~3 s)."""
-    made_from = [DEMO_MODEL.read_bytes(), *(Path(__file__).with_name(name).read_bytes()
-                                           for name in ("model_text.py", "exhaustive.py")),
-                 f"{DEMO_SENTENCES} sentences, seed 1, Python {sys.version}".encode()]
-    try:
-        KEPT.mkdir(parents=True, exist_ok=True)
-        folder = KEPT
-    except OSError:
-        if not _SESSION_FOLDER:  # (outside a test)
-            return tuple(sampled_sentences(demo_model(), DEMO_SENTENCES, seed=1))
-        folder = _SESSION_FOLDER[0]
-    digest = hashlib.sha256(b"\0".join(made_from)).hexdigest()[:16]
-    drawn = folder / f"demo-sentences-{digest}.json"
-    with open(folder / "demo-sentences.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
-        if not drawn.exists():
-            for older in folder.glob("demo-sentences-*.json"):
-                older.unlink()
-            sentences = sampled_sentences(demo_model(), DEMO_SENTENCES, seed=1)
-            drawn.with_suffix(".part").write_text(json.dumps(sentences))
-            os.replace(drawn.with_suffix(".part"), drawn)
-            return tuple(sentences)
-    return tuple(json.loads(drawn.read_text()))
+    """Drawn once, then kept, while the model, exhaustive.py and model_text.py stay as they
+    are: a session, or a worker, that needs the text but not the model then reads neither
+    the model nor the kept model (the draw is seeded: the same sentences)."""
+    return _kept("demo-sentences", [DEMO_MODEL.read_bytes(), _tests_file("exhaustive.py"),
+                                    _tests_file("model_text.py"), f"{DEMO_SENTENCES} sentences, seed 1".encode()],
+                 lambda: tuple(sampled_sentences(demo_model(), DEMO_SENTENCES, seed=1)))
 
 
 def demo_sentences(count: int) -> list[str]:

@@ -64,8 +64,11 @@ demo: $(BIN)/.kernel-built
 	$(BIN)/fastsubs-query $(DEMO_INDEX) -n 5 -i examples/sentences.txt
 	@echo "The tools are in $(BIN) ($(BIN)/fastsubs-query $(DEMO_INDEX) -n 10 < your-sentences.txt), or in your PATH after: source $(BIN)/activate" >&2
 
+# PYTHONDONTWRITEBYTECODE cleared for the suite: where it is set, pytest cannot keep the test
+# modules it rewrites (for its assertions) in tests/__pycache__, and each worker rewrote every
+# one of them at every run (~1.5 s of CPU).
 test: $(BIN)/.installed $(BIN)/.kernel-built
-	$(BIN)/python -m pytest -n $(TEST_WORKERS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 # ... and Spark's Python API for the slow test that Spark reads a dataset (~350 MB: not in make test).
 $(BIN)/.spark: $(BIN)/.installed

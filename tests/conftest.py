@@ -9,14 +9,19 @@ held-out text, and the original tool's outputs for ``kn4-small``.
 
 from __future__ import annotations
 
+import fcntl
 import functools
+import hashlib
 import os
+import pickle
 import pty
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from hypothesis import Phase, settings
@@ -64,6 +69,7 @@ BIN = Path(sys.executable).parent
 DEMO_MODEL = REPO / "models" / "demo-kn4-20k.arpa.gz"
 #: Sentences drawn from the demo model for the tests (each takes the first N it needs).
 DEMO_SENTENCES = 1500
+T = TypeVar("T")
 
 
 # ``--hypothesis-profile no-shrink``: report a failing example as found (tests/mutations.py
@@ -79,15 +85,74 @@ def shared(name: str) -> Path:
     return path
 
 
+#: A folder that the session's processes share (pytest-xdist's workers: the parent of their
+#: own temporary folders), once the session has started (``_session_folder``).
+_SESSION_FOLDER: list[Path] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
+    base = tmp_path_factory.getbasetemp()
+    _SESSION_FOLDER[:] = [base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base]
+
+
+#: Where the tests keep what they make from the repository's files, from one session to the
+#: next, named by a digest of what it is made from (``build/`` is git's to ignore).
+KEPT = REPO / "build" / "tests"
+
+
+def _kept(name: str, made_from: list[bytes], make: Callable[[], T]) -> T:
+    """``make()``, made once and kept (pickled in KEPT, or in the session's folder where KEPT
+    cannot be made) under a digest of ``made_from`` and the Python that made it: the next
+    session and the other pytest-xdist workers read it instead of making it again."""
+    try:
+        KEPT.mkdir(parents=True, exist_ok=True)
+        folder = KEPT
+    except OSError:
+        if not _SESSION_FOLDER:  # (outside a test)
+            return make()
+        folder = _SESSION_FOLDER[0]
+    digest = hashlib.sha256(b"\0".join([*made_from, sys.version.encode()])).hexdigest()[:16]
+    kept = folder / f"{name}-{digest}.pickle"
+    with open(folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
+        if not kept.exists():
+            for older in folder.glob(f"{name}-*.pickle"):
+                older.unlink()
+            made = make()
+            kept.with_suffix(".part").write_bytes(pickle.dumps(made, protocol=pickle.HIGHEST_PROTOCOL))
+            os.replace(kept.with_suffix(".part"), kept)
+            return made
+    return pickle.loads(kept.read_bytes())
+
+
+def _tests_file(name: str) -> bytes:
+    return Path(__file__).with_name(name).read_bytes()
+
+
 @functools.cache
 def demo_model() -> ArpaModel:
-    """The demo model as the exhaustive scorer reads it (parsed once per process, ~1 s)."""
-    return ArpaModel.from_file(str(DEMO_MODEL))
+    """The demo model as the exhaustive scorer reads it: parsed once (~2 s), kept (read
+    again in ~0.5 s) while the model and exhaustive.py stay as they are."""
+    return _kept("demo-model", [DEMO_MODEL.read_bytes(), _tests_file("exhaustive.py")],
+                 lambda: ArpaModel.from_file(str(DEMO_MODEL)))
+
+
+@functools.cache
+def demo_oracle() -> ArpaModel:
+    """:func:`demo_model` with its numbers as an index stores them (``stored_as_float32``),
+    made once per process: what the search's lists are compared with."""
+    return demo_model().stored_as_float32()
 
 
 @functools.cache
 def _demo_sentences() -> tuple[str, ...]:
-    return tuple(sampled_sentences(demo_model(), DEMO_SENTENCES, seed=1))
+    """Drawn once, then kept, while the model, exhaustive.py and model_text.py stay as they
+    are: a session, or a worker, that needs the text but not the model then reads neither
+    the model nor the kept model (the draw is seeded: the same sentences)."""
+    return _kept("demo-sentences", [DEMO_MODEL.read_bytes(), _tests_file("exhaustive.py"),
+                                    _tests_file("model_text.py"), f"{DEMO_SENTENCES} sentences, seed 1".encode()],
+                 lambda: tuple(sampled_sentences(demo_model(), DEMO_SENTENCES, seed=1)))
 
 
 def demo_sentences(count: int) -> list[str]:
@@ -171,11 +236,15 @@ def small_disk(tmp_path: Path):
 
 
 @pytest.fixture(scope="session")
-def demo_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundled demo model compiled once per test session: the default suite's real
-    model (a Kneser-Ney model's shape: 20K words, 0.5M n-grams, a 16 MiB index)."""
-    target = tmp_path_factory.mktemp("indexes") / "demo.fsidx"
-    fastsubs.build_index(DEMO_MODEL, target)
+def demo_index(_session_folder: None) -> Path:
+    """The bundled demo model compiled once per test session (by the first of
+    pytest-xdist's workers that needs it, for all: the tests only read it): the default
+    suite's real model (a Kneser-Ney model's shape: 20K words, 0.5M n-grams, a 16 MiB index)."""
+    target = _SESSION_FOLDER[0] / "indexes" / "demo.fsidx"
+    with open(_SESSION_FOLDER[0] / "demo-index.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
+        if not target.exists():
+            fastsubs.build_index(DEMO_MODEL, target)  # published whole, or not at all
     return target
 
 

@@ -137,7 +137,8 @@ def test_a_worker_that_died_after_its_last_answer_fails_the_wait() -> None:
             pool.send(pool.least_busy(), 0, "item")
             pool.collect(block=True)
             assert pool.answered == {0: "item"}
-            time.sleep(1.0)  # the worker is killed meanwhile
+            pool.workers[0].process.join(timeout=60)  # killed meanwhile (a sleep of 1 s waited for it)
+            assert pool.workers[0].process.exitcode == -signal.SIGALRM
             pool.finish_sending()
             with pytest.raises(FastsubsError, match="^died$"):
                 pool.wait()

@@ -99,7 +99,7 @@ def test_a_cluster_out_of_reach_is_one_line_and_leaves_nothing(tiny_index: Path,
     result = subprocess.run([str(BIN / "fastsubs-query"), str(tiny_index), "--dask", address,
                              "-i", f"{tmp_path}/in/*.txt", "-o", str(tmp_path / "out" / "subs")],
                             capture_output=True, timeout=120,
-                            env={**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"})
+                            env={**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "1s"})
     assert result.returncode == 1
     [line] = result.stderr.decode().splitlines()
     assert line.startswith("fastsubs-query: error: ") and address in line, line

@@ -143,9 +143,9 @@ def test_unknown_words_back_off_through_their_known_context() -> None:
 def test_demo_model_sentences_equal_exhaustive(demo_index: Path) -> None:
     """A real model (the demo's 20K words, Kneser-Ney): every position of a few sentences
     drawn from it, against the oracle."""
-    from conftest import demo_model, demo_sentences
+    from conftest import demo_oracle, demo_sentences
 
-    oracle = demo_model().stored_as_float32()
+    oracle = demo_oracle()
     lines = demo_sentences(4)
     with fastsubs.open_index(demo_index) as index:
         for line in lines:

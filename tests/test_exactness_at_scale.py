@@ -56,8 +56,12 @@ def limits_for(vocab_size: int, drawn_k: int) -> list[Limit]:
     return [(k, None) for k in counts] + [(None, 0.5), (None, 0.99), (20, 0.9), (most, 0.999)]
 
 
-def check_big_model(shape: BigModelShape, drawn_k: int, limits: list[Limit] | None = None) -> None:
-    text, vocab, sentences = shape.build()
+def check_big_model(shape: BigModelShape, drawn_k: int, limits: list[Limit] | None = None,
+                    built: tuple[str, list[str], list[list[str]]] | None = None,
+                    index_path: Path | None = None) -> None:
+    """``built``, ``index_path``: what ``shape.build()`` gives and its index, where the caller
+    has them already (built with ``joint_min=1``, as here)."""
+    text, vocab, sentences = built or shape.build()
     oracle = ArpaModel.from_text(text).stored_as_float32()
     limits = limits or limits_for(len(vocab), drawn_k)
     expected: dict[tuple[int, int, Limit], list[tuple[str, float]]] = {}
@@ -67,11 +71,13 @@ def check_big_model(shape: BigModelShape, drawn_k: int, limits: list[Limit] | No
             for limit in limits:
                 expected[number, position, limit] = oracle.cut(ranked, *limit)
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "model.arpa").write_text(text)
-        fastsubs.build_index(Path(tmp) / "model.arpa", Path(tmp) / "model.fsidx", joint_min=1)
+        if index_path is None:
+            (Path(tmp) / "model.arpa").write_text(text)
+            index_path = Path(tmp) / "model.fsidx"
+            fastsubs.build_index(Path(tmp) / "model.arpa", index_path, joint_min=1)
         for budget_name, budget in BUDGETS.items():
             # opened afresh: what an earlier budget kept must not serve this one
-            with fastsubs.open_index(Path(tmp) / "model.fsidx") as index:
+            with fastsubs.open_index(index_path) as index:
                 index._core.set_cache(DEFAULT_SLOTS, budget)  # the core the API searches with
                 for (number, position, (n, p)), listed in expected.items():
                     assert_exact(index.position(sentences[number], position, n=n, p=p), listed,
@@ -120,7 +126,8 @@ def test_two_level_rank_maps_equal_exhaustive_scoring(tmp_path: Path) -> None:
     fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx", joint_min=1)
     sizes = set(pattern_sizes(tmp_path / "model.fsidx", [" ".join(sentences[0])]))
     assert any(BIG_PATTERN <= size < len(vocab) // 256 for size in sizes), sorted(sizes)
-    check_big_model(shape, 0, [(1, None), (9, None), (65, None), (300, None), (20, 0.9), (None, 0.5)])
+    check_big_model(shape, 0, [(1, None), (9, None), (65, None), (300, None), (20, 0.9), (None, 0.5)],
+                    built=(text, vocab, sentences), index_path=tmp_path / "model.fsidx")
 
 
 def test_big_models_reach_the_big_pattern_paths(tmp_path: Path) -> None:

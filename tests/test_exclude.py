@@ -14,19 +14,20 @@ from hypothesis import strategies as st
 
 import fastsubs
 from arpa_gen import arpa_models, sentences
-from conftest import demo_model, demo_sentences, run_cli
+from conftest import demo_oracle, demo_sentences, run_cli
 from exhaustive import BOS, ArpaModel
 from test_exactness import assert_exact
 
 LIMITS = [(1, None), (3, None), (100, None), (None, 0.5), (5, 0.9), (None, 0.99)]
 
 
-def restricted(oracle: ArpaModel, tokens: list[str], position: int, excluded: set[str], n: int | None,
-               p: float | None) -> list[tuple[str, float]]:
-    """The oracle's list over the words not excluded."""
+def restricted(oracle: ArpaModel, tokens: list[str], position: int, excluded: set[str],
+               limits: list[tuple[int | None, float | None]]) -> list[list[tuple[str, float]]]:
+    """The oracle's list over the words not excluded, for each of ``limits`` (n, p): the
+    position scored once, its ranking cut for each."""
     ranked = [item for item in oracle.ranked(oracle.substitute_scores(tokens, position)) if item[0] not in excluded]
     others = len(oracle.vocab) - len(excluded & set(oracle.vocab) - {BOS})
-    return oracle.cut(ranked, n, p, vocab_size=others)
+    return [oracle.cut(ranked, n, p, vocab_size=others) for n, p in limits]
 
 
 @st.composite
@@ -49,26 +50,27 @@ def test_excluded_words_are_skipped_by_the_search(case) -> None:
             warnings.simplefilter("ignore")  # "not-a-word"
             for tokens in sentence_list:
                 for position in range(len(tokens) + 1):
-                    for n, p in LIMITS:
-                        assert_exact(index.position(tokens, position, n=n, p=p, exclude=sorted(excluded)),
-                                     restricted(oracle, tokens, position, excluded, n, p),
+                    expected = restricted(oracle, tokens, position, excluded, LIMITS)
+                    for (n, p), listed in zip(LIMITS, expected):
+                        assert_exact(index.position(tokens, position, n=n, p=p, exclude=sorted(excluded)), listed,
                                      f"{tokens} position {position} n={n} p={p} excluding {sorted(excluded)}")
 
 
 def test_demo_model_without_its_best_words_equals_exhaustive(demo_index: Path) -> None:
     """A real model, every position of a sentence, without the markers, punctuation and the
     five best words of the first position (so the exclusion bites where the search starts)."""
-    oracle = demo_model().stored_as_float32()
+    oracle = demo_oracle()
     tokens = next(line.split() for line in demo_sentences(20) if len(line.split()) >= 10)[:10]
     best = [word for word, _ in oracle.ranked(oracle.substitute_scores(tokens, 0))[:5]]
     excluded = {"</s>", "<unk>", ".", ",", "the", *best}
     with fastsubs.open_index(demo_index) as index:
+        limits = [(1, None), (100, None), (None, 0.5), (50, 0.9)]
         for position in range(len(tokens) + 1):
-            for n, p in [(1, None), (100, None), (None, 0.5), (50, 0.9)]:
+            expected = restricted(oracle, tokens, position, excluded, limits)
+            for (n, p), listed in zip(limits, expected):
                 ours = index.position(tokens, position, n=n, p=p, exclude=excluded)
                 assert not excluded & {s.word for s in ours}
-                assert_exact(ours, restricted(oracle, tokens, position, excluded, n, p),
-                             f"{tokens} {position} n={n} p={p}")
+                assert_exact(ours, listed, f"{tokens} {position} n={n} p={p}")
 
 
 def test_cli_exclude_options_equal_the_api(demo_index: Path, tmp_path: Path) -> None:

@@ -311,16 +311,9 @@ class Copy:
         return errors
 
 
-@pytest.fixture(scope="module")
-def demo_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundled demo model (models/, 20K words, order 4) compiled once per module."""
-    target = tmp_path_factory.mktemp("demo") / "demo.fsidx"
-    fastsubs.build_index(REPO / "models" / "demo-kn4-20k.arpa.gz", target)
-    return target
-
-
 @pytest.fixture()
 def copy(demo_index: Path, tmp_path: Path) -> Copy:
+    """A copy of conftest's demo index (the bundled demo model, 20K words, order 4)."""
     path = tmp_path / "copy.fsidx"
     shutil.copytree(demo_index, path)
     with Core(path) as index:

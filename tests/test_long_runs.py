@@ -460,6 +460,28 @@ def test_a_full_disk_under_parquet_names_the_part(demo_index: Path, small_disk: 
     assert not out.exists()
 
 
+def searching_a_long_line(command: list[str], tmp_path: Path) -> subprocess.Popen[bytes]:
+    """Start ``command`` on a line of 300,000 words (many seconds of search, in windows: it
+    is a long line) and return once it searches the line's windows: their output has
+    spilled to its file in the run's $TMPDIR (not a fixed sleep, which waited 2 s)."""
+    words = demo_text(400).split()
+    source = tmp_path / "long.txt"
+    source.write_bytes(b" ".join((words * (300_000 // len(words) + 1))[:300_000]) + b"\n")
+    assert source.stat().st_size > LONG_LINE_BYTES
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    process = subprocess.Popen([*command, "-i", str(source)], stderr=subprocess.PIPE,
+                               env={**os.environ, "TMPDIR": str(scratch)})
+    deadline = time.monotonic() + 120
+    while not any(scratch.rglob("*.out")):
+        assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the run never searched the line"
+        time.sleep(0.01)
+    time.sleep(0.1)  # some way into the line
+    assert process.poll() is None, "the line was done before the signal: make it longer"
+    return process
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_signal_is_acted_on_in_the_middle_of_a_long_line(demo_index: Path, tmp_path: Path, sig: signal.Signals,
@@ -467,14 +489,9 @@ def test_a_signal_is_acted_on_in_the_middle_of_a_long_line(demo_index: Path, tmp
     """One line of 300,000 words (many seconds of search): a stop signal sent in the middle
     of it ends the run within a second (the search asks for signals every few positions),
     with its one line and exit status, not after the line."""
-    words = demo_text(400).split()
-    source = tmp_path / "long.txt"
-    source.write_bytes(b" ".join((words * (300_000 // len(words) + 1))[:300_000]) + b"\n")
     out = tmp_path / "subs.txt"
-    process = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "100", "-i", str(source), "-o", str(out),
-                                "--workers", workers], stderr=subprocess.PIPE)
-    time.sleep(2.0)  # started, and searching the line
-    assert process.poll() is None, "the line was done before the signal: make it longer"
+    process = searching_a_long_line([str(BIN / QUERY), str(demo_index), "-n", "100", "-o", str(out),
+                                     "--workers", workers], tmp_path)
     sent = time.monotonic()
     process.send_signal(sig)
     _, stderr = process.communicate(timeout=60)
@@ -496,10 +513,10 @@ def test_a_part_stopped_mid_search_leaves_no_temporary_file(demo_index: Path, tm
     """SIGTERM in the middle of a part (a long line: the search stops within it): the part
     being written is removed, not left under its temporary name in the dataset."""
     pytest.importorskip("pyarrow")
+    out = tmp_path / "subs"
     words = demo_text(400).split()
     source = tmp_path / "long.txt"
     source.write_bytes(b" ".join((words * (300_000 // len(words) + 1))[:300_000]) + b"\n")
-    out = tmp_path / "subs"
     process = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "100", "-i", str(source), "-f", "parquet",
                                 "-o", str(out)], stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120

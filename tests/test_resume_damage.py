@@ -70,6 +70,28 @@ def stopped(index: Path, tmp_path: Path, out_name: str, count: int, bad_at: int,
     return out, source
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tiny_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[int, list[str], str], Path]:
+    """``uninterrupted(count, args, name)``: the output (named ``name``) of an uninterrupted
+    ``-t`` run with ``args`` on ``records(count)``, what a resumed run must end with; made
+    once for the module, not once for each damage compared with it (the bytes of an output
+    depend on its input's bytes, not on its name or the input's)."""
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    made: dict[tuple[int, tuple[str, ...], str], Path] = {}
+
+    def output(count: int, args: list[str], name: str) -> Path:
+        key = (count, tuple(args), name)
+        if key not in made:
+            source = folder / f"records-{count}.tsv"
+            source.write_bytes(records(count))
+            made[key] = folder / f"{len(made)}" / name
+            made[key].parent.mkdir()
+            run_cli(QUERY, tiny_index, "-t", *args, "-i", source, "-o", made[key])
+        return made[key]
+
+    return output
+
+
 def resumed_or_refused(index: Path, source: Path, out: Path, args: list[str], expected: Path) -> str:
     """Resume; either refused in one line with nothing published, or exactly the expected output."""
     result = run_cli(QUERY, index, "-t", *args, "-i", source, "-o", out, "--resume", check=False)
@@ -112,11 +134,10 @@ FILE_DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
 @pytest.mark.parametrize("suffix", ["txt", "txt.gz"])
 @pytest.mark.parametrize("damage", sorted(FILE_DAMAGES))
 def test_a_damaged_partial_file_is_refused_or_resumed_correctly(tiny_index: Path, tmp_path: Path, suffix: str,
-                                                                damage: str) -> None:
+                                                                damage: str, uninterrupted) -> None:
     args = ["-n", "3"]
     out, source = stopped(tiny_index, tmp_path, f"subs.{suffix}", 400, 250, args)
-    expected = tmp_path / f"expected.{suffix}"
-    run_cli(QUERY, tiny_index, "-t", *args, "-i", source, "-o", expected)
+    expected = uninterrupted(400, args, f"expected.{suffix}")
     change, said = FILE_DAMAGES[damage]
     change(out)
     outcome = resumed_or_refused(tiny_index, source, out, args, expected)
@@ -183,14 +204,14 @@ DATASET_DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
 
 
 @pytest.mark.parametrize("damage", sorted(DATASET_DAMAGES))
-def test_a_damaged_dataset_is_refused_or_resumed_correctly(tiny_index: Path, tmp_path: Path, damage: str) -> None:
+def test_a_damaged_dataset_is_refused_or_resumed_correctly(tiny_index: Path, tmp_path: Path, damage: str,
+                                                           uninterrupted) -> None:
     pytest.importorskip("pyarrow")
     args = ["-n", "3", "-f", "parquet"]
     # blocks of 1,024 lines: two whole parts recorded, the third published up to the bad record
     out, source = stopped(tiny_index, tmp_path, "subs", 5000, 3000, args)
     assert len(_parts(out)) == 2 and len(os.listdir(f"{out}{PARTIAL_SUFFIX}")) == 3
-    expected = tmp_path / "expected"
-    run_cli(QUERY, tiny_index, "-t", *args, "-i", source, "-o", expected)
+    expected = uninterrupted(5000, args, "expected")
     change, said = DATASET_DAMAGES[damage]
     change(out)
     assert said in resumed_or_refused(tiny_index, source, out, args, expected)
@@ -276,7 +297,8 @@ def test_a_datasets_record_follows_each_published_part(tiny_index: Path, tmp_pat
 
 
 @pytest.mark.parametrize("bad_at", [1000, 1500])
-def test_a_dataset_resumes_after_the_parts_of_its_tail(tiny_index: Path, tmp_path: Path, bad_at: int) -> None:
+def test_a_dataset_resumes_after_the_parts_of_its_tail(tiny_index: Path, tmp_path: Path, bad_at: int,
+                                                       uninterrupted) -> None:
     """An input within a tail's lines is cut into parts of 128 lines: stopped in it, the
     record keeps every whole part before the bad line (not only whole blocks of 1,024), and
     --resume goes on from there to the uninterrupted run's parts."""
@@ -284,8 +306,7 @@ def test_a_dataset_resumes_after_the_parts_of_its_tail(tiny_index: Path, tmp_pat
     args = ["-n", "3", "-f", "parquet"]
     out, source = stopped(tiny_index, tmp_path, "subs", 1800, bad_at, args)
     assert state_of(out)["resume"]["lines"] == (bad_at - 1) // 128 * 128
-    expected = tmp_path / "expected"
-    run_cli(QUERY, tiny_index, "-t", *args, "-i", source, "-o", expected)
+    expected = uninterrupted(1800, args, "expected")
     assert resumed_or_refused(tiny_index, source, out, args, expected) == "correct"
 
 

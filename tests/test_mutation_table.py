@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import REPO
-
 import mutations
+from conftest import REPO
 
 
 @pytest.mark.parametrize("mutation", mutations.MUTATIONS, ids=lambda m: m.name)

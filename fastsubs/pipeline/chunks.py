@@ -118,16 +118,17 @@ def process_chunk(index: Core, chunk: Chunk, options: QueryOptions, source: str,
     thread's searches alone: other threads may search the same index."""
     first = chunk[0][0] if chunk else 1
     lines = [line for _, line in chunk]
-    part = parts.writer(index, first) if parts is not None else None
     sink = ChunkSink(compress)
-    add = part.add if part is not None else sink.add
-    add_window = partial(part.add, window=True) if part is not None else sink.add
     step = parts.row_group_lines if parts is not None else len(lines)
     warnings = []
     stats = SearchStats()
     done = 0
     error = None
+    part = None
     try:
+        part = parts.writer(index, first) if parts is not None else None  # (made inside: a stop removes it)
+        add = part.add if part is not None else sink.add
+        add_window = partial(part.add, window=True) if part is not None else sink.add
         while done < len(lines):
             line = lines[done]
             if isinstance(line, LongLine):

@@ -271,9 +271,13 @@ class PartWriter:
         self.parts = parts
         self.name = PART_NAME.format(first_line)
         self.path = parts.directory / f"{PART_TEMPORARY_PREFIX}{self.name}"
-        self._writer = pq.ParquetWriter(self.path, parts.schema, compression="zstd", use_dictionary=[
-            "word", "name", "id", "substitutes.list.element", "samples.list.element"],
-            use_byte_stream_split=["lp.list.element", "p.list.element"], store_schema=False)
+        try:  # a stop signal while the writer starts (its file made, itself not yet ours to abandon)
+            self._writer = pq.ParquetWriter(self.path, parts.schema, compression="zstd", use_dictionary=[
+                "word", "name", "id", "substitutes.list.element", "samples.list.element"],
+                use_byte_stream_split=["lp.list.element", "p.list.element"], store_schema=False)
+        except BaseException:
+            self.path.unlink(missing_ok=True)
+            raise
         self._held: list[Any] = []  # a long line's windows' rows not yet written
         self._held_rows = 0
 

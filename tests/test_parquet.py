@@ -105,7 +105,7 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("args", [["-n", "10"], ["-p", "0.5", "-z"], ["-n", "20", "--sample", "4", "--seed", "7"],
+@pytest.mark.parametrize("args", [["-n", "10"], ["-p", "0.1", "-z"], ["-n", "20", "--sample", "4", "--seed", "7"],
                                   ["-n", "5", "--no-eos", "--exclude", "the", "--exclude", "</s>"]],
                          ids=["n", "p-z", "sample", "no-eos-exclude"])
 def test_every_row_equals_json_lines(demo_index: Path, sentences: Path, tmp_path: Path, args: list[str]) -> None:

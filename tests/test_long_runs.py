@@ -86,6 +86,13 @@ def gone(pid: int) -> bool:
         return True
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system, all threads) process ``pid`` has used so far."""
+    with open(f"/proc/{pid}/stat") as stream:
+        fields = stream.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def written(out: Path) -> bool:
     """Whether a run has written output for OUT (to OUT.partial; a dataset's: a part, whole
     or still being written)."""
@@ -660,8 +667,8 @@ def test_a_run_stopped_while_its_input_pipe_is_open_exits_with_its_signal(tiny_i
 def test_a_signal_is_acted_on_in_the_middle_of_a_line_just_under_the_long_line_threshold(demo_index: Path,
                                                                                         tmp_path: Path) -> None:
     """A plain line a little shorter than LONG_LINE_BYTES is searched whole, in one call
-    into C (tens of seconds at -n 100): a stop signal sent once the chunk before it is
-    written ends the run within a second, as in a long line's windows."""
+    into C (tens of seconds at -n 100): a stop signal sent once that search is under way
+    ends the run within a second, as in a long line's windows."""
     words = demo_text(400).split()
     line = b" ".join(words * (LONG_LINE_BYTES // len(b" ".join(words)) + 1))[:LONG_LINE_BYTES - 1000]
     source = tmp_path / "in.txt"
@@ -675,6 +682,16 @@ def test_a_signal_is_acted_on_in_the_middle_of_a_line_just_under_the_long_line_t
             output = process.stdout.readline()
             assert output, process.stderr.read().decode()  # type: ignore[union-attr]
             ends += output.startswith(b"</s>\t")
+        # ... and has begun once the run has used some CPU since: a signal that lands before
+        # the call into C (the run's few steps after the write, or its wait for a CPU on a
+        # busy machine) is acted on at once however the search treats signals, and the test
+        # passed then without seeing whether the search asks for them.
+        searching = cpu_seconds(process.pid) + 0.3
+        deadline = time.monotonic() + 120
+        while cpu_seconds(process.pid) < searching:
+            assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the run never searched the line"
+            time.sleep(0.01)
         sent = time.monotonic()
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=120)

@@ -587,8 +587,9 @@ MUTATIONS = [
              "if lock.acquire(timeout=PUBLISH_WAIT):", 'if lock.acquire(timeout="0s"):'),
     # parquet.py: the writer of a dataset's parts
     Mutation("parquet-part-not-removed-when-abandoned", PARQUET,
-             "a part whose search failed is left under its temporary name in the dataset",
-             "            self.path.unlink(missing_ok=True)", "            pass"),
+             "a part whose search failed, or whose writer a stop interrupted as it started, is left under its "
+             "temporary name in the dataset",
+             "        self.path.unlink(missing_ok=True)", "        pass"),
     # publish.py, build.py: build --force
     Mutation("force-tag-not-written", BUILD,
              "a published index carries no tag: --force cannot recognize it once damaged",

@@ -276,7 +276,7 @@ class PartWriter:
                 "word", "name", "id", "substitutes.list.element", "samples.list.element"],
                 use_byte_stream_split=["lp.list.element", "p.list.element"], store_schema=False)
         except BaseException:
-            self.path.unlink(missing_ok=True)
+            self._remove()
             raise
         self._held: list[Any] = []  # a long line's windows' rows not yet written
         self._held_rows = 0
@@ -321,5 +321,8 @@ class PartWriter:
         try:
             self._writer.close()
         finally:
-            self.path.unlink(missing_ok=True)
+            self._remove()
+
+    def _remove(self) -> None:
+        self.path.unlink(missing_ok=True)
 

@@ -417,9 +417,11 @@ static int keep_answer(Answers *a, const Searcher *searcher) {
     }
     if (a->n_positions == 0)
         a->starts[0] = 0;
-    memcpy(a->answers + a->n, searcher->listed, (size_t)searcher->n_listed * sizeof(Scored));
-    if (a->normalized)
-        search_normalize_scored(searcher->listed, searcher->n_listed, a->probabilities + a->n);
+    if (searcher->n_listed) {  /* (none listed: a->answers may still be NULL, which memcpy may not be given) */
+        memcpy(a->answers + a->n, searcher->listed, (size_t)searcher->n_listed * sizeof(Scored));
+        if (a->normalized)
+            search_normalize_scored(searcher->listed, searcher->n_listed, a->probabilities + a->n);
+    }
     a->n += searcher->n_listed;
     a->starts[++a->n_positions] = a->n;
     return 0;

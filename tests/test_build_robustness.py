@@ -308,7 +308,7 @@ def test_rapid_swaps_never_fail_a_reopening_reader(tmp_path: Path) -> None:
             temp = make_temp_dir(target)
             temp.rmdir()
             shutil.copytree(sources[swap % 2], temp)
-            publish(temp, target)
+            publish(temp, target, force=True)  # (a rebuild over the index: --force)
     finally:
         stop.touch()
         out, err = querier.communicate(timeout=60)

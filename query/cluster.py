@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import logging
 import os
 import shutil
 import time
@@ -258,6 +259,9 @@ def run_files(scheduler: str, index_path: str, pattern: str, output_dir: Path, o
             results = client.gather(futures)
         except BaseException as error:
             publishing.stop(client, futures, error)
+            # the gather's own tasks end with Dask's AllExit, which asyncio would log at exit as "Task
+            # exception was never retrieved" (Python 3.10) after the run's one line: the run said it stopped
+            logging.getLogger("asyncio").disabled = True
             if made and not any(output_dir.iterdir()):  # nothing written: leave nothing
                 output_dir.rmdir()
             raise

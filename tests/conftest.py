@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -76,6 +77,16 @@ T = TypeVar("T")
 # runs the suite against planted bugs, where shrinking big models would take minutes).
 settings.register_profile("no-shrink", phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
+
+
+def poll_until(process: subprocess.Popen, done: Callable[[], bool], what: str, seconds: float = 120) -> None:
+    """Poll until ``done()`` holds (a condition, not a fixed sleep); fail with ``process``'s
+    stderr if it ends first, or saying ``what`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
 
 def shared(name: str) -> Path:
     """A file of ``../shared/data``, for the slow suite; the test is skipped without it."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, demo_text
+from conftest import BIN, demo_text, poll_until
 from fastsubs.pipeline import long_lines
 from fastsubs.pipeline.long_lines import SPILL_PREFIX, LongLine, windows
 from test_long_runs import one_line
@@ -184,11 +184,8 @@ def test_a_signal_is_acted_on_within_a_long_target_record(demo_index: Path, tmp_
     process = subprocess.Popen([QUERY, str(demo_index), "-t", "-n", "100", "-i", str(source), "-o", str(out),
                                 "--workers", workers], stderr=subprocess.PIPE,
                                env={**os.environ, "TMPDIR": str(scratch)})
-    deadline = time.monotonic() + 120
-    while not any(scratch.rglob("*.line")):  # the record is being kept in its file
-        assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
-        assert time.monotonic() < deadline, "the record was never kept in a file"
-        time.sleep(0.01)
+    poll_until(process, lambda: any(scratch.rglob("*.line")),  # the record is being kept in its file
+                       "the record was never kept in a file")
     sent = time.monotonic()
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import BIN, TEST_DATA, children, demo_text, run_cli
+from conftest import BIN, TEST_DATA, children, demo_text, poll_until, run_cli
 from fastsubs.pipeline.lines import CHUNK_LINES, TAIL_LINES
 from fastsubs.pipeline.long_lines import LONG_LINE_BYTES
 from fastsubs.pipeline.parts import PART_TEMPORARY_PREFIX
@@ -479,11 +479,7 @@ def searching_a_long_line(command: list[str], tmp_path: Path) -> subprocess.Pope
     scratch.mkdir()
     process = subprocess.Popen([*command, "-i", str(source)], stderr=subprocess.PIPE,
                                env={**os.environ, "TMPDIR": str(scratch)})
-    deadline = time.monotonic() + 120
-    while not any(scratch.rglob("*.out")):
-        assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
-        assert time.monotonic() < deadline, "the run never searched the line"
-        time.sleep(0.01)
+    poll_until(process, lambda: any(scratch.rglob("*.out")), "the run never searched the line")
     time.sleep(0.1)  # some way into the line
     assert process.poll() is None, "the line was done before the signal: make it longer"
     return process
@@ -526,12 +522,8 @@ def test_a_part_stopped_mid_search_leaves_no_temporary_file(demo_index: Path, tm
     source.write_bytes(b" ".join((words * (300_000 // len(words) + 1))[:300_000]) + b"\n")
     process = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "100", "-i", str(source), "-f", "parquet",
                                 "-o", str(out)], stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while not (partial(out).is_dir() and any(name.startswith(PART_TEMPORARY_PREFIX)
-                                             for name in os.listdir(partial(out)))):  # the part is being written
-        assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
-        assert time.monotonic() < deadline, "the part was never started"
-        time.sleep(0.02)
+    poll_until(process, lambda: partial(out).is_dir() and any(  # the part is being written
+        name.startswith(PART_TEMPORARY_PREFIX) for name in os.listdir(partial(out))), "the part was never started")
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 143 and "terminated" in one_line(stderr)
@@ -543,12 +535,8 @@ def test_a_part_stopped_mid_search_leaves_no_temporary_file(demo_index: Path, tm
 def holding(process: subprocess.Popen, out: Path) -> None:
     """Wait until ``process`` holds OUT: its lock file names it, and it has recorded its start."""
     lock = Path(f"{out}{LOCK_SUFFIX}")
-    deadline = time.monotonic() + 120
-    while not (lock.exists() and lock.read_text().startswith(f"{process.pid} ")
-               and Path(f"{out}{STATE_SUFFIX}").exists()):
-        assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
-        assert time.monotonic() < deadline, "the run never took its output"
-        time.sleep(0.02)
+    poll_until(process, lambda: lock.exists() and lock.read_text().startswith(f"{process.pid} ")
+                       and Path(f"{out}{STATE_SUFFIX}").exists(), "the run never took its output")
 
 
 @pytest.mark.parametrize("resume", [False, True], ids=["anew", "resume"])
@@ -613,11 +601,7 @@ def test_a_run_killed_as_it_publishes_is_finished_by_resume(demo_index: Path, co
     process = subprocess.Popen([str(BIN / QUERY), str(demo_index), "-n", "3", *args, "-i", str(corpus), "-o", str(out)],
                                stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 120
-        while not finished_writing(out, expected):
-            assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, "the run never wrote its whole output"
-            time.sleep(0.02)
+        poll_until(process, lambda: finished_writing(out, expected), "the run never wrote its whole output")
     finally:
         process.kill()
         process.communicate()
@@ -646,11 +630,8 @@ def test_a_run_stopped_while_its_input_pipe_is_open_exits_with_its_signal(tiny_i
         try:
             process.stdin.write(data)
             process.stdin.flush()
-            deadline = time.monotonic() + 120
-            while not written(out):  # the input read (the first chunk's output comes after it is)
-                assert process.poll() is None, process.stderr.read().decode()
-                assert time.monotonic() < deadline, "the run never wrote"
-                time.sleep(0.02)
+            # the input read (the first chunk's output comes after it is)
+            poll_until(process, lambda out=out: written(out), "the run never wrote")
             process.send_signal(sig)
             status = process.wait(timeout=60)
         finally:
@@ -687,11 +668,7 @@ def test_a_signal_is_acted_on_in_the_middle_of_a_line_just_under_the_long_line_t
         # busy machine) is acted on at once however the search treats signals, and the test
         # passed then without seeing whether the search asks for them.
         searching = cpu_seconds(process.pid) + 0.3
-        deadline = time.monotonic() + 120
-        while cpu_seconds(process.pid) < searching:
-            assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, "the run never searched the line"
-            time.sleep(0.01)
+        poll_until(process, lambda: cpu_seconds(process.pid) >= searching, "the run never searched the line")
         sent = time.monotonic()
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=120)

@@ -31,6 +31,8 @@ what was expected there.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import math
 import os
@@ -43,7 +45,7 @@ import numpy as np
 
 from fastsubs.errors import ModelFormatError
 from fastsubs.indexer._native import WordTable, read_number
-from fastsubs.pipeline.textio import DECOMPRESSION_ERRORS, open_binary
+from fastsubs.pipeline.textio import DECOMPRESSION_ERRORS, DigestingReader, open_binary
 
 #: Largest magnitude a score may have: the index stores float32.
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -300,19 +302,25 @@ class ArpaReader:
     comes), then each higher order.  A consumer must join the chunks of every order,
     the unigrams included: a vocabulary past BATCH_LINES words comes in several.
     A malformed file raises ModelFormatError when the iteration reaches the fault.
+    The file is read once, to its end: ``size`` and ``sha256`` are then its bytes' (the
+    model may be a pipe, which could not be read again to hash it).
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self.words: list[bytes] = []
         self.counts: list[int] = []  # from the \\data\\ header
+        self.size = 0
+        self.sha256 = ""
 
     def __iter__(self) -> Iterator[NgramTable]:
         try:
-            stream = open_binary(self.path)
+            raw = DigestingReader(self.path)
         except OSError as error:
             raise ModelFormatError(self.path, None, f"cannot open the model: {error.strerror or error}") from None
-        with stream:
+        with contextlib.ExitStack() as opened:
+            buffered = opened.enter_context(io.BufferedReader(raw, READ_BYTES))
+            stream = opened.enter_context(open_binary(self.path, buffered))
             lines = _Lines(self.path, stream)
             it = iter(lines)
             header, pending = _read_header(lines, it)
@@ -330,6 +338,7 @@ class ArpaReader:
                                   f"{highest} orders), found {_show(end)}")
             for _ in it:  # ignored, but read: a truncated or corrupt compressed file fails its check
                 pass
+            self.size, self.sha256 = raw.size, raw.sha256()
 
 
 @dataclass

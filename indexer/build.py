@@ -39,7 +39,6 @@ from fastsubs.indexer.publish import (
 )
 from fastsubs.indexer.runs import Spill, run_rows
 from fastsubs.indexer.slots import SlotJob, append_records, encode_slot
-from fastsubs.pipeline.textio import file_sha256
 
 #: Subdirectory of the build's temporary directory holding the spilled n-grams and the
 #: jobs' runs and records until written.
@@ -76,6 +75,7 @@ class _ReadModel:
     unigrams: NgramTable
     slots: dict[int, list[Any]]  # order -> one job handle per slot
     spills: dict[int, Path]  # order -> its n-grams as read, until its slots' jobs are done
+    source: dict[str, object]  # the model file's name, size and SHA-256, as read
 
     @property
     def order(self) -> int:
@@ -132,7 +132,8 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
         spill.add(chunk)
     if spill is not None:
         start_jobs(spill)
-    return _ReadModel(reader.words, reader.counts, NgramTable.concatenate(unigram_chunks), slots, spills)
+    source = {"name": model_path.name, "size": reader.size, "sha256": reader.sha256}
+    return _ReadModel(reader.words, reader.counts, NgramTable.concatenate(unigram_chunks), slots, spills, source)
 
 
 def drop_read_spills(slots: dict[int, list[Any]], spills: dict[int, Path]) -> None:
@@ -197,7 +198,7 @@ def build_index(
             model = _read_model(model_path, temp / RUNS_DIR, progress, workers, memory, joint_min)
             progress(f"read {model.order}-gram model: " + ", ".join(
                 f"{count:,} {order}-grams" for order, count in enumerate(model.counts, start=1)))
-            _write_environment(temp, model, model_path, progress, joint_min)
+            _write_environment(temp, model, progress, joint_min)
         remove_tree(temp / RUNS_DIR)
         (temp / "lock.mdb").unlink(missing_ok=True)
         check_opens(temp)
@@ -235,7 +236,7 @@ def _disk_full(directory: Path) -> bool:
     return stat.f_bavail * stat.f_frsize < _NEARLY_FULL
 
 
-def _write_environment(directory: Path, model: _ReadModel, model_path: Path, progress: Progress,
+def _write_environment(directory: Path, model: _ReadModel, progress: Progress,
                        joint_min: int) -> None:
     vocab_size = len(model.words)
     id_bytes = fmt.id_bytes(vocab_size)
@@ -268,7 +269,7 @@ def _write_environment(directory: Path, model: _ReadModel, model_path: Path, pro
             parts["structure"] += len(end_key) + len(end_value)
             records.append(written + 1)
             sizes.append(_order_sizes(env, db, order, model.counts[order - 1], written + 1, parts))
-        meta = msgpack.packb(_metadata(model, model_path, vocab_size, id_bytes, sizes))
+        meta = msgpack.packb(_metadata(model, vocab_size, id_bytes, sizes))
         index_of = {w: i for i, w in enumerate(model.words)}
         header = fmt.encode_header({
             "order": model.order, "vocab_size": vocab_size, "id_bytes": id_bytes,
@@ -332,12 +333,11 @@ def _order_sizes(env: lmdb.Environment, db: Any, order: int, ngrams: int, record
             "pages": _pages_bytes(env, db)}
 
 
-def _metadata(model: _ReadModel, model_path: Path, vocab_size: int, id_bytes: int,
+def _metadata(model: _ReadModel, vocab_size: int, id_bytes: int,
               sizes: list[dict[str, int | str]]) -> dict[str, object]:
     """The msgpack map: for people (fastsubs-index info, a run's provenance); the search reads the header."""
     index_of = {w: i for i, w in enumerate(model.words)}
     unk = index_of.get(b"<unk>")
-    stat = model_path.stat()
     return {
         "magic": fmt.META_MAGIC.decode(),
         "format_version": fmt.FORMAT_VERSION,
@@ -351,7 +351,7 @@ def _metadata(model: _ReadModel, model_path: Path, vocab_size: int, id_bytes: in
         "eos_id": index_of.get(b"</s>"),
         # The bound must cover the stored (float32) weights, which can round up from the text.
         "max_unigram_beta": float(model.unigrams.beta.astype(fmt.SCORE_DTYPE).max()),
-        "source": {"name": model_path.name, "size": stat.st_size, "sha256": file_sha256(model_path)},
+        "source": model.source,
         "build": {"fastsubs": origin.VERSION, "fastsubs_commit": origin.commit(),
                   "fastsubs_format": fmt.FORMAT_VERSION, "python": sys.version.split()[0],
                   "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},

@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -207,6 +208,51 @@ def children(pid: int) -> list[int]:
     """The processes ``pid`` has forked and not yet reaped."""
     with open(f"/proc/{pid}/task/{pid}/children") as stream:
         return [int(child) for child in stream.read().split()]
+
+
+class FedFifo:
+    """A FIFO at ``path`` that a thread feeds ``data`` into, all but its last ``held`` bytes
+    until :meth:`release`: a process reading it is certain to be still reading until then,
+    however fast it is and however loaded the machine (a race a test cannot lose).
+    A context manager: leaving it releases the rest and ends the thread, whether or not a
+    reader ever came or stayed."""
+
+    def __init__(self, path: Path, data: bytes, held: int = 0) -> None:
+        self.path = path
+        os.mkfifo(path)
+        self._released = threading.Event()
+        self._thread = threading.Thread(target=self._feed, args=(data, held), daemon=True)
+        self._thread.start()
+
+    def _feed(self, data: bytes, held: int) -> None:
+        try:
+            with open(self.path, "wb") as stream:
+                stream.write(data[:len(data) - held])
+                if held:
+                    stream.flush()
+                    self._released.wait()
+                    stream.write(data[len(data) - held:])
+        except BrokenPipeError:  # the reader stopped reading (stopped, killed)
+            pass
+
+    def release(self) -> None:
+        self._released.set()
+
+    def __enter__(self) -> FedFifo:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.release()
+        # a reader of our own, drained and closed, ends a writer still waiting for one
+        reader = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            while self._thread.is_alive():
+                try:
+                    os.read(reader, 1 << 16)
+                except BlockingIOError:
+                    self._thread.join(0.01)
+        finally:
+            os.close(reader)
 
 
 def run_on_a_terminal(program: str, *args: str | os.PathLike[str], timeout: float = 600) -> tuple[int, bytes]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import fastsubs
-from conftest import BIN, TEST_DATA, clone_version, demo_text, run_cli
+from conftest import BIN, TEST_DATA, FedFifo, clone_version, demo_text, run_cli
 from fastsubs import format as fmt
 
 SENTENCES = b"the cat sat\ncat the\n"
@@ -77,6 +77,33 @@ def test_compressed_models_build_the_same_index(tmp_path: Path, tiny_index: Path
     model.write_bytes(compress((TEST_DATA / "tiny.arpa").read_bytes()))
     run_cli("fastsubs-index", "build", model, "-o", tmp_path / "x.fsidx", "-q")
     assert (run_cli("fastsubs-query", tmp_path / "x.fsidx", input=SENTENCES).stdout
+            == run_cli("fastsubs-query", tiny_index, input=SENTENCES).stdout)
+
+
+@pytest.mark.parametrize("through", ["fifo", "pipe"])
+def test_a_model_read_through_a_pipe_is_built_with_its_bytes_provenance(tmp_path: Path, tiny_index: Path,
+                                                                         through: str) -> None:
+    """A model given as a FIFO or as a shell's ``<(xzcat model.arpa.xz)`` (a pipe named
+    /dev/fd/N) can be read once only: the build reads it once, and records the size and
+    SHA-256 of the bytes it read (a second read to hash it hung on the FIFO and hashed
+    nothing of the pipe)."""
+    model = gzip.compress((TEST_DATA / "tiny.arpa").read_bytes())
+    target = tmp_path / "x.fsidx"
+    if through == "fifo":
+        with FedFifo(tmp_path / "tiny.arpa.gz", model):
+            run_cli("fastsubs-index", "build", tmp_path / "tiny.arpa.gz", "-o", target, "-q", timeout=120)
+    else:
+        reader, writer = os.pipe()
+        build = subprocess.Popen([str(BIN / "fastsubs-index"), "build", f"/dev/fd/{reader}", "-o", str(target), "-q"],
+                                 pass_fds=[reader], stderr=subprocess.PIPE)
+        os.close(reader)
+        with os.fdopen(writer, "wb") as stream:
+            stream.write((TEST_DATA / "tiny.arpa").read_bytes())
+        assert build.wait(timeout=120) == 0, build.stderr.read()  # type: ignore[union-attr]
+        model = (TEST_DATA / "tiny.arpa").read_bytes()
+    source = json.loads(run_cli("fastsubs-index", "info", target, "--json").stdout)["source"]
+    assert (source["size"], source["sha256"]) == (len(model), hashlib.sha256(model).hexdigest())
+    assert (run_cli("fastsubs-query", target, input=SENTENCES).stdout
             == run_cli("fastsubs-query", tiny_index, input=SENTENCES).stdout)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import hashlib
+import io
 import lzma
 import os
 import zlib
@@ -138,6 +139,35 @@ def read_failure(error: BaseException) -> str:
             isinstance(error, OSError) and error.errno is None):
         return f"the compressed data is damaged ({error})"
     return f"cannot read ({getattr(error, 'strerror', None) or error})"
+
+
+class DigestingReader(io.RawIOBase):
+    """A file read once, its bytes counted and hashed (SHA-256) on the way: the provenance
+    of a model that may be a pipe (a FIFO, a shell's ``<(xzcat model.arpa.xz)``), which a
+    second read would block on or find empty."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._file = open(path, "rb", buffering=0)
+        self._digest = hashlib.sha256()
+        self.size = 0  # bytes read so far
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        count = self._file.readinto(buffer)
+        if count:
+            self._digest.update(memoryview(buffer)[:count])
+            self.size += count
+        return count
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+    def sha256(self) -> str:
+        """The hex SHA-256 of the bytes read so far (of the file, once it is read to its end)."""
+        return self._digest.hexdigest()
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:

@@ -18,13 +18,14 @@ import signal
 import stat
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import lmdb
 import pytest
 
 import fastsubs
-from conftest import BIN, DEMO_MODEL, TEST_DATA, children, run_cli
+from conftest import BIN, DEMO_MODEL, TEST_DATA, FedFifo, children, run_cli
 from fastsubs import format as fmt
 from fastsubs.core import Core
 from fastsubs.errors import IndexExistsError, IndexVersionError, TargetNotAnIndexError
@@ -231,6 +232,16 @@ def start_build(model: Path, target: Path, *options: str) -> subprocess.Popen[by
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
 
 
+@pytest.fixture
+def held_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FedFifo]:
+    """The demo model through a FIFO, its last KiB held back until the test releases it: a
+    build of it is still reading the model when the test acts (the demo model alone builds
+    in under a second, and on a loaded machine a build once finished before its signal)."""
+    data = DEMO_MODEL.read_bytes()
+    with FedFifo(tmp_path_factory.mktemp("held") / DEMO_MODEL.name, data, held=1024) as fifo:
+        yield fifo
+
+
 def wait_for_temp_dir(build: subprocess.Popen[bytes], directory: Path, holding: str) -> Path:
     """The build's temporary directory (named with its process id), once ``holding`` is in
     it (the build is then well under way)."""
@@ -252,13 +263,15 @@ def wait_for_temp_dir(build: subprocess.Popen[bytes], directory: Path, holding: 
     pytest.param("data.mdb", marks=pytest.mark.slow),  # writing the index, some seconds later
 ])
 @pytest.mark.parametrize("whom", ["build", "group"])
-def test_a_stopped_build_removes_its_temporary_directory(tmp_path: Path, stop: signal.Signals, status: int,
-                                                         word: str, moment: str, whom: str) -> None:
+def test_a_stopped_build_removes_its_temporary_directory(tmp_path: Path, held_model: FedFifo, stop: signal.Signals,
+                                                         status: int, word: str, moment: str, whom: str) -> None:
     """Stopped while it reads the model or writes the index, by a signal to the build alone
     or to its whole process group (a terminal's Ctrl-C, a batch system's SIGTERM, which its
     jobs get too): it ends at once, with its status and one line, leaving nothing."""
     target = tmp_path / "model.fsidx"
-    build = start_build(DEMO_MODEL, target, "--jobs", "2")
+    build = start_build(held_model.path, target, "--jobs", "2")
+    if moment != "runs":
+        held_model.release()
     temp = wait_for_temp_dir(build, tmp_path, moment)
     assert build.poll() is None
     if whom == "build":
@@ -272,10 +285,10 @@ def test_a_stopped_build_removes_its_temporary_directory(tmp_path: Path, stop: s
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_build_whose_job_process_is_killed_fails_at_once(tmp_path: Path) -> None:
+def test_a_build_whose_job_process_is_killed_fails_at_once(tmp_path: Path, held_model: FedFifo) -> None:
     """A job process killed (out of memory, by hand) while the build reads the model: the
     build ends at once with one line saying so, and leaves nothing."""
-    build = start_build(DEMO_MODEL, tmp_path / "model.fsidx", "--jobs", "2")
+    build = start_build(held_model.path, tmp_path / "model.fsidx", "--jobs", "2")
     wait_for_temp_dir(build, tmp_path, "runs")
     jobs = children(build.pid)
     assert len(jobs) == 2
@@ -301,20 +314,19 @@ def a_users_file(target: Path) -> str:
 
 
 @pytest.mark.parametrize("meanwhile", [another_build, a_users_file])
-def test_a_build_never_replaces_what_appeared_while_it_ran(tmp_path: Path, meanwhile) -> None:
-    """A build into an absent target is held (SIGSTOP) while it reads its model; another
-    build publishes there meanwhile (or a user writes a file there).  Let go, the first
-    finds it when it publishes: it refuses in one line saying what is there, and leaves it
-    and nothing of its own."""
+def test_a_build_never_replaces_what_appeared_while_it_ran(tmp_path: Path, held_model: FedFifo, meanwhile) -> None:
+    """A build into an absent target is held (its model's last bytes held back) while it
+    reads its model; another build publishes there meanwhile (or a user writes a file
+    there).  Let go, the first finds it when it publishes: it refuses in one line saying
+    what is there, and leaves it and nothing of its own."""
     target = tmp_path / "model.fsidx"
-    first = start_build(DEMO_MODEL, target, "--jobs", "1")
+    first = start_build(held_model.path, target, "--jobs", "1")
     wait_for_temp_dir(first, tmp_path, "runs")
-    os.kill(first.pid, signal.SIGSTOP)
     try:
         says = meanwhile(target)
         before = snapshot(target)
     finally:
-        os.kill(first.pid, signal.SIGCONT)
+        held_model.release()
     _, stderr = first.communicate(timeout=300)
     assert first.returncode == 1, stderr
     assert stderr.decode().splitlines() == [f"fastsubs-index: error: {target}: {says}"]
@@ -346,9 +358,9 @@ def test_two_builds_into_one_absent_target_publish_one_index(tmp_path: Path, att
     assert sorted(p.name for p in target.parent.iterdir()) == ["model.fsidx"]
 
 
-def test_a_build_removes_what_dead_builds_of_other_targets_left(tmp_path: Path) -> None:
+def test_a_build_removes_what_dead_builds_of_other_targets_left(tmp_path: Path, held_model: FedFifo) -> None:
     """A build killed with SIGKILL cannot clean up: the next build beside it does, whatever its target."""
-    build = start_build(DEMO_MODEL, tmp_path / "first.fsidx")
+    build = start_build(held_model.path, tmp_path / "first.fsidx")
     left = wait_for_temp_dir(build, tmp_path, "runs")
     build.kill()
     build.communicate(timeout=60)

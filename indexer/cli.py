@@ -107,12 +107,14 @@ def described(index: Path, meta: dict) -> str:
     mib = 2 ** 20
     source, build = meta.get("source", {}), meta.get("build", {})
     on_disk = sum(f.stat().st_size for f in index.iterdir() if f.is_file())
-    parts = {part["part"]: part["pages"] for part in meta.get("sizes", [])}
-    size = f"{on_disk / mib:,.1f} MiB"
+    parts = {part["part"]: part for part in meta.get("sizes", [])}
+    # bytes per n-gram: what an index of a bigger model will take, order by order
+    size = f"{on_disk / mib:,.1f} MiB ({on_disk / max(sum(meta['counts']), 1):,.1f} B/n-gram)"
     if parts:
-        size += ": " + ", ".join(f"{name} {pages / mib:,.1f} MiB" for name, pages in parts.items()
-                                 if name != "arrays")
-        size += f", the vocabulary's arrays {parts.get('arrays', 0) / mib:,.1f} MiB"
+        size += ": " + ", ".join(f"{name} {part['pages'] / mib:,.1f} MiB "
+                                 f"({part['pages'] / max(part['ngrams'], 1):,.1f} B/n-gram)"
+                                 for name, part in parts.items() if name != "arrays")
+        size += f", the vocabulary's arrays {parts['arrays']['pages'] / mib:,.1f} MiB" if "arrays" in parts else ""
     words = f"{meta['vocab_size']:,} words, " + ("<unk> among them" if meta.get("has_unk") else "no <unk>")
     return "\n".join([
         f"{index}: a fastsubs index (format {meta.get('format_version')})",

@@ -58,9 +58,13 @@ def test_info_says_what_the_index_holds_in_a_few_lines(tiny_index: Path) -> None
     assert said["model"] == f"tiny.arpa ({len(model)} bytes, sha256 {hashlib.sha256(model).hexdigest()})"
     assert said["order"] == "3" and said["n-grams"] == "6 1-grams, 7 2-grams, 3 3-grams"
     assert said["vocabulary"] == "6 words, <unk> among them (2-byte ids)"
-    on_disk = (tiny_index / "data.mdb").stat().st_size / 2**20
-    assert re.fullmatch(rf"{on_disk:.1f} MiB: 2-grams [\d.]+ MiB, 3-grams [\d.]+ MiB, the vocabulary's arrays "
-                        r"[\d.]+ MiB", said["size"]), said["size"]
+    on_disk = sum(f.stat().st_size for f in tiny_index.iterdir())  # data.mdb, lock.mdb, the tag
+    sizes = json.loads(run_cli("fastsubs-index", "info", tiny_index, "--json").stdout)["sizes"]
+    per_order = {part["part"]: part["pages"] / part["ngrams"] for part in sizes if part["part"] != "arrays"}
+    assert re.fullmatch(rf"{on_disk / 2**20:.1f} MiB \({on_disk / (6 + 7 + 3):,.1f} B/n-gram\): "
+                        rf"2-grams [\d.]+ MiB \({per_order['2-grams']:,.1f} B/n-gram\), "
+                        rf"3-grams [\d.]+ MiB \({per_order['3-grams']:,.1f} B/n-gram\), "
+                        r"the vocabulary's arrays [\d.]+ MiB", said["size"]), said["size"]
     assert re.fullmatch(rf"\d{{4}}-\d\d-\d\dT[\d:]+Z by fastsubs {re.escape(clone_version())} "
                         rf"\(Python {sys.version_info.major}\.{sys.version_info.minor}\.\d+\)", said["built"])
     assert said["read by"] == f"fastsubs {clone_version()}"

@@ -39,6 +39,7 @@ from fastsubs.indexer.publish import (
 )
 from fastsubs.indexer.runs import Spill, run_rows
 from fastsubs.indexer.slots import SlotJob, append_records, encode_slot
+from fastsubs.indexer.time_left import TimeLeft
 
 #: Subdirectory of the build's temporary directory holding the spilled n-grams and the
 #: jobs' runs and records until written.
@@ -76,6 +77,7 @@ class _ReadModel:
     slots: dict[int, list[Any]]  # order -> one job handle per slot
     spills: dict[int, Path]  # order -> its n-grams as read, until its slots' jobs are done
     source: dict[str, object]  # the model file's name, size and SHA-256, as read
+    time_left: TimeLeft  # the work done so far, for the progress lines' estimate
 
     @property
     def order(self) -> int:
@@ -101,6 +103,7 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
     spills: dict[int, Path] = {}
     spill: Spill | None = None
     section, read, reported = 0, 0, 0.0
+    time_left = TimeLeft()
 
     def start_jobs(done: Spill) -> None:
         done.close()
@@ -118,9 +121,11 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
     for chunk in reader:
         jobs.tend()  # a job process that has ended its job gets the next
         read = read + len(chunk.lines) if chunk.order == section else len(chunk.lines)
+        time_left.read(len(chunk.lines), chunk.order, reader.counts)
         now = time.monotonic()
         if chunk.order != section or now - reported >= READ_PROGRESS_SECONDS:
-            progress(f"reading the {chunk.order}-grams: {read:,} of {reader.counts[chunk.order - 1]:,}")
+            progress(f"reading the {chunk.order}-grams: {read:,} of {reader.counts[chunk.order - 1]:,}"
+                     + time_left.said())
             section, reported = chunk.order, now
         if chunk.order == 1:
             unigram_chunks.append(chunk)
@@ -133,7 +138,8 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
     if spill is not None:
         start_jobs(spill)
     source = {"name": model_path.name, "size": reader.size, "sha256": reader.sha256}
-    return _ReadModel(reader.words, reader.counts, NgramTable.concatenate(unigram_chunks), slots, spills, source)
+    return _ReadModel(reader.words, reader.counts, NgramTable.concatenate(unigram_chunks), slots, spills, source,
+                      time_left)
 
 
 def drop_read_spills(slots: dict[int, list[Any]], spills: dict[int, Path]) -> None:
@@ -262,7 +268,8 @@ def _write_environment(directory: Path, model: _ReadModel, progress: Progress,
                 value_bound = max(value_bound, made.value_bound)
                 for part, size in made.parts.items():
                     parts[part] += size
-                progress(f"wrote the {order}-grams with the slot at {slot + 1}")
+                model.time_left.wrote(made.ngrams)
+                progress(f"wrote the {order}-grams with the slot at {slot + 1}" + model.time_left.said())
             end_key, end_value = fmt.encode_end(order, id_bytes, previous)
             with env.begin(write=True, db=db) as txn:
                 txn.put(end_key, end_value, append=True)

@@ -29,10 +29,22 @@ def build_on_a_terminal(model: Path, target: Path) -> list[str]:
 
 def test_on_a_terminal_every_section_is_announced_as_it_is_read(tmp_path: Path) -> None:
     lines = build_on_a_terminal(MODEL, tmp_path / "tiny.fsidx")
-    sections = [re.search(r"reading the (\d)-grams: [\d,]+ of ([\d,]+)$", line) for line in lines]
+    sections = [re.search(r"reading the (\d)-grams: [\d,]+ of ([\d,]+)(; about \d+ s left)?$", line)
+                for line in lines]
     announced = [(m.group(1), m.group(2)) for m in sections if m]
     assert announced == COUNTS
     assert SUMMARY.fullmatch(lines[-1]), lines[-1]
+
+
+def test_on_a_terminal_the_lines_say_about_how_long_is_left(tmp_path: Path) -> None:
+    """Once a share of the work is done (the header says how much is to come), each line
+    has an estimate of the time left, until the last slot is written: then none is left.
+    (The unigrams' line has one too where they are as much of the work as tiny.arpa's.)"""
+    lines = build_on_a_terminal(MODEL, tmp_path / "tiny.fsidx")
+    steps = [line.split("] ", 1)[1] for line in lines if re.match(r"\[ *[\d.]+s\] (reading the|wrote)", line)]
+    estimated = [bool(re.search(r"; about \d+ s left$", step)) for step in steps]
+    assert steps[0].startswith("reading the 1-grams") and steps[-1] == "wrote the 3-grams with the slot at 3", steps
+    assert estimated[1:] == [True] * (len(steps) - 2) + [False], steps
 
 
 def test_a_log_gets_only_the_summary(tmp_path: Path) -> None:

@@ -357,7 +357,7 @@ MUTATIONS = [
     Mutation("drop-cut-by-subtraction", SCORE,
              "the partial sum compared with the threshold less the later terms' bounds (the cut of 0.2.0 "
              "without its slack): a difference rounds otherwise than the sum it stands for",
-             "kept += upper >= threshold;",
+             "kept += upper[j] >= threshold;",
              "{ double cut = threshold; for (int u = t + 1; u < n_terms; u++) cut -= sup[u]; "
              "kept += total[live[j]] >= cut; }"),
     Mutation("tie-order-reversed", SEARCH,

@@ -6,9 +6,9 @@
 #include <string.h>
 
 /* A pattern holding at least V / FLAT_MAP_RATIO words gets a flat rank map, a RankBlock per
- * 64 vocabulary words (2 bits per word: at most 64 bytes per word it holds; V = 64K:
- * 16 KiB); a sparser one a two-level map: a RankSuper per SUPER_WORDS vocabulary words, then
- * a RankBlock per 64 words only where it holds some (at most 16 (V / SUPER_WORDS + count + 1)
+ * 64 vocabulary words (1.5 bits per word: at most 48 bytes per word it holds; V = 64K:
+ * 12 KiB); a sparser one a two-level map: a RankSuper per SUPER_WORDS vocabulary words, then
+ * a RankBlock per 64 words only where it holds some (at most 16 V / SUPER_WORDS + 12 (count + 1)
  * bytes).  Flat maps read one RankBlock per look-up; two-level maps one more (a RankSuper, from a
  * directory of V / 256 bytes that stays in cache), which costs about nothing
  * (docs/performance.md, "Tuning"), while the memory of a flat map would grow with V. */

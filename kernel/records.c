@@ -19,6 +19,99 @@ int records_key_compare(const uint8_t *a, const uint8_t *b, size_t len) {
     return memcmp(a, b, len);
 }
 
+/* What check_order or records_check_pattern found wrong at an entry: bits, named in this
+ * order (the first set bit is the one reported). */
+enum { PAST_END = 1, REPEATED = 2, UNORDERED = 4, TIE_UNORDERED = 8 };
+enum { PAST_VOCABULARY = 1, NOT_INCREASING = 2, BEYOND_BOUND = 4 };
+
+/* The first read of a big pattern checks thousands of entries: these checks were a
+ * quarter of the instructions of a cold pass (300 held-out lines, K = 10; issue 51).  So
+ * the two functions below look at an entry with as few instructions as they can, and
+ * report only the first fault, and are inlined once per width of the integers they read
+ * (by_width): with the width a constant, an element is one load, not a multiply and a
+ * mask. */
+
+/* The first entry of ``order`` (positions into p's arrays, ``width`` bytes each) that does not
+ * continue a permutation sorting ``keys`` (keys[i] of entry i when ``in_order``, else
+ * keys[position]) descending, ties by lower position, and what is wrong with it
+ * (*problem), or p->count when none.  With ``seen`` it marks there the positions before
+ * that entry and names a repeated one as such; without, a repeat is found only as the
+ * disorder it makes when the keys are the positions' own (check_order). */
+static inline __attribute__((always_inline)) uint32_t first_unordered(const DiskPattern *p, const uint8_t *order,
+                                                                      const ix_f32 *keys, int in_order, unsigned width,
+                                                                      uint64_t *seen, unsigned *problem) {
+    uint32_t mask = width_mask(width), before = 0;
+    float before_key = 0.0f;
+    for (uint32_t i = 0; i < p->count; i++) {
+        uint32_t at = load_narrow(order, i, width, mask);
+        if (at >= p->count) {  /* (no key or bit past the end is read) */
+            *problem = PAST_END;
+            return i;
+        }
+        float key = keys[in_order ? i : at];
+        unsigned found = 0;
+        if (seen)
+            found |= (seen[at / 64] >> (at % 64) & 1) * REPEATED;
+        if (i && !(before_key >= key))
+            found |= UNORDERED;
+        if (i && before_key == key && before >= at)
+            found |= TIE_UNORDERED;
+        if (found) {
+            *problem = found;
+            return i;
+        }
+        if (seen)
+            seen[at / 64] |= 1ull << (at % 64);
+        before = at;
+        before_key = key;
+    }
+    return p->count;
+}
+
+/* Is v finite with |v| beyond ``bound``, the largest float within the header's value bound?
+ * As !within_value_bound, in float: a float is within the bound when it is within that float. */
+static inline int beyond_bound(float v, float bound) {
+    float magnitude = fabsf(v);
+    return magnitude > bound && magnitude != INFINITY;
+}
+
+/* The first entry of p whose id is outside the vocabulary or not above the one before,
+ * or whose value is beyond the header's value bound (ids ``width`` bytes), and what is
+ * wrong with it (*problem), or p->count when none. */
+static inline __attribute__((always_inline)) uint32_t first_bad_entry(const Store *s, const DiskPattern *p,
+                                                                      unsigned width, unsigned *problem) {
+    uint32_t mask = width_mask(width);
+    int64_t previous = -1;
+    float bound = (float)s->value_bound;  /* rounded to nearest: down to the float within it */
+    if ((double)bound > s->value_bound)
+        bound = nextafterf(bound, 0.0f);
+    for (uint32_t i = 0; i < p->count; i++) {
+        uint32_t id = load_narrow(p->ids, i, width, mask);
+        unsigned found = 0;
+        if (id >= s->vocab_size)
+            found |= PAST_VOCABULARY;
+        if ((int64_t)id <= previous)
+            found |= NOT_INCREASING;
+        if (beyond_bound(p->alpha[i], bound) || (p->beta && beyond_bound(p->beta[i], bound)))
+            found |= BEYOND_BOUND;
+        if (found) {
+            *problem = found;
+            return i;
+        }
+        previous = id;
+    }
+    return p->count;
+}
+
+/* ``call`` with its width argument a constant of the widths the format uses (1, 2 and 4
+ * bytes for positions, 2 and 3 for ids), else ``width``. */
+#define by_width(width, call)                       \
+    ((width) == 1   ? call(1)                       \
+     : (width) == 2 ? call(2)                       \
+     : (width) == 3 ? call(3)                       \
+     : (width) == 4 ? call(4)                       \
+                    : call(width))
+
 /* Checks that ``order`` (positions into the pattern's arrays, ``p->position_bytes`` each)
  * is a permutation that sorts ``keys`` (keys[i] of entry i when ``in_order``, else
  * keys[position]) descending, ties by lower position; ``name`` names it in ``what``. */
@@ -26,28 +119,30 @@ static int check_order(const DiskPattern *p, const uint8_t *order, const ix_f32 
                        char *what, size_t what_size) {
     if (p->count <= 1)
         return 0;
+    unsigned problem = 0;
+    /* Keys looked up by position need no record of the positions seen: two entries of one
+     * position have one key, so the entries from one to the other tie, and then their
+     * positions must ascend, which they cannot do back to the first one's; so an order
+     * that passes is a permutation.  A second pass, with the record, names the fault. */
+#define UNORDERED_AS(width) first_unordered(p, order, keys, 0, width, NULL, &problem)
+    if (!in_order && by_width(p->position_bytes, UNORDERED_AS) == p->count)
+        return 0;
+#undef UNORDERED_AS
     uint64_t small[4] = {0, 0, 0, 0}, *seen = p->count <= 256 ? small : calloc((p->count + 63) / 64, 8);
     if (!seen)
         return -1;
-    uint32_t mask = width_mask(p->position_bytes), before = 0;
-    float before_key = 0.0f;
-    for (uint32_t i = 0; i < p->count && !what[0]; i++) {
-        uint32_t at = load_narrow(order, i, p->position_bytes, mask);
-        if (at >= p->count) {
-            snprintf(what, what_size, "its positions by %s hold %u, past its %u words", name, at, p->count);
-            break;
-        }
-        float key = keys[in_order ? i : at];
-        if (seen[at / 64] >> (at % 64) & 1)
-            snprintf(what, what_size, "its positions by %s repeat %u", name, at);
-        else if (i && !(before_key >= key))
-            snprintf(what, what_size, "its positions by %s do not order its %ss (entry %u)", name, name, i);
-        else if (i && before_key == key && before >= at)
-            snprintf(what, what_size, "its positions by %s put tied %ss out of id order (entry %u)", name, name, i);
-        seen[at / 64] |= 1ull << (at % 64);
-        before = at;
-        before_key = key;
-    }
+#define UNORDERED_AS(width) first_unordered(p, order, keys, in_order, width, seen, &problem)
+    uint32_t i = by_width(p->position_bytes, UNORDERED_AS);
+#undef UNORDERED_AS
+    uint32_t at = i < p->count ? load_narrow(order, i, p->position_bytes, width_mask(p->position_bytes)) : 0;
+    if (problem & PAST_END)
+        snprintf(what, what_size, "its positions by %s hold %u, past its %u words", name, at, p->count);
+    else if (problem & REPEATED)
+        snprintf(what, what_size, "its positions by %s repeat %u", name, at);
+    else if (problem & UNORDERED)
+        snprintf(what, what_size, "its positions by %s do not order its %ss (entry %u)", name, name, i);
+    else if (problem & TIE_UNORDERED)
+        snprintf(what, what_size, "its positions by %s put tied %ss out of id order (entry %u)", name, name, i);
     if (seen != small)
         free(seen);
     return 0;
@@ -62,17 +157,16 @@ static int check_order(const DiskPattern *p, const uint8_t *order, const ix_f32 
  * a tie out of order). */
 int records_check_pattern(const Store *s, DiskPattern *p, Failure *failure, const uint8_t *key, size_t key_len) {
     char shown[65], what[96] = "";
-    uint32_t previous = 0;
-    for (uint32_t i = 0; i < p->count && !what[0]; i++) {
-        uint32_t id = pattern_id(s, p, i);
-        if (id >= s->vocab_size)
-            snprintf(what, sizeof(what), "word id %u (entry %u) is outside the vocabulary", id, i);
-        else if (i && id <= previous)
-            snprintf(what, sizeof(what), "its word ids do not increase (entry %u)", i);
-        else if (!within_value_bound(s, p->alpha[i]) || (p->beta && !within_value_bound(s, p->beta[i])))
-            snprintf(what, sizeof(what), "a value of entry %u is beyond the header's value bound", i);
-        previous = id;
-    }
+    unsigned problem = 0;
+#define BAD_ENTRY_AS(width) first_bad_entry(s, p, width, &problem)
+    uint32_t entry = by_width(s->id_bytes, BAD_ENTRY_AS);
+#undef BAD_ENTRY_AS
+    if (problem & PAST_VOCABULARY)
+        snprintf(what, sizeof(what), "word id %u (entry %u) is outside the vocabulary", pattern_id(s, p, entry), entry);
+    else if (problem & NOT_INCREASING)
+        snprintf(what, sizeof(what), "its word ids do not increase (entry %u)", entry);
+    else if (problem & BEYOND_BOUND)
+        snprintf(what, sizeof(what), "a value of entry %u is beyond the header's value bound", entry);
     if (!what[0] && check_order(p, p->positions, p->alpha, 0, "score", what, sizeof(what)) < 0)
         goto no_memory;
     if (!what[0] && p->joint) {

@@ -15,6 +15,7 @@ rounding slack is measured in it) is forged the same way.
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -248,5 +249,20 @@ def test_a_value_beyond_the_bound_is_named_where_it_is_read(joint_index: JointIn
     record, pattern = decoded(record_of(copy, where), where, joint_index.id_bytes)
     pattern["alpha"][0] = -2 * bound - 1
     put(copy, fmt.patterns_db_name(2), where.record_key, encoded(record, where, joint_index.id_bytes))
+    assert_named(copy, joint_index.sentence, f"damaged index: pattern {where.key.hex()}: a value of entry 0 is "
+                                             "beyond the header's value bound")
+
+
+def test_a_value_a_hair_beyond_the_bound_is_named(joint_index: JointIndex, tmp_path: Path) -> None:
+    """A bound between two floats, just under a value's magnitude: the check, made in float
+    (kernel/records.c, beyond_bound), rounds the bound down, never up to the value."""
+    copy = tmp_path / "forged.fsidx"
+    shutil.copytree(joint_index.path, copy)
+    where = joint_index.where
+    record, pattern = decoded(record_of(copy, where), where, joint_index.id_bytes)
+    magnitude = float(np.float32(1000.0))
+    pattern["alpha"][0] = -magnitude
+    put(copy, fmt.patterns_db_name(2), where.record_key, encoded(record, where, joint_index.id_bytes))
+    forge_value_bound(copy, math.nextafter(magnitude, 0.0))  # rounds to ``magnitude`` as a float
     assert_named(copy, joint_index.sentence, f"damaged index: pattern {where.key.hex()}: a value of entry 0 is "
                                              "beyond the header's value bound")

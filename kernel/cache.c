@@ -127,7 +127,7 @@ static void map_release(MapTable *t, SharedMap *m) {
 
 /* What k counts against its reader's budget: a shared map counts for each reader keeping it. */
 static size_t kept_size(const SlotAids *k) {
-    return (k->map ? k->map->bytes : 0) + (size_t)k->sorted_cap * (sizeof(uint32_t) + sizeof(float));
+    return (k->map ? k->map->bytes : 0) + (size_t)k->sorted_cap * (sizeof(uint32_t) + sizeof(float)) + k->pair_bytes;
 }
 
 static void free_kept(Reader *r, SlotAids *k) {
@@ -139,6 +139,14 @@ static void free_kept(Reader *r, SlotAids *k) {
         map_release(r->maps, k->map);
     free(k->sorted_ids);
     free(k->sorted_alpha);
+    for (uint32_t i = 0; i < k->n_pair_sets; i++)
+        for (PairOrder *o = k->pair_sets[i], *next; o; o = next) {
+            next = o->next;
+            free(o->words);
+            free(o->alphas);
+            free(o);
+        }
+    free(k->pair_sets);
     free(k);
 }
 
@@ -309,6 +317,81 @@ SlotAids *cache_slot_sorted_prefix(Reader *r, CacheSlot *rec, uint32_t need) {
     if (need > k->sorted_len)
         k->sorted_len = need;
     return k;
+}
+
+/* The set of k's pair orders that holds the order of ``filter``. */
+static PairOrder **pair_set(const SlotAids *k, const uint8_t *filter) {
+    uint64_t h = (uint64_t)(uintptr_t)filter * 0x9E3779B97F4A7C15ull;
+    return &k->pair_sets[h >> 32 & (k->n_pair_sets - 1)];
+}
+
+/* Doubles k's sets of pair orders (at least 8) when they would hold more than one each on
+ * average: 0, or -1 when the budget or memory has no room. */
+static int grow_pair_sets(Reader *r, SlotAids *k) {
+    if (k->n_pairs < k->n_pair_sets)
+        return 0;
+    uint32_t n = k->n_pair_sets ? 2 * k->n_pair_sets : 8;
+    size_t more = (size_t)(n - k->n_pair_sets) * sizeof(PairOrder *);
+    PairOrder **sets = make_room(r, more) ? calloc(n, sizeof(PairOrder *)) : NULL;
+    if (!sets)
+        return -1;
+    PairOrder **old = k->pair_sets;
+    uint32_t n_old = k->n_pair_sets;
+    k->pair_sets = sets;
+    k->n_pair_sets = n;
+    for (uint32_t i = 0; i < n_old; i++)
+        for (PairOrder *o = old[i], *next; o; o = next) {
+            next = o->next;
+            PairOrder **set = pair_set(k, o->filter);
+            o->next = *set;
+            *set = o;
+        }
+    free(old);
+    k->pair_bytes += more;
+    r->kept_bytes += more;
+    return 0;
+}
+
+PairOrder *cache_slot_pair_order(Reader *r, CacheSlot *rec, const uint8_t *filter) {
+    SlotAids *k = kept_of(r, rec);
+    if (!k)
+        return NULL;
+    if (k->n_pair_sets)
+        for (PairOrder *o = *pair_set(k, filter); o; o = o->next)
+            if (o->filter == filter)
+                return o;
+    PairOrder *o;
+    if (grow_pair_sets(r, k) < 0 || !make_room(r, sizeof(PairOrder)) || !(o = calloc(1, sizeof(PairOrder))))
+        return NULL;
+    o->filter = filter;
+    PairOrder **set = pair_set(k, filter);
+    o->next = *set;
+    *set = o;
+    k->n_pairs++;
+    k->pair_bytes += sizeof(PairOrder);
+    r->kept_bytes += sizeof(PairOrder);
+    return o;
+}
+
+int cache_pair_order_room(Reader *r, CacheSlot *rec, PairOrder *order, uint32_t need) {
+    if (need <= order->cap)
+        return 0;
+    uint32_t cap = 2 * order->cap > need ? 2 * order->cap : need;
+    cap = cap < 16 ? 16 : cap > rec->count ? rec->count : cap;
+    size_t more = (size_t)(cap - order->cap) * (sizeof(uint32_t) + sizeof(float));
+    if (!make_room(r, more))
+        return -1;
+    uint32_t *words = realloc(order->words, (size_t)cap * sizeof(uint32_t));
+    if (words)
+        order->words = words;
+    float *alphas = words ? realloc(order->alphas, (size_t)cap * sizeof(float)) : NULL;
+    if (!alphas)
+        return -1;  /* what it had stays usable */
+    order->alphas = alphas;
+    order->cap = cap;
+    rec->kept->pair_bytes += more;
+    r->kept_bytes += more;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- readers */

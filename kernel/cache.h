@@ -65,6 +65,18 @@ typedef struct CacheSlot {
 /* The pattern a present CacheSlot holds, with every field's place. */
 void cache_slot_pattern(const Store *s, const CacheSlot *rec, DiskPattern *out);
 
+/* The words of a pattern (the filter) that are also in a big pattern, in the big pattern's
+ * score order, as far as a scan of that order has got: the order a pair list reads
+ * (lists.c), kept with the big pattern's SlotAids, or by a searcher for one search. */
+typedef struct PairOrder {
+    const uint8_t *filter;      /* the filter's data: which pattern it is (records never move) */
+    uint32_t *words;            /* words[0 .. len): the filter's words among the entries tested */
+    float *alphas;              /* their alphas in the big pattern (room for cap) */
+    uint32_t len, cap;
+    uint32_t scanned;           /* entries of the big pattern's order tested: all of them once complete */
+    struct PairOrder *next;
+} PairOrder;
+
 /* What a big pattern keeps between searches (see searcher.h, RANK_MIN_COUNT). */
 struct SlotAids {
     CacheSlot *owner;
@@ -72,6 +84,9 @@ struct SlotAids {
     uint32_t *sorted_ids;       /* the first sorted_len entries of the sorted list */
     float *sorted_alpha;        /* (room for sorted_cap) */
     uint32_t sorted_len, sorted_cap;
+    PairOrder **pair_sets;      /* the pair orders of its filters, chained by the hash of the filter */
+    uint32_t n_pair_sets, n_pairs;  /* (a power of 2 sets, or 0; at most one order per set on average) */
+    size_t pair_bytes;
     SlotAids *newer, *older;        /* least recently used last */
 };
 
@@ -116,5 +131,11 @@ const RankBlock *cache_slot_rank_map(Reader *r, CacheSlot *rec, const RankSuper 
 /* Makes the sorted prefix of a big pattern hold its first ``need`` entries; NULL when
  * there is no room (the caller reads through the positions by score). */
 SlotAids *cache_slot_sorted_prefix(Reader *r, CacheSlot *rec, uint32_t need);
+/* The pair order of the pattern whose data is ``filter`` kept with big pattern ``rec`` (made
+ * empty when new); NULL when the budget has no room for one. */
+PairOrder *cache_slot_pair_order(Reader *r, CacheSlot *rec, const uint8_t *filter);
+/* Makes room for ``need`` entries in ``order``, kept with ``rec``: 0, or -1 when the budget has
+ * none (the order stays as it was). */
+int cache_pair_order_room(Reader *r, CacheSlot *rec, PairOrder *order, uint32_t need);
 
 #endif

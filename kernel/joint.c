@@ -53,6 +53,8 @@ const SearchPattern *joint_plan(Searcher *searcher, int n_terms) {
         if (d->data.joint) {
             searcher->joint_alt = a;
             searcher->joint_slack = slack(searcher->reader.store);
+            for (int p = 0; p < t0->n_alts; p++)
+                searcher->pair_lists[p] = searcher->pair_split ? NONE : NO_PAIR;
             return d;
         }
     }
@@ -65,53 +67,74 @@ const SearchPattern *joint_plan(Searcher *searcher, int n_terms) {
  * term 0, alternative of term 1) split the unread words into these classes; a bound on each
  * class, the largest bounds them all. */
 enum {
-    IN_A_PATTERN_OF_TERM_0,  /* x in a pattern of term 0: that alternative, plus term 1's largest */
+    IN_A_PATTERN_OF_TERM_0,  /* x in a pattern P of term 0: that alternative, plus term 1's bound on P's words */
     BASE_NOT_IN_D,           /* x takes term 0's unigram base, and any alternative of term 1 but "_ d" */
     BASE_IN_D,               /* x takes the base and is in "_ d": the two alternatives, or J */
     N_CLASSES
 };
-
-/* A row of the table: a class's bound, and what binds it: the lists of one alternative of
- * term 0 and one of term 1 (NONE: none), or the joint list alone.  Only the largest class's
- * lists are looked up. */
-typedef struct {
-    double value;
-    int alt0, alt1;
-    int joint;
-} PairClass;
 
 /* The list of alternative ``a`` of ``term``, NONE for none. */
 static int list_of(const Searcher *searcher, const SearchTerm *term, int a) {
     return a == NONE ? NONE : searcher->alts[term->first_alt + a].list;
 }
 
+/* Term 1's alternatives as joint_bound splits them: "_ d" (in_d, its list d_list), and the
+ * largest of the others, its constant included (other, the list of arg: NONE for the constant). */
+typedef struct {
+    double in_d, other;
+    int d_list, other_list;
+} Term1;
+
+/* The class "x in a pattern P of term 0" (IN_A_PATTERN_OF_TERM_0), split by each P: an unread
+ * word of P is at most P's alternative in term 0, and in term 1 at most its largest other
+ * alternative, or, when it is in "_ d" too, "_ d"'s alternative over the pair list of P (the
+ * words of P in "_ d", by alpha(x d): its next entry bounds alpha(x d) of every unread one).
+ * Sums summed as the score sums them (upper_term, then t_0 + t_1), so no slack is needed.
+ * Until P's pair list is started, "_ d"'s own list bounds those words; *unsplit: the largest
+ * P's alternative then (NONE when the largest is split, or needs no "_ d").  *max0: the
+ * largest alternative of term 0 but its base. */
+static PairBound in_a_pattern(Searcher *searcher, const Term1 *t1, double *max0, int *unsplit) {
+    const SearchTerm *t0 = &searcher->terms[0], *term1 = &searcher->terms[1];
+    const SearchStep *steps1 = &searcher->steps[term1->first];
+    int above_d = searcher->alts[term1->first_alt + searcher->joint_alt].n_longer;
+    PairBound best = {-INFINITY, {NONE, NONE}, NONE};
+    double all1 = t1->in_d > t1->other ? t1->in_d : t1->other;
+    *max0 = -INFINITY;
+    *unsplit = NONE;
+    for (int a = 0; a < t0->n_alts - 1; a++) {
+        double alone = alternative(searcher, t0, a);
+        *max0 = alone > *max0 ? alone : *max0;
+        if (alone + all1 <= best.value)
+            continue;  /* (the split lowers only term 1's part, at most all1: it cannot win) */
+        /* (the pair list may stand above "_ d"'s own, which the search reads too: both bound) */
+        int pair = searcher->pair_lists[a];
+        double split = pair < 0 ? INFINITY : upper_term(steps1, above_d, searcher->lists[pair].sup);
+        int d_list = split < t1->in_d ? pair : t1->d_list;
+        double in_d = split < t1->in_d ? split : t1->in_d;
+        int by_d = in_d > t1->other;
+        double value = alone + (by_d ? in_d : t1->other);
+        if (value > best.value) {
+            best = (PairBound){value, {list_of(searcher, t0, a), by_d ? d_list : t1->other_list}, NONE};
+            *unsplit = by_d && pair == NONE ? a : NONE;
+        }
+    }
+    return best;
+}
+
 PairBound joint_bound(Searcher *searcher, double *runner_up) {
     SearchTerm *t0 = &searcher->terms[0], *t1 = &searcher->terms[1];
     int base_alt = t0->n_alts - 1, d_alt = searcher->joint_alt;  /* (joint_plan checked the base) */
-    /* term 0: its unigram base and the best of the others */
-    double base0 = alternative(searcher, t0, base_alt), other0 = -INFINITY;
-    int arg0 = NONE;
-    for (int a = 0; a < base_alt; a++) {
-        double value = alternative(searcher, t0, a);
-        if (value > other0) {
-            other0 = value;
-            arg0 = a;
-        }
-    }
+    double base0 = alternative(searcher, t0, base_alt);
     /* term 1: "_ d", and the best of the others, its constant alternative included */
-    double in_d = alternative(searcher, t1, d_alt), other1 = t1->fixed;
-    int arg1 = NONE;
+    Term1 one = {alternative(searcher, t1, d_alt), t1->fixed, list_of(searcher, t1, d_alt), NONE};
     for (int a = 0; a < t1->n_alts; a++) {
         double value = a == d_alt ? -INFINITY : alternative(searcher, t1, a);
-        if (value > other1) {
-            other1 = value;
-            arg1 = a;
+        if (value > one.other) {
+            one.other = value;
+            one.other_list = list_of(searcher, t1, a);
         }
     }
-    double all1 = in_d > other1 ? in_d : other1;
-    int arg_all1 = in_d > other1 ? d_alt : arg1;
-    searcher->term_sup[0] = base0 > other0 ? base0 : other0;
-    searcher->term_sup[1] = all1;
+    searcher->term_sup[1] = one.in_d > one.other ? one.in_d : one.other;
     /* J: term 0's constants over term 1's beta sups above "_ d" over the joint list's next
      * key, which bounds alpha(x) + alpha(x d) of every unread word of "_ d", plus the slack
      * (the key is one number where the score has two, each inside its own chain) */
@@ -120,24 +143,27 @@ PairBound joint_bound(Searcher *searcher, double *runner_up) {
                              upper_term(&searcher->steps[t1->first], searcher->alts[t1->first_alt + d_alt].n_longer,
                                         joint->sup));
     pair = joint->sup == -INFINITY ? -INFINITY : pair + searcher->joint_slack;
-    double separate = base0 + in_d;
-    PairClass classes[N_CLASSES] = {
-        [IN_A_PATTERN_OF_TERM_0] = {other0 + all1, arg0, arg_all1, 0},
-        [BASE_NOT_IN_D] = {base0 + other1, base_alt, arg1, 0},
-        [BASE_IN_D] = pair < separate ? (PairClass){pair, NONE, NONE, 1} : (PairClass){separate, base_alt, d_alt, 0},
+    double separate = base0 + one.in_d;
+    int unigram = list_of(searcher, t0, base_alt);
+    PairBound classes[N_CLASSES] = {
+        [BASE_NOT_IN_D] = {base0 + one.other, {unigram, one.other_list}, NONE},
+        [BASE_IN_D] = pair < separate ? (PairBound){pair, {searcher->joint_list, NONE}, NONE}
+                                      : (PairBound){separate, {unigram, one.d_list}, NONE},
     };
-    int best = 0;
+    int best, unsplit;
+    double max0;
+    classes[IN_A_PATTERN_OF_TERM_0] = in_a_pattern(searcher, &one, &max0, &unsplit);
+    best = 0;
+    for (int c = 1; c < N_CLASSES; c++)
+        best = classes[c].value > classes[best].value ? c : best;
+    /* The pair list of the pattern whose class would bind is started only then (most are
+     * never needed), and the bound computed again. */
+    classes[best].start = best == IN_A_PATTERN_OF_TERM_0 ? unsplit : NONE;
+    searcher->term_sup[0] = base0 > max0 ? base0 : max0;
     double second = -INFINITY;
-    for (int c = 1; c < N_CLASSES; c++) {
-        if (classes[c].value > classes[best].value) {
-            second = classes[best].value;
-            best = c;
-        } else if (classes[c].value > second) {
+    for (int c = 0; c < N_CLASSES; c++)
+        if (c != best && classes[c].value > second)
             second = classes[c].value;
-        }
-    }
     *runner_up = second;
-    const PairClass *top = &classes[best];
-    return top->joint ? (PairBound){top->value, {searcher->joint_list, NONE}}
-                      : (PairBound){top->value, {list_of(searcher, t0, top->alt0), list_of(searcher, t1, top->alt1)}};
+    return classes[best];
 }

@@ -19,11 +19,24 @@
 const SearchPattern *joint_plan(Searcher *searcher, int n_terms);
 
 /* A bound on t_0(x) + t_1(x) over some unread words x, and the lists (up to two, NONE where
- * fewer) whose reading may lower it: they bind it. */
+ * fewer) whose reading may lower it: they bind it.  ``start``: the alternative of term 0 whose
+ * pair list (lists_start_pair) would lower it (NONE: none); the caller starts it and asks
+ * again. */
 typedef struct {
     double value;
     int binds[2];
+    int start;
 } PairBound;
+
+/* Searcher.pair_lists of an alternative whose pair list is not to be started (out of memory
+ * for its order, or a search that does not split): its words in "_ d" stay bounded by "_ d"'s
+ * own list. */
+#define NO_PAIR (-2)
+
+/* Searches for fewer substitutes than this do not split the class "x in a pattern P of term
+ * 0" (in_a_pattern): they read so few words that starting pair lists costs more than they
+ * save (docs/performance.md, "Tuning"). */
+#define PAIR_MIN_COUNT 10
 
 /* Where the plan applies (searcher->joint_list set): the bound on t_0(x) + t_1(x) of every
  * unread word, summed so that it holds for the rounded scores too, with the lists that bind

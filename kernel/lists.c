@@ -7,15 +7,124 @@
 
 /* ---------------------------------------------------------------- sorted lists */
 
+/* What a pair order's scan tests each word against (its filter), in locals that stay in
+ * registers through the scan's loop. */
+typedef struct {
+    const uint8_t *flags;       /* Searcher.flags */
+    uint8_t member;             /* the filter's membership bit, or 0 */
+    const RankBlock *map;       /* else its rank map, or NULL */
+    const RankSuper *supers;
+    const Store *store;         /* else a binary search in its ids */
+    const DiskPattern *data;
+} Filter;
+
+static Filter filter_of(const Searcher *searcher, const SearchPattern *p) {
+    return (Filter){searcher->flags, p->member, p->map, p->supers, searcher->reader.store, &p->data};
+}
+
+/* Is ``word`` (< V) in the filter?  Its membership bit, else a bit of its rank map (the rank
+ * itself is not needed), else a binary search. */
+static inline int holds(const Filter *f, uint32_t word) {
+    if (f->member)
+        return f->flags[word] & f->member;
+    if (f->map)
+        return map_block(f->map, f->supers, word)->bits >> (word & 63) & 1;
+    return pattern_find(f->store, f->data, word) >= 0;
+}
+
+/* How many entries of its pattern's order a pair list tests per gathering, at most: a
+ * filter whose words come late in that order is scanned in steps, a bound all along. */
+#define PAIR_SCAN 256
+
+/* Growing a big pattern's sorted prefix (``kept``) may move it: the list that reads the
+ * pattern in place follows it (a pair list of the pattern grows the same prefix). */
+static void follow_prefix(Searcher *searcher, const SlotAids *kept) {
+    for (int l = 0; l < searcher->n_lists; l++) {
+        List *list = &searcher->lists[l];
+        if (list->big == kept->owner && !list->filter && list->words != list->own_words) {
+            list->words = (const ix_u32 *)&kept->sorted_ids[list->ahead_start];
+            list->alphas = &kept->sorted_alpha[list->ahead_start];
+        }
+    }
+}
+
+/* Room for ``need`` entries in a pair list's order.  A kept order grows within the reader's
+ * budget; when the budget has no room, the list goes on with a copy in the searcher's own
+ * order of its slot, which lists_start_pair made big enough for all of the pair's words. */
+static void order_room(Searcher *searcher, List *list, uint32_t need) {
+    PairOrder *kept = list->order, *own = list->own;
+    if (kept == own || cache_pair_order_room(&searcher->reader, list->big, kept, need) == 0)
+        return;
+    memcpy(own->words, kept->words, kept->len * sizeof(uint32_t));
+    memcpy(own->alphas, kept->alphas, kept->len * sizeof(float));
+    own->len = kept->len;
+    own->scanned = kept->scanned;
+    list->order = own;
+}
+
+/* Tests the next PAIR_SCAN entries (at most) of a pair list's pattern's order against its
+ * filter, adding the filter's words among them to the list's order, in that order. */
+static void extend_order(Searcher *searcher, List *list) {
+    const Store *s = searcher->reader.store;
+    const DiskPattern *d = list->pattern;
+    uint32_t i = list->order->scanned, end = i + PAIR_SCAN < d->count ? i + PAIR_SCAN : d->count;
+    uint32_t most = list->filter->count < d->count ? list->filter->count : d->count;
+    order_room(searcher, list, list->order->len + (end - i) < most ? list->order->len + (end - i) : most);
+    PairOrder *o = list->order;
+    SlotAids *kept = list->big ? cache_slot_sorted_prefix(&searcher->reader, list->big, end) : NULL;
+    if (kept)
+        follow_prefix(searcher, kept);
+    Filter filter = filter_of(searcher, list->filter);
+    for (; i < end; i++) {
+        uint32_t at = kept ? 0 : position_at(d, i), word = kept ? kept->sorted_ids[i] : pattern_id(s, d, at);
+        if (word < s->vocab_size && holds(&filter, word)) {
+            o->words[o->len] = word;
+            o->alphas[o->len++] = kept ? kept->sorted_alpha[i] : list->alpha[at];
+        }
+    }
+    o->scanned = end;
+}
+
+/* A pair list's next entry (List.order); returns 1, or 0 when it has none.  It is the next
+ * word of its order, read in place, past those read already through other lists (a tighter
+ * sup), the order extended first until it holds one or is complete: its words are those of
+ * the filter in the pattern's score order, so the list's sup (the next entry's alpha) bounds
+ * the alpha of every word of both that the search has not read.  One entry at a time, each
+ * past the words read by then, the list gives the same entries however far its order was
+ * extended before (by earlier searches: the order is kept), so the search's work does not
+ * depend on the cache.  Once the order is complete and given, ``length`` becomes exact. */
+static int64_t gather_pair(Searcher *searcher, List *list) {
+    uint32_t count = list->pattern->count;
+    for (;;) {
+        const PairOrder *o = list->order;
+        while (list->scan < o->len && searcher->flags[o->words[list->scan]] & SEEN)
+            list->scan++;
+        if (list->scan < o->len || o->scanned == count)
+            break;
+        extend_order(searcher, list);
+    }
+    const PairOrder *o = list->order;
+    int64_t got = list->scan < o->len;
+    list->words = (const ix_u32 *)&o->words[list->scan];
+    list->alphas = &o->alphas[list->scan];
+    list->scan += got;
+    if (o->scanned == count && list->scan == o->len)
+        list->length = list->depth + got;
+    return got;
+}
+
 /* Makes the list's next entries (words and alphas) from the depth on readable, gathering
  * them when they are not in score order already, and prefetches the words' flags, which
  * the search tests next. */
 void lists_gather_ahead(Searcher *searcher, List *list) {
     int64_t n = list->length - list->depth;
     n = n < list->ahead ? n : list->ahead;
-    SlotAids *kept =
-        list->big ? cache_slot_sorted_prefix(&searcher->reader, list->big, (uint32_t)(list->depth + n)) : NULL;
-    if (kept) {
+    SlotAids *kept = list->big && !list->filter
+                         ? cache_slot_sorted_prefix(&searcher->reader, list->big, (uint32_t)(list->depth + n))
+                         : NULL;
+    if (list->filter) {
+        n = gather_pair(searcher, list);
+    } else if (kept) {
         list->words = (const ix_u32 *)&kept->sorted_ids[list->depth];
         list->alphas = &kept->sorted_alpha[list->depth];
     } else if (list->in_order) {
@@ -48,19 +157,86 @@ void lists_gather_ahead(Searcher *searcher, List *list) {
     list->ahead = list->ahead * 2 < LIST_AHEAD ? list->ahead * 2 : LIST_AHEAD;
 }
 
-/* A list of ``length`` (>= 1) entries, none read yet. */
+/* A list of ``length`` (>= 1) entries, none read yet (a pair list, with a ``filter``: at most
+ * ``length``, perhaps none). */
 static void start_list(Searcher *searcher, List *list, CacheSlot *big, const ix_u32 *in_order,
-                       const DiskPattern *pattern, int joint, const ix_f32 *alpha, int64_t length) {
+                       const DiskPattern *pattern, int joint, const SearchPattern *filter, const ix_f32 *alpha,
+                       int64_t length) {
     list->big = big;
     list->in_order = in_order;
     list->pattern = pattern;
     list->joint = joint;
+    list->filter = filter;
+    list->scan = 0;
     list->alpha = alpha;
     list->depth = 0;
     list->length = length;
     list->ahead = LIST_FIRST_AHEAD;
     lists_gather_ahead(searcher, list);
-    list->sup = list->alphas[0];
+    list->sup = list->length ? list->alphas[0] : -INFINITY;
+}
+
+/* Makes ``order`` (empty, with room for them) whole: the words of ``filter`` (at most
+ * PAIR_DIRECT) that are in ``d``, with their alphas there, by alpha descending (ties by lower
+ * id, as the pattern's order has them), by a look-up in ``d`` per word of the filter. */
+static void direct_order(Searcher *searcher, const SearchPattern *d, const SearchPattern *filter, PairOrder *order) {
+    const Store *s = searcher->reader.store;
+    for (uint32_t i = 0; i < filter->count; i++) {
+        uint32_t word = pattern_id(s, &filter->data, i);
+        int32_t at = word >= s->vocab_size ? -1 : d->map ? map_rank(d->map, d->supers, word) : pattern_find(s, &d->data, word);
+        if (at < 0)
+            continue;
+        uint32_t j = order->len++;  /* (ids ascend: a later word goes after those of its alpha) */
+        for (; j > 0 && order->alphas[j - 1] < d->alpha[at]; j--) {
+            order->alphas[j] = order->alphas[j - 1];
+            order->words[j] = order->words[j - 1];
+        }
+        order->alphas[j] = d->alpha[at];
+        order->words[j] = word;
+    }
+    order->scanned = d->count;
+}
+
+/* The searcher's own order of ``slot``, emptied, with room for ``most`` entries: 0, or -1 when
+ * out of memory. */
+static int own_order(Searcher *searcher, int slot, uint32_t most) {
+    PairOrder *own = &searcher->pair_own[slot];
+    if (most > own->cap) {
+        uint32_t *words = realloc(own->words, (size_t)most * sizeof(uint32_t));
+        if (words)
+            own->words = words;
+        float *alphas = words ? realloc(own->alphas, (size_t)most * sizeof(float)) : NULL;
+        if (!alphas)
+            return -1;
+        own->alphas = alphas;
+        own->cap = most;
+    }
+    own->len = own->scanned = 0;
+    return 0;
+}
+
+void lists_start_pair(Searcher *searcher, int a) {
+    const SearchTerm *t0 = &searcher->terms[0], *t1 = &searcher->terms[1];
+    const SearchPattern *filter = &searcher->pats[searcher->steps[t0->first + searcher->alts[t0->first_alt + a].n_longer].alpha];
+    const SearchPattern *pattern =
+        &searcher->pats[searcher->steps[t1->first + searcher->alts[t1->first_alt + searcher->joint_alt].n_longer].alpha];
+    uint32_t most = filter->count < pattern->count ? filter->count : pattern->count;
+    if (own_order(searcher, a, most) < 0) {
+        searcher->pair_lists[a] = NO_PAIR;
+        return;
+    }
+    int l = searcher->pair_lists[a] = searcher->n_lists++;
+    List *list = &searcher->lists[l], *d = &searcher->lists[pattern->list];
+    PairOrder *kept = d->big ? cache_slot_pair_order(&searcher->reader, d->big, filter->rec->data) : NULL;
+    list->big = d->big;  /* (order_room's, before start_list sets it) */
+    list->own = &searcher->pair_own[a];
+    list->order = kept ? kept : list->own;
+    if (!list->order->scanned && filter->count <= PAIR_DIRECT) {
+        order_room(searcher, list, most);
+        direct_order(searcher, pattern, filter, list->order);
+    }
+    start_list(searcher, list, d->big, NULL, d->pattern, 0, filter, d->alpha, d->length);
+    searcher->binds[l] = 0;
 }
 
 
@@ -132,10 +308,11 @@ int lists_read_terms(Searcher *searcher, int *n_pats) {
     }
     /* The sorted lists: each pattern some step reads by alpha, then the unigram list. */
     int n = 0;
-    if (GROW(searcher->lists, searcher->cap_lists, *n_pats + 2) < 0 ||
-        GROW(searcher->binds, searcher->cap_binds, *n_pats + 2) < 0 ||
-        GROW(searcher->keep, searcher->cap_keep, *n_pats + 2) < 0 ||
-        GROW(searcher->binding, searcher->cap_binding, *n_pats + 2) < 0 ||
+    /* (room for a pair list per step: joint.c starts at most one per alternative of term 0) */
+    int most = *n_pats + 2 + n_steps;
+    if (GROW(searcher->lists, searcher->cap_lists, most) < 0 || GROW(searcher->binds, searcher->cap_binds, most) < 0 ||
+        GROW(searcher->keep, searcher->cap_keep, most) < 0 ||
+        GROW(searcher->binding, searcher->cap_binding, most) < 0 ||
         GROW(searcher->pos, searcher->cap_pos, *n_pats * MAX_BATCH) < 0)
         return -1;
     for (int i = 0; i < n_steps; i++) {
@@ -153,14 +330,14 @@ int lists_read_terms(Searcher *searcher, int *n_pats) {
             SearchPattern *p = &searcher->pats[i];
             p->list = n;
             start_list(searcher, &searcher->lists[n++], is_big(p->count, s->vocab_size) ? p->rec : NULL, NULL, &p->data,
-                       0, p->alpha, p->count);
+                       0, NULL, p->alpha, p->count);
         }
     }
     for (int i = 0; i < n_steps; i++)
         searcher->steps[i].list =
             searcher->steps[i].alpha == NONE ? NONE : searcher->pats[searcher->steps[i].alpha].list;
     int unigram = searcher->unigram_list = n;
-    start_list(searcher, &searcher->lists[n++], NULL, s->unigram_order, NULL, 0, (const ix_f32 *)s->sorted_alpha,
+    start_list(searcher, &searcher->lists[n++], NULL, s->unigram_order, NULL, 0, NULL, (const ix_f32 *)s->sorted_alpha,
                s->vocab_size);
     /* Each term's bound alternatives (see bound()), base last. */
     if (GROW(searcher->alts, searcher->cap_alts, n_steps + n_terms) < 0)
@@ -183,7 +360,8 @@ int lists_read_terms(Searcher *searcher, int *n_pats) {
     const SearchPattern *d = joint_plan(searcher, n_terms);
     searcher->joint_list = d ? n : NONE;
     if (d)
-        start_list(searcher, &searcher->lists[n++], NULL, NULL, &d->data, 1, NULL, d->count);
+        start_list(searcher, &searcher->lists[n++], NULL, NULL, &d->data, 1, NULL, NULL, d->count);
+    searcher->n_lists = n;  /* the joint bound's pair lists come after, when it needs them */
     for (int l = 0; l < n; l++)
         searcher->binds[l] = 0;
     return n_terms;

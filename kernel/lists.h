@@ -21,10 +21,21 @@ static inline uint32_t lists_read(Searcher *searcher, List *list) {
     } else {
         if (list->depth == list->ahead_end)
             lists_gather_ahead(searcher, list);
-        list->sup = list->alphas[list->depth - list->ahead_start];
+        /* (a pair list learns its length only at the end of its scan: perhaps now) */
+        list->sup = list->depth < list->length ? list->alphas[list->depth - list->ahead_start] : -INFINITY;
     }
     return word;
 }
+
+/* The order of a pair list whose filter has at most this many words is made whole when it
+ * is first needed, one look-up per word of the filter, instead of scanning the pattern's order
+ * for them. */
+#define PAIR_DIRECT 256
+
+/* Starts the pair list of alternative ``a`` of term 0 (joint.c): the words of its pattern P
+ * that are also in term 1's "_ d", in the order of "_ d"'s list, into searcher->pair_lists[a]
+ * (NO_PAIR when out of memory). */
+void lists_start_pair(Searcher *searcher, int a);
 
 /* Reads the position's terms (searcher->position) into searcher->terms/steps/pats/lists
  * and the bound's alternatives.  Returns the number of terms, -1 when out of memory;

@@ -81,7 +81,9 @@ static double bound(Searcher *searcher, int n_terms) {
     searcher->n_binding = 0;
     if (searcher->joint_list != NONE) {  /* terms 0 and 1 bounded together (joint.c) */
         double runner_up;
-        PairBound pair = joint_bound(searcher, &runner_up);
+        PairBound pair;
+        while ((pair = joint_bound(searcher, &runner_up)).start != NONE)
+            lists_start_pair(searcher, pair.start);
         for (int i = 0; i < 2; i++)
             if (pair.binds[i] != NONE)
                 bind(searcher, stamp, pair.binds[i], pair.value, runner_up);
@@ -250,6 +252,7 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
                       int64_t n_excluded) {
     uint32_t vocab_size = searcher->reader.store->vocab_size;
     int n_pats = 0;
+    searcher->pair_split = count >= PAIR_MIN_COUNT;
     int n_terms = lists_read_terms(searcher, &n_pats);
     if (n_terms < 0) {
         common_fail(&searcher->reader.failure, FS_ENOMEM, "out of memory");
@@ -486,6 +489,10 @@ void search_searcher_free(Searcher *searcher) {
     free(searcher->term_sup);
     free(searcher->batch_sup);
     free(searcher->pos);
+    for (int i = 0; i < FS_MAX_ORDER; i++) {
+        free(searcher->pair_own[i].words);
+        free(searcher->pair_own[i].alphas);
+    }
     memset(searcher, 0, sizeof(*searcher));
 }
 

@@ -51,6 +51,14 @@ typedef struct Searcher {
      * alternative among term 1's, and the rounding slack of the joint sum */
     int joint_list, joint_alt;
     double joint_slack;
+    /* per alternative of term 0 but its base: the pair list of its pattern's words that are in
+     * "_ d" (NONE: not started), and the lists in use: n_lists, pair lists included; whether
+     * this search splits the class at all (joint.c, PAIR_MIN_COUNT) */
+    int pair_split;
+    int pair_lists[FS_MAX_ORDER];
+    int n_lists;
+    /* per slot (alternative of term 0): the order a pair list reads when no record keeps one */
+    PairOrder pair_own[FS_MAX_ORDER];
     double *term_sup; int cap_term_sup;    /* per term: its bound now */
     double *batch_sup; int cap_batch_sup;  /* per term: its bound before the current batch */
     int32_t *pos; int cap_pos;       /* [pattern][MAX_BATCH]: positions of the batch's words */

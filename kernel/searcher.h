@@ -105,6 +105,13 @@ typedef struct List {   /* one sorted list */
     const ix_u32 *in_order;    /* the words in score order (the unigram list), or NULL: */
     const DiskPattern *pattern;  /* those of a pattern, read through its positions by score, */
     int joint;          /* or, when set, through its joint order (its sup is then a joint key) */
+    /* when set, only the words of ``pattern`` that are also in ``filter``, in the pattern's
+     * score order (a pair list: joint.c), read from ``order``; ``scan``: the next entry of the
+     * order to give, and ``length`` is only an upper bound until the order is complete */
+    const SearchPattern *filter;
+    int64_t scan;
+    PairOrder *order;   /* a pair list's order: kept with the pattern's record, or ``own`` */
+    PairOrder *own;     /* the searcher's own order of the list's slot */
     const ix_f32 *alpha;
     int64_t depth, length;
     double sup;         /* alpha of the next unread entry; -inf once exhausted */
@@ -136,6 +143,25 @@ static inline double upper_term(const SearchStep *steps, int n, double inner) {
 static inline double alternative(const Searcher *searcher, const SearchTerm *term, int a) {
     const Alt *alt = &searcher->alts[term->first_alt + a];
     return upper_term(&searcher->steps[term->first], alt->n_longer, searcher->lists[alt->list].sup);
+}
+
+/* The RankBlock of ``word`` in a rank map (of two levels when ``supers``: map[0], which is
+ * empty, when the directory has no bit for it). */
+static inline const RankBlock *map_block(const RankBlock *map, const RankSuper *supers, uint32_t word) {
+    size_t at = word >> 6;
+    if (supers) {
+        RankSuper super = supers[word / SUPER_WORDS];
+        uint64_t j = at & 63;
+        at = super.present >> j & 1 ? super.first + popcount64(super.present & ((1ull << j) - 1)) : 0;
+    }
+    return &map[at];
+}
+
+/* Position of ``word`` in the id-sorted arrays of a pattern by its rank map, or -1. */
+static inline int32_t map_rank(const RankBlock *map, const RankSuper *supers, uint32_t word) {
+    const RankBlock *block = map_block(map, supers, word);
+    uint64_t bit = 1ull << (word & 63);
+    return block->bits & bit ? (int32_t)(block->rank + popcount64(block->bits & (bit - 1))) : -1;
 }
 
 /* Is the pattern of ``count`` words big (see RANK_MIN_COUNT)? */

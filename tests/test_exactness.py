@@ -129,6 +129,33 @@ def test_positive_backoff_weights_of_patterns_are_bounded_correctly(tmp_path: Pa
 
 
 
+@pytest.mark.parametrize("n_low, n_rare", [(0, 20), (200, 256)])
+def test_words_of_a_pattern_in_d_are_bounded_by_their_pair_list(tmp_path: Path, n_low: int, n_rare: int) -> None:
+    """The class split of the joint bound (docs/algorithm.md, "The class split"): in "a _ d",
+    b is in both "a _" (below its 100 fillers) and "_ d" (below the rare words), and scores
+    -2, above all (the fillers: -4).  The words of "a _" are bounded in term 1 by its pair
+    list, which holds b alone; a pair list without b would bound them by term 1's constant,
+    and once the fillers are read the search would list them, b unread.  Without low words
+    the pair list's order is made whole by look-ups; with 200 more words in "a _" (below b),
+    it is big and "_ d"'s order is scanned against its rank map, b the first entry of the
+    scan's second step (z after it), the order kept with "_ d" (under budgets from none to
+    ample)."""
+    # (ids in this order: no word of "_ d" but b is next to a word of "a _" in the rank map)
+    unigrams = ["-99\t<s>\t0", "-1\t</s>", "-1\ta\t0", *[f"-6\tr{i}\t0" for i in range(n_rare)], "-6\tz\t0",
+                "-3\td\t0",
+                *fillers("-1.9", "0"), *[f"-6\tg{i}\t0" for i in range(n_low)], "-5\tb\t0"]
+    bigrams = ["-0.5\t<s> a\t0", *[f"-1\ta f{i}" for i in range(100)], "-1.5\ta b",
+               *[f"-4\ta g{i}" for i in range(n_low)], *[f"-0.1\tr{i} d" for i in range(n_rare)], "-0.5\tb d",
+               "-2\tz d", "-0.5\td </s>"]
+    text, index_path = bigram_model(tmp_path, unigrams, bigrams)
+    check_model(text, [["a", "b", "d"]])
+    with fastsubs.open_index(index_path) as index:
+        for budget in (0, 1 << 11, 1 << 13, 24 << 20):
+            index._core.set_cache(1 << 17, budget)
+            for _ in range(2):  # the order made, then found kept
+                assert index.position(["a", "b", "d"], 1, n=10)[0].word == "b", budget
+
+
 def test_unknown_words_back_off_through_their_known_context() -> None:
     """A model without <unk>: in "<s> a b zz </s>" (zz unknown), p(zz | x b) = beta(x b)
     + beta(b) - 100 for every x at the first position.  beta(b) is the same for all x, so

@@ -8,25 +8,6 @@
 
 /* ---------------------------------------------------------------- exact scores */
 
-/* The RankBlock of ``word`` in p's rank map (two levels: map[0], empty, when the
- * pattern holds no word of its 64). */
-static inline size_t rank_block(const SearchPattern *p, uint32_t word) {
-    size_t at = word >> 6;
-    if (p->supers) {
-        RankSuper super = p->supers[word / SUPER_WORDS];
-        uint64_t j = at & 63;
-        at = super.present >> j & 1 ? super.first + popcount64(super.present & ((1ull << j) - 1)) : 0;
-    }
-    return at;
-}
-
-/* Position of ``word`` in the id-sorted arrays of the pattern whose rank map gives
- * ``block`` for it, or -1. */
-static inline int32_t rank_in_block(RankBlock block, uint32_t word) {
-    uint64_t bit = 1ull << (word & 63);
-    return block.bits & bit ? (int32_t)(block.rank + popcount64(block.bits & (bit - 1))) : -1;
-}
-
 /* Position of ``word`` in pattern p's id-sorted arrays, or -1, in a pattern without a
  * rank map. */
 static inline int32_t locate(const Searcher *searcher, const SearchPattern *p, uint32_t word) {
@@ -136,14 +117,14 @@ TARGET_CLONES static void locate_live(Searcher *searcher, int i, const uint32_t 
     p->located = searcher->batch_stamp;
     int32_t *pos = &searcher->pos[i * MAX_BATCH];
     if (p->map) {
-        size_t block[MAX_BATCH];
+        const RankBlock *block[MAX_BATCH];
         for (int j = 0; j < n_live; j++) {
-            block[j] = rank_block(p, words[live[j]]);
-            __builtin_prefetch(&p->map[block[j]]);
+            block[j] = map_block(p->map, p->supers, words[live[j]]);
+            __builtin_prefetch(block[j]);
         }
         for (int j = 0; j < n_live; j++) {
             int c = live[j];
-            prefetch_values(p, pos[c] = rank_in_block(p->map[block[j]], words[c]));
+            prefetch_values(p, pos[c] = block_rank(block[j], words[c]));
         }
         return;
     }

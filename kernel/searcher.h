@@ -157,11 +157,16 @@ static inline const RankBlock *map_block(const RankBlock *map, const RankSuper *
     return &map[at];
 }
 
-/* Position of ``word`` in the id-sorted arrays of a pattern by its rank map, or -1. */
-static inline int32_t map_rank(const RankBlock *map, const RankSuper *supers, uint32_t word) {
-    const RankBlock *block = map_block(map, supers, word);
+/* Position of ``word`` in the id-sorted arrays of a pattern, by ``block``, the RankBlock
+ * of ``word`` in its rank map (map_block), or -1. */
+static inline int32_t block_rank(const RankBlock *block, uint32_t word) {
     uint64_t bit = 1ull << (word & 63);
     return block->bits & bit ? (int32_t)(block->rank + popcount64(block->bits & (bit - 1))) : -1;
+}
+
+/* Position of ``word`` in the id-sorted arrays of a pattern by its rank map, or -1. */
+static inline int32_t map_rank(const RankBlock *map, const RankSuper *supers, uint32_t word) {
+    return block_rank(map_block(map, supers, word), word);
 }
 
 /* Is the pattern of ``count`` words big (see RANK_MIN_COUNT)? */

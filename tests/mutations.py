@@ -249,11 +249,11 @@ MUTATIONS = [
              "n_betas = 0; }"),
     # the search (searcher.h, lists.c, score.c, search.c): locating words, the bound, batches, ties, the cap,
     # -p and --exclude
-    Mutation("rank-map-off-by-one", SCORE,
-             "locate() through a rank map counts the word's own bit: every big-pattern position is one too far",
-             "popcount64(block.bits & (bit - 1))", "popcount64(block.bits & ((bit << 1) - 1))"),
-    Mutation("two-level-map-off-by-one", SCORE,
-             "locate() through a two-level map counts the word's own RankBlock: sparse big patterns read the next "
+    Mutation("rank-map-off-by-one", SEARCHER,
+             "a look-up through a rank map counts the word's own bit: every big-pattern position is one too far",
+             "popcount64(block->bits & (bit - 1))", "popcount64(block->bits & ((bit << 1) - 1))"),
+    Mutation("two-level-map-off-by-one", SEARCHER,
+             "a look-up through a two-level map counts the word's own RankBlock: sparse big patterns read the next "
              "RankBlock",
              "super.first + popcount64(super.present & ((1ull << j) - 1))",
              "super.first + popcount64(super.present & ((2ull << j) - 1))"),

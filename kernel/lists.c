@@ -55,8 +55,10 @@ static void order_room(Searcher *searcher, List *list, uint32_t need) {
     PairOrder *kept = list->order, *own = list->own;
     if (kept == own || cache_pair_order_room(&searcher->reader, list->big, kept, need) == 0)
         return;
-    memcpy(own->words, kept->words, kept->len * sizeof(uint32_t));
-    memcpy(own->alphas, kept->alphas, kept->len * sizeof(float));
+    if (kept->len) {  /* a new order has no arrays yet: a memcpy from NULL is undefined, even of nothing */
+        memcpy(own->words, kept->words, kept->len * sizeof(uint32_t));
+        memcpy(own->alphas, kept->alphas, kept->len * sizeof(float));
+    }
     own->len = kept->len;
     own->scanned = kept->scanned;
     list->order = own;

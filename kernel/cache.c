@@ -297,13 +297,8 @@ SlotAids *cache_slot_sorted_prefix(Reader *r, CacheSlot *rec, uint32_t need) {
         size_t more = (size_t)(cap - k->sorted_cap) * (sizeof(uint32_t) + sizeof(float));
         if (!make_room(r, more))
             return NULL;
-        uint32_t *ids = realloc(k->sorted_ids, (size_t)cap * sizeof(uint32_t));
-        if (ids)
-            k->sorted_ids = ids;
-        float *alpha = ids ? realloc(k->sorted_alpha, (size_t)cap * sizeof(float)) : NULL;
-        if (!alpha)
+        if (cache_resize_words(&k->sorted_ids, &k->sorted_alpha, cap) < 0)
             return NULL;  /* what it had stays usable */
-        k->sorted_alpha = alpha;
         r->kept_bytes += more;
         k->sorted_cap = cap;
     }
@@ -373,6 +368,18 @@ PairOrder *cache_slot_pair_order(Reader *r, CacheSlot *rec, const uint8_t *filte
     return o;
 }
 
+int cache_resize_words(uint32_t **words, float **alphas, uint32_t cap) {
+    uint32_t *moved = realloc(*words, (size_t)cap * sizeof(uint32_t));
+    if (!moved)
+        return -1;
+    *words = moved;
+    float *moved_alphas = realloc(*alphas, (size_t)cap * sizeof(float));
+    if (!moved_alphas)
+        return -1;
+    *alphas = moved_alphas;
+    return 0;
+}
+
 int cache_pair_order_room(Reader *r, CacheSlot *rec, PairOrder *order, uint32_t need) {
     if (need <= order->cap)
         return 0;
@@ -381,13 +388,8 @@ int cache_pair_order_room(Reader *r, CacheSlot *rec, PairOrder *order, uint32_t 
     size_t more = (size_t)(cap - order->cap) * (sizeof(uint32_t) + sizeof(float));
     if (!make_room(r, more))
         return -1;
-    uint32_t *words = realloc(order->words, (size_t)cap * sizeof(uint32_t));
-    if (words)
-        order->words = words;
-    float *alphas = words ? realloc(order->alphas, (size_t)cap * sizeof(float)) : NULL;
-    if (!alphas)
+    if (cache_resize_words(&order->words, &order->alphas, cap) < 0)
         return -1;  /* what it had stays usable */
-    order->alphas = alphas;
     order->cap = cap;
     rec->kept->pair_bytes += more;
     r->kept_bytes += more;

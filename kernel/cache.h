@@ -137,5 +137,8 @@ PairOrder *cache_slot_pair_order(Reader *r, CacheSlot *rec, const uint8_t *filte
 /* Makes room for ``need`` entries in ``order``, kept with ``rec``: 0, or -1 when the budget has
  * none (the order stays as it was). */
 int cache_pair_order_room(Reader *r, CacheSlot *rec, PairOrder *order, uint32_t need);
+/* Reallocates a list of words and their alphas, two arrays, to ``cap`` entries each: 0, or
+ * -1 when out of memory (the entries they held stay, in whichever arrays were moved). */
+int cache_resize_words(uint32_t **words, float **alphas, uint32_t cap);
 
 #endif

@@ -204,13 +204,8 @@ static void direct_order(Searcher *searcher, const SearchPattern *d, const Searc
 static int own_order(Searcher *searcher, int slot, uint32_t most) {
     PairOrder *own = &searcher->pair_own[slot];
     if (most > own->cap) {
-        uint32_t *words = realloc(own->words, (size_t)most * sizeof(uint32_t));
-        if (words)
-            own->words = words;
-        float *alphas = words ? realloc(own->alphas, (size_t)most * sizeof(float)) : NULL;
-        if (!alphas)
+        if (cache_resize_words(&own->words, &own->alphas, most) < 0)
             return -1;
-        own->alphas = alphas;
         own->cap = most;
     }
     own->len = own->scanned = 0;

@@ -315,7 +315,7 @@ class ArpaReader:
 
     def __iter__(self) -> Iterator[NgramTable]:
         try:
-            raw = DigestingReader(self.path)
+            raw = DigestingReader(open(self.path, "rb", buffering=0))
         except OSError as error:
             raise ModelFormatError(self.path, None, f"cannot open the model: {error.strerror or error}") from None
         with contextlib.ExitStack() as opened:

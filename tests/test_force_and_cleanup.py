@@ -285,6 +285,40 @@ def test_a_stopped_build_removes_its_temporary_directory(tmp_path: Path, held_mo
     assert list(tmp_path.iterdir()) == []
 
 
+def wait_for_fifo_open(pid: int) -> None:
+    """Until the process waits in opening a FIFO for its writer (Linux's wait channel
+    ``wait_for_partner``), or 10 s: where a kernel hides wait channels, the model is opened
+    right after the runs' directory is made, so it is most likely there anyway."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/wchan").read_text() == "wait_for_partner":
+                return
+        except OSError:
+            pass
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("stop, status, word", [(signal.SIGTERM, 143, "terminated"),
+                                                (signal.SIGINT, 130, "interrupted")])
+def test_a_build_stopped_while_its_model_pipe_has_no_writer_yet(tmp_path: Path, stop: signal.Signals,
+                                                                 status: int, word: str) -> None:
+    """A model that is a FIFO whose writer has not started (a pipeline still starting up):
+    the build waits in opening it. Stopped there, it ends as anywhere else, with its status
+    and one line; its reader once half-made failed again in its finaliser, a traceback."""
+    model = tmp_path / "held" / "model.arpa"
+    model.parent.mkdir()
+    os.mkfifo(model)
+    build = start_build(model, tmp_path / "model.fsidx", "--jobs", "1")
+    wait_for_temp_dir(build, tmp_path, "runs")
+    wait_for_fifo_open(build.pid)
+    build.send_signal(stop)
+    _, stderr = build.communicate(timeout=60)
+    assert build.returncode == status, stderr
+    assert stderr.decode().splitlines() == [f"fastsubs-index: {word}"]
+    assert [p.name for p in tmp_path.iterdir()] == ["held"]
+
+
 def test_a_build_whose_job_process_is_killed_fails_at_once(tmp_path: Path, held_model: FedFifo) -> None:
     """A job process killed (out of memory, by hand) while the build reads the model: the
     build ends at once with one line saying so, and leaves nothing."""

@@ -144,10 +144,14 @@ def read_failure(error: BaseException) -> str:
 class DigestingReader(io.RawIOBase):
     """A file read once, its bytes counted and hashed (SHA-256) on the way: the provenance
     of a model that may be a pipe (a FIFO, a shell's ``<(xzcat model.arpa.xz)``), which a
-    second read would block on or find empty."""
+    second read would block on or find empty.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._file = open(path, "rb", buffering=0)
+    It takes a file already open, unbuffered: opening a FIFO waits for its writer, and a
+    stop (Ctrl-C) that lands in that wait must not leave a half-made reader whose
+    finaliser then fails on a file it never had."""
+
+    def __init__(self, file: io.RawIOBase) -> None:
+        self._file = file
         self._digest = hashlib.sha256()
         self.size = 0  # bytes read so far
 

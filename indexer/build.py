@@ -76,6 +76,7 @@ class _ReadModel:
     unigrams: NgramTable
     slots: dict[int, list[Any]]  # order -> one job handle per slot
     spills: dict[int, Path]  # order -> its n-grams as read, until its slots' jobs are done
+    beta_tables: dict[int, np.ndarray]  # order -> its back-off table (orders 2 ... N - 1)
     source: dict[str, object]  # the model file's name, size and SHA-256, as read
     time_left: TimeLeft  # the work done so far, for the progress lines' estimate
 
@@ -101,6 +102,7 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
     unigram_chunks: list[NgramTable] = []  # a vocabulary past BATCH_LINES words comes in several
     slots: dict[int, list[Any]] = {}
     spills: dict[int, Path] = {}
+    beta_tables: dict[int, np.ndarray] = {}
     spill: Spill | None = None
     section, read, reported = 0, 0, 0.0
     time_left = TimeLeft()
@@ -113,10 +115,12 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
         # the joint orders of "_ d" need the unigrams, which a model gives before the 2-grams
         unigram_alpha = (NgramTable.concatenate(unigram_chunks).alpha.astype(fmt.SCORE_DTYPE)
                          if done.order == 2 else None)
+        if done.betas is not None:
+            beta_tables[done.order] = done.betas.table()
         slots[done.order] = [jobs.submit(encode_slot, SlotJob(
             done.path, done.order, slot, len(reader.counts), done.id_bytes, rows, directory, str(model_path),
-            reader.words, done.first_line, unigram_alpha if slot == 0 else None, joint_min))
-            for slot in range(done.order)]
+            reader.words, done.first_line, unigram_alpha if slot == 0 else None, joint_min,
+            beta_tables.get(done.order))) for slot in range(done.order)]
 
     for chunk in reader:
         jobs.tend()  # a job process that has ended its job gets the next
@@ -133,13 +137,14 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
         if spill is None or spill.order != chunk.order:
             if spill is not None:
                 start_jobs(spill)
-            spill = Spill(directory / f"{chunk.order}.ngrams", chunk.order, fmt.id_bytes(len(reader.words)))
+            spill = Spill(directory / f"{chunk.order}.ngrams", chunk.order, fmt.id_bytes(len(reader.words)),
+                          has_beta=chunk.order < len(reader.counts))
         spill.add(chunk)
     if spill is not None:
         start_jobs(spill)
     source = {"name": model_path.name, "size": reader.size, "sha256": reader.sha256}
-    return _ReadModel(reader.words, reader.counts, NgramTable.concatenate(unigram_chunks), slots, spills, source,
-                      time_left)
+    return _ReadModel(reader.words, reader.counts, NgramTable.concatenate(unigram_chunks), slots, spills,
+                      beta_tables, source, time_left)
 
 
 def drop_read_spills(slots: dict[int, list[Any]], spills: dict[int, Path]) -> None:
@@ -283,7 +288,8 @@ def _write_environment(directory: Path, model: _ReadModel, progress: Progress,
             "bos_id": index_of.get(b"<s>", fmt.NO_WORD), "eos_id": index_of.get(b"</s>", fmt.NO_WORD),
             "unk_id": index_of.get(b"<unk>", fmt.NO_WORD), "meta_bytes": len(meta),
             "meta_checksum": fmt.checksum(b"", meta), "arrays": arrays, "counts": model.counts, "records": records,
-            "joint_min": joint_min, "value_bound": value_bound})
+            "joint_min": joint_min, "value_bound": value_bound,
+            "beta_tables": [len(model.beta_tables.get(order, ())) for order in range(2, model.order + 1)]})
         with env.begin(write=True, db=env.open_db(fmt.META_DB)) as txn:
             txn.put(fmt.META_KEY, meta)
             txn.put(fmt.HEADER_KEY, header)
@@ -305,6 +311,8 @@ def _write_arrays(env: lmdb.Environment, txn: lmdb.Transaction, model: _ReadMode
         fmt.ARRAY_WORD_BYTES: np.frombuffer(b"".join(model.words), np.uint8),
         fmt.ARRAY_SPELLING_ORDER: np.array(sorted(range(len(model.words)), key=model.words.__getitem__),
                                            dtype=fmt.ID_DTYPE),
+        fmt.ARRAY_BETA_VALUES: np.concatenate([np.zeros(0, fmt.SCORE_DTYPE)] + [
+            model.beta_tables.get(order, np.zeros(0, fmt.SCORE_DTYPE)) for order in range(2, model.order)]),
     }
     check_count("words", len(model.words), model.counts[0])
     check_unigram_arrays(arrays, len(model.words))

@@ -26,9 +26,9 @@ def check_count(what: str, written: int, declared: int) -> None:
 
 def check_unigram_arrays(arrays: dict[int, np.ndarray], vocab_size: int) -> None:
     """Every per-word array (by its place, fastsubs.format.ARRAY_*) must hold one entry per word
-    (``word_offsets`` one more)."""
+    (``word_offsets`` one more; ``word_bytes`` and ``beta_values`` are no per-word arrays)."""
     for place, array in arrays.items():
-        if place != fmt.ARRAY_WORD_BYTES:
+        if place not in (fmt.ARRAY_WORD_BYTES, fmt.ARRAY_BETA_VALUES):
             expected = vocab_size + 1 if place == fmt.ARRAY_WORD_OFFSETS else vocab_size
             check_count(f"entries of the array {fmt.ARRAY_NAMES[place].decode()}", len(array), expected)
 

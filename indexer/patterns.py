@@ -71,9 +71,10 @@ class RecordWriter:
     """
 
     def __init__(self, order: int, model_order: int, id_bytes: int, unigram_alpha: np.ndarray | None = None,
-                 joint_min: int = fmt.JOINT_MIN_DEFAULT) -> None:
+                 joint_min: int = fmt.JOINT_MIN_DEFAULT, beta_table: np.ndarray | None = None) -> None:
         self.order = order
         self.has_beta = order < model_order
+        self.beta_table = beta_table
         self.id_bytes = id_bytes
         self.key_length = fmt.key_bytes(order, id_bytes)
         self.unigram_alpha = None if unigram_alpha is None else np.ascontiguousarray(unigram_alpha, fmt.SCORE_DTYPE)
@@ -90,7 +91,7 @@ class RecordWriter:
             np.ascontiguousarray(rows["ids"], np.uint32), np.ascontiguousarray(rows["alpha"], fmt.SCORE_DTYPE),
             np.ascontiguousarray(rows["beta"], fmt.SCORE_DTYPE), order=self.order, slot=slot, has_beta=self.has_beta,
             id_bytes=self.id_bytes, previous=self.last_key, unigram_alpha=self.unigram_alpha,
-            joint_min=self.joint_min)
+            joint_min=self.joint_min, beta_table=self.beta_table)
         records = Records(keys, self.key_length, values, np.frombuffer(offsets, "<u8"))
         if len(records):
             self.last_key = keys[-self.key_length:]

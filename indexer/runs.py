@@ -29,6 +29,7 @@ from typing import BinaryIO
 import numpy as np
 
 from fastsubs.indexer.arpa import NgramTable
+from fastsubs.indexer.beta_table import BetaTally
 
 #: Rows the merge reads at once, over all runs (the blocks a job encodes at a time).
 MERGE_ROWS = 1 << 20
@@ -63,14 +64,16 @@ def key_columns(order: int, slot: int) -> list[int]:
 
 class Spill:
     """One order's n-grams in file order, appended a chunk at a time to a file; row ``r``
-    was read from line ``first_line + r`` of the model."""
+    was read from line ``first_line + r`` of the model.  Below the model's highest order it
+    tallies their back-off weights too, for the order's back-off table (:attr:`betas`)."""
 
-    def __init__(self, path: Path, order: int, id_bytes: int) -> None:
+    def __init__(self, path: Path, order: int, id_bytes: int, has_beta: bool) -> None:
         self.path = path
         self.order = order
         self.id_bytes = id_bytes
         self.rows = 0
         self.first_line = 0
+        self.betas = BetaTally() if has_beta else None
         self._stream = open(path, "wb")
 
     def add(self, chunk: NgramTable) -> None:
@@ -83,6 +86,8 @@ class Spill:
         rows["ids"], rows["alpha"], rows["beta"] = chunk.ids, chunk.alpha, chunk.beta
         self._stream.write(rows.data)  # not tofile(): its errors lose the errno (ENOSPC)
         self.rows += count
+        if self.betas is not None:
+            self.betas.add(chunk.beta)
 
     def close(self) -> None:
         self._stream.close()

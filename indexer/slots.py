@@ -44,6 +44,7 @@ class SlotJob:
     first_line: int  # ... and the line of the spill's first row
     unigram_alpha: np.ndarray | None = None  # for the joint orders of the patterns "_ d" (order 2, slot 0)
     joint_min: int = fmt.JOINT_MIN_DEFAULT
+    beta_table: np.ndarray | None = None  # the order's back-off table (below the model's highest order)
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def encode_slot(job: SlotJob) -> SlotRecords:
     as :class:`fastsubs.indexer.patterns.Records` holds them)."""
     joint = job.order == 2 and job.slot == 0
     writer = RecordWriter(job.order, job.model_order, job.id_bytes, job.unigram_alpha if joint else None,
-                          job.joint_min)
+                          job.joint_min, job.beta_table)
     path = job.directory / f"{job.order}-{job.slot}.records"
     ngrams = 0
     with open(path, "wb") as out:

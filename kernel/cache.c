@@ -15,7 +15,10 @@
 #define FLAT_MAP_RATIO 256
 
 void cache_slot_pattern(const Store *s, const CacheSlot *rec, DiskPattern *out) {
-    store_pattern_at(s, rec->data, rec->count, rec->flags, out);
+    unsigned width = rec->beta_width_log ? 1u << (rec->beta_width_log - 1) : 0;
+    codec_pattern_fields(rec->data, rec->count, s->id_bytes,
+                         store_beta_flag(s, rec->order) | (rec->has_joint ? PATTERN_HAS_JOINT : 0),
+                         s->beta_table[rec->order], width, out);
     out->beta_sup = rec->beta_sup;
 }
 
@@ -442,7 +445,9 @@ void cache_reader_seed(Reader *r, Reader *from) {
         copy->count = have->count;
         copy->beta_sup = have->beta_sup;
         copy->key_len = have->key_len;
-        copy->flags = have->flags;
+        copy->has_joint = have->has_joint;
+        copy->order = have->order;
+        copy->beta_width_log = have->beta_width_log;
         memcpy(copy->key, have->key, have->key_len);
     }
     pthread_mutex_unlock(&from->slots_lock);
@@ -495,7 +500,9 @@ static int read_record(Reader *r, CacheSlot *rec, int order, const uint8_t *key,
     rec->kept = NULL;
     rec->count = 0;
     rec->beta_sup = 0.0f;
-    rec->flags = order < s->order ? PATTERN_HAS_BETA : 0;
+    rec->order = (unsigned)order & 127;
+    rec->has_joint = 0;
+    rec->beta_width_log = 0;
     if (!r->cursors[order]) {
         int rc = mdb_cursor_open(r->txn, s->patterns[order], &r->cursors[order]);
         if (rc) {
@@ -511,7 +518,9 @@ static int read_record(Reader *r, CacheSlot *rec, int order, const uint8_t *key,
     rec->data = p.ids;
     rec->count = p.count;
     rec->beta_sup = p.beta_sup;
-    rec->flags |= p.joint ? PATTERN_HAS_JOINT : 0;
+    rec->has_joint = p.joint != NULL;
+    for (unsigned width = p.beta_width; width; width >>= 1)  /* (0 or a power of two: checked) */
+        rec->beta_width_log++;
     return 0;
 }
 
@@ -574,7 +583,7 @@ CacheSlot *cache_reader_pattern(Reader *r, int slot, const uint32_t *ids, int n)
     int rc = read_record(r, rec, order, key, key_len);
     if (rc == 0) {  /* else the slot stays empty */
         rec->hash = hash;
-        rec->key_len = (uint8_t)key_len;
+        rec->key_len = (unsigned)key_len & 31;  /* (at most SLOT_KEY_MAX) */
         memcpy(rec->key, key, key_len);
     }
     pthread_mutex_unlock(&r->slots_lock);

@@ -58,7 +58,10 @@ typedef struct CacheSlot {
     SlotAids *kept;                 /* a big pattern's rank map and sorted prefix, or NULL */
     uint32_t count;
     float beta_sup;             /* max(0, largest stored back-off weight) */
-    uint8_t key_len, flags;     /* flags: PATTERN_HAS_BETA, PATTERN_HAS_JOINT (store.h) */
+    /* the key's bytes; the pattern carries a joint order; its n-grams' order; the width of
+     * its beta codes, 0 or 2^(beta_width_log - 1) bits (so that a search reads no byte of
+     * a pattern's data to know where its fields lie) */
+    uint16_t key_len : 5, has_joint : 1, order : 7, beta_width_log : 3;
     uint8_t key[SLOT_KEY_MAX];
 } CacheSlot;
 

@@ -18,22 +18,38 @@ const char *codec_hex(const uint8_t *key, size_t len, char out[65]) {
     return out;
 }
 
-/* Bytes of the data of a pattern of ``count`` words. */
-static uint64_t data_bytes(uint64_t count, unsigned id_bytes, unsigned flags) {
-    return fs_pattern_layout(count, id_bytes, flags & PATTERN_HAS_BETA, flags & PATTERN_HAS_JOINT).end;
+int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count, unsigned id_bytes, unsigned flags) {
+    int has_beta = (flags & PATTERN_HAS_BETA) != 0;
+    FsPatternLayout at = fs_pattern_layout(count, id_bytes, has_beta, (flags & PATTERN_HAS_JOINT) != 0);
+    uint64_t room = (uint64_t)(end - data);
+    if (at.beta > room)  /* (the width's byte lies before it) */
+        return -1;
+    unsigned width = has_beta ? data[at.beta_width] : 0;
+    uint64_t bytes = fs_pattern_end(at, count, has_beta, width);
+    return fs_beta_width_ok(width) && bytes <= room ? (int64_t)bytes : -1;
 }
 
-void codec_pattern_at(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags, DiskPattern *p) {
-    int has_joint = (flags & PATTERN_HAS_JOINT) != 0;
-    FsPatternLayout at = fs_pattern_layout(count, id_bytes, flags & PATTERN_HAS_BETA, has_joint);
+void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
+                          const ix_f32 *beta_table, unsigned beta_width, DiskPattern *p) {
+    int has_joint = (flags & PATTERN_HAS_JOINT) != 0, has_beta = (flags & PATTERN_HAS_BETA) != 0;
+    FsPatternLayout at = fs_pattern_layout(count, id_bytes, has_beta, has_joint);
     p->count = count;
     p->ids = data + at.ids;
     p->position_bytes = at.position_bytes;
     p->positions = at.position_bytes ? data + at.positions : NULL;
     p->alpha = (const ix_f32 *)(data + at.alpha);
-    p->beta = flags & PATTERN_HAS_BETA ? (const ix_f32 *)(data + at.beta) : NULL;
+    p->beta_table = has_beta ? beta_table : NULL;
+    p->beta_width = has_beta ? beta_width : 0;
+    p->beta_codes = has_beta ? data + at.beta : NULL;
     p->joint = has_joint ? data + at.joint : NULL;
     p->joint_key = has_joint ? (const ix_f32 *)(data + at.joint_key) : NULL;
+}
+
+void codec_pattern_at(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
+                      const ix_f32 *beta_table, DiskPattern *p) {
+    FsPatternLayout at = fs_pattern_layout(count, id_bytes, (flags & PATTERN_HAS_BETA) != 0,
+                                           (flags & PATTERN_HAS_JOINT) != 0);
+    codec_pattern_fields(data, count, id_bytes, flags, beta_table, flags & PATTERN_HAS_BETA ? data[at.beta_width] : 0, p);
 }
 
 int codec_open_record(const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len, int order,
@@ -87,22 +103,23 @@ const uint8_t *codec_read_entry(const DiskRecord *r, const uint8_t *p, unsigned 
     p += FS_ENTRY_SHARED_BYTES + len - p[0];
     *count = *p;
     p += FS_ENTRY_COUNT_BYTES;
-    uint64_t bytes = data_bytes(*count, id_bytes, has_beta);
-    if (*count == 0 || (uint64_t)(r->end - p) < bytes)
+    int64_t bytes = codec_data_bytes(p, r->end, *count, id_bytes, has_beta);
+    if (*count == 0 || bytes < 0)
         return NULL;
     *data = p;
     return p + bytes;
 }
 
-int codec_alone_pattern(const DiskRecord *r, unsigned id_bytes, unsigned has_beta, DiskPattern *out) {
+int codec_alone_pattern(const DiskRecord *r, unsigned id_bytes, unsigned has_beta, const ix_f32 *beta_table,
+                        DiskPattern *out) {
     if (r->end - r->body < FS_PATTERN_DATA)
         return -1;
     unsigned flags = has_beta | (r->has_joint ? PATTERN_HAS_JOINT : 0);
     uint32_t count = load_u32(r->body + FS_PATTERN_COUNT);
-    uint64_t used = FS_PATTERN_DATA + data_bytes(count, id_bytes, flags), left = (uint64_t)(r->end - r->body);
-    if (count == 0 || used > left || left - used > 3)
+    int64_t data = codec_data_bytes(r->body + FS_PATTERN_DATA, r->end, count, id_bytes, flags);
+    if (count == 0 || data < 0 || r->end - (r->body + FS_PATTERN_DATA + data) > 3)
         return -1;
-    codec_pattern_at(r->body + FS_PATTERN_DATA, count, id_bytes, flags, out);
+    codec_pattern_at(r->body + FS_PATTERN_DATA, count, id_bytes, flags, beta_table, out);
     return 0;
 }
 
@@ -174,6 +191,8 @@ void codec_write_header(const CodecHeader *h, uint8_t *out) {
         store_u64(out + FS_H_COUNTS + 8 * (m - 1), h->counts[m]);
     for (uint32_t m = 2; m <= h->order; m++)
         store_u64(out + FS_H_COUNTS + 8 * h->order + 8 * (m - 2), h->records[m]);
+    for (uint32_t m = 2; m <= h->order; m++)
+        store_u32(out + fs_header_beta_table(h->order, m), h->beta_tables[m]);
     store_u32(out + size - 4, common_checksum(NULL, 0, out, size - 4));
 }
 
@@ -207,6 +226,8 @@ int codec_read_header(const uint8_t *bytes, size_t len, CodecHeader *h) {
         h->counts[m] = load_u64(bytes + FS_H_COUNTS + 8 * (m - 1));
     for (uint32_t m = 2; m <= order; m++)
         h->records[m] = load_u64(bytes + FS_H_COUNTS + 8 * order + 8 * (m - 2));
+    for (uint32_t m = 2; m <= order; m++)
+        h->beta_tables[m] = load_u32(bytes + fs_header_beta_table(order, m));
     return 0;
 }
 
@@ -239,21 +260,31 @@ static unsigned entry_shared(const CodecRecord *r, uint32_t i, size_t key_len) {
     return i == 0 || p->restarts ? 0 : common_prefix(p->key, r->patterns[i - 1].key, key_len);
 }
 
-/* Bytes of a block entry of ``count`` words whose key takes ``shared`` bytes from the one before. */
-static uint64_t entry_bytes(uint64_t count, size_t key_len, unsigned shared, unsigned id_bytes, int has_beta) {
-    return FS_ENTRY_SHARED_BYTES + (key_len - shared) + FS_ENTRY_COUNT_BYTES +
-           data_bytes(count, id_bytes, has_beta ? PATTERN_HAS_BETA : 0);
+/* Bytes of the data of a pattern of ``count`` words (``flags``), its beta codes ``beta_width`` bits each. */
+static uint64_t data_bytes(uint64_t count, unsigned id_bytes, unsigned flags, unsigned beta_width) {
+    int has_beta = (flags & PATTERN_HAS_BETA) != 0;
+    FsPatternLayout at = fs_pattern_layout(count, id_bytes, has_beta, (flags & PATTERN_HAS_JOINT) != 0);
+    return fs_pattern_end(at, count, has_beta, beta_width);
+}
+
+/* Bytes of a block entry whose data takes ``data`` bytes and whose key takes ``shared`` bytes from the one before. */
+static uint64_t entry_bytes(uint64_t data, size_t key_len, unsigned shared) {
+    return FS_ENTRY_SHARED_BYTES + (key_len - shared) + FS_ENTRY_COUNT_BYTES + data;
 }
 
 static unsigned pattern_flags(const CodecPattern *p) {
-    return (p->beta ? PATTERN_HAS_BETA : 0) | (p->joint ? PATTERN_HAS_JOINT : 0);
+    return (p->beta_codes ? PATTERN_HAS_BETA : 0) | (p->joint ? PATTERN_HAS_JOINT : 0);
+}
+
+static uint64_t pattern_data_bytes(const CodecPattern *p, unsigned id_bytes) {
+    return data_bytes(p->count, id_bytes, pattern_flags(p), p->beta_width);
 }
 
 uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_bytes) {
     uint64_t head = FS_R_PREVIOUS + key_len;
     if (r->kind == FS_PATTERN && r->n_patterns) {
         const CodecPattern *p = &r->patterns[0];
-        return padded(head + FS_PATTERN_DATA + data_bytes(p->count, id_bytes, pattern_flags(p)));
+        return padded(head + FS_PATTERN_DATA + pattern_data_bytes(p, id_bytes));
     }
     if (r->kind != FS_BLOCK)
         return padded(head);
@@ -261,7 +292,7 @@ uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_by
     for (uint32_t i = 0; i < r->n_patterns; i++) {
         const CodecPattern *p = &r->patterns[i];
         restarts += p->restarts;
-        entries += entry_bytes(p->count, key_len, entry_shared(r, i, key_len), id_bytes, p->beta != NULL);
+        entries += entry_bytes(pattern_data_bytes(p, id_bytes), key_len, entry_shared(r, i, key_len));
     }
     return padded(head + FS_BLOCK_RESTART_TABLE + FS_RESTART_BYTES * restarts + entries);
 }
@@ -277,16 +308,32 @@ static int write_narrow(uint8_t *out, const uint32_t *values, uint32_t count, un
     return 0;
 }
 
-/* A pattern's data (format.h) at ``out``: 0, or -1 when an id or a position does not fit its width. */
+/* Packs ``count`` codes of ``width`` bits (at most 32) from the low bits of each byte up, into
+ * zeroed ``out``: 0, or -1 when one does not fit its width. */
+static int write_codes(uint8_t *out, const uint32_t *codes, uint32_t count, unsigned width) {
+    for (uint32_t i = 0; i < count; i++) {
+        if (width < 32 && (uint64_t)codes[i] >> width)
+            return -1;
+        uint64_t bit = (uint64_t)i * width;
+        for (unsigned b = 0; b < width; b++, bit++)
+            out[bit >> 3] |= (uint8_t)(((codes[i] >> b) & 1u) << (bit & 7));
+    }
+    return 0;
+}
+
+/* A pattern's data (format.h) at zeroed ``out``: 0, or -1 when an id, a position or a beta
+ * code does not fit its width. */
 static int write_data(uint8_t *out, const CodecPattern *p, unsigned id_bytes) {
-    FsPatternLayout at = fs_pattern_layout(p->count, id_bytes, p->beta != NULL, p->joint != NULL);
+    FsPatternLayout at = fs_pattern_layout(p->count, id_bytes, p->beta_codes != NULL, p->joint != NULL);
     if (write_narrow(out + at.ids, p->ids, p->count, id_bytes) < 0 ||
         write_narrow(out + at.positions, p->positions, p->count, at.position_bytes) < 0 ||
-        (p->joint && write_narrow(out + at.joint, p->joint, p->count, at.position_bytes) < 0))
+        (p->joint && write_narrow(out + at.joint, p->joint, p->count, at.position_bytes) < 0) ||
+        (p->beta_codes && (p->beta_width > 0xFF || write_codes(out + at.beta, p->beta_codes, p->count,
+                                                                p->beta_width > 32 ? 32 : p->beta_width) < 0)))
         return -1;
     memcpy(out + at.alpha, p->alpha, 4 * (size_t)p->count);
-    if (p->beta)
-        memcpy(out + at.beta, p->beta, 4 * (size_t)p->count);
+    if (p->beta_codes)
+        out[at.beta_width] = (uint8_t)p->beta_width;
     if (p->joint)
         memcpy(out + at.joint_key, p->joint_key, 4 * (size_t)p->count);
     return 0;
@@ -325,10 +372,10 @@ static int write_block(const CodecRecord *r, size_t key_len, unsigned id_bytes, 
         *at = (uint8_t)p->count;
         at += FS_ENTRY_COUNT_BYTES;
         if (write_data(at, p, id_bytes) < 0) {
-            *what = "an id or a position does not fit its width";
+            *what = "an id, a position or a beta code does not fit its width";
             return -1;
         }
-        at += data_bytes(p->count, id_bytes, pattern_flags(p));
+        at += pattern_data_bytes(p, id_bytes);
     }
     return 0;
 }
@@ -346,7 +393,7 @@ int codec_write_record(const CodecRecord *r, size_t key_len, unsigned id_bytes, 
     if (r->kind == FS_PATTERN && r->n_patterns == 1) {
         store_u32(body + FS_PATTERN_COUNT, r->patterns[0].count);
         if (write_data(body + FS_PATTERN_DATA, &r->patterns[0], id_bytes) < 0)
-            what = "an id or a position does not fit its width";
+            what = "an id, a position or a beta code does not fit its width";
     } else if (r->kind == FS_BLOCK) {
         write_block(r, key_len, id_bytes, body, &what);
     } else if (r->n_patterns) {
@@ -427,6 +474,7 @@ typedef struct {
     uint32_t count;
     unsigned shared;            /* leading key bytes equal to the pattern before's */
     uint64_t data;              /* bytes of its data, joint order aside */
+    unsigned beta_width;        /* of its beta codes */
     int alone, joint, periodic;
 } Group;
 
@@ -460,13 +508,17 @@ static Group *group_rows(CodecBatch *b, const CodecRows *rows) {
 /* Which patterns are alone in PATTERN records (big ones, long entries, joint orders) and
  * which restart the front coding periodically (every FS_BLOCK_RESTART of a run of small
  * patterns, counted from the run's first). */
-static void classify(Group *groups, size_t n_groups, const CodecRows *rows, size_t key_len) {
+static void classify(Group *groups, size_t n_groups, const CodecRows *rows, const uint32_t *beta_codes,
+                     size_t key_len) {
     for (size_t g = 0; g < n_groups; g++) {
         Group *p = &groups[g];
-        p->data = data_bytes(p->count, rows->id_bytes, rows->has_beta ? PATTERN_HAS_BETA : 0);
+        uint32_t largest = 0;
+        for (uint32_t i = 0; beta_codes && i < p->count; i++)
+            largest = beta_codes[p->first + i] > largest ? beta_codes[p->first + i] : largest;
+        p->beta_width = fs_beta_width(largest);
+        p->data = data_bytes(p->count, rows->id_bytes, rows->has_beta ? PATTERN_HAS_BETA : 0, p->beta_width);
         p->joint = rows->unigram_alpha && p->count >= rows->joint_min;
-        p->alone = p->count > FS_BLOCK_MAX_COUNT || entry_bytes(p->count, key_len, 0, rows->id_bytes,
-                                                                rows->has_beta) > ENTRY_MAX || p->joint;
+        p->alone = p->count > FS_BLOCK_MAX_COUNT || entry_bytes(p->data, key_len, 0) > ENTRY_MAX || p->joint;
     }
     for (size_t g = 0, run = 0; g < n_groups; g++) {
         if (g == 0 || groups[g].alone || groups[g - 1].alone)
@@ -485,8 +537,8 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
     total[0] = 0;
     for (size_t g = 0; g < n; g++) {
         const Group *p = &groups[g];
-        total[g + 1] = total[g] + (int64_t)entry_bytes(p->count, key_len, p->periodic ? 0 : p->shared, rows->id_bytes,
-                                                       rows->has_beta) + FS_RESTART_BYTES * p->periodic;
+        total[g + 1] = total[g] + (int64_t)entry_bytes(p->data, key_len, p->periodic ? 0 : p->shared) +
+                       FS_RESTART_BYTES * p->periodic;
     }
     run_end[n] = n;
     for (size_t g = n; g-- > 0;)
@@ -517,8 +569,53 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
     return r;
 }
 
+static int compare_u64(const void *a, const void *b);
+
+/* Each row's beta code: the entry of the order's back-off table that holds its beta (the
+ * same float32 bits) into b->beta_codes; 0, or -1 with the failure set (one is not there). */
+static int code_betas(CodecBatch *b, const CodecRows *rows, Failure *failure) {
+    uint64_t *by_bits = malloc((rows->beta_table_len + 1) * sizeof(uint64_t));
+    b->beta_codes = malloc((rows->n + 1) * sizeof(uint32_t));
+    if (!by_bits || !b->beta_codes) {
+        free(by_bits);
+        common_fail(failure, FS_ENOMEM, "out of memory");
+        return -1;
+    }
+    for (uint32_t c = 0; c < rows->beta_table_len; c++) {
+        uint32_t bits;
+        memcpy(&bits, &rows->beta_table[c], 4);
+        by_bits[c] = (uint64_t)bits << 32 | c;
+    }
+    qsort(by_bits, rows->beta_table_len, sizeof(*by_bits), compare_u64);
+    for (size_t i = 0; i < rows->n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &rows->beta[i], 4);
+        size_t low = 0, high = rows->beta_table_len;  /* the first entry of bits >= the beta's */
+        while (low < high) {
+            size_t mid = low + (high - low) / 2;
+            if (by_bits[mid] >> 32 < bits)
+                low = mid + 1;
+            else
+                high = mid;
+        }
+        if (low == rows->beta_table_len || by_bits[low] >> 32 != bits) {
+            free(by_bits);
+            common_fail(failure, FS_EARGUMENT, "cannot write the records: back-off weight %g is not in the "
+                        "order's back-off table", (double)rows->beta[i]);
+            return -1;
+        }
+        b->beta_codes[i] = (uint32_t)by_bits[low];
+    }
+    free(by_bits);
+    return 0;
+}
+
 int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     memset(b, 0, sizeof(*b));
+    if (rows->has_beta && code_betas(b, rows, failure) < 0) {
+        codec_free_batch(b);
+        return -1;
+    }
     b->rows = rows;
     b->key_len = fs_key_bytes((unsigned)rows->order, rows->id_bytes);
     Group *groups = group_rows(b, rows);
@@ -530,7 +627,7 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     b->positions = malloc((rows->n + 1) * sizeof(uint32_t));
     if (!groups || !total || !run_end || !b->patterns || !b->records || !b->positions)
         goto no_memory;
-    classify(groups, n, rows, b->key_len);
+    classify(groups, n, rows, b->beta_codes, b->key_len);
     int any_joint = 0;
     for (size_t g = 0; g < n; g++) {
         const Group *p = &groups[g];
@@ -538,7 +635,7 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
         b->patterns[g] = (CodecPattern){
             .key = b->keys + g * b->key_len, .count = p->count, .restarts = p->periodic,
             .ids = NULL, .positions = b->positions + p->first, .alpha = rows->alpha + p->first,
-            .beta = rows->has_beta ? rows->beta + p->first : NULL};
+            .beta_codes = rows->has_beta ? b->beta_codes + p->first : NULL, .beta_width = p->beta_width};
     }
     if (any_joint) {
         b->joint = malloc(rows->n * sizeof(uint32_t));
@@ -574,8 +671,9 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     uint64_t *parts = b->parts;
     parts[CODEC_PART_ids] = rows->n * rows->id_bytes;
     parts[CODEC_PART_alpha] = 4 * rows->n;
-    parts[CODEC_PART_beta] = rows->has_beta ? 4 * rows->n : 0;
     for (size_t g = 0; g < n; g++) {
+        if (rows->has_beta)
+            parts[CODEC_PART_beta] += 1 + fs_beta_code_bytes(groups[g].count, groups[g].beta_width);
         uint64_t positions = (uint64_t)groups[g].count * fs_position_bytes(groups[g].count);
         parts[CODEC_PART_positions] += positions;
         parts[CODEC_PART_joint] += groups[g].joint ? positions + 4 * (uint64_t)groups[g].count : 0;
@@ -657,6 +755,7 @@ int codec_write_batch(CodecBatch *b, uint8_t *keys, uint64_t *offsets, uint8_t *
 
 void codec_free_batch(CodecBatch *b) {
     free(b->keys);
+    free(b->beta_codes);
     free(b->positions);
     free(b->joint);
     free(b->joint_key);

@@ -18,11 +18,14 @@
 /* ---------------------------------------------------------------- parsing, in place */
 
 /* One pattern's data, in place (format.h): ``count`` ids (``id_bytes`` each), positions by
- * score (none when count is 1), alphas, betas, and for a pattern "_ d" that has one, its
- * joint order and keys. */
+ * score (none when count is 1), alphas, beta codes, and for a pattern "_ d" that has one,
+ * its joint order and keys. */
 typedef struct {
     const uint8_t *ids, *positions;
-    const ix_f32 *alpha, *beta;  /* beta NULL: the highest order stores none (they are 0) */
+    const ix_f32 *alpha;
+    const uint8_t *beta_codes;  /* beta_width bits each (pattern_beta) */
+    const ix_f32 *beta_table;   /* the order's back-off table; NULL: the highest order stores none (they are 0) */
+    unsigned beta_width;
     const uint8_t *joint;       /* NULL: no joint order */
     const ix_f32 *joint_key;
     uint32_t count;
@@ -30,12 +33,51 @@ typedef struct {
     float beta_sup;             /* max(0, largest back-off weight): the search's bound (set by the checks) */
 } DiskPattern;
 
+/* Beta code i of ``codes`` of 1, 2 or 4 bits each, packed from the low bits of each byte up. */
+static inline __attribute__((always_inline)) uint32_t beta_code_bits(const uint8_t *codes, unsigned width,
+                                                                     uint32_t i) {
+    size_t bit = (size_t)i * width;
+    return (uint32_t)(codes[bit >> 3] >> (bit & 7)) & ((1u << width) - 1u);
+}
+
+/* Beta code i of ``codes``, ``width`` bits each (format.h: 0 or a power of two up to 32).
+ * Inlined: where the width is a constant, one load. */
+static inline __attribute__((always_inline)) uint32_t beta_code(const uint8_t *codes, unsigned width, uint32_t i) {
+    switch (width) {
+    case 0:
+        return 0;
+    case 8:
+        return codes[i];
+    case 16:
+        return load_u16(codes + 2 * (size_t)i);
+    case 32:
+        return load_u32(codes + 4 * (size_t)i);
+    default:
+        return beta_code_bits(codes, width, i);
+    }
+}
+
+/* The back-off weight of entry i of a pattern below the highest order. */
+static inline float pattern_beta(const DiskPattern *p, uint32_t i) {
+    return p->beta_table[beta_code(p->beta_codes, p->beta_width, i)];
+}
+
 /* What a pattern's data holds besides ids, positions and alphas (codec_pattern_at's ``flags``). */
 #define PATTERN_HAS_BETA 1u
 #define PATTERN_HAS_JOINT 2u
 
-/* The pattern of ``count`` words whose data starts at ``data``, fields in place. */
-void codec_pattern_at(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags, DiskPattern *p);
+/* The bytes of the data of a pattern of ``count`` words (``flags``) that starts at ``data``
+ * and may run to ``end``, or -1 when it does not fit there or its beta width is none of
+ * the format's. */
+int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count, unsigned id_bytes, unsigned flags);
+
+/* The pattern of ``count`` words whose data starts at ``data`` (codec_data_bytes found it
+ * whole), fields in place; ``beta_table``: its order's back-off table (with PATTERN_HAS_BETA). */
+void codec_pattern_at(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
+                      const ix_f32 *beta_table, DiskPattern *p);
+/* The same, its beta width known (a cache keeps it): no byte of the data is read. */
+void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
+                          const ix_f32 *beta_table, unsigned beta_width, DiskPattern *p);
 
 /* A record as every kind starts. */
 typedef struct {
@@ -70,7 +112,8 @@ const uint8_t *codec_read_entry(const DiskRecord *r, const uint8_t *p, unsigned 
                                 uint8_t *key, uint32_t *count, const uint8_t **data);
 
 /* The pattern of a PATTERN record: 0, or -1 when its layout does not fit the record. */
-int codec_alone_pattern(const DiskRecord *r, unsigned id_bytes, unsigned has_beta, DiskPattern *out);
+int codec_alone_pattern(const DiskRecord *r, unsigned id_bytes, unsigned has_beta, const ix_f32 *beta_table,
+                        DiskPattern *out);
 
 /* Every entry of a BLOCK record in order, each checked to lie where the block's table puts
  * it: the first entry restarts, restarts are where the table says, the table is used up and
@@ -105,6 +148,7 @@ typedef struct {
     uint32_t array_checksum[FS_N_ARRAYS];
     uint64_t counts[FS_MAX_ORDER + 1];   /* n-grams of order m = 1 ... order */
     uint64_t records[FS_MAX_ORDER + 1];  /* records of patterns<m>, m = 2 ... order (END included) */
+    uint32_t beta_tables[FS_MAX_ORDER + 1];  /* entries of order m's back-off table, m = 2 ... order */
     uint32_t checksum;          /* as stored (codec_read_header) */
 } CodecHeader;
 
@@ -126,7 +170,9 @@ typedef struct {
     uint32_t count;
     int restarts;               /* in a BLOCK: the entry restarts the front coding (key whole) */
     const uint32_t *ids, *positions;  /* positions: by score (not written for one word) */
-    const float *alpha, *beta;  /* beta NULL: none (the highest order) */
+    const float *alpha;
+    const uint32_t *beta_codes; /* NULL: none (the highest order); each < 2^beta_width */
+    unsigned beta_width;        /* written as it is (a test may forge one the format has not) */
     const uint32_t *joint;      /* NULL: no joint order */
     const float *joint_key;
 } CodecPattern;
@@ -178,6 +224,8 @@ typedef struct {
     size_t n;
     const uint32_t *ids;        /* n x order: the fixed words in key order, then the slot's word */
     const float *alpha, *beta;  /* n each (beta read only with has_beta) */
+    const float *beta_table;    /* with has_beta: the order's back-off table, which holds every beta */
+    uint32_t beta_table_len;
     const float *unigram_alpha; /* for joint orders (order 2, slot 0), else NULL */
     uint32_t vocab_size, joint_min;
     const uint8_t *previous;    /* the last pattern key before the batch, or NULL */
@@ -192,6 +240,7 @@ typedef struct {
     /* private to codec.c */
     uint8_t *keys;              /* n_groups keys */
     uint32_t *positions, *joint; /* by group, for the rows */
+    uint32_t *beta_codes;       /* by row: its beta's entry of the table */
     float *joint_key;
     CodecPattern *patterns;    /* per group */
     CodecRecord *records;

@@ -217,7 +217,7 @@ int engine_ngram(Engine *ix, const uint32_t *ids, int n, double *alpha, double *
             found = 0;
         if (found > 0) {
             *alpha = p.alpha[at];
-            *beta = p.beta ? (double)p.beta[at] : 0.0;
+            *beta = p.beta_table ? (double)pattern_beta(&p, (uint32_t)at) : 0.0;
         }
     }
     engine_release(ix);

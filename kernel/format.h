@@ -1,4 +1,4 @@
-/* The on-disk index format, version 4: every constant and rule of it, once.
+/* The on-disk index format, version 5: every constant and rule of it, once.
  *
  * Each constant is written once, in one of the lists below (X-macros: a list applies X to
  * each of its entries).  The C core reads them as FS_<name>; fastsubs._kernel.FORMAT exports
@@ -59,7 +59,11 @@ FS_FORMAT_STRINGS(FS_DECLARE_STRING)
     X(UNIGRAM_ORDER, "unigram_order", ID)        /* [V] ids by alpha descending, ties by id */ \
     X(WORD_OFFSETS, "word_offsets", OFFSET)      /* [V + 1] where each word's spelling starts in word_bytes */ \
     X(WORD_BYTES, "word_bytes", BYTE)            /* every word's UTF-8 spelling, back to back */ \
-    X(SPELLING_ORDER, "spelling_order", ID)      /* [V] ids by spelling (bytes ascending, a prefix first) */
+    X(SPELLING_ORDER, "spelling_order", ID)      /* [V] ids by spelling (bytes ascending, a prefix first) */ \
+    /* the back-off tables of orders 2 ... N - 1, back to back (the header gives their \
+     * lengths): each holds every back-off weight its order stores, once, the most \
+     * frequent first, and the patterns' beta codes index it */ \
+    X(BETA_VALUES, "beta_values", SCORE)
 
 /* The item types of the arrays, and of what the core hands Python: name, kind ('u'
  * unsigned, 'f' IEEE float), bytes; all little-endian. */
@@ -77,7 +81,7 @@ enum { FS_ITEM_TYPES(FS_DECLARE_ITEM_TYPE) };
 /* ---------------------------------------------------------------- integer constants */
 
 #define FS_FORMAT_INTEGERS(X) \
-    X(FORMAT_VERSION, 4) \
+    X(FORMAT_VERSION, 5) \
     X(HEADER_MAGIC_BYTES, sizeof(FS_HEADER_MAGIC) - 1) \
     /* The first format version with the header: an index of an earlier one has none. */ \
     X(HEADER_SINCE, 3) \
@@ -98,8 +102,9 @@ enum { FS_ITEM_TYPES(FS_DECLARE_ITEM_TYPE) };
     X(H_ARRAYS, 72)            /* per array of FS_ARRAYS: u64 length in bytes, u32 checksum */ \
     X(H_ARRAY_ENTRY, 12) \
     /* after the arrays: per order m = 1 ... N, u64 n-grams; per order m = 2 ... N, u64 \
-     * records of patterns<m> (END included); then the u32 checksum of all bytes before it \
-     * (fs_header_bytes) */ \
+     * records of patterns<m> (END included); per order m = 2 ... N, u32 entries of its \
+     * back-off table in beta_values (0 for N); then the u32 checksum of all bytes before \
+     * it (fs_header_bytes) */ \
     X(H_COUNTS, FS_H_ARRAYS + FS_N_ARRAYS * FS_H_ARRAY_ENTRY) \
     \
     /* A pattern "A _ B" of order m: the m-grams "A x B" of the model.  Its key is the slot \
@@ -190,7 +195,12 @@ static inline size_t fs_key_bytes(unsigned order, unsigned id_bytes) {
 
 /* Bytes of the header of a model of ``order``: fields, counts, records, checksum. */
 static inline size_t fs_header_bytes(unsigned order) {
-    return FS_H_COUNTS + 8u * order + 8u * (order - 1u) + 4u;
+    return FS_H_COUNTS + 8u * order + 8u * (order - 1u) + 4u * (order - 1u) + 4u;
+}
+
+/* Offset in the header of the u32 length of order m's back-off table (m = 2 ... order). */
+static inline size_t fs_header_beta_table(unsigned order, unsigned m) {
+    return FS_H_COUNTS + 8u * order + 8u * (order - 1u) + 4u * (m - 2u);
 }
 
 /* Bytes of each position of a pattern of ``count`` words (none for one word, which has no
@@ -204,16 +214,22 @@ static inline unsigned fs_position_bytes(uint64_t count) {
  *   by_score[count]   positions into ids, alpha descending, ties by lower id;
  *                     fs_position_bytes(count) each (none for one word)
  *   alpha[count]      f32: log10 p of "A x B" for each x
- *   beta[count]       f32, only for orders below N: log10 back-off weight of "A x B"
+ *   beta_width        u8, only for orders below N: bits of each beta code (fs_beta_width_ok)
  * and, for a pattern "_ d" (order 2, the slot first) of at least the header's joint_min
  * words (in a PATTERN record, flag FS_HAS_JOINT; no other record has one), its joint order:
  *   joint[count]      positions into ids, fs_position_bytes(count) each: the words by
  *                     joint key descending, ties by lower id
  *   joint_key[count]  f32, in that order: the smallest float32 at or above the float64
  *                     sum alpha(x) + alpha(x d) of the unigram alpha of x and its alpha
- *                     in the pattern (docs/algorithm.md, "The joint bound"). */
+ *                     in the pattern (docs/algorithm.md, "The joint bound")
+ * and last, only for orders below N:
+ *   beta[count]       beta codes, beta_width bits each, packed from the low bits of each
+ *                     byte up (fs_beta_code_bytes): log10 back-off weight of "A x B" is
+ *                     entry code of the order's back-off table (width 0: every code is 0).
+ * Every field but the codes lies where the count alone says; the codes' length needs the
+ * width (fs_pattern_end). */
 typedef struct {
-    uint64_t ids, positions, alpha, beta, joint, joint_key, end;
+    uint64_t ids, positions, alpha, beta_width, joint, joint_key, beta;
     unsigned position_bytes;
 } FsPatternLayout;
 
@@ -223,11 +239,35 @@ static inline FsPatternLayout fs_pattern_layout(uint64_t count, unsigned id_byte
     at.ids = 0;
     at.positions = count * id_bytes;
     at.alpha = at.positions + count * at.position_bytes;
-    at.beta = at.alpha + 4u * count;
-    at.joint = at.beta + (has_beta ? 4u * count : 0u);
+    at.beta_width = at.alpha + 4u * count;
+    at.joint = at.beta_width + (has_beta ? 1u : 0u);
     at.joint_key = at.joint + (has_joint ? count * at.position_bytes : 0u);
-    at.end = at.joint_key + (has_joint ? 4u * count : 0u);
+    at.beta = at.joint_key + (has_joint ? 4u * count : 0u);
     return at;
+}
+
+/* The widths a beta code may have: 0 (one value for the whole pattern), or 1, 2, 4, 8, 16
+ * or 32 bits (a code never straddles more bytes than its width needs). */
+static inline int fs_beta_width_ok(unsigned width) {
+    return width == 0 || (width <= 32u && (width & (width - 1u)) == 0);
+}
+
+/* The narrowest width that holds every code up to ``largest``. */
+static inline unsigned fs_beta_width(uint32_t largest) {
+    unsigned width = 0;
+    while (width < 32u && (uint64_t)largest >> width)
+        width = width ? 2u * width : 1u;
+    return width;
+}
+
+/* Bytes of ``count`` beta codes of ``width`` bits. */
+static inline uint64_t fs_beta_code_bytes(uint64_t count, unsigned width) {
+    return (count * width + 7u) / 8u;
+}
+
+/* Where the data of ``at`` ends, its beta codes ``beta_width`` bits each (has_beta) or none. */
+static inline uint64_t fs_pattern_end(FsPatternLayout at, uint64_t count, int has_beta, unsigned beta_width) {
+    return at.beta + (has_beta ? fs_beta_code_bytes(count, beta_width) : 0u);
 }
 
 /* The joint key of a word whose unigram alpha is ``unigram`` and whose alpha in the pattern

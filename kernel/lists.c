@@ -252,7 +252,6 @@ static int add_pattern(Searcher *searcher, CacheSlot *rec, int *n_pats) {
     p->list = NONE;
     cache_slot_pattern(searcher->reader.store, rec, &p->data);
     p->alpha = p->data.alpha;
-    p->beta = p->data.beta;
     p->count = rec->count;
     p->beta_sup = rec->beta_sup;
     p->map = is_big(rec->count, searcher->reader.store->vocab_size)
@@ -317,7 +316,10 @@ int lists_read_terms(Searcher *searcher, int *n_pats) {
         step->alpha_pos = step->alpha == NONE ? NULL : &searcher->pos[step->alpha * MAX_BATCH];
         step->alpha_values = step->alpha == NONE ? NULL : searcher->pats[step->alpha].alpha;
         step->beta_pos = step->beta < 0 ? NULL : &searcher->pos[step->beta * MAX_BATCH];
-        step->beta_values = step->beta < 0 ? NULL : searcher->pats[step->beta].beta;
+        const DiskPattern *beta = step->beta < 0 ? NULL : &searcher->pats[step->beta].data;
+        step->beta_table = beta ? beta->beta_table : NULL;
+        step->beta_codes = beta ? beta->beta_codes : NULL;
+        step->beta_width = beta ? beta->beta_width : 0;
     }
     for (int i = 0; i < *n_pats; i++) {
         int used = 0;

@@ -172,13 +172,14 @@ static PyObject *Engine_pattern(EngineObject *self, PyObject *args) {
     if (found > 0) {
         PyObject *out_ids = PyBytes_FromStringAndSize(NULL, 4 * (Py_ssize_t)p.count);
         PyObject *alpha = PyBytes_FromStringAndSize((const char *)p.alpha, 4 * (Py_ssize_t)p.count);
-        PyObject *beta = p.beta ? PyBytes_FromStringAndSize((const char *)p.beta, 4 * (Py_ssize_t)p.count)
-                                : Py_NewRef(Py_None);
+        PyObject *beta = p.beta_table ? PyBytes_FromStringAndSize(NULL, 4 * (Py_ssize_t)p.count) : Py_NewRef(Py_None);
         PyObject *positions = PyBytes_FromStringAndSize(NULL, 4 * (Py_ssize_t)p.count);
         if (out_ids && alpha && beta && positions) {
             for (uint32_t i = 0; i < p.count; i++) {
                 ((uint32_t *)PyBytes_AS_STRING(out_ids))[i] = pattern_id(s, &p, i);
                 ((uint32_t *)PyBytes_AS_STRING(positions))[i] = position_at(&p, i);
+                if (p.beta_table)
+                    ((float *)PyBytes_AS_STRING(beta))[i] = pattern_beta(&p, i);
             }
             result = PyTuple_Pack(4, out_ids, alpha, beta, positions);
         }

@@ -46,21 +46,25 @@ static PyObject *raise_failure(const Failure *failure) {
 static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
     static char *names[] = {"ids", "alpha", "beta", "order", "slot", "has_beta", "id_bytes", "previous",
-                            "unigram_alpha", "joint_min", NULL};
-    PyObject *ids_arg, *alpha_arg, *beta_arg, *previous_arg = Py_None, *unigram_arg = Py_None;
+                            "unigram_alpha", "joint_min", "beta_table", NULL};
+    PyObject *ids_arg, *alpha_arg, *beta_arg, *previous_arg = Py_None, *unigram_arg = Py_None, *table_arg = Py_None;
     int order, slot, has_beta;
     unsigned id_bytes, joint_min = FS_JOINT_MIN_DEFAULT;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOiipI|OOI:encode_patterns", names, &ids_arg, &alpha_arg,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOiipI|OOIO:encode_patterns", names, &ids_arg, &alpha_arg,
                                      &beta_arg, &order, &slot, &has_beta, &id_bytes, &previous_arg, &unigram_arg,
-                                     &joint_min))
+                                     &joint_min, &table_arg))
         return NULL;
+    if (has_beta && table_arg == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "encode_patterns: an order with back-off weights needs its beta_table");
+        return NULL;
+    }
     if (order < 2 || order > FS_MAX_ORDER || slot < 0 || slot >= order || id_bytes < 2 || id_bytes > 4 ||
         joint_min < 1) {
         PyErr_SetString(PyExc_ValueError, "encode_patterns: order, slot, id_bytes or joint_min out of range");
         return NULL;
     }
-    Py_buffer ids = {0}, alpha = {0}, beta = {0}, unigram = {0};
-    Py_ssize_t n = -1, rows_ids = -1, vocab_size = -1;
+    Py_buffer ids = {0}, alpha = {0}, beta = {0}, unigram = {0}, table = {0};
+    Py_ssize_t n = -1, rows_ids = -1, vocab_size = -1, table_len = -1;
     PyObject *result = NULL, *keys = NULL, *offsets = NULL, *values = NULL, *parts = NULL;
     CodecBatch batch = {0};
     CodecRows rows = {.order = order, .slot = slot, .has_beta = has_beta, .id_bytes = id_bytes,
@@ -71,12 +75,15 @@ static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwa
     if (module_get_array(ids_arg, &ids, 4, &rows_ids, "ids (order uint32 per row)") < 0 ||
         module_get_array(beta_arg, &beta, 4, &n, "beta") < 0 ||
         optional_key(previous_arg, fs_key_bytes((unsigned)order, id_bytes), &rows.previous, "previous") < 0 ||
-        (unigram_arg != Py_None && module_get_array(unigram_arg, &unigram, 4, &vocab_size, "unigram_alpha") < 0))
+        (unigram_arg != Py_None && module_get_array(unigram_arg, &unigram, 4, &vocab_size, "unigram_alpha") < 0) ||
+        (has_beta && module_get_array(table_arg, &table, 4, &table_len, "beta_table") < 0))
         goto out;
     rows.n = (size_t)n;
     rows.ids = ids.buf;
     rows.alpha = alpha.buf;
     rows.beta = beta.buf;
+    rows.beta_table = table.buf;
+    rows.beta_table_len = table_len < 0 ? 0 : (uint32_t)table_len;
     rows.unigram_alpha = unigram.buf;
     rows.vocab_size = vocab_size < 0 ? 0 : (uint32_t)vocab_size;
     Failure failure = {0};
@@ -113,6 +120,8 @@ out:
     PyBuffer_Release(&beta);
     if (unigram.obj)
         PyBuffer_Release(&unigram);
+    if (table.obj)
+        PyBuffer_Release(&table);
     return result;
 }
 
@@ -195,11 +204,26 @@ static PyObject *float_list(const ix_f32 *at, uint32_t count) {
 static PyObject *pattern_dict(const uint8_t *key, size_t key_len, int restarts, unsigned shared, const DiskPattern *p,
                               unsigned id_bytes) {
     PyObject *joint = p->joint ? narrow_list(p->joint, p->count, p->position_bytes) : Py_NewRef(Py_None);
-    return Py_BuildValue("{sy#sIsOsIsNsNsNsNsNsN}", "key", key, (Py_ssize_t)key_len, "count", p->count,
+    PyObject *codes = Py_None, *width = Py_None;
+    if (p->beta_codes) {
+        codes = PyList_New(p->count);
+        for (uint32_t i = 0; codes && i < p->count; i++) {
+            PyObject *item = PyLong_FromUnsignedLong(beta_code(p->beta_codes, p->beta_width, i));
+            if (!item)
+                Py_CLEAR(codes);
+            else
+                PyList_SET_ITEM(codes, i, item);
+        }
+        width = PyLong_FromUnsignedLong(p->beta_width);
+    } else {
+        Py_INCREF(codes);
+        Py_INCREF(width);
+    }
+    return Py_BuildValue("{sy#sIsOsIsNsNsNsNsNsNsN}", "key", key, (Py_ssize_t)key_len, "count", p->count,
                          "restarts", restarts ? Py_True : Py_False, "shared", shared,
                          "ids", narrow_list(p->ids, p->count, id_bytes),
                          "positions", narrow_list(p->positions, p->count, p->position_bytes),
-                         "alpha", float_list(p->alpha, p->count), "beta", float_list(p->beta, p->count),
+                         "alpha", float_list(p->alpha, p->count), "beta_width", width, "beta_codes", codes,
                          "joint", joint, "joint_key", float_list(p->joint_key, p->count));
 }
 
@@ -228,7 +252,7 @@ static PyObject *decode_record(PyObject *module, PyObject *args) {
         goto out;
     if (r.kind == FS_PATTERN) {
         PyObject *one = NULL;
-        if (codec_alone_pattern(&r, id_bytes, beta_flag, &p) < 0)
+        if (codec_alone_pattern(&r, id_bytes, beta_flag, NULL, &p) < 0)
             PyErr_SetString(PyExc_ValueError, "decode_record: a PATTERN record's layout does not fit it");
         else
             one = pattern_dict(r.key, key_len, 0, 0, &p, id_bytes);
@@ -241,7 +265,7 @@ static PyObject *decode_record(PyObject *module, PyObject *args) {
         CodecWalk walk;
         int next = codec_walk_block(&walk, &r, id_bytes, beta_flag) < 0 ? -1 : 1;
         while (next > 0 && (next = codec_next_entry(&walk)) > 0) {
-            codec_pattern_at(walk.data, walk.count, id_bytes, beta_flag, &p);
+            codec_pattern_at(walk.data, walk.count, id_bytes, beta_flag, NULL, &p);
             PyObject *one = pattern_dict(walk.key, key_len, walk.restarts, walk.shared, &p, id_bytes);
             if (!one || PyList_Append(patterns, one) < 0) {
                 Py_XDECREF(one);
@@ -266,8 +290,8 @@ out:
 /* What encode_record holds of one pattern while it writes: its fields as C arrays. */
 typedef struct {
     PyObject *key;
-    uint32_t *ids, *positions, *joint;
-    float *alpha, *beta, *joint_key;
+    uint32_t *ids, *positions, *joint, *beta_codes;
+    float *alpha, *joint_key;
 } HeldPattern;
 
 static void release_pattern(HeldPattern *h) {
@@ -276,7 +300,7 @@ static void release_pattern(HeldPattern *h) {
     PyMem_Free(h->positions);
     PyMem_Free(h->joint);
     PyMem_Free(h->alpha);
-    PyMem_Free(h->beta);
+    PyMem_Free(h->beta_codes);
     PyMem_Free(h->joint_key);
 }
 
@@ -341,18 +365,29 @@ static int read_pattern(PyObject *pattern, size_t key_len, CodecPattern *p, Held
         (fs_position_bytes((uint64_t)count) &&
          field_array(pattern, "positions", count, 0, 0, (void **)&h->positions) < 0) ||
         field_array(pattern, "alpha", count, 1, 0, (void **)&h->alpha) < 0 ||
-        field_array(pattern, "beta", count, 1, 1, (void **)&h->beta) < 0 ||
+        field_array(pattern, "beta_codes", count, 0, 1, (void **)&h->beta_codes) < 0 ||
         field_array(pattern, "joint_key", count, 1, 1, (void **)&h->joint_key) < 0 ||
         (h->joint_key && fs_position_bytes((uint64_t)count) &&
          field_array(pattern, "joint", count, 0, 0, (void **)&h->joint) < 0))
         return -1;
+    long width = 0;
+    if (h->beta_codes) {
+        PyObject *given = PyDict_GetItemString(pattern, "beta_width");  /* borrowed */
+        width = given ? PyLong_AsLong(given) : -1;
+        if (width < 0 || width > 0xFF) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "encode_record: 'beta_codes' need a 'beta_width' of 0 ... 255");
+            return -1;
+        }
+    }
     if (h->joint_key && !h->joint && !(h->joint = PyMem_Malloc(4))) {  /* one word: no positions, the key alone */
         PyErr_NoMemory();
         return -1;
     }
     *p = (CodecPattern){.key = (const uint8_t *)PyBytes_AS_STRING(key), .count = (uint32_t)count,
                          .restarts = restarts && PyObject_IsTrue(restarts) == 1, .ids = h->ids,
-                         .positions = h->positions, .alpha = h->alpha, .beta = h->beta, .joint = h->joint,
+                         .positions = h->positions, .alpha = h->alpha, .beta_codes = h->beta_codes,
+                         .beta_width = (unsigned)width, .joint = h->joint,
                          .joint_key = h->joint_key};
     return 0;
 }
@@ -420,23 +455,28 @@ out:
 /* The header fields as a dict (decode_header) and back (encode_header): the same names. */
 static PyObject *header_dict(const CodecHeader *h) {
     PyObject *arrays = PyList_New(FS_N_ARRAYS), *counts = PyList_New(h->order), *records = PyList_New(h->order ? h->order - 1 : 0);
+    PyObject *tables = PyList_New(h->order ? h->order - 1 : 0);
     for (int a = 0; arrays && a < FS_N_ARRAYS; a++)
         PyList_SET_ITEM(arrays, a, Py_BuildValue("(KI)", (unsigned long long)h->array_bytes[a], h->array_checksum[a]));
     for (uint32_t m = 1; counts && m <= h->order; m++)
         PyList_SET_ITEM(counts, m - 1, PyLong_FromUnsignedLongLong(h->counts[m]));
     for (uint32_t m = 2; records && m <= h->order; m++)
         PyList_SET_ITEM(records, m - 2, PyLong_FromUnsignedLongLong(h->records[m]));
-    if (!arrays || !counts || !records || PyErr_Occurred()) {
+    for (uint32_t m = 2; tables && m <= h->order; m++)
+        PyList_SET_ITEM(tables, m - 2, PyLong_FromUnsignedLong(h->beta_tables[m]));
+    if (!arrays || !counts || !records || !tables || PyErr_Occurred()) {
         Py_XDECREF(arrays);
         Py_XDECREF(counts);
         Py_XDECREF(records);
+        Py_XDECREF(tables);
         return NULL;
     }
-    return Py_BuildValue("{sIsIsIsIsIsIsIsIsIsKsIsdsNsNsN}", "version", h->version, "length", h->length,
+    return Py_BuildValue("{sIsIsIsIsIsIsIsIsIsKsIsdsNsNsNsN}", "version", h->version, "length", h->length,
                          "order", h->order, "vocab_size", h->vocab_size, "id_bytes", h->id_bytes, "bos_id", h->bos,
                          "eos_id", h->eos, "unk_id", h->unk, "joint_min", h->joint_min,
                          "meta_bytes", (unsigned long long)h->meta_bytes, "meta_checksum", h->meta_checksum,
-                         "value_bound", h->value_bound, "arrays", arrays, "counts", counts, "records", records);
+                         "value_bound", h->value_bound, "arrays", arrays, "counts", counts, "records", records,
+                         "beta_tables", tables);
 }
 
 static PyObject *decode_header(PyObject *module, PyObject *arg) {
@@ -536,6 +576,16 @@ static PyObject *encode_header(PyObject *module, PyObject *fields) {
     if (header_numbers(fields, "counts", h.order, h.counts, 1) < 0 ||
         header_numbers(fields, "records", h.order - 1, h.records, 2) < 0)
         return NULL;
+    uint64_t tables[FS_MAX_ORDER + 1] = {0};
+    if (header_numbers(fields, "beta_tables", h.order - 1, tables, 2) < 0)
+        return NULL;
+    for (uint32_t m = 2; m <= h.order; m++) {
+        if (tables[m] > 0xFFFFFFFFu) {
+            PyErr_SetString(PyExc_OverflowError, "encode_header: a 'beta_tables' length is past 32 bits");
+            return NULL;
+        }
+        h.beta_tables[m] = (uint32_t)tables[m];
+    }
     PyObject *result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)fs_header_bytes(h.order));
     if (result)
         codec_write_header(&h, (uint8_t *)PyBytes_AS_STRING(result));
@@ -624,9 +674,10 @@ static PyObject *checksum(PyObject *module, PyObject *args) {
 PyMethodDef module_codec_methods[] = {
     {"encode_patterns", (PyCFunction)(void (*)(void))encode_patterns, METH_VARARGS | METH_KEYWORDS,
      "encode_patterns(ids, alpha, beta, order, slot, has_beta, id_bytes, previous=None, unigram_alpha=None,\n"
-     "joint_min=JOINT_MIN_DEFAULT) -> (keys, offsets, values, parts, value_bound): the records of a batch of\n"
-     "n-grams sorted by pattern key then word (ids: order uint32 per row, the slot's word last; alpha, beta:\n"
-     "float32 per row), the first naming the pattern key previous; keys (each key_bytes long), offsets (uint64,\n"
+     "joint_min=JOINT_MIN_DEFAULT, beta_table=None) -> (keys, offsets, values, parts, value_bound): the records\n"
+     "of a batch of n-grams sorted by pattern key then word (ids: order uint32 per row, the slot's word last;\n"
+     "alpha, beta: float32 per row; with has_beta, beta_table: float32, the order's back-off table, holding\n"
+     "every beta), the first naming the pattern key previous; keys (each key_bytes long), offsets (uint64,\n"
      "one more than the records) and values as bytes, the bytes of each part (PARTS), the largest |v| written."},
     {"encode_end", encode_end, METH_VARARGS,
      "encode_end(order, id_bytes, previous) -> (key, value): the END record after the pattern key previous (or None)."},
@@ -634,7 +685,8 @@ PyMethodDef module_codec_methods[] = {
      "name_previous(record_key, value, previous) -> bytes: the record naming previous as the key before it."},
     {"decode_record", decode_record, METH_VARARGS,
      "decode_record(record_key, value, order, id_bytes, has_beta) -> dict: kind, flags, previous and patterns\n"
-     "(each: key, count, restarts, shared, ids, positions, alpha, beta, joint, joint_key) of one record, as the\n"
+     "(each: key, count, restarts, shared, ids, positions, alpha, beta_width, beta_codes, joint, joint_key) of\n"
+     "one record, as the\n"
      "reader parses it; ValueError when its checksum or layout fails."},
     {"encode_record", encode_record, METH_VARARGS,
      "encode_record(record_key, record, order, id_bytes) -> bytes: the value of a record given as decode_record\n"

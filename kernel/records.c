@@ -92,7 +92,7 @@ static inline __attribute__((always_inline)) uint32_t first_bad_entry(const Stor
             found |= PAST_VOCABULARY;
         if ((int64_t)id <= previous)
             found |= NOT_INCREASING;
-        if (beyond_bound(p->alpha[i], bound) || (p->beta && beyond_bound(p->beta[i], bound)))
+        if (beyond_bound(p->alpha[i], bound))
             found |= BEYOND_BOUND;
         if (found) {
             *problem = found;
@@ -148,16 +148,33 @@ static int check_order(const DiskPattern *p, const uint8_t *order, const ix_f32 
     return 0;
 }
 
+/* The first of p's beta codes past the end of its order's back-off table (``table_len``
+ * entries), or p->count when none; the largest back-off weight, or 0, into *sup. */
+static uint32_t first_bad_beta(const DiskPattern *p, uint32_t table_len, float *sup) {
+    float largest = 0.0f;
+    for (uint32_t i = 0; i < p->count; i++) {
+        uint32_t code = beta_code(p->beta_codes, p->beta_width, i);
+        if (code >= table_len)
+            return i;
+        largest = p->beta_table[code] > largest ? p->beta_table[code] : largest;
+    }
+    *sup = largest;
+    return p->count;
+}
+
 /* Checks what a checksum cannot vouch for (the builder's work): ids strictly increasing and
- * in the vocabulary, values within the header's value bound, positions a permutation that
- * orders the alphas best first (ties by lower id: positions ascend among equal alphas), and
- * a joint order the same over keys that are its words' joint keys; derives the bound on the
+ * in the vocabulary, alphas within the header's value bound, beta codes within the order's
+ * back-off table (whose values the open checked), positions a permutation that orders the
+ * alphas best first (ties by lower id: positions ascend among equal alphas), and a joint
+ * order the same over keys that are its words' joint keys; derives the bound on the
  * back-off weights.  Each check names what it found (fastsubs-index verify shows it), and
  * each would still stop a pattern that only another one trips (a repeated position is also
  * a tie out of order). */
-int records_check_pattern(const Store *s, DiskPattern *p, Failure *failure, const uint8_t *key, size_t key_len) {
+int records_check_pattern(const Store *s, DiskPattern *p, int order, Failure *failure, const uint8_t *key,
+                          size_t key_len) {
     char shown[65], what[96] = "";
     unsigned problem = 0;
+    float sup = 0.0f;
 #define BAD_ENTRY_AS(width) first_bad_entry(s, p, width, &problem)
     uint32_t entry = by_width(s->id_bytes, BAD_ENTRY_AS);
 #undef BAD_ENTRY_AS
@@ -167,6 +184,9 @@ int records_check_pattern(const Store *s, DiskPattern *p, Failure *failure, cons
         snprintf(what, sizeof(what), "its word ids do not increase (entry %u)", entry);
     else if (problem & BEYOND_BOUND)
         snprintf(what, sizeof(what), "a value of entry %u is beyond the header's value bound", entry);
+    if (!what[0] && p->beta_table && (entry = first_bad_beta(p, s->beta_table_len[order], &sup)) < p->count)
+        snprintf(what, sizeof(what), "its beta code %u (entry %u) is past its order's back-off table",
+                 beta_code(p->beta_codes, p->beta_width, entry), entry);
     if (!what[0] && check_order(p, p->positions, p->alpha, 0, "score", what, sizeof(what)) < 0)
         goto no_memory;
     if (!what[0] && p->joint) {
@@ -182,11 +202,6 @@ int records_check_pattern(const Store *s, DiskPattern *p, Failure *failure, cons
         common_fail(failure, FS_EDAMAGED, "damaged index: pattern %s: %s", codec_hex(key, key_len, shown), what);
         return -1;
     }
-    float sup = 0.0f;
-    if (p->beta)
-        for (uint32_t i = 0; i < p->count; i++)
-            if (p->beta[i] > sup)
-                sup = p->beta[i];
     p->beta_sup = sup;
     return 0;
 no_memory:
@@ -218,15 +233,15 @@ int records_find_pattern(const Store *s, MDB_cursor *cursor, int order, const ui
              codec_hex(key, key_len, shown), order);
         return -1;
     }
-    unsigned has_beta = order < s->order ? PATTERN_HAS_BETA : 0;
+    unsigned has_beta = store_beta_flag(s, order);
     if (r.kind == FS_END)
         return 0;
     if (r.kind == FS_PATTERN) {
         if (records_key_compare(r.key, key, key_len))
             return 0;
-        if (codec_alone_pattern(&r, s->id_bytes, has_beta, out) < 0)
+        if (codec_alone_pattern(&r, s->id_bytes, has_beta, s->beta_table[order], out) < 0)
             goto malformed;
-        return records_check_pattern(s, out, failure, key, key_len) < 0 ? -1 : 1;
+        return records_check_pattern(s, out, order, failure, key, key_len) < 0 ? -1 : 1;
     }
     DiskBlock b;
     if (codec_open_block(&r, &b) < 0)
@@ -256,8 +271,8 @@ int records_find_pattern(const Store *s, MDB_cursor *cursor, int order, const ui
             goto malformed;
         int c = records_key_compare(entry_key, key, key_len);
         if (c == 0) {
-            store_pattern_at(s, data, count, has_beta, out);
-            return records_check_pattern(s, out, failure, key, key_len) < 0 ? -1 : 1;
+            store_pattern_at(s, data, count, order, 0, out);
+            return records_check_pattern(s, out, order, failure, key, key_len) < 0 ? -1 : 1;
         }
         if (c > 0)
             return 0;

@@ -17,8 +17,18 @@ static inline int32_t locate(const Searcher *searcher, const SearchPattern *p, u
 }
 
 /* Where a step's back-off weight comes from, for step_loop: the kinds of SearchStep.beta,
- * with patterns split by whether they store weights. */
-enum { FROM_CONST, FROM_UNIGRAM, FROM_PATTERN, FROM_ZERO };
+ * with patterns split by whether they store weights and by the width of their beta codes
+ * (a constant in each loop: a load and no branch per word). */
+enum { FROM_CONST, FROM_UNIGRAM, FROM_CODES_0, FROM_CODES_BITS, FROM_CODES_8, FROM_CODES_16, FROM_CODES_32, FROM_ZERO };
+
+/* The beta code of entry ``at`` of a step of kind FROM_CODES_*: of 0, 8, 16 or 32 bits (a
+ * constant), or of the step's own 1, 2 or 4 bits. */
+static inline __attribute__((always_inline)) uint32_t step_code(const SearchStep *step, int from, uint32_t at) {
+    if (from == FROM_CODES_BITS)
+        return beta_code_bits(step->beta_codes, step->beta_width, at);
+    unsigned width = from == FROM_CODES_0 ? 0 : from == FROM_CODES_8 ? 8 : from == FROM_CODES_16 ? 16 : 32;
+    return beta_code(step->beta_codes, width, at);
+}
 
 /* One step for the live words: value = alpha of the step's pattern if it holds x (when
  * the step has one), else beta + value.  Inlined once per (kind, has_alpha) pair, so
@@ -36,9 +46,10 @@ static inline __attribute__((always_inline)) void step_loop(const Searcher *sear
             beta = step->beta_const;
         } else if (from == FROM_UNIGRAM) {
             beta = (double)unigram[words[c]].beta;
-        } else if (from == FROM_PATTERN) {
+        } else if (from != FROM_ZERO) {  /* FROM_CODES_*: the code of x's entry in its order's table */
             int32_t pos = step->beta_pos[c];
-            double stored = (double)step->beta_values[pos < 0 ? 0 : pos];
+            uint32_t code = step_code(step, from, pos < 0 ? 0 : (uint32_t)pos);
+            double stored = (double)step->beta_table[code];
             beta = pos < 0 ? 0.0 : stored;
         } else {  /* a pattern without back-off weights: they are 0 */
             beta = 0.0;
@@ -72,10 +83,15 @@ static void score_term(const Searcher *searcher, const SearchTerm *t, const uint
             value[live[j]] = t->base;
     for (int s = t->n - 1; s >= 0; s--) {
         const SearchStep *step = &steps[s];
+        unsigned width = step->beta_width;
         int from = step->beta == STEP_CONST     ? FROM_CONST
                    : step->beta == STEP_UNIGRAM ? FROM_UNIGRAM
-                   : step->beta_values          ? FROM_PATTERN
-                                                : FROM_ZERO;
+                   : !step->beta_table          ? FROM_ZERO
+                   : width == 0                 ? FROM_CODES_0
+                   : width < 8                  ? FROM_CODES_BITS
+                   : width == 8                 ? FROM_CODES_8
+                   : width == 16                ? FROM_CODES_16
+                                                : FROM_CODES_32;
         switch (2 * from + (step->alpha_pos != NULL)) {
 #define STEP_CASE(kind)                                                          \
     case 2 * kind:                                                               \
@@ -86,7 +102,11 @@ static void score_term(const Searcher *searcher, const SearchTerm *t, const uint
         break;
             STEP_CASE(FROM_CONST)
             STEP_CASE(FROM_UNIGRAM)
-            STEP_CASE(FROM_PATTERN)
+            STEP_CASE(FROM_CODES_0)
+            STEP_CASE(FROM_CODES_BITS)
+            STEP_CASE(FROM_CODES_8)
+            STEP_CASE(FROM_CODES_16)
+            STEP_CASE(FROM_CODES_32)
             STEP_CASE(FROM_ZERO)
 #undef STEP_CASE
         }
@@ -97,8 +117,8 @@ static void score_term(const Searcher *searcher, const SearchTerm *t, const uint
 static inline void prefetch_values(const SearchPattern *p, int32_t at) {
     if (at >= 0) {
         __builtin_prefetch(&p->alpha[at]);
-        if (p->beta)
-            __builtin_prefetch(&p->beta[at]);
+        if (p->data.beta_table)
+            __builtin_prefetch(&p->data.beta_codes[(size_t)at * p->data.beta_width / 8]);
     }
 }
 

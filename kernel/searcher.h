@@ -46,7 +46,6 @@ typedef struct SearchPattern {
     CacheSlot *rec;             /* where it came from (pinned for the search by the reader) */
     DiskPattern data;        /* ids sorted by word id, positions by score, alphas, betas */
     const ix_f32 *alpha;
-    const ix_f32 *beta;      /* NULL: the pattern stores no back-off weights (they are 0) */
     uint32_t count;
     double beta_sup;         /* max(0, largest stored back-off weight) */
     const RankBlock *map;        /* rank map, or NULL */
@@ -64,9 +63,12 @@ typedef struct SearchStep {
     double beta_sup;    /* upper bound on the back-off weight over unread x */
     /* for scoring, set once the patterns are known: the alpha pattern's row of batch
      * positions (Searcher.pos) and its alphas, NULL without one; the same for the beta
-     * pattern (beta_values NULL: its back-off weights are all 0) */
+     * pattern, its beta codes and its order's back-off table (beta_table NULL: its
+     * back-off weights are all 0) */
     const int32_t *alpha_pos, *beta_pos;
-    const ix_f32 *alpha_values, *beta_values;
+    const ix_f32 *alpha_values, *beta_table;
+    const uint8_t *beta_codes;
+    unsigned beta_width;
 } SearchStep;
 
 #define STEP_CONST (-1 - BETA_CONST)

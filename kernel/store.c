@@ -246,6 +246,15 @@ static int read_header(Store *s, MDB_dbi meta, CodecHeader *fields, Failure *fai
     s->unk = fields->unk;
     memcpy(s->counts, fields->counts, sizeof(s->counts));
     memcpy(s->records, fields->records, sizeof(s->records));
+    uint64_t tables = 0;
+    for (int m = 2; m <= s->order; m++) {
+        s->beta_table_len[m] = fields->beta_tables[m];
+        tables += fields->beta_tables[m];
+        /* an order below the highest that has n-grams has a back-off table (a code 0 is always read) */
+        if ((m == s->order) != (fields->beta_tables[m] == 0) && (m == s->order || s->counts[m]))
+            return store_damaged(failure, "the header's back-off table lengths are wrong");
+    }
+    s->beta_values_len = tables;
     if (s->counts[1] != vocab_size)
         return store_damaged(failure, "the header's unigram count is not its vocabulary size");
     s->joint_min = fields->joint_min;
@@ -268,7 +277,10 @@ static int read_arrays(Store *s, MDB_dbi arrays, MDB_dbi meta, const CodecHeader
         int found = get(s, arrays, FS_ARRAYS_DB, names[a], &value, failure);
         if (found < 0)
             return -1;
-        size_t items = a == FS_ARRAY_WORD_OFFSETS ? v + 1 : a == FS_ARRAY_WORD_BYTES ? value.mv_size : v;
+        size_t items = a == FS_ARRAY_WORD_OFFSETS ? v + 1
+                       : a == FS_ARRAY_WORD_BYTES ? value.mv_size
+                       : a == FS_ARRAY_BETA_VALUES ? s->beta_values_len
+                                                  : v;
         if (!found || value.mv_size != h->array_bytes[a] || value.mv_size != items * item_bytes[a]) {
             common_fail(failure, FS_EDAMAGED, "damaged index: array %s is missing or truncated", names[a]);
             return -1;
@@ -287,6 +299,12 @@ static int read_arrays(Store *s, MDB_dbi arrays, MDB_dbi meta, const CodecHeader
     s->word_offsets = data[FS_ARRAY_WORD_OFFSETS];
     s->word_bytes = data[FS_ARRAY_WORD_BYTES];
     s->spelling_order = data[FS_ARRAY_SPELLING_ORDER];
+    s->beta_values = data[FS_ARRAY_BETA_VALUES];
+    const ix_f32 *table = s->beta_values;
+    for (int m = 2; m < s->order; m++) {
+        s->beta_table[m] = table;
+        table += s->beta_table_len[m];
+    }
     MDB_val value;
     int found = get(s, meta, FS_META_DB, FS_META_KEY, &value, failure);
     if (found < 0)
@@ -322,6 +340,12 @@ static int cross_check(Store *s, Failure *failure) {
             sup = beta;
     }
     s->unigram_beta_sup = sup;
+    /* a pattern's back-off weights are its order's table's entries: checked here, once */
+    for (uint64_t i = 0; i < s->beta_values_len; i++) {
+        float beta = s->beta_values[i];
+        if (!isfinite(beta) || !within_value_bound(s, beta))
+            return store_damaged(failure, "a back-off table's value is not a number within the header's value bound");
+    }
     return 0;
 }
 
@@ -402,6 +426,8 @@ void store_close(Store *s) {
     s->unigram = NULL;
     s->sorted_alpha = NULL;
     s->unigram_alpha = s->unigram_beta = NULL;
+    s->beta_values = NULL;
+    memset(s->beta_table, 0, sizeof(s->beta_table));
     s->unigram_order = s->spelling_order = NULL;
     s->word_offsets = NULL;
     s->word_bytes = NULL;

@@ -36,6 +36,10 @@ typedef struct Store {
     uint64_t counts[FS_MAX_ORDER + 1], records[FS_MAX_ORDER + 1];  /* n-grams of order m; records of patterns<m> */
     /* in place */
     const ix_f32 *unigram_alpha, *unigram_beta;
+    const ix_f32 *beta_values;  /* every order's back-off table, back to back (beta_values_len) */
+    const ix_f32 *beta_table[FS_MAX_ORDER + 1];  /* order m's (2 ... order - 1), in beta_values */
+    uint32_t beta_table_len[FS_MAX_ORDER + 1];
+    uint64_t beta_values_len;
     const ix_u32 *unigram_order, *spelling_order;
     const ix_u64 *word_offsets;
     const char *word_bytes;
@@ -74,11 +78,17 @@ static inline const char *store_word(const Store *s, uint32_t id, size_t *length
 /* The id of the word spelled ``word`` (``length`` bytes), or FS_NO_WORD. */
 uint32_t store_word_id(const Store *s, const char *word, size_t length);
 
-/* The pattern of ``count`` words whose data (format.h) starts at ``data``, fields in place;
- * ``flags``: PATTERN_HAS_BETA (its order is below the model's), PATTERN_HAS_JOINT. */
-static inline void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, unsigned flags,
+/* What the data of a pattern of ``order`` holds: PATTERN_HAS_BETA below the model's order. */
+static inline unsigned store_beta_flag(const Store *s, int order) {
+    return order < s->order ? PATTERN_HAS_BETA : 0;
+}
+
+/* The pattern of ``order`` and ``count`` words whose data (format.h) starts at ``data``,
+ * fields in place; ``has_joint``: it carries a joint order. */
+static inline void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, int order, int has_joint,
                                     DiskPattern *p) {
-    codec_pattern_at(data, count, s->id_bytes, flags, p);
+    codec_pattern_at(data, count, s->id_bytes, store_beta_flag(s, order) | (has_joint ? PATTERN_HAS_JOINT : 0),
+                     s->beta_table[order], p);
 }
 
 static inline uint32_t pattern_id(const Store *s, const DiskPattern *p, uint32_t i) {

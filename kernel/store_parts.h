@@ -24,5 +24,6 @@ static inline int within_value_bound(const Store *s, float v) {
 int records_key_compare(const uint8_t *a, const uint8_t *b, size_t len);
 /* Checks what a checksum cannot vouch for (ids, positions by score) and derives the bound
  * on the back-off weights: 0, or -1 with the failure set. */
-int records_check_pattern(const Store *s, DiskPattern *p, Failure *failure, const uint8_t *key, size_t key_len);
+int records_check_pattern(const Store *s, DiskPattern *p, int order, Failure *failure, const uint8_t *key,
+                          size_t key_len);
 #endif

@@ -25,7 +25,7 @@ static int ngram(Reader *r, const uint32_t *ids, int n, double *alpha, double *b
     if (at < 0)
         return 0;
     *alpha = p.alpha[at];
-    *beta = p.beta ? (double)p.beta[at] : 0.0;
+    *beta = p.beta_table ? (double)pattern_beta(&p, (uint32_t)at) : 0.0;
     return 1;
 }
 

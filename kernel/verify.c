@@ -10,10 +10,11 @@
 
 /* ---------------------------------------------------------------- whole-index checks */
 
-/* Log-probabilities at most 0, -inf (log10 of 0) included, never NaN; weights finite. */
+/* Log-probabilities at most 0, -inf (log10 of 0) included, never NaN (the back-off
+ * weights are their table's, whose values the open found finite). */
 static int scores_ok(const DiskPattern *p) {
     for (uint32_t i = 0; i < p->count; i++)
-        if (!(p->alpha[i] <= 0.0f) || (p->beta && !isfinite(p->beta[i])))
+        if (!(p->alpha[i] <= 0.0f))
             return 0;
     return 1;
 }
@@ -32,7 +33,7 @@ int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *coun
     size_t key_len = fs_key_bytes((unsigned)order, s->id_bytes);
     uint8_t last[1 + 4 * FS_MAX_ORDER], key[1 + 4 * FS_MAX_ORDER];
     int has_last = 0, ended = 0, result = -1;
-    unsigned has_beta = order < s->order ? PATTERN_HAS_BETA : 0;
+    unsigned has_beta = store_beta_flag(s, order);
     char shown[65];
     DiskPattern p = {0};
     MDB_val k, v;
@@ -58,9 +59,9 @@ int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *coun
             memcpy(key, r.key, key_len);
             if (has_last && memcmp(last, key, key_len) >= 0)
                 goto disorder;
-            if (codec_alone_pattern(&r, s->id_bytes, has_beta, &p) < 0)
+            if (codec_alone_pattern(&r, s->id_bytes, has_beta, s->beta_table[order], &p) < 0)
                 goto malformed;
-            if (records_check_pattern(s, &p, failure, key, key_len) < 0)
+            if (records_check_pattern(s, &p, order, failure, key, key_len) < 0)
                 goto out;
             if (wants_joint(s, order, key, p.count) != (p.joint != NULL))
                 goto joint;
@@ -79,8 +80,8 @@ int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *coun
                     goto disorder;
                 memcpy(last, key, key_len);
                 has_last = 1;
-                store_pattern_at(s, walk.data, walk.count, has_beta, &p);
-                if (records_check_pattern(s, &p, failure, key, key_len) < 0)
+                store_pattern_at(s, walk.data, walk.count, order, 0, &p);
+                if (records_check_pattern(s, &p, order, failure, key, key_len) < 0)
                     goto out;
                 if (wants_joint(s, order, key, walk.count))
                     goto joint;

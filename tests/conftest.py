@@ -25,11 +25,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import lmdb
+import numpy as np
 import pytest
 from hypothesis import Phase, settings
 
 import fastsubs
 from exhaustive import ArpaModel
+from fastsubs import format as fmt
 from model_text import sampled_sentences
 
 REPO = Path(__file__).resolve().parents[1]
@@ -320,3 +323,24 @@ def tiny_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("indexes") / "tiny.fsidx"
     fastsubs.build_index(TEST_DATA / "tiny.arpa", target)
     return target
+
+
+def beta_tables(index: Path) -> dict[int, np.ndarray]:
+    """Each order's back-off table (orders 2 ... N - 1) as the index stores it: the array
+    beta_values cut by the lengths the header gives (kernel/format.h)."""
+    env = lmdb.open(str(index), readonly=True, lock=False, max_dbs=4)
+    try:
+        with env.begin() as txn:
+            header = fmt.decode_header(txn.get(fmt.HEADER_KEY, db=env.open_db(fmt.META_DB, txn=txn, create=False)))
+            arrays = env.open_db(fmt.ARRAYS_DB, txn=txn, create=False)
+            values = np.frombuffer(txn.get(fmt.ARRAY_NAMES[fmt.ARRAY_BETA_VALUES], db=arrays), fmt.SCORE_DTYPE).copy()
+    finally:
+        env.close()
+    ends = np.cumsum(header["beta_tables"])
+    return {order: values[end - length:end] for order, length, end in
+            zip(range(2, header["order"]), header["beta_tables"], ends)}
+
+
+def pattern_betas(pattern: dict, table: np.ndarray) -> list[float]:
+    """A decoded pattern's back-off weights: its codes' entries of its order's table."""
+    return table[np.array(pattern["beta_codes"], np.int64)].tolist()

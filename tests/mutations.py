@@ -62,7 +62,7 @@ RECORDS, VERIFY, CODEC = "kernel/records.c", "kernel/verify.c", "kernel/codec.c"
 TERMS, SEARCH = "kernel/terms.c", "kernel/search.c"
 LISTS, JOINT, SCORE, SEARCHER = "kernel/lists.c", "kernel/joint.c", "kernel/score.c", "kernel/searcher.h"
 RENDER, SAMPLE = "kernel/render.c", "kernel/sample.c"
-STORE_H = "kernel/store.h"
+STORE_H, CODEC_H = "kernel/store.h", "kernel/codec.h"
 CHUNK, LMDB = "kernel/chunk.c", "kernel/lmdb/mdb.c"
 #: The vendored LMDB's own patch (kernel/lmdb/UPSTREAM), which holds every line of its checks.
 LMDB_PATCH = "kernel/lmdb/patches/fastsubs.patch"
@@ -115,10 +115,10 @@ MUTATIONS = [
     Mutation("checksum-not-checked", CODEC,
              "a record's checksum is computed but never compared: a flipped byte is read as an answer",
              "!= load_u32(value + FS_R_CHECKSUM)) {", "!= load_u32(value + FS_R_CHECKSUM) && 0) {"),
-    Mutation("record-has-beta-for-every-order", RECORDS,
+    Mutation("record-has-beta-for-every-order", STORE_H,
              "records of the highest order decoded as if they stored back-off weights",
-             "unsigned has_beta = order < s->order ? PATTERN_HAS_BETA : 0;",
-             "unsigned has_beta = order <= s->order ? PATTERN_HAS_BETA : 0;"),
+             "return order < s->order ? PATTERN_HAS_BETA : 0;",
+             "return order <= s->order ? PATTERN_HAS_BETA : 0;"),
     Mutation("front-coding-prefix-ignored", CODEC,
              "a front-coded entry's key bytes copied to the start of the key, not after the shared prefix",
              "memcpy(key + p[0], p + FS_ENTRY_SHARED_BYTES, len - p[0]);",
@@ -140,10 +140,10 @@ MUTATIONS = [
              "float sup = 0.0f;", "float sup = p->beta && p->count ? p->beta[0] : 0.0f;"),
     Mutation("verify-scores-not-checked", VERIFY,
              "verify takes a positive log-probability for a score",
-             "if (!(p->alpha[i] <= 0.0f) ||", "if (!(p->alpha[i] == p->alpha[i]) ||"),
+             "if (!(p->alpha[i] <= 0.0f))", "if (!(p->alpha[i] == p->alpha[i]))"),
     Mutation("verify-refuses-minus-infinity", VERIFY,
              "verify calls a log-probability of -inf (log10 of 0, which KenLM writes) damage",
-             "if (!(p->alpha[i] <= 0.0f) ||", "if (!(isfinite(p->alpha[i]) && p->alpha[i] <= 0.0f) ||"),
+             "if (!(p->alpha[i] <= 0.0f))", "if (!(isfinite(p->alpha[i]) && p->alpha[i] <= 0.0f))"),
     # records.c: records_check_pattern, each of its checks removed (records forged in tests/test_forged_records.py)
     Mutation("pattern-id-past-vocabulary-not-checked", RECORDS,
              "a pattern's word id past the vocabulary is taken: the search indexes its per-word arrays with it",
@@ -337,8 +337,7 @@ MUTATIONS = [
              "if (wants_joint(s, order, key, p.count) != (p.joint != NULL))", "if (0)"),
     Mutation("pattern-value-bound-not-checked", RECORDS,
              "a pattern's values beyond the header's value bound pass: the joint slack is then too small",
-             "if (beyond_bound(p->alpha[i], bound) || (p->beta && beyond_bound(p->beta[i], bound)))",
-             "if (0)"),
+             "if (beyond_bound(p->alpha[i], bound))", "if (0)"),
     Mutation("pattern-value-bound-rounded-up", RECORDS,
              "the header's value bound taken as the nearest float, not the largest within it: a value a hair "
              "beyond a bound between two floats passes",
@@ -346,6 +345,29 @@ MUTATIONS = [
     Mutation("unigram-value-bound-not-checked", STORE,
              "a unigram's value beyond the header's value bound passes at open",
              "if (!within_value_bound(s, beta) || !within_value_bound(s, s->unigram_alpha[i]))", "if (0)"),
+    # format 5's back-off weights: codes into each order's table (tests/test_forged_records.py,
+    # tests/test_damaged_index.py forge each)
+    Mutation("beta-width-not-checked", CODEC,
+             "a beta width the format has not (3, 12, 64 bits) is read: codes straddle bytes or are cut",
+             "return fs_beta_width_ok(width) && bytes <= room ? (int64_t)bytes : -1;",
+             "return bytes <= room ? (int64_t)bytes : -1;"),
+    Mutation("beta-code-past-table-not-checked", RECORDS,
+             "a beta code past its order's back-off table is taken: the search reads past the table",
+             "if (code >= table_len)", "if (0)"),
+    Mutation("beta-table-values-not-checked", STORE,
+             "a back-off table's value that is no number, or past the value bound, passes at open",
+             "if (!isfinite(beta) || !within_value_bound(s, beta))", "if (0)"),
+    Mutation("beta-table-lengths-not-checked", STORE,
+             "the header's cut of beta_values into the orders' tables is taken as it is",
+             "if ((m == s->order) != (fields->beta_tables[m] == 0) && (m == s->order || s->counts[m]))", "if (0)"),
+    Mutation("beta-code-bit-offset-in-nibble", CODEC_H,
+             "a beta code of 1, 2 or 4 bits read from the wrong bits of its byte past its first nibble",
+             "return (uint32_t)(codes[bit >> 3] >> (bit & 7)) & ((1u << width) - 1u);",
+             "return (uint32_t)(codes[bit >> 3] >> (bit & 3)) & ((1u << width) - 1u);"),
+    Mutation("beta-code-width-bits-swapped", FORMAT,
+             "the narrowest beta width misjudged: a code of 2 bits written in 1",
+             "while (width < 32u && (uint64_t)largest >> width)",
+             "while (width < 32u && (uint64_t)largest >> (width + 1))"),
     Mutation("one-heap-final-on-a-tie", SEARCH,
              "-n's heap listed once its worst word ties the bound: an unread word with a lower id could tie it",
              "(n_pending == count && searcher->pending[0].score > limit))) {",

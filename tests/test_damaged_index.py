@@ -182,11 +182,15 @@ def test_header_fields_forged_with_a_valid_checksum_are_caught(index_copy: Path,
     assert "damaged index" in query_error(index_copy)
 
 
-def test_an_index_of_format_3_is_to_be_rebuilt(index_copy: Path) -> None:
-    """Format 3 had the header but no joint orders: the one line says to rebuild it."""
-    forge_header(index_copy, version=3)
-    with pytest.raises(fastsubs.IndexVersionError, match=r"version 3 is older than this fastsubs reads \(4\); "
-                                                         "rebuild it"):
+@pytest.mark.parametrize("version", [
+    3,  # the header, but no joint orders
+    4,  # back-off weights as float32, not codes into a table
+])
+def test_an_index_of_an_older_format_is_to_be_rebuilt(index_copy: Path, version: int) -> None:
+    """An index of an earlier format with a header: the one line says to rebuild it."""
+    forge_header(index_copy, version=version)
+    with pytest.raises(fastsubs.IndexVersionError, match=rf"version {version} is older than this fastsubs reads "
+                                                         rf"\({fmt.FORMAT_VERSION}\); rebuild it"):
         fastsubs.open_index(index_copy)
     assert "rebuild it" in query_error(index_copy)
 
@@ -242,6 +246,36 @@ def test_word_offsets_past_the_word_bytes_are_named(index_copy: Path) -> None:
     with pytest.raises(fastsubs.DamagedIndexError, match="word_offsets"):
         fastsubs.open_index(index_copy)
     assert "damaged index" in query_error(index_copy)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, 1e30])
+def test_a_back_off_table_value_that_is_no_bounded_number_is_named(index_copy: Path, value: float) -> None:
+    """A pattern's back-off weights are entries of its order's table (kernel/format.h), which
+    the open checks once, as it does the unigram scores: a value forged (its checksums made
+    right) to no number, or past the header's value bound, never reaches a search."""
+    name = fmt.ARRAY_NAMES[fmt.ARRAY_BETA_VALUES]
+    _, raw = value_at(index_copy, fmt.ARRAYS_DB, name)
+    table = np.frombuffer(raw, fmt.SCORE_DTYPE).copy()
+    table[-1] = value
+    forge_array(index_copy, name, table.tobytes())
+    with pytest.raises(fastsubs.DamagedIndexError, match="a back-off table's value is not a number within"):
+        fastsubs.open_index(index_copy)
+    assert "back-off table" in query_error(index_copy)
+
+
+def test_back_off_table_lengths_that_give_the_highest_order_a_table_are_named(index_copy: Path) -> None:
+    """The header cuts beta_values into the tables of orders 2 ... N - 1; lengths forged to
+    give the highest order (which stores no back-off weights) the last entry of the one
+    below, the array's length still theirs, are damage, named when the index opens."""
+    _, header = value_at(index_copy, fmt.META_DB, fmt.HEADER_KEY)
+    fields = fmt.decode_header(header)
+    assert fields["beta_tables"][-1] == 0 and fields["beta_tables"][-2] > 1
+    fields["beta_tables"][-2] -= 1
+    fields["beta_tables"][-1] += 1
+    put(index_copy, fmt.META_DB, fmt.HEADER_KEY, fmt.encode_header(fields))
+    with pytest.raises(fastsubs.DamagedIndexError, match="back-off table lengths"):
+        fastsubs.open_index(index_copy)
+    assert "back-off table lengths" in query_error(index_copy)
 
 
 def test_a_spelling_order_that_does_not_sort_is_caught(index_copy: Path, tmp_path: Path) -> None:

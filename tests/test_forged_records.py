@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 import fastsubs
-from conftest import run_cli
+from conftest import beta_tables, run_cli
 from fastsubs import format as fmt
 from fastsubs.bench.reference_terms import TermBuilder
 from fastsubs.core import Core
@@ -75,23 +75,29 @@ def encoded(record: dict, where: Located, id_bytes: int) -> bytes:
 
 @dataclass
 class Fields:
-    """A pattern's ids, positions by score and alphas, as plain lists to forge."""
+    """A pattern's ids, positions by score, alphas and beta codes (their width too), as plain
+    lists to forge, and the length of its order's back-off table, for a code to step past."""
 
     ids: list[int]
     positions: list[int]
     alphas: list[float]
+    beta_codes: list[int]
+    beta_width: int
+    beta_table_len: int
 
 
-def read_fields(value: bytes, where: Located, id_bytes: int) -> Fields:
+def read_fields(value: bytes, where: Located, id_bytes: int, beta_table_len: int) -> Fields:
     """The fields of a pattern of 2+ words (one word has no positions by score)."""
     _, pattern = decoded(value, where, id_bytes)
-    return Fields(pattern["ids"], pattern["positions"], pattern["alpha"])
+    return Fields(pattern["ids"], pattern["positions"], pattern["alpha"], pattern["beta_codes"],
+                  pattern["beta_width"], beta_table_len)
 
 
 def write_fields(value: bytes, where: Located, id_bytes: int, fields: Fields) -> bytes:
     """``value`` with the pattern's fields replaced and the record's checksum made right."""
     record, pattern = decoded(value, where, id_bytes)
-    pattern.update(ids=fields.ids, positions=fields.positions, alpha=fields.alphas)
+    pattern.update(ids=fields.ids, positions=fields.positions, alpha=fields.alphas, beta_codes=fields.beta_codes,
+                   beta_width=fields.beta_width)
     return encoded(record, where, id_bytes)
 
 
@@ -148,9 +154,16 @@ def tie_out_of_order(fields: Fields, vocab_size: int) -> str:
     return f"its positions by score put tied scores out of id order (entry {i + 1})"
 
 
+def beta_code_past_the_table(fields: Fields, vocab_size: int) -> str:
+    fields.beta_width = 32  # room for any code
+    fields.beta_codes[-1] = fields.beta_table_len  # the first code past the order's table
+    return f"its beta code {fields.beta_table_len} (entry {len(fields.ids) - 1}) is past its order's back-off table"
+
+
 FORGERIES: dict[str, Callable[[Fields, int], str]] = {
     f.__name__.replace("_", " "): f for f in (ids_not_increasing, id_outside_the_vocabulary, position_repeated,
-                                               position_out_of_range, scores_out_of_order, tie_out_of_order)}
+                                               position_out_of_range, scores_out_of_order, tie_out_of_order,
+                                               beta_code_past_the_table)}
 KINDS = {"PATTERN": fmt.PATTERN, "BLOCK": fmt.BLOCK}
 
 
@@ -168,6 +181,7 @@ class Forgeable:
     vocab_size: int
     id_bytes: int
     targets: dict[int, Target]  # by record kind
+    beta_table_len: int  # of the targets' order
 
 
 def query_sentence(index: Core, where: Located) -> list[str] | None:
@@ -197,8 +211,9 @@ def query_sentence(index: Core, where: Located) -> list[str] | None:
 @pytest.fixture(scope="module")
 def forgeable(tmp_path_factory: pytest.TempPathFactory) -> Forgeable:
     """A generated order-3 model's index, and for each record kind a pattern of it to forge:
-    one with 2+ words (not 256: a position past it must fit its 1-byte positions), a tie and
-    a strict descent in its scores, that a sentence can read; in a BLOCK, one front-coded."""
+    a 2-gram's (its back-off weights are codes), with 2+ words (not 256: a position past it
+    must fit its 1-byte positions), a tie and a strict descent in its scores, that a sentence
+    can read; in a BLOCK, one front-coded."""
     folder = tmp_path_factory.mktemp("forgeable")
     write_model(folder / "model.arpa", vocab_size=400, higher=[3000, 3000], seed=3, hubs=6, hub_fanout=300)
     path = folder / "model.fsidx"
@@ -208,13 +223,13 @@ def forgeable(tmp_path_factory: pytest.TempPathFactory) -> Forgeable:
         vocab_size, id_bytes, order = index.vocab_size, index.id_bytes, index.order
         env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=64)
         with env.begin() as txn:
-            for m in range(order, 1, -1):
+            for m in [2]:
                 for record_key, value in txn.cursor(db=env.open_db(fmt.patterns_db_name(m), txn=txn, create=False)):
                     for where in patterns_of(record_key, value, m, id_bytes, m < order):
                         if where.kind in targets or (where.kind == fmt.BLOCK and not where.shared) \
                                 or where.count < 2 or where.count == 256:
                             continue
-                        fields = read_fields(value, where, id_bytes)
+                        fields = read_fields(value, where, id_bytes, 0)
                         if tied(fields) is None or descending(fields) is None:
                             continue
                         sentence = query_sentence(index, where)
@@ -225,7 +240,7 @@ def forgeable(tmp_path_factory: pytest.TempPathFactory) -> Forgeable:
     with fastsubs.open_index(path) as api:
         for target in targets.values():  # sound, they answer: what fails once forged is the forgery
             assert len(api.sentence(target.sentence, n=5)) == len(target.sentence) + 1
-    return Forgeable(path, vocab_size, id_bytes, targets)
+    return Forgeable(path, vocab_size, id_bytes, targets, len(beta_tables(path)[2]))
 
 
 def query_error(index: Path, sentence: list[str]) -> str:
@@ -249,7 +264,7 @@ def test_a_forged_pattern_is_named_by_the_search_and_by_verify(forgeable: Forgea
     with env.begin() as txn:
         value = txn.get(where.record_key, db=env.open_db(fmt.patterns_db_name(where.order), txn=txn, create=False))
     env.close()
-    fields = read_fields(value, where, forgeable.id_bytes)
+    fields = read_fields(value, where, forgeable.id_bytes, forgeable.beta_table_len)
     damage = FORGERIES[forgery](fields, forgeable.vocab_size)
     put(copy, fmt.patterns_db_name(where.order), where.record_key, write_fields(value, where, forgeable.id_bytes,
                                                                                   fields))
@@ -262,3 +277,36 @@ def test_a_forged_pattern_is_named_by_the_search_and_by_verify(forgeable: Forgea
     assert expected in query_error(copy, target.sentence)
     verified = run_cli("fastsubs-index", "verify", copy, check=False)
     assert verified.returncode == 1 and expected in verified.stderr.decode(), verified.stderr.decode()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("width", [3, 12, 64])
+def test_a_beta_width_the_format_has_not_is_a_malformed_record(forgeable: Forgeable, tmp_path: Path, kind: str,
+                                                              width: int) -> None:
+    """Beta codes are 0, 1, 2, 4, 8, 16 or 32 bits wide (kernel/format.h): a code of 3 bits
+    may straddle two bytes, of 12 or 64 it is not read as written.  A pattern forged to
+    another width, its codes packed at that width and its record's checksum made right, is a
+    record whose layout the reader refuses: the search, the command line and verify say so."""
+    target = forgeable.targets[KINDS[kind]]
+    where = target.where
+    copy = tmp_path / "forged.fsidx"
+    shutil.copytree(forgeable.path, copy)
+    env = lmdb.open(str(copy), readonly=True, lock=False, max_dbs=64)
+    with env.begin() as txn:
+        value = txn.get(where.record_key, db=env.open_db(fmt.patterns_db_name(where.order), txn=txn, create=False))
+    env.close()
+    fields = read_fields(value, where, forgeable.id_bytes, forgeable.beta_table_len)
+    fields.beta_width = width
+    fields.beta_codes = [code % 2 ** min(width, 32) for code in fields.beta_codes]  # each fits its width
+    put(copy, fmt.patterns_db_name(where.order), where.record_key, write_fields(value, where, forgeable.id_bytes,
+                                                                                  fields))
+    expected = (f"damaged index: a record of patterns{where.order} at key {where.record_key.hex()} has a "
+                "malformed layout")
+
+    with fastsubs.open_index(copy) as index:
+        with pytest.raises(fastsubs.DamagedIndexError) as raised:
+            index.sentence(target.sentence, n=5)
+    assert str(raised.value) == f"{copy}: {expected}"
+    assert expected in query_error(copy, target.sentence)
+    verified = run_cli("fastsubs-index", "verify", copy, check=False)
+    assert verified.returncode == 1 and "malformed layout" in verified.stderr.decode(), verified.stderr.decode()

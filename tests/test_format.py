@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastsubs
+from conftest import beta_tables, pattern_betas
 from fastsubs import _kernel
 from fastsubs import format as fmt
 from fastsubs.core import Core
@@ -104,7 +105,7 @@ def test_the_rules_are_their_definitions() -> None:
             assert fmt.key_bytes(order, width) == 1 + width * (order - 1)
     for count in (1, 2, 255, 256, 257, 65535, 65536, 65537, 4294967295):  # positions 0 ... count - 1; none for one
         assert fmt.position_bytes(count) == (0 if count == 1 else next(w for w in (1, 2, 4) if count - 1 < 256 ** w))
-    assert len(fmt.encode_header(header_fields(order=5))) == fmt.H_COUNTS + 8 * 5 + 8 * 4 + 4
+    assert len(fmt.encode_header(header_fields(order=5))) == fmt.H_COUNTS + 8 * 5 + 8 * 4 + 4 * 4 + 4
 
 
 @settings(max_examples=100, deadline=None)
@@ -147,7 +148,8 @@ def header_fields(order: int = 3) -> dict:
     return {"order": order, "vocab_size": 70000, "id_bytes": 3, "bos_id": 1, "eos_id": 2, "unk_id": fmt.NO_WORD,
             "joint_min": 64, "meta_bytes": 1234, "meta_checksum": 99, "value_bound": 99.5,
             "arrays": [(8 * a + 4, a + 1) for a in range(len(fmt.ARRAY_NAMES))],
-            "counts": list(range(10, 10 + order)), "records": list(range(20, 19 + order))}
+            "counts": list(range(10, 10 + order)), "records": list(range(20, 19 + order)),
+            "beta_tables": list(range(30, 29 + order))}
 
 
 def test_a_header_decodes_to_its_fields_and_encodes_back() -> None:
@@ -199,6 +201,7 @@ def test_every_record_decodes_and_encodes_back_to_its_bytes(which: str, demo_ind
 def test_a_decoded_record_is_what_a_look_up_reads(joint_index: Path) -> None:
     """Each pattern decode_record finds (walking its record) is the pattern the core's look-up
     finds by its key (a binary search of the block's restarts): ids, scores and positions."""
+    tables = beta_tables(joint_index)
     with Core(joint_index) as index:
         id_bytes = fmt.id_bytes(index.vocab_size)
         for order, model_order, key, value in every_record(joint_index):
@@ -209,7 +212,9 @@ def test_a_decoded_record_is_what_a_look_up_reads(joint_index: Path) -> None:
                 words, alpha, beta, positions = index.pattern(slot, ids)
                 assert np.frombuffer(words, np.uint32).tolist() == pattern["ids"]
                 assert np.frombuffer(alpha, np.float32).tolist() == pattern["alpha"]
-                assert (beta is None) == (pattern["beta"] is None)
+                assert (beta is None) == (pattern["beta_codes"] is None) == (order == model_order)
+                if beta is not None:
+                    assert np.frombuffer(beta, np.float32).tolist() == pattern_betas(pattern, tables[order])
                 if pattern["count"] > 1:
                     assert np.frombuffer(positions, np.uint32).tolist() == pattern["positions"]
 
@@ -255,11 +260,12 @@ def test_a_batch_whose_words_are_past_the_unigrams_is_refused() -> None:
     was given is an error, never a read past them."""
     ids = np.array([[5, 1], [5, 2], [5, 3]], np.uint32)  # the pattern "_ 5" (order 2, slot 0) of words 1, 2, 3
     alpha = np.full(3, -1.0, np.float32)
+    table = np.array([-1.0], np.float32)
     keys, offsets, values, parts, bound = fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True,
                                                               id_bytes=2, unigram_alpha=np.zeros(4, np.float32),
-                                                              joint_min=3)
+                                                              joint_min=3, beta_table=table)
     record = fmt.decode_record(keys, values, 2, 2, True)
     assert record["flags"] & fmt.HAS_JOINT and record["patterns"][0]["joint_key"] == [-1.0] * 3
     with pytest.raises(ValueError, match="word id 3 is past the unigrams"):
         fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, id_bytes=2,
-                            unigram_alpha=np.zeros(3, np.float32), joint_min=3)
+                            unigram_alpha=np.zeros(3, np.float32), joint_min=3, beta_table=table)

@@ -10,37 +10,54 @@ import sys
 from pathlib import Path
 
 import lmdb
+import pytest
 
+import fastsubs
 from conftest import TEST_DATA
 from fastsubs import format as fmt
 from fastsubs.core import Core
+from generated_models import write_model
 
 
-def test_the_size_report_accounts_for_every_stored_byte(demo_index: Path) -> None:
-    with Core(demo_index) as index:
+@pytest.fixture(scope="module")
+def generated_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A generated 4-gram model's index: blocks, PATTERN records and joint orders, small
+    enough to decode every record of in a second."""
+    folder = tmp_path_factory.mktemp("sizes")
+    write_model(folder / "model.arpa", vocab_size=700, higher=[4000, 4000, 3000], seed=5, hubs=6, hub_fanout=400)
+    fastsubs.build_index(folder / "model.arpa", folder / "model.fsidx", joint_min=8)
+    return folder / "model.fsidx"
+
+
+def test_the_size_report_accounts_for_every_stored_byte(generated_index: Path) -> None:
+    with Core(generated_index) as index:
         meta = index.meta
     order, id_bytes = meta["order"], meta["id_bytes"]
     lines = {line["part"]: line for line in meta["sizes"]}
     assert list(lines) == ["arrays", *(f"{m}-grams" for m in range(2, order + 1))]
-    env = lmdb.open(str(demo_index), readonly=True, lock=False, max_dbs=order + 2)
+    env = lmdb.open(str(generated_index), readonly=True, lock=False, max_dbs=order + 2)
     try:
         for m in range(2, order + 1):
             line, ngrams = lines[f"{m}-grams"], meta["counts"][m - 1]
-            # every n-gram is stored once per slot: m ids, alphas and (below the top order) betas
+            # every n-gram is stored once per slot: m ids and alphas; below the top order, each
+            # pattern's beta width and codes (a width-bit code per word, packed in whole bytes)
             assert line["ngrams"] == ngrams
             assert (line["ids"], line["alpha"]) == (m * ngrams * id_bytes, 4 * m * ngrams)
-            assert line["beta"] == (4 * m * ngrams if m < order else 0)
             db = env.open_db(fmt.patterns_db_name(m))
             with env.begin(db=db) as txn:
                 stored = sum(len(key) + len(value) for key, value in txn.cursor())
                 stat = txn.stat(db)
+                patterns = [p for key, value in txn.cursor() for p in
+                            fmt.decode_record(key, value, m, id_bytes, m < order)["patterns"]]
+            assert line["beta"] == (sum(1 + -(-p["count"] * p["beta_width"] // 8) for p in patterns)
+                                    if m < order else 0)
             assert sum(line[part] for part in fmt.PARTS) == stored
             assert line["records"] == stat["entries"]
             assert line["pages"] == stat["psize"] * (stat["branch_pages"] + stat["leaf_pages"]
                                                      + stat["overflow_pages"])
     finally:
         env.close()
-    printed = subprocess.run([sys.executable, "-m", "fastsubs.bench.index_size", str(demo_index)],
+    printed = subprocess.run([sys.executable, "-m", "fastsubs.bench.index_size", str(generated_index)],
                              capture_output=True, text=True, check=True).stdout
     assert f"{sum(meta['counts']):,} n-grams" in printed and "4-grams" in printed
 

@@ -95,14 +95,20 @@ int codec_open_block(const DiskRecord *r, DiskBlock *b) {
 }
 
 const uint8_t *codec_read_entry(const DiskRecord *r, const uint8_t *p, unsigned id_bytes, unsigned has_beta,
-                                uint8_t *key, uint32_t *count, const uint8_t **data) {
-    size_t len = r->key_len, fields = FS_ENTRY_SHARED_BYTES + FS_ENTRY_COUNT_BYTES;  /* one byte each */
-    if (r->end - p < (ptrdiff_t)fields || p[0] > len || (size_t)(r->end - p) < fields + len - p[0])
+                                uint8_t *key, unsigned *shared, uint32_t *count, const uint8_t **data) {
+    size_t len = r->key_len;
+    if (r->end - p < FS_ENTRY_HEAD_BYTES)
         return NULL;
-    memcpy(key + p[0], p + FS_ENTRY_SHARED_BYTES, len - p[0]);
-    p += FS_ENTRY_SHARED_BYTES + len - p[0];
-    *count = *p;
-    p += FS_ENTRY_COUNT_BYTES;
+    unsigned head = *p, escaped = head >> 4 == FS_ENTRY_ESCAPED_SHARED;
+    p += FS_ENTRY_HEAD_BYTES;
+    *shared = escaped ? (p < r->end ? *p++ : len + 1) : head >> 4;
+    if (*shared > len || (size_t)(r->end - p) < len - *shared)
+        return NULL;
+    memcpy(key + *shared, p, len - *shared);
+    p += len - *shared;
+    *count = head & 15u;
+    if (*count == FS_ENTRY_ESCAPED_COUNT)
+        *count = p < r->end ? *p++ : 0;
     int64_t bytes = codec_data_bytes(p, r->end, *count, id_bytes, has_beta);
     if (*count == 0 || bytes < 0)
         return NULL;
@@ -142,11 +148,11 @@ int codec_next_entry(CodecWalk *w) {
                    ? 0 : -1;
     w->restarts = w->restart < b->n_restarts &&
                   w->at == b->entries + load_u16(b->restarts + FS_RESTART_BYTES * w->restart);
-    if ((w->restarts && w->at[0]) || (w->entry == 0 && !w->restarts))
+    if (w->entry == 0 && !w->restarts)
         return -1;
     w->restart += w->restarts;
-    w->shared = w->at < r->end ? w->at[0] : 0;
-    if (!(w->at = codec_read_entry(r, w->at, w->id_bytes, w->has_beta, w->key, &w->count, &w->data)))
+    if (!(w->at = codec_read_entry(r, w->at, w->id_bytes, w->has_beta, w->key, &w->shared, &w->count, &w->data)) ||
+        (w->restarts && w->shared))
         return -1;
     w->entry++;
     return 1;
@@ -267,9 +273,10 @@ static uint64_t data_bytes(uint64_t count, unsigned id_bytes, unsigned flags, un
     return fs_pattern_end(at, count, has_beta, beta_width);
 }
 
-/* Bytes of a block entry whose data takes ``data`` bytes and whose key takes ``shared`` bytes from the one before. */
-static uint64_t entry_bytes(uint64_t data, size_t key_len, unsigned shared) {
-    return FS_ENTRY_SHARED_BYTES + (key_len - shared) + FS_ENTRY_COUNT_BYTES + data;
+/* Bytes of a block entry of ``count`` words whose data takes ``data`` bytes and whose key
+ * takes ``shared`` bytes from the one before. */
+static uint64_t entry_bytes(uint64_t data, size_t key_len, unsigned shared, uint32_t count) {
+    return fs_entry_fields_bytes(shared, count) + (key_len - shared) + data;
 }
 
 static unsigned pattern_flags(const CodecPattern *p) {
@@ -292,7 +299,7 @@ uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_by
     for (uint32_t i = 0; i < r->n_patterns; i++) {
         const CodecPattern *p = &r->patterns[i];
         restarts += p->restarts;
-        entries += entry_bytes(pattern_data_bytes(p, id_bytes), key_len, entry_shared(r, i, key_len));
+        entries += entry_bytes(pattern_data_bytes(p, id_bytes), key_len, entry_shared(r, i, key_len), p->count);
     }
     return padded(head + FS_BLOCK_RESTART_TABLE + FS_RESTART_BYTES * restarts + entries);
 }
@@ -366,11 +373,14 @@ static int write_block(const CodecRecord *r, size_t key_len, unsigned id_bytes, 
             *what = "a block entry holds at most 255 words and no joint order";
             return -1;
         }
-        *at = (uint8_t)shared;
-        memcpy(at + FS_ENTRY_SHARED_BYTES, p->key + shared, key_len - shared);
-        at += FS_ENTRY_SHARED_BYTES + key_len - shared;
-        *at = (uint8_t)p->count;
-        at += FS_ENTRY_COUNT_BYTES;
+        *at = fs_entry_head(shared, p->count);
+        at += FS_ENTRY_HEAD_BYTES;
+        if (shared >= FS_ENTRY_ESCAPED_SHARED)
+            *at++ = (uint8_t)shared;
+        memcpy(at, p->key + shared, key_len - shared);
+        at += key_len - shared;
+        if (p->count > 15u)
+            *at++ = (uint8_t)p->count;
         if (write_data(at, p, id_bytes) < 0) {
             *what = "an id, a position or a beta code does not fit its width";
             return -1;
@@ -518,7 +528,7 @@ static void classify(Group *groups, size_t n_groups, const CodecRows *rows, cons
         p->beta_width = fs_beta_width(largest);
         p->data = data_bytes(p->count, rows->id_bytes, rows->has_beta ? PATTERN_HAS_BETA : 0, p->beta_width);
         p->joint = rows->unigram_alpha && p->count >= rows->joint_min;
-        p->alone = p->count > FS_BLOCK_MAX_COUNT || entry_bytes(p->data, key_len, 0) > ENTRY_MAX || p->joint;
+        p->alone = p->count > FS_BLOCK_MAX_COUNT || entry_bytes(p->data, key_len, 0, p->count) > ENTRY_MAX || p->joint;
     }
     for (size_t g = 0, run = 0; g < n_groups; g++) {
         if (g == 0 || groups[g].alone || groups[g - 1].alone)
@@ -537,7 +547,7 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
     total[0] = 0;
     for (size_t g = 0; g < n; g++) {
         const Group *p = &groups[g];
-        total[g + 1] = total[g] + (int64_t)entry_bytes(p->data, key_len, p->periodic ? 0 : p->shared) +
+        total[g + 1] = total[g] + (int64_t)entry_bytes(p->data, key_len, p->periodic ? 0 : p->shared, p->count) +
                        FS_RESTART_BYTES * p->periodic;
     }
     run_end[n] = n;

@@ -109,7 +109,7 @@ int codec_open_block(const DiskRecord *r, DiskBlock *b);
  * turns into its own): its count and data; returns where the next entry starts, or NULL if
  * it does not fit the record. */
 const uint8_t *codec_read_entry(const DiskRecord *r, const uint8_t *p, unsigned id_bytes, unsigned has_beta,
-                                uint8_t *key, uint32_t *count, const uint8_t **data);
+                                uint8_t *key, unsigned *shared, uint32_t *count, const uint8_t **data);
 
 /* The pattern of a PATTERN record: 0, or -1 when its layout does not fit the record. */
 int codec_alone_pattern(const DiskRecord *r, unsigned id_bytes, unsigned has_beta, const ix_f32 *beta_table,

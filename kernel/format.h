@@ -130,9 +130,15 @@ enum { FS_ITEM_TYPES(FS_DECLARE_ITEM_TYPE) };
     /* Many small patterns, keyed by the last one's key.  After the common part (the body): \
      *   u16 patterns, u16 restarts, u16 restart[restarts] (where each restart entry starts, \
      *   counted from the first entry), then one entry per pattern, in key order: \
-     *   u8 shared (leading key bytes equal to the previous entry's; 0 at a restart), \
-     *   u8[key_len - shared] the rest of the key, u8 count (1 ... FS_BLOCK_MAX_COUNT), data. \
-     * The first entry restarts. */ \
+     *   u8 head        shared << 4 | count: the leading key bytes equal to the previous \
+     *                  entry's (0 at a restart) and the pattern's words (1 ... FS_BLOCK_MAX_COUNT), \
+     *                  each in its nibble when it fits (fs_entry_head), else escaped: \
+     *   [u8 shared]    when the head's shared nibble is FS_ENTRY_ESCAPED_SHARED (15 or more) \
+     *   u8[key_len - shared] the rest of the key \
+     *   [u8 count]     when the head's count nibble is FS_ENTRY_ESCAPED_COUNT (16 or more) \
+     *   data \
+     * (one byte of structure for most entries: most patterns hold a few words).  The first \
+     * entry restarts. */ \
     X(BLOCK, 1) \
     X(BLOCK_RESTART, 16)       /* the writer restarts every this many entries of a run of small patterns */ \
     X(BLOCK_MAX_COUNT, 255) \
@@ -140,8 +146,9 @@ enum { FS_ITEM_TYPES(FS_DECLARE_ITEM_TYPE) };
     X(BLOCK_RESTARTS, 2)       /* body offset of the u16 count of restarts */ \
     X(BLOCK_RESTART_TABLE, 4)  /* body offset of the restart table */ \
     X(RESTART_BYTES, 2)        /* bytes of each restart table entry */ \
-    X(ENTRY_SHARED_BYTES, 1)   /* an entry's shared-bytes field, before the rest of its key */ \
-    X(ENTRY_COUNT_BYTES, 1)    /* an entry's count, after its key, before its data */ \
+    X(ENTRY_HEAD_BYTES, 1)     /* an entry's head, before the rest of its key */ \
+    X(ENTRY_ESCAPED_SHARED, 15) /* the head's shared nibble when the shared bytes follow in a byte */ \
+    X(ENTRY_ESCAPED_COUNT, 0)  /* the head's count nibble when the count follows the key in a byte */ \
     /* One pattern, keyed by its own key: u32 count, then data (and a joint order, below). */ \
     X(PATTERN, 2) \
     X(PATTERN_COUNT, 0)        /* body offset of the u32 count */ \
@@ -201,6 +208,18 @@ static inline size_t fs_header_bytes(unsigned order) {
 /* Offset in the header of the u32 length of order m's back-off table (m = 2 ... order). */
 static inline size_t fs_header_beta_table(unsigned order, unsigned m) {
     return FS_H_COUNTS + 8u * order + 8u * (order - 1u) + 4u * (m - 2u);
+}
+
+/* A block entry's head byte for ``shared`` leading key bytes and ``count`` words. */
+static inline uint8_t fs_entry_head(unsigned shared, unsigned count) {
+    unsigned high = shared < FS_ENTRY_ESCAPED_SHARED ? shared : FS_ENTRY_ESCAPED_SHARED;
+    unsigned low = count <= 15u ? count : FS_ENTRY_ESCAPED_COUNT;
+    return (uint8_t)(high << 4 | low);
+}
+
+/* Bytes of a block entry's head and escaped fields for ``shared`` key bytes and ``count`` words. */
+static inline unsigned fs_entry_fields_bytes(unsigned shared, unsigned count) {
+    return FS_ENTRY_HEAD_BYTES + (shared >= FS_ENTRY_ESCAPED_SHARED) + (count > 15u);
 }
 
 /* Bytes of each position of a pattern of ``count`` words (none for one word, which has no

@@ -251,23 +251,25 @@ int records_find_pattern(const Store *s, MDB_cursor *cursor, int order, const ui
     uint32_t low = 0, high = b.n_restarts;
     while (high - low > 1) {
         uint32_t mid = (low + high) / 2, at = load_u16(b.restarts + FS_RESTART_BYTES * mid);
-        if (room - at < FS_ENTRY_SHARED_BYTES + FS_ENTRY_COUNT_BYTES + key_len || at >= room || b.entries[at])
+        /* (a restart's entry takes no key bytes from the one before: its head's shared nibble is 0) */
+        if (at >= room || room - at < FS_ENTRY_HEAD_BYTES + key_len || b.entries[at] >> 4)
             goto malformed;
-        if (records_key_compare(b.entries + at + FS_ENTRY_SHARED_BYTES, key, key_len) <= 0)
+        if (records_key_compare(b.entries + at + FS_ENTRY_HEAD_BYTES, key, key_len) <= 0)
             low = mid;
         else
             high = mid;
     }
     const uint8_t *p = b.entries + load_u16(b.restarts + FS_RESTART_BYTES * low);
     const uint8_t *stop = high < b.n_restarts ? b.entries + load_u16(b.restarts + FS_RESTART_BYTES * high) : r.end;
-    if (stop > r.end || p >= stop || p[0])
+    if (stop > r.end || p >= stop || p[0] >> 4)
         goto malformed;
     uint8_t entry_key[1 + 4 * FS_MAX_ORDER];
     /* (the last run ends where the record's padding, under 4 bytes, begins) */
     while (p < stop && !(stop == r.end && r.end - p < 4)) {
         uint32_t count;
+        unsigned shared;
         const uint8_t *data;
-        if (!(p = codec_read_entry(&r, p, s->id_bytes, has_beta, entry_key, &count, &data)))
+        if (!(p = codec_read_entry(&r, p, s->id_bytes, has_beta, entry_key, &shared, &count, &data)))
             goto malformed;
         int c = records_key_compare(entry_key, key, key_len);
         if (c == 0) {

@@ -269,3 +269,44 @@ def test_a_batch_whose_words_are_past_the_unigrams_is_refused() -> None:
     with pytest.raises(ValueError, match="word id 3 is past the unigrams"):
         fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, id_bytes=2,
                             unigram_alpha=np.zeros(3, np.float32), joint_min=3, beta_table=table)
+
+
+def test_a_block_entry_head_holds_shared_bytes_and_count_in_nibbles_or_escapes_them() -> None:
+    """A block entry's head is shared << 4 | count when each fits its nibble (shared < 15,
+    count < 16); else the nibble is 15 (shared) or 0 (count) and the field is a byte of its
+    own, the shared bytes before the rest of the key, the count after it (format.h).  An
+    order-10 batch (19-byte keys) whose patterns share up to 17 key bytes, of 1 ... 20 words,
+    read here from the bytes with this docstring's rules, and by decode_record."""
+    order, id_bytes, key_len = 10, 2, fmt.key_bytes(10, 2)
+    contexts = [[1] * 7 + [2, 3], [1] * 7 + [2, 4], [1] * 7 + [5, 1], [1] * 8 + [6], [2] * 9]
+    counts = [1, 15, 16, 3, 20]
+    rows = [context + [word] for context, count in zip(contexts, counts) for word in range(10, 10 + count)]
+    ids = np.array(rows, np.uint32)
+    alpha = -np.arange(1, len(rows) + 1, dtype=np.float32) / 8
+    beta = np.zeros(len(rows), np.float32)
+    keys, offsets, values, _, _ = fmt.encode_patterns(ids, alpha, beta, order=order, slot=order - 1, has_beta=True,
+                                                      id_bytes=id_bytes, beta_table=np.zeros(1, np.float32))
+    assert len(keys) == key_len  # one block
+    record = fmt.decode_record(keys, values, order, id_bytes, True)
+    assert record["kind"] == fmt.BLOCK
+    expected_keys = [fmt.pattern_key(order - 1, context, id_bytes) for context in contexts]
+    shared = [0] + [next(i for i in range(key_len) if a[i] != b[i]) for a, b in zip(expected_keys, expected_keys[1:])]
+    assert [p["key"] for p in record["patterns"]] == expected_keys
+    assert [(p["shared"], p["count"]) for p in record["patterns"]] == list(zip(shared, counts))
+    at = fmt.R_PREVIOUS + key_len  # the body: u16 patterns, u16 restarts, the restart table, the entries
+    restarts = int.from_bytes(values[at + 2:at + 4], "little")
+    at += 4 + 2 * restarts
+    for key, share, count in zip(expected_keys, shared, counts):
+        head = values[at]
+        assert head >> 4 == min(share, 15) and head & 15 == (count if count < 16 else 0), (share, count)
+        at += 1
+        if share >= 15:
+            assert values[at] == share
+            at += 1
+        assert values[at:at + key_len - share] == key[share:]
+        at += key_len - share
+        if count >= 16:
+            assert values[at] == count
+            at += 1
+        at += count * (id_bytes + 4) + count * fmt.position_bytes(count) + 1  # ids, positions, alphas, width 0
+    assert max(shared) >= 15 and 0 < min(shared[1:]) < 15 and max(counts) >= 16  # both escapes, and neither

@@ -579,45 +579,48 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
     return r;
 }
 
-static int compare_u64(const void *a, const void *b);
-
 /* Each row's beta code: the entry of the order's back-off table that holds its beta (the
- * same float32 bits) into b->beta_codes; 0, or -1 with the failure set (one is not there). */
+ * same float32 bits) into b->beta_codes, found through a hash table of the table's bits
+ * (open addressing, at most half full: a table may hold a million values); 0, or -1 with
+ * the failure set (a beta is not in the table). */
 static int code_betas(CodecBatch *b, const CodecRows *rows, Failure *failure) {
-    uint64_t *by_bits = malloc((rows->beta_table_len + 1) * sizeof(uint64_t));
+    unsigned shift = 31;  /* 2^(32 - shift) slots, at least twice the table's entries */
+    while (shift > 1 && (uint64_t)1 << (32 - shift) < 2 * (uint64_t)rows->beta_table_len)
+        shift--;
+    uint32_t mask = (1u << (32 - shift)) - 1;
+    uint64_t *slots = calloc((size_t)mask + 1, sizeof(uint64_t));  /* bits << 32 | code + 1; 0: empty */
     b->beta_codes = malloc((rows->n + 1) * sizeof(uint32_t));
-    if (!by_bits || !b->beta_codes) {
-        free(by_bits);
+    if (!slots || !b->beta_codes) {
+        free(slots);
         common_fail(failure, FS_ENOMEM, "out of memory");
         return -1;
     }
     for (uint32_t c = 0; c < rows->beta_table_len; c++) {
         uint32_t bits;
         memcpy(&bits, &rows->beta_table[c], 4);
-        by_bits[c] = (uint64_t)bits << 32 | c;
+        uint32_t at = (bits * 0x9E3779B1u) >> shift;
+        while (slots[at] && slots[at] >> 32 != bits)
+            at = (at + 1) & mask;
+        if (!slots[at])  /* (a value the table repeats keeps its first code) */
+            slots[at] = (uint64_t)bits << 32 | (c + 1u);
     }
-    qsort(by_bits, rows->beta_table_len, sizeof(*by_bits), compare_u64);
-    for (size_t i = 0; i < rows->n; i++) {
+    int rc = 0;
+    for (size_t i = 0; i < rows->n && rc == 0; i++) {
         uint32_t bits;
         memcpy(&bits, &rows->beta[i], 4);
-        size_t low = 0, high = rows->beta_table_len;  /* the first entry of bits >= the beta's */
-        while (low < high) {
-            size_t mid = low + (high - low) / 2;
-            if (by_bits[mid] >> 32 < bits)
-                low = mid + 1;
-            else
-                high = mid;
-        }
-        if (low == rows->beta_table_len || by_bits[low] >> 32 != bits) {
-            free(by_bits);
+        uint32_t at = (bits * 0x9E3779B1u) >> shift;
+        while (slots[at] && slots[at] >> 32 != bits)
+            at = (at + 1) & mask;
+        if (slots[at]) {
+            b->beta_codes[i] = (uint32_t)slots[at] - 1u;
+        } else {
             common_fail(failure, FS_EARGUMENT, "cannot write the records: back-off weight %g is not in the "
                         "order's back-off table", (double)rows->beta[i]);
-            return -1;
+            rc = -1;
         }
-        b->beta_codes[i] = (uint32_t)by_bits[low];
     }
-    free(by_bits);
-    return 0;
+    free(slots);
+    return rc;
 }
 
 int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {

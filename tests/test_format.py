@@ -310,3 +310,20 @@ def test_a_block_entry_head_holds_shared_bytes_and_count_in_nibbles_or_escapes_t
             at += 1
         at += count * (id_bytes + 4) + count * fmt.position_bytes(count) + 1  # ids, positions, alphas, width 0
     assert max(shared) >= 15 and 0 < min(shared[1:]) < 15 and max(counts) >= 16  # both escapes, and neither
+
+
+def test_a_batch_whose_back_off_weight_is_not_in_its_table_is_refused() -> None:
+    """Each back-off weight is written as its entry of the order's table, found by its
+    float32 bits: one missing from the table (here -0.0 beside 0.0, and 0.5) is an error,
+    never a code of another value."""
+    ids = np.array([[5, 1], [5, 2], [6, 3]], np.uint32)
+    alpha = np.full(3, -1.0, np.float32)
+    table = np.array([0.0, -0.25], np.float32)
+    for missing in (-0.0, 0.5):
+        beta = np.array([0.0, -0.25, missing], np.float32)
+        with pytest.raises(ValueError, match=f"back-off weight {missing:g} is not in the order's back-off table"):
+            fmt.encode_patterns(ids, alpha, beta, order=2, slot=0, has_beta=True, id_bytes=2, beta_table=table)
+    keys, offsets, values, _, _ = fmt.encode_patterns(ids, alpha, np.array([0.0, -0.25, -0.25], np.float32), order=2,
+                                                      slot=0, has_beta=True, id_bytes=2, beta_table=table)
+    record = fmt.decode_record(keys, values, 2, 2, True)
+    assert [p["beta_codes"] for p in record["patterns"]] == [[0, 1], [1]]

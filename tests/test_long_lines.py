@@ -227,6 +227,7 @@ PEAK_RSS = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], chec
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # millions of positions searched: minutes on a slow machine
 def test_a_40_mb_target_record_takes_under_100_mib(demo_index: Path, tmp_path: Path) -> None:
     """One 40 MB -t record (some 7.5M words): the process's peak resident memory stays under
     100 MiB (it took some 240 MiB held whole), and its output is the whole record's: its
@@ -244,6 +245,7 @@ def test_a_40_mb_target_record_takes_under_100_mib(demo_index: Path, tmp_path: P
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # millions of positions searched: minutes on a slow machine
 def test_a_20_mb_line_takes_under_100_mib(demo_index: Path, tmp_path: Path) -> None:
     """One 20 MB line (some 3.8M words, at the default thresholds): the process's peak
     resident memory stays under 100 MiB (it took 1.3 GiB held whole, at -n 10)."""

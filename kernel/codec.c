@@ -18,6 +18,13 @@ const char *codec_hex(const uint8_t *key, size_t len, char out[65]) {
     return out;
 }
 
+/* Bytes of the data of a pattern of ``count`` words (``flags``), its beta codes ``beta_width`` bits each. */
+static uint64_t data_bytes(uint64_t count, unsigned id_bytes, unsigned flags, unsigned beta_width) {
+    int has_beta = (flags & PATTERN_HAS_BETA) != 0;
+    FsPatternLayout at = fs_pattern_layout(count, id_bytes, has_beta, (flags & PATTERN_HAS_JOINT) != 0);
+    return fs_pattern_end(at, count, has_beta, beta_width);
+}
+
 int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count, unsigned id_bytes, unsigned flags) {
     int has_beta = (flags & PATTERN_HAS_BETA) != 0;
     FsPatternLayout at = fs_pattern_layout(count, id_bytes, has_beta, (flags & PATTERN_HAS_JOINT) != 0);
@@ -25,7 +32,7 @@ int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count
     if (at.beta > room)  /* (the width's byte lies before it) */
         return -1;
     unsigned width = has_beta ? data[at.beta_width] : 0;
-    uint64_t bytes = fs_pattern_end(at, count, has_beta, width);
+    uint64_t bytes = data_bytes(count, id_bytes, flags, width);
     return fs_beta_width_ok(width) && bytes <= room ? (int64_t)bytes : -1;
 }
 
@@ -264,13 +271,6 @@ static unsigned common_prefix(const uint8_t *key, const uint8_t *before, size_t 
 static unsigned entry_shared(const CodecRecord *r, uint32_t i, size_t key_len) {
     const CodecPattern *p = &r->patterns[i];
     return i == 0 || p->restarts ? 0 : common_prefix(p->key, r->patterns[i - 1].key, key_len);
-}
-
-/* Bytes of the data of a pattern of ``count`` words (``flags``), its beta codes ``beta_width`` bits each. */
-static uint64_t data_bytes(uint64_t count, unsigned id_bytes, unsigned flags, unsigned beta_width) {
-    int has_beta = (flags & PATTERN_HAS_BETA) != 0;
-    FsPatternLayout at = fs_pattern_layout(count, id_bytes, has_beta, (flags & PATTERN_HAS_JOINT) != 0);
-    return fs_pattern_end(at, count, has_beta, beta_width);
 }
 
 /* Bytes of a block entry of ``count`` words whose data takes ``data`` bytes and whose key

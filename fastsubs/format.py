@@ -32,7 +32,7 @@ from fastsubs._kernel import (  # noqa: F401  (the core's codec, re-exported as 
     key_bytes,
     name_previous,
     pattern_key,
-    position_bytes,
+    position_bits,
 )
 
 _FORMAT: dict[str, Any] = dict(_CORE_FORMAT)

@@ -4,7 +4,7 @@ For n-grams of order m and a slot position s, every n-gram ``A x B`` (x at posit
 belongs to the pattern ``A _ B``.  The build sorts a slot's n-grams by pattern key and hands
 them to the core a block of rows at a time (:func:`fastsubs.format.encode_patterns`), which
 lays them out as the format says (kernel/format.h: small patterns packed into BLOCK records
-that fill half an LMDB page each, big ones and joint orders in PATTERN records of their own)
+sized to fill LMDB's leaf pages, big ones and joint orders in PATTERN records of their own)
 and gives back the records' keys and values, handed to LMDB through C-level iterators.
 """
 
@@ -63,7 +63,8 @@ class RecordWriter:
     sorted rows at a time.
 
     It remembers the last pattern key written, which the next record names as its
-    previous one, how many records it made (the header counts them), where their bytes
+    previous one, the room left in the LMDB leaf page of the last record (which the next
+    block is sized to fill; a writer's first record is taken to start a page), how many records it made (the header counts them), where their bytes
     went (:data:`fastsubs.format.PARTS`) and the largest magnitude of a finite value it
     wrote (the header's value bound).  Given the unigram alphas (for the patterns ``_ d``:
     order 2, the slot first), it gives each pattern of at least ``joint_min`` words its
@@ -80,6 +81,7 @@ class RecordWriter:
         self.unigram_alpha = None if unigram_alpha is None else np.ascontiguousarray(unigram_alpha, fmt.SCORE_DTYPE)
         self.joint_min = joint_min
         self.last_key: bytes | None = None
+        self.page_room: int = fmt.FRESH_PAGE
         self.written = 0
         self.value_bound = 0.0
         self.parts = dict.fromkeys(fmt.PARTS, 0)
@@ -87,11 +89,11 @@ class RecordWriter:
     def records(self, rows: np.ndarray, slot: int) -> Records:
         """The records of ``rows`` (see :func:`fastsubs.indexer.runs.row_dtype`), sorted by
         key and holding whole patterns, with the slot at ``slot``."""
-        keys, offsets, values, parts, value_bound = fmt.encode_patterns(
+        keys, offsets, values, parts, value_bound, self.page_room = fmt.encode_patterns(
             np.ascontiguousarray(rows["ids"], np.uint32), np.ascontiguousarray(rows["alpha"], fmt.SCORE_DTYPE),
             np.ascontiguousarray(rows["beta"], fmt.SCORE_DTYPE), order=self.order, slot=slot, has_beta=self.has_beta,
             id_bytes=self.id_bytes, previous=self.last_key, unigram_alpha=self.unigram_alpha,
-            joint_min=self.joint_min, beta_table=self.beta_table)
+            joint_min=self.joint_min, beta_table=self.beta_table, page_room=self.page_room)
         records = Records(keys, self.key_length, values, np.frombuffer(offsets, "<u8"))
         if len(records):
             self.last_key = keys[-self.key_length:]

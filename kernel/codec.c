@@ -42,8 +42,8 @@ void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bytes
     FsPatternLayout at = fs_pattern_layout(count, id_bytes, has_beta, has_joint);
     p->count = count;
     p->ids = data + at.ids;
-    p->position_bytes = at.position_bytes;
-    p->positions = at.position_bytes ? data + at.positions : NULL;
+    p->position_bits = at.position_bits;
+    p->positions = at.position_bits ? data + at.positions : NULL;
     p->alpha = (const ix_f32 *)(data + at.alpha);
     p->beta_table = has_beta ? beta_table : NULL;
     p->beta_width = has_beta ? beta_width : 0;
@@ -315,9 +315,9 @@ static int write_narrow(uint8_t *out, const uint32_t *values, uint32_t count, un
     return 0;
 }
 
-/* Packs ``count`` codes of ``width`` bits (at most 32) from the low bits of each byte up, into
- * zeroed ``out``: 0, or -1 when one does not fit its width. */
-static int write_codes(uint8_t *out, const uint32_t *codes, uint32_t count, unsigned width) {
+/* Packs ``count`` integers of ``width`` bits (at most 32) from the low bits of each byte up
+ * (fs_packed_bytes), into zeroed ``out``: 0, or -1 when one does not fit its width. */
+static int write_packed(uint8_t *out, const uint32_t *codes, uint32_t count, unsigned width) {
     for (uint32_t i = 0; i < count; i++) {
         if (width < 32 && (uint64_t)codes[i] >> width)
             return -1;
@@ -333,9 +333,9 @@ static int write_codes(uint8_t *out, const uint32_t *codes, uint32_t count, unsi
 static int write_data(uint8_t *out, const CodecPattern *p, unsigned id_bytes) {
     FsPatternLayout at = fs_pattern_layout(p->count, id_bytes, p->beta_codes != NULL, p->joint != NULL);
     if (write_narrow(out + at.ids, p->ids, p->count, id_bytes) < 0 ||
-        write_narrow(out + at.positions, p->positions, p->count, at.position_bytes) < 0 ||
-        (p->joint && write_narrow(out + at.joint, p->joint, p->count, at.position_bytes) < 0) ||
-        (p->beta_codes && (p->beta_width > 0xFF || write_codes(out + at.beta, p->beta_codes, p->count,
+        (at.position_bits && write_packed(out + at.positions, p->positions, p->count, at.position_bits) < 0) ||
+        (p->joint && at.position_bits && write_packed(out + at.joint, p->joint, p->count, at.position_bits) < 0) ||
+        (p->beta_codes && (p->beta_width > 0xFF || write_packed(out + at.beta, p->beta_codes, p->count,
                                                                 p->beta_width > 32 ? 32 : p->beta_width) < 0)))
         return -1;
     memcpy(out + at.alpha, p->alpha, 4 * (size_t)p->count);
@@ -437,13 +437,38 @@ void codec_name_previous(uint8_t *value, size_t value_len, const uint8_t *record
 
 /* ---------------------------------------------------------------- writing a batch */
 
-/* The writer's packing.  The largest value LMDB keeps inside a 4 KiB leaf page (its
- * me_nodemax, 2038, less a node's 8 bytes of header); a record longer than that goes to
- * pages of its own.  A block's value and its key fit this, so two blocks fill a page. */
-#define INLINE_BYTES 2030
+/* The writer's packing, LMDB's leaf pages of 4 KiB modelled (mdb_cursor_put in append mode):
+ * a record takes a pointer and a node in the leaf page it goes to, the node being 8 bytes of
+ * header, the key and the value, padded to an even length; a node longer than LMDB's
+ * me_nodemax (2038) keeps the number of the overflow pages that hold its value instead.
+ * LMDB appends a record to the current leaf page when it fits, else starts a page.  Blocks
+ * are sized to fill the room a page has left, so that pages are full, unless that room is
+ * less than BLOCK_MIN bytes of value (a block that small costs more structure than it
+ * saves): then the block starts a page. */
+#define NODE_MAX 2038
+#define NODE_HEADER 8
+#define OVERFLOW_NUMBER 8
+#define PAGE_POINTER 2
+#define BLOCK_MIN 64
 /* A pattern whose entry (key, count and data) is longer than this gets a PATTERN record of
- * its own: blocks then end within a few bytes of INLINE_BYTES. */
+ * its own: blocks then end within a few bytes of the room they fill. */
 #define ENTRY_MAX 480
+
+/* Bytes a record of ``value`` bytes takes in its leaf page. */
+static unsigned leaf_bytes(size_t key_len, uint64_t value) {
+    uint64_t node = NODE_HEADER + key_len + value;
+    if (node > NODE_MAX)
+        node = NODE_HEADER + key_len + OVERFLOW_NUMBER;
+    return PAGE_POINTER + (unsigned)((node + 1) & ~(uint64_t)1);
+}
+
+/* The most value bytes (whole words) of a record that fits ``page_room`` bytes of its leaf
+ * page, inline; negative when none does. */
+static int64_t value_room(size_t key_len, unsigned page_room) {
+    int64_t node = (int64_t)page_room - PAGE_POINTER < NODE_MAX ? (int64_t)page_room - PAGE_POINTER : NODE_MAX;
+    int64_t value = node - NODE_HEADER - (int64_t)key_len;
+    return value < 0 ? value : value / 4 * 4;
+}
 
 /* A key of float32 ``score`` that sorts ascending as the scores sort descending (-0.0 as 0.0). */
 static uint32_t descending_key(float score) {
@@ -537,13 +562,32 @@ static void classify(Group *groups, size_t n_groups, const CodecRows *rows, cons
     }
 }
 
+/* The last group after ``i`` whose entries fit ``room`` bytes in a block that ``i`` starts
+ * (``i`` itself when even its entry does not fit). */
+static size_t fitting_end(const Group *groups, const int64_t *total, size_t n, size_t i, int64_t room) {
+    const Group *p = &groups[i];
+    /* (the block's first entry restarts: its shared bytes are written, and a restart offset
+     * counted when it would not restart where it is) */
+    int64_t limit = total[i] + room - (p->periodic ? 0 : (int64_t)p->shared + FS_RESTART_BYTES);
+    size_t low = i, high = n + 1;  /* the last j with total[j] <= limit */
+    while (high - low > 1) {
+        size_t mid = low + (high - low) / 2;
+        if (total[mid] <= limit)
+            low = mid;
+        else
+            high = mid;
+    }
+    return low;
+}
+
 /* The records of the groups: a PATTERN record for each pattern alone, the others packed into
- * BLOCK records as full as INLINE_BYTES allows, a block ending before the next pattern alone.
- * Fills b->records (patterns and kind; flags and previous keys later); their number. */
+ * BLOCK records that fill the leaf pages (above), a block ending before the next pattern
+ * alone.  Fills b->records (patterns and kind, the first entry of each block restarting;
+ * flags and previous keys later) and b->page_room; their number. */
 static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, int64_t *total, size_t *run_end) {
     size_t n = b->n_groups, key_len = b->key_len;
     /* what each entry takes in a block that it does not start, its restart offset counted
-     * where it restarts periodically; a block's first entry restarts whatever its place */
+     * where it restarts periodically */
     total[0] = 0;
     for (size_t g = 0; g < n; g++) {
         const Group *p = &groups[g];
@@ -553,29 +597,31 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
     run_end[n] = n;
     for (size_t g = n; g-- > 0;)
         run_end[g] = groups[g].alone ? g : run_end[g + 1];
-    int64_t room = (INLINE_BYTES - (int64_t)key_len) / 4 * 4 - (int64_t)(FS_R_PREVIOUS + key_len + FS_BLOCK_RESTART_TABLE);
+    int64_t block_head = (int64_t)(FS_R_PREVIOUS + key_len + FS_BLOCK_RESTART_TABLE);
+    unsigned page = rows->page_room;
     size_t r = 0;
     for (size_t i = 0; i < n; r++) {
         size_t end = i + 1;
         int kind = FS_PATTERN;
         if (!groups[i].alone) {
-            const Group *p = &groups[i];
-            int64_t limit = total[i] + room - (p->periodic ? 0 : (int64_t)p->shared + FS_RESTART_BYTES);
-            size_t low = 0, high = n + 1;  /* the last j with total[j] <= limit */
-            while (high - low > 1) {
-                size_t mid = low + (high - low) / 2;
-                if (total[mid] <= limit)
-                    low = mid;
-                else
-                    high = mid;
+            int64_t room = value_room(key_len, page);
+            end = room >= BLOCK_MIN ? fitting_end(groups, total, n, i, room - block_head) : i;
+            if (end == i) {  /* (not even the first entry fits the page's rest: a block starts a page) */
+                page = CODEC_FRESH_PAGE;
+                end = fitting_end(groups, total, n, i, value_room(key_len, page) - block_head);
             }
-            end = low > i + 1 ? low : i + 1;
+            end = end > i ? end : i + 1;
             end = end < run_end[i] ? end : run_end[i];  /* (the next pattern alone, after i) */
             kind = FS_BLOCK;
         }
-        b->records[r] = (CodecRecord){.kind = kind, .patterns = b->patterns + i, .n_patterns = (uint32_t)(end - i)};
+        CodecRecord *record = &b->records[r];
+        *record = (CodecRecord){.kind = kind, .patterns = b->patterns + i, .n_patterns = (uint32_t)(end - i)};
+        b->patterns[i].restarts = 1;
+        unsigned taken = leaf_bytes(key_len, codec_record_bytes(record, key_len, rows->id_bytes));
+        page = taken <= page ? page - taken : CODEC_FRESH_PAGE - taken;
         i = end;
     }
+    b->page_room = page;
     return r;
 }
 
@@ -671,7 +717,6 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     for (size_t r = 0; r < b->n_records; r++) {
         CodecRecord *record = &b->records[r];
         CodecPattern *first = (CodecPattern *)record->patterns;
-        first->restarts = 1;
         record->previous = r ? b->records[r - 1].patterns[b->records[r - 1].n_patterns - 1].key : rows->previous;
         record->flags = (record->previous ? FS_HAS_PREVIOUS : 0) |
                         (record->kind == FS_PATTERN && first->joint_key ? FS_HAS_JOINT : 0);
@@ -686,8 +731,8 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     parts[CODEC_PART_alpha] = 4 * rows->n;
     for (size_t g = 0; g < n; g++) {
         if (rows->has_beta)
-            parts[CODEC_PART_beta] += 1 + fs_beta_code_bytes(groups[g].count, groups[g].beta_width);
-        uint64_t positions = (uint64_t)groups[g].count * fs_position_bytes(groups[g].count);
+            parts[CODEC_PART_beta] += 1 + fs_packed_bytes(groups[g].count, groups[g].beta_width);
+        uint64_t positions = fs_packed_bytes(groups[g].count, fs_position_bits(groups[g].count));
         parts[CODEC_PART_positions] += positions;
         parts[CODEC_PART_joint] += groups[g].joint ? positions + 4 * (uint64_t)groups[g].count : 0;
     }

@@ -29,7 +29,7 @@ typedef struct {
     const uint8_t *joint;       /* NULL: no joint order */
     const ix_f32 *joint_key;
     uint32_t count;
-    unsigned position_bytes;
+    unsigned position_bits;     /* of each position by score and of the joint order (0: one word) */
     float beta_sup;             /* max(0, largest back-off weight): the search's bound (set by the checks) */
 } DiskPattern;
 
@@ -229,6 +229,9 @@ typedef struct {
     const float *unigram_alpha; /* for joint orders (order 2, slot 0), else NULL */
     uint32_t vocab_size, joint_min;
     const uint8_t *previous;    /* the last pattern key before the batch, or NULL */
+    /* bytes free in the LMDB leaf page that the batch's first record goes to (the writer
+     * sizes its blocks to fill pages; CODEC_FRESH_PAGE when the batch starts a page) */
+    unsigned page_room;
 } CodecRows;
 
 /* A batch laid out in records (codec_plan_batch), then written (codec_write_batch). */
@@ -237,6 +240,7 @@ typedef struct {
     uint64_t values_bytes;
     uint64_t parts[CODEC_N_PARTS];
     double value_bound;         /* the largest |v| of a finite alpha or beta written */
+    unsigned page_room;         /* bytes free in the leaf page of the batch's last record */
     /* private to codec.c */
     uint8_t *keys;              /* n_groups keys */
     uint32_t *positions, *joint; /* by group, for the rows */
@@ -248,8 +252,11 @@ typedef struct {
     const CodecRows *rows;
 } CodecBatch;
 
-/* Groups the rows into patterns and the patterns into records (blocks as full as a half
- * LMDB page allows, big patterns and joint orders alone): 0, or -1 out of memory. */
+/* Bytes free in a fresh LMDB leaf page of 4 KiB (less its 16-byte header). */
+#define CODEC_FRESH_PAGE 4080u
+
+/* Groups the rows into patterns and the patterns into records (blocks that fill LMDB's leaf
+ * pages, big patterns and joint orders alone): 0, or -1 out of memory. */
 int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure);
 /* Writes the records: their LMDB keys (key_len each) to ``keys``, value offsets
  * (n_records + 1) to ``offsets`` and values to ``values``: 0, or -1 with the failure set. */

@@ -222,45 +222,56 @@ static inline unsigned fs_entry_fields_bytes(unsigned shared, unsigned count) {
     return FS_ENTRY_HEAD_BYTES + (shared >= FS_ENTRY_ESCAPED_SHARED) + (count > 15u);
 }
 
-/* Bytes of each position of a pattern of ``count`` words (none for one word, which has no
- * order to keep). */
-static inline unsigned fs_position_bytes(uint64_t count) {
-    return count <= 1u ? 0u : count <= 256u ? 1u : count <= 65536u ? 2u : 4u;
+/* Bits of each position of a pattern of ``count`` words: the fewest that hold count - 1
+ * (none for one word, which has no order to keep). */
+static inline unsigned fs_position_bits(uint64_t count) {
+    unsigned bits = 0;
+    while (bits < 64u && (count - 1u) >> bits)
+        bits++;
+    return count <= 1u ? 0u : bits;
+}
+
+/* Bytes of ``count`` unsigned integers of ``bits`` bits each, packed from the low bits of
+ * each byte up (positions and beta codes: integer i takes bits i * bits ... (i + 1) * bits - 1
+ * of the field, bit j being bit j % 8 of byte j / 8). */
+static inline uint64_t fs_packed_bytes(uint64_t count, unsigned bits) {
+    return (count * bits + 7u) / 8u;
 }
 
 /* A pattern's data, for ``count`` words, as offsets from its start:
  *   ids[count]        id_bytes each, strictly increasing
- *   by_score[count]   positions into ids, alpha descending, ties by lower id;
- *                     fs_position_bytes(count) each (none for one word)
+ *   by_score[count]   positions into ids, alpha descending, ties by lower id, packed
+ *                     fs_position_bits(count) bits each (fs_packed_bytes; none for one word)
  *   alpha[count]      f32: log10 p of "A x B" for each x
  *   beta_width        u8, only for orders below N: bits of each beta code (fs_beta_width_ok)
  * and, for a pattern "_ d" (order 2, the slot first) of at least the header's joint_min
  * words (in a PATTERN record, flag FS_HAS_JOINT; no other record has one), its joint order:
- *   joint[count]      positions into ids, fs_position_bytes(count) each: the words by
+ *   joint[count]      positions into ids, packed as by_score's: the words by
  *                     joint key descending, ties by lower id
  *   joint_key[count]  f32, in that order: the smallest float32 at or above the float64
  *                     sum alpha(x) + alpha(x d) of the unigram alpha of x and its alpha
  *                     in the pattern (docs/algorithm.md, "The joint bound")
  * and last, only for orders below N:
- *   beta[count]       beta codes, beta_width bits each, packed from the low bits of each
- *                     byte up (fs_beta_code_bytes): log10 back-off weight of "A x B" is
+ *   beta[count]       beta codes, beta_width bits each, packed as positions are
+ *                     (fs_packed_bytes): log10 back-off weight of "A x B" is
  *                     entry code of the order's back-off table (width 0: every code is 0).
  * Every field but the codes lies where the count alone says; the codes' length needs the
  * width (fs_pattern_end). */
 typedef struct {
     uint64_t ids, positions, alpha, beta_width, joint, joint_key, beta;
-    unsigned position_bytes;
+    unsigned position_bits;
 } FsPatternLayout;
 
 static inline FsPatternLayout fs_pattern_layout(uint64_t count, unsigned id_bytes, int has_beta, int has_joint) {
     FsPatternLayout at;
-    at.position_bytes = fs_position_bytes(count);
+    uint64_t positions = fs_packed_bytes(count, fs_position_bits(count));
+    at.position_bits = fs_position_bits(count);
     at.ids = 0;
     at.positions = count * id_bytes;
-    at.alpha = at.positions + count * at.position_bytes;
+    at.alpha = at.positions + positions;
     at.beta_width = at.alpha + 4u * count;
     at.joint = at.beta_width + (has_beta ? 1u : 0u);
-    at.joint_key = at.joint + (has_joint ? count * at.position_bytes : 0u);
+    at.joint_key = at.joint + (has_joint ? positions : 0u);
     at.beta = at.joint_key + (has_joint ? 4u * count : 0u);
     return at;
 }
@@ -279,14 +290,9 @@ static inline unsigned fs_beta_width(uint32_t largest) {
     return width;
 }
 
-/* Bytes of ``count`` beta codes of ``width`` bits. */
-static inline uint64_t fs_beta_code_bytes(uint64_t count, unsigned width) {
-    return (count * width + 7u) / 8u;
-}
-
 /* Where the data of ``at`` ends, its beta codes ``beta_width`` bits each (has_beta) or none. */
 static inline uint64_t fs_pattern_end(FsPatternLayout at, uint64_t count, int has_beta, unsigned beta_width) {
-    return at.beta + (has_beta ? fs_beta_code_bytes(count, beta_width) : 0u);
+    return at.beta + (has_beta ? fs_packed_bytes(count, beta_width) : 0u);
 }
 
 /* The joint key of a word whose unigram alpha is ``unigram`` and whose alpha in the pattern

@@ -46,21 +46,21 @@ static PyObject *raise_failure(const Failure *failure) {
 static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
     static char *names[] = {"ids", "alpha", "beta", "order", "slot", "has_beta", "id_bytes", "previous",
-                            "unigram_alpha", "joint_min", "beta_table", NULL};
+                            "unigram_alpha", "joint_min", "beta_table", "page_room", NULL};
     PyObject *ids_arg, *alpha_arg, *beta_arg, *previous_arg = Py_None, *unigram_arg = Py_None, *table_arg = Py_None;
     int order, slot, has_beta;
-    unsigned id_bytes, joint_min = FS_JOINT_MIN_DEFAULT;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOiipI|OOIO:encode_patterns", names, &ids_arg, &alpha_arg,
+    unsigned id_bytes, joint_min = FS_JOINT_MIN_DEFAULT, page_room = CODEC_FRESH_PAGE;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOiipI|OOIOI:encode_patterns", names, &ids_arg, &alpha_arg,
                                      &beta_arg, &order, &slot, &has_beta, &id_bytes, &previous_arg, &unigram_arg,
-                                     &joint_min, &table_arg))
+                                     &joint_min, &table_arg, &page_room))
         return NULL;
     if (has_beta && table_arg == Py_None) {
         PyErr_SetString(PyExc_ValueError, "encode_patterns: an order with back-off weights needs its beta_table");
         return NULL;
     }
     if (order < 2 || order > FS_MAX_ORDER || slot < 0 || slot >= order || id_bytes < 2 || id_bytes > 4 ||
-        joint_min < 1) {
-        PyErr_SetString(PyExc_ValueError, "encode_patterns: order, slot, id_bytes or joint_min out of range");
+        joint_min < 1 || page_room > CODEC_FRESH_PAGE) {
+        PyErr_SetString(PyExc_ValueError, "encode_patterns: order, slot, id_bytes, joint_min or page_room out of range");
         return NULL;
     }
     Py_buffer ids = {0}, alpha = {0}, beta = {0}, unigram = {0}, table = {0};
@@ -68,7 +68,7 @@ static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwa
     PyObject *result = NULL, *keys = NULL, *offsets = NULL, *values = NULL, *parts = NULL;
     CodecBatch batch = {0};
     CodecRows rows = {.order = order, .slot = slot, .has_beta = has_beta, .id_bytes = id_bytes,
-                      .joint_min = joint_min};
+                      .joint_min = joint_min, .page_room = page_room};
     if (module_get_array(alpha_arg, &alpha, 4, &n, "alpha") < 0)
         return NULL;
     rows_ids = n * order;
@@ -108,7 +108,7 @@ static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwa
     if (rc < 0)
         raise_failure(&failure);
     else
-        result = Py_BuildValue("(OOOOd)", keys, offsets, values, parts, batch.value_bound);
+        result = Py_BuildValue("(OOOOdI)", keys, offsets, values, parts, batch.value_bound, batch.page_room);
 out:
     codec_free_batch(&batch);
     Py_XDECREF(keys);
@@ -185,6 +185,20 @@ static PyObject *narrow_list(const uint8_t *at, uint32_t count, unsigned width) 
     return list;
 }
 
+/* ``count`` integers of ``bits`` bits packed at ``at`` (fs_packed_bytes) as a list (empty
+ * when ``at`` is NULL or ``bits`` 0). */
+static PyObject *packed_list(const uint8_t *at, uint32_t count, unsigned bits) {
+    PyObject *list = PyList_New(at && bits ? count : 0);
+    for (uint32_t i = 0; list && at && bits && i < count; i++) {
+        PyObject *item = PyLong_FromUnsignedLong(load_packed(at, i, bits));
+        if (!item)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
 /* ``count`` float32 at ``at`` as a list, or None when ``at`` is NULL. */
 static PyObject *float_list(const ix_f32 *at, uint32_t count) {
     if (!at)
@@ -203,7 +217,7 @@ static PyObject *float_list(const ix_f32 *at, uint32_t count) {
 /* One pattern as decode_record gives it. */
 static PyObject *pattern_dict(const uint8_t *key, size_t key_len, int restarts, unsigned shared, const DiskPattern *p,
                               unsigned id_bytes) {
-    PyObject *joint = p->joint ? narrow_list(p->joint, p->count, p->position_bytes) : Py_NewRef(Py_None);
+    PyObject *joint = p->joint ? packed_list(p->joint, p->count, p->position_bits) : Py_NewRef(Py_None);
     PyObject *codes = Py_None, *width = Py_None;
     if (p->beta_codes) {
         codes = PyList_New(p->count);
@@ -222,7 +236,7 @@ static PyObject *pattern_dict(const uint8_t *key, size_t key_len, int restarts, 
     return Py_BuildValue("{sy#sIsOsIsNsNsNsNsNsNsN}", "key", key, (Py_ssize_t)key_len, "count", p->count,
                          "restarts", restarts ? Py_True : Py_False, "shared", shared,
                          "ids", narrow_list(p->ids, p->count, id_bytes),
-                         "positions", narrow_list(p->positions, p->count, p->position_bytes),
+                         "positions", packed_list(p->positions, p->count, p->position_bits),
                          "alpha", float_list(p->alpha, p->count), "beta_width", width, "beta_codes", codes,
                          "joint", joint, "joint_key", float_list(p->joint_key, p->count));
 }
@@ -362,12 +376,12 @@ static int read_pattern(PyObject *pattern, size_t key_len, CodecPattern *p, Held
     }
     h->key = Py_NewRef(key);
     if (field_array(pattern, "ids", count, 0, 0, (void **)&h->ids) < 0 ||
-        (fs_position_bytes((uint64_t)count) &&
+        (fs_position_bits((uint64_t)count) &&
          field_array(pattern, "positions", count, 0, 0, (void **)&h->positions) < 0) ||
         field_array(pattern, "alpha", count, 1, 0, (void **)&h->alpha) < 0 ||
         field_array(pattern, "beta_codes", count, 0, 1, (void **)&h->beta_codes) < 0 ||
         field_array(pattern, "joint_key", count, 1, 1, (void **)&h->joint_key) < 0 ||
-        (h->joint_key && fs_position_bytes((uint64_t)count) &&
+        (h->joint_key && fs_position_bits((uint64_t)count) &&
          field_array(pattern, "joint", count, 0, 0, (void **)&h->joint) < 0))
         return -1;
     long width = 0;
@@ -639,12 +653,12 @@ static PyObject *id_bytes(PyObject *module, PyObject *arg) {
     return PyLong_FromUnsignedLong(fs_id_bytes(vocab_size));
 }
 
-static PyObject *position_bytes(PyObject *module, PyObject *arg) {
+static PyObject *position_bits(PyObject *module, PyObject *arg) {
     (void)module;
     unsigned long long count = PyLong_AsUnsignedLongLong(arg);
     if (count == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
-    return PyLong_FromUnsignedLong(fs_position_bytes(count));
+    return PyLong_FromUnsignedLong(fs_position_bits(count));
 }
 
 static PyObject *key_bytes(PyObject *module, PyObject *args) {
@@ -674,11 +688,13 @@ static PyObject *checksum(PyObject *module, PyObject *args) {
 PyMethodDef module_codec_methods[] = {
     {"encode_patterns", (PyCFunction)(void (*)(void))encode_patterns, METH_VARARGS | METH_KEYWORDS,
      "encode_patterns(ids, alpha, beta, order, slot, has_beta, id_bytes, previous=None, unigram_alpha=None,\n"
-     "joint_min=JOINT_MIN_DEFAULT, beta_table=None) -> (keys, offsets, values, parts, value_bound): the records\n"
-     "of a batch of n-grams sorted by pattern key then word (ids: order uint32 per row, the slot's word last;\n"
-     "alpha, beta: float32 per row; with has_beta, beta_table: float32, the order's back-off table, holding\n"
-     "every beta), the first naming the pattern key previous; keys (each key_bytes long), offsets (uint64,\n"
-     "one more than the records) and values as bytes, the bytes of each part (PARTS), the largest |v| written."},
+     "joint_min=JOINT_MIN_DEFAULT, beta_table=None, page_room=FRESH_PAGE) -> (keys, offsets, values, parts,\n"
+     "value_bound, page_room): the records of a batch of n-grams sorted by pattern key then word (ids: order\n"
+     "uint32 per row, the slot's word last; alpha, beta: float32 per row; with has_beta, beta_table: float32,\n"
+     "the order's back-off table, holding every beta), the first naming the pattern key previous and going to\n"
+     "an LMDB leaf page with page_room bytes free; keys (each key_bytes long), offsets (uint64, one more than\n"
+     "the records) and values as bytes, the bytes of each part (PARTS), the largest |v| written, and the\n"
+     "bytes free in the leaf page of the last record (the next batch's page_room)."},
     {"encode_end", encode_end, METH_VARARGS,
      "encode_end(order, id_bytes, previous) -> (key, value): the END record after the pattern key previous (or None)."},
     {"name_previous", name_previous, METH_VARARGS,
@@ -698,8 +714,8 @@ PyMethodDef module_codec_methods[] = {
     {"pattern_key", pattern_key, METH_VARARGS,
      "pattern_key(slot, ids, id_bytes) -> bytes: the key of the pattern of the fixed words ids, the slot before ids[slot]."},
     {"id_bytes", id_bytes, METH_O, "id_bytes(vocab_size) -> int: bytes of each word id of a vocabulary that size."},
-    {"position_bytes", position_bytes, METH_O,
-     "position_bytes(count) -> int: bytes of each position of a pattern of count words (by score, joint)."},
+    {"position_bits", position_bits, METH_O,
+     "position_bits(count) -> int: bits of each position of a pattern of count words (by score, joint)."},
     {"key_bytes", key_bytes, METH_VARARGS, "key_bytes(order, id_bytes) -> int: bytes of a pattern key of that order."},
     {"checksum", checksum, METH_VARARGS,
      "checksum(key: bytes-like, body: bytes-like) -> int: the format's checksum of a key and a body."},

@@ -29,7 +29,8 @@ typedef struct {
 } ItemType;
 
 /* ARRAYS: the arrays in the header's order, each (name, dtype), and ARRAY_<name> the place of
- * each in it; ITEM_TYPES: each item type's dtype by name; PARTS: where a record's bytes go (codec.h). */
+ * each in it; ITEM_TYPES: each item type's dtype by name; PARTS: where a record's bytes go, and
+ * FRESH_PAGE: the bytes free in a fresh LMDB leaf page, as the writer packs them (codec.h). */
 static int add_tables(PyObject *constants) {
 #define ARRAY_ENTRY(name, spelled, type) {spelled, FS_##type##_ITEM_KIND, FS_##type##_ITEM_BYTES},
 #define ITEM_TYPE_ENTRY(name, kind, bytes) {#name, kind, bytes},
@@ -60,6 +61,8 @@ static int add_tables(PyObject *constants) {
         rc = PyDict_SetItemString(constants, "ITEM_TYPES", type_dict);
     if (rc == 0)
         rc = PyDict_SetItemString(constants, "PARTS", part_list);
+    if (rc == 0)
+        rc = add_item(constants, "FRESH_PAGE", PyLong_FromUnsignedLong(CODEC_FRESH_PAGE));
     Py_XDECREF(array_list);
     Py_XDECREF(type_dict);
     Py_XDECREF(part_list);

@@ -27,23 +27,21 @@ enum { PAST_VOCABULARY = 1, NOT_INCREASING = 2, BEYOND_BOUND = 4 };
 /* The first read of a big pattern checks thousands of entries: these checks were a
  * quarter of the instructions of a cold pass (300 held-out lines, K = 10; issue 51).  So
  * the two functions below look at an entry with as few instructions as they can, and
- * report only the first fault, and are inlined once per width of the integers they read
- * (by_width): with the width a constant, an element is one load, not a multiply and a
- * mask. */
+ * report only the first fault; the ids' is inlined once per width of the ids (by_width):
+ * with the width a constant, an id is one load, not a multiply and a mask. */
 
-/* The first entry of ``order`` (positions into p's arrays, ``width`` bytes each) that does not
+/* The first entry of ``order`` (positions into p's arrays, p->position_bits each) that does not
  * continue a permutation sorting ``keys`` (keys[i] of entry i when ``in_order``, else
  * keys[position]) descending, ties by lower position, and what is wrong with it
  * (*problem), or p->count when none.  With ``seen`` it marks there the positions before
  * that entry and names a repeated one as such; without, a repeat is found only as the
  * disorder it makes when the keys are the positions' own (check_order). */
-static inline __attribute__((always_inline)) uint32_t first_unordered(const DiskPattern *p, const uint8_t *order,
-                                                                      const ix_f32 *keys, int in_order, unsigned width,
-                                                                      uint64_t *seen, unsigned *problem) {
-    uint32_t mask = width_mask(width), before = 0;
+static uint32_t first_unordered(const DiskPattern *p, const uint8_t *order, const ix_f32 *keys, int in_order,
+                                uint64_t *seen, unsigned *problem) {
+    uint32_t before = 0;
     float before_key = 0.0f;
     for (uint32_t i = 0; i < p->count; i++) {
-        uint32_t at = load_narrow(order, i, width, mask);
+        uint32_t at = load_packed(order, i, p->position_bits);
         if (at >= p->count) {  /* (no key or bit past the end is read) */
             *problem = PAST_END;
             return i;
@@ -103,16 +101,11 @@ static inline __attribute__((always_inline)) uint32_t first_bad_entry(const Stor
     return p->count;
 }
 
-/* ``call`` with its width argument a constant of the widths the format uses (1, 2 and 4
- * bytes for positions, 2 and 3 for ids), else ``width``. */
-#define by_width(width, call)                       \
-    ((width) == 1   ? call(1)                       \
-     : (width) == 2 ? call(2)                       \
-     : (width) == 3 ? call(3)                       \
-     : (width) == 4 ? call(4)                       \
-                    : call(width))
+/* ``call`` with its width argument a constant of the widths the format uses for ids (2
+ * and 3 bytes), else ``width``. */
+#define by_width(width, call) ((width) == 2 ? call(2) : (width) == 3 ? call(3) : call(width))
 
-/* Checks that ``order`` (positions into the pattern's arrays, ``p->position_bytes`` each)
+/* Checks that ``order`` (positions into the pattern's arrays, ``p->position_bits`` each)
  * is a permutation that sorts ``keys`` (keys[i] of entry i when ``in_order``, else
  * keys[position]) descending, ties by lower position; ``name`` names it in ``what``. */
 static int check_order(const DiskPattern *p, const uint8_t *order, const ix_f32 *keys, int in_order, const char *name,
@@ -124,17 +117,13 @@ static int check_order(const DiskPattern *p, const uint8_t *order, const ix_f32 
      * position have one key, so the entries from one to the other tie, and then their
      * positions must ascend, which they cannot do back to the first one's; so an order
      * that passes is a permutation.  A second pass, with the record, names the fault. */
-#define UNORDERED_AS(width) first_unordered(p, order, keys, 0, width, NULL, &problem)
-    if (!in_order && by_width(p->position_bytes, UNORDERED_AS) == p->count)
+    if (!in_order && first_unordered(p, order, keys, 0, NULL, &problem) == p->count)
         return 0;
-#undef UNORDERED_AS
     uint64_t small[4] = {0, 0, 0, 0}, *seen = p->count <= 256 ? small : calloc((p->count + 63) / 64, 8);
     if (!seen)
         return -1;
-#define UNORDERED_AS(width) first_unordered(p, order, keys, in_order, width, seen, &problem)
-    uint32_t i = by_width(p->position_bytes, UNORDERED_AS);
-#undef UNORDERED_AS
-    uint32_t at = i < p->count ? load_narrow(order, i, p->position_bytes, width_mask(p->position_bytes)) : 0;
+    uint32_t i = first_unordered(p, order, keys, in_order, seen, &problem);
+    uint32_t at = i < p->count ? load_packed(order, i, p->position_bits) : 0;
     if (problem & PAST_END)
         snprintf(what, what_size, "its positions by %s hold %u, past its %u words", name, at, p->count);
     else if (problem & REPEATED)

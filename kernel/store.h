@@ -114,12 +114,12 @@ static inline int32_t pattern_find(const Store *s, const DiskPattern *p, uint32_
 
 /* Position i of the sorted list: where its word is in the id-sorted arrays. */
 static inline uint32_t position_at(const DiskPattern *p, uint32_t i) {
-    return p->positions ? load_narrow(p->positions, i, p->position_bytes, width_mask(p->position_bytes)) : 0;
+    return p->positions ? load_packed(p->positions, i, p->position_bits) : 0;
 }
 
 /* Position i of the joint order (a pattern with one): where its word is in the id-sorted arrays. */
 static inline uint32_t joint_at(const DiskPattern *p, uint32_t i) {
-    return p->position_bytes ? load_narrow(p->joint, i, p->position_bytes, width_mask(p->position_bytes)) : 0;
+    return p->position_bits ? load_packed(p->joint, i, p->position_bits) : 0;
 }
 
 /* The key of the pattern of order n + 1 whose fixed words are ids[0 .. n) with the slot

@@ -61,7 +61,7 @@ FORMAT, STORE, CACHE, ENGINE = "kernel/format.h", "kernel/store.c", "kernel/cach
 RECORDS, VERIFY, CODEC = "kernel/records.c", "kernel/verify.c", "kernel/codec.c"
 TERMS, SEARCH = "kernel/terms.c", "kernel/search.c"
 LISTS, JOINT, SCORE, SEARCHER = "kernel/lists.c", "kernel/joint.c", "kernel/score.c", "kernel/searcher.h"
-RENDER, SAMPLE = "kernel/render.c", "kernel/sample.c"
+RENDER, SAMPLE, COMMON_H = "kernel/render.c", "kernel/sample.c", "kernel/common.h"
 STORE_H, CODEC_H = "kernel/store.h", "kernel/codec.h"
 CHUNK, LMDB = "kernel/chunk.c", "kernel/lmdb/mdb.c"
 #: The vendored LMDB's own patch (kernel/lmdb/UPSTREAM), which holds every line of its checks.
@@ -160,8 +160,8 @@ MUTATIONS = [
     Mutation("joint-order-checked-without-seen-positions", RECORDS,
              "a joint order passed by the pass that keeps no record of the positions seen: its keys are its "
              "entries', not its positions', so a repeated position is named as a wrong key, not a repeat",
-             "if (!in_order && by_width(p->position_bytes, UNORDERED_AS) == p->count)",
-             "if (by_width(p->position_bytes, UNORDERED_AS) == p->count)"),
+             "if (!in_order && first_unordered(p, order, keys, 0, NULL, &problem) == p->count)",
+             "if (first_unordered(p, order, keys, 0, NULL, &problem) == p->count)"),
     Mutation("pattern-score-order-not-checked", RECORDS,
              "positions by score (or a joint order) that do not order the scores (keys) are taken: the search's bound "
              "is wrong",
@@ -170,13 +170,23 @@ MUTATIONS = [
              "tied scores (keys) listed higher id first are taken: ties are listed out of the promised order",
              "if (i && before_key == key && before >= at)", "if (0)"),
     # format.h: the format's rules, which the writer and the readers share (codec.c)
-    Mutation("position-width-boundary-65536", FORMAT,
-             "patterns of exactly 65,536 words written and read with 4-byte positions: indexes of other builds "
-             "read wrong",
-             "count <= 65536u ? 2u : 4u", "count < 65536u ? 2u : 4u"),
+    Mutation("position-bits-one-too-many", FORMAT,
+             "a pattern's positions packed one bit wider than count - 1 needs where count is a power of two: "
+             "indexes of other builds read wrong",
+             "while (bits < 64u && (count - 1u) >> bits)", "while (bits < 64u && count >> bits)"),
     Mutation("position-width-one-byte", CODEC,
-             "a pattern's positions by score read one byte wide whatever its count (2 from 257 words)",
-             "p->position_bytes = at.position_bytes;", "p->position_bytes = count > 1 ? 1 : 0;"),
+             "a pattern's positions by score read 8 bits wide whatever its count",
+             "p->position_bits = at.position_bits;", "p->position_bits = count > 1 ? 8 : 0;"),
+    Mutation("packed-bit-offset-in-byte-ignored", COMMON_H,
+             "a packed position read from the first bit of the byte it starts in, not from its own bit",
+             "return (uint32_t)(load_u64(array + (bit >> 3)) >> (bit & 7))",
+             "return (uint32_t)(load_u64(array + (bit >> 3)) >> 0)"),
+    Mutation("blocks-not-sized-to-fill-pages", CODEC,
+             "the writer never fills the room a leaf page has left with a block: every one that does not fit "
+             "beside the records before it starts a page, and pages are left part empty",
+             "end = room >= BLOCK_MIN ? fitting_end(groups, total, n, i, room - block_head) : i;",
+             "end = room >= NODE_MAX - NODE_HEADER - (int64_t)key_len - 3 ? "
+             "fitting_end(groups, total, n, i, room - block_head) : i;"),
     # cache.c: the cache slots, rank maps and sorted prefixes
     Mutation("cached-beta-sup-zero", CACHE,
              "a cached pattern's back-off bound is 0 (the paper's), not the one its record gives",

@@ -103,8 +103,8 @@ def test_the_rules_are_their_definitions() -> None:
     for order in range(1, 9):
         for width in (2, 3, 4):
             assert fmt.key_bytes(order, width) == 1 + width * (order - 1)
-    for count in (1, 2, 255, 256, 257, 65535, 65536, 65537, 4294967295):  # positions 0 ... count - 1; none for one
-        assert fmt.position_bytes(count) == (0 if count == 1 else next(w for w in (1, 2, 4) if count - 1 < 256 ** w))
+    for count in (1, 2, 3, 4, 5, 255, 256, 257, 65535, 65536, 65537, 4294967295):  # positions 0 ... count - 1
+        assert fmt.position_bits(count) == (0 if count == 1 else next(b for b in range(1, 33) if count - 1 < 2 ** b))
     assert len(fmt.encode_header(header_fields(order=5))) == fmt.H_COUNTS + 8 * 5 + 8 * 4 + 4 * 4 + 4
 
 
@@ -261,7 +261,7 @@ def test_a_batch_whose_words_are_past_the_unigrams_is_refused() -> None:
     ids = np.array([[5, 1], [5, 2], [5, 3]], np.uint32)  # the pattern "_ 5" (order 2, slot 0) of words 1, 2, 3
     alpha = np.full(3, -1.0, np.float32)
     table = np.array([-1.0], np.float32)
-    keys, offsets, values, parts, bound = fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True,
+    keys, offsets, values, parts, bound, _ = fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True,
                                                               id_bytes=2, unigram_alpha=np.zeros(4, np.float32),
                                                               joint_min=3, beta_table=table)
     record = fmt.decode_record(keys, values, 2, 2, True)
@@ -284,7 +284,7 @@ def test_a_block_entry_head_holds_shared_bytes_and_count_in_nibbles_or_escapes_t
     ids = np.array(rows, np.uint32)
     alpha = -np.arange(1, len(rows) + 1, dtype=np.float32) / 8
     beta = np.zeros(len(rows), np.float32)
-    keys, offsets, values, _, _ = fmt.encode_patterns(ids, alpha, beta, order=order, slot=order - 1, has_beta=True,
+    keys, offsets, values, _, _, _ = fmt.encode_patterns(ids, alpha, beta, order=order, slot=order - 1, has_beta=True,
                                                       id_bytes=id_bytes, beta_table=np.zeros(1, np.float32))
     assert len(keys) == key_len  # one block
     record = fmt.decode_record(keys, values, order, id_bytes, True)
@@ -308,7 +308,7 @@ def test_a_block_entry_head_holds_shared_bytes_and_count_in_nibbles_or_escapes_t
         if count >= 16:
             assert values[at] == count
             at += 1
-        at += count * (id_bytes + 4) + count * fmt.position_bytes(count) + 1  # ids, positions, alphas, width 0
+        at += count * (id_bytes + 4) + (count * fmt.position_bits(count) + 7) // 8 + 1  # ids, positions, alphas, width 0
     assert max(shared) >= 15 and 0 < min(shared[1:]) < 15 and max(counts) >= 16  # both escapes, and neither
 
 
@@ -323,7 +323,7 @@ def test_a_batch_whose_back_off_weight_is_not_in_its_table_is_refused() -> None:
         beta = np.array([0.0, -0.25, missing], np.float32)
         with pytest.raises(ValueError, match=f"back-off weight {missing:g} is not in the order's back-off table"):
             fmt.encode_patterns(ids, alpha, beta, order=2, slot=0, has_beta=True, id_bytes=2, beta_table=table)
-    keys, offsets, values, _, _ = fmt.encode_patterns(ids, alpha, np.array([0.0, -0.25, -0.25], np.float32), order=2,
+    keys, offsets, values, _, _, _ = fmt.encode_patterns(ids, alpha, np.array([0.0, -0.25, -0.25], np.float32), order=2,
                                                       slot=0, has_beta=True, id_bytes=2, beta_table=table)
     record = fmt.decode_record(keys, values, 2, 2, True)
     assert [p["beta_codes"] for p in record["patterns"]] == [[0, 1], [1]]

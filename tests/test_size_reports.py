@@ -5,6 +5,7 @@ measures a real build."""
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from conftest import TEST_DATA
 from fastsubs import format as fmt
 from fastsubs.core import Core
 from generated_models import write_model
+from lmdb_layout import PAGE_HEADER, walk
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +53,8 @@ def test_the_size_report_accounts_for_every_stored_byte(generated_index: Path) -
                             fmt.decode_record(key, value, m, id_bytes, m < order)["patterns"]]
             assert line["beta"] == (sum(1 + -(-p["count"] * p["beta_width"] // 8) for p in patterns)
                                     if m < order else 0)
+            # positions by score: count - 1's bits each (none for one word), packed in whole bytes
+            assert line["positions"] == sum(-(-p["count"] * (p["count"] - 1).bit_length() // 8) for p in patterns)
             assert sum(line[part] for part in fmt.PARTS) == stored
             assert line["records"] == stat["entries"]
             assert line["pages"] == stat["psize"] * (stat["branch_pages"] + stat["leaf_pages"]
@@ -60,6 +64,20 @@ def test_the_size_report_accounts_for_every_stored_byte(generated_index: Path) -
     printed = subprocess.run([sys.executable, "-m", "fastsubs.bench.index_size", str(generated_index)],
                              capture_output=True, text=True, check=True).stdout
     assert f"{sum(meta['counts']):,} n-grams" in printed and "4-grams" in printed
+
+
+def test_the_build_fills_lmdb_leaf_pages(demo_index: Path) -> None:
+    """The writer sizes each block to fill the room its LMDB leaf page has left (kernel/codec.c
+    models LMDB's appends), so the patterns' leaf pages hold little free room: measured in the
+    raw file (a page's free room lies between its node pointers and its nodes, mp_lower ...
+    mp_upper), under 4% of them all on the demo model (2.6%; 6.9% when every block was sized
+    for half a page, whatever room its page had left)."""
+    layout = walk(demo_index)
+    data = (demo_index / "data.mdb").read_bytes()
+    leaves = [page for page in layout.of_kind("leaf") if page.db.startswith("patterns")]
+    free = sum(upper - lower for lower, upper in
+               (struct.unpack_from("<HH", data, page.pgno * layout.page_size + 12) for page in leaves))
+    assert len(leaves) > 1000 and free < 0.04 * len(leaves) * (layout.page_size - PAGE_HEADER)
 
 
 def test_the_build_benchmark_measures_a_real_build(tmp_path: Path) -> None:

@@ -225,10 +225,7 @@ static inline unsigned fs_entry_fields_bytes(unsigned shared, unsigned count) {
 /* Bits of each position of a pattern of ``count`` words: the fewest that hold count - 1
  * (none for one word, which has no order to keep). */
 static inline unsigned fs_position_bits(uint64_t count) {
-    unsigned bits = 0;
-    while (bits < 64u && (count - 1u) >> bits)
-        bits++;
-    return count <= 1u ? 0u : bits;
+    return count <= 1u ? 0u : 64u - (unsigned)__builtin_clzll(count - 1u);
 }
 
 /* Bytes of ``count`` unsigned integers of ``bits`` bits each, packed from the low bits of
@@ -264,8 +261,8 @@ typedef struct {
 
 static inline FsPatternLayout fs_pattern_layout(uint64_t count, unsigned id_bytes, int has_beta, int has_joint) {
     FsPatternLayout at;
-    uint64_t positions = fs_packed_bytes(count, fs_position_bits(count));
     at.position_bits = fs_position_bits(count);
+    uint64_t positions = fs_packed_bytes(count, at.position_bits);
     at.ids = 0;
     at.positions = count * id_bytes;
     at.alpha = at.positions + positions;

@@ -173,7 +173,8 @@ MUTATIONS = [
     Mutation("position-bits-one-too-many", FORMAT,
              "a pattern's positions packed one bit wider than count - 1 needs where count is a power of two: "
              "indexes of other builds read wrong",
-             "while (bits < 64u && (count - 1u) >> bits)", "while (bits < 64u && count >> bits)"),
+             "return count <= 1u ? 0u : 64u - (unsigned)__builtin_clzll(count - 1u);",
+             "return count <= 1u ? 0u : 64u - (unsigned)__builtin_clzll(count);"),
     Mutation("position-width-one-byte", CODEC,
              "a pattern's positions by score read 8 bits wide whatever its count",
              "p->position_bits = at.position_bits;", "p->position_bits = count > 1 ? 8 : 0;"),

@@ -162,10 +162,10 @@ def test_p_of_one_lists_every_word(tmp_path: Path) -> None:
             [len(vocab) - 1] * (len(tokens) + 1)
 
 
-def test_positions_two_and_four_bytes_wide(tmp_path: Path) -> None:
-    """A pattern's positions by score are 2 bytes wide up to 65,536 words, 4 bytes beyond
-    (the format's FS_POSITION_BYTES): a bigram model of 70,000 words whose contexts "<s> _"
-    and "w0 _" hold 65,536 and 65,537 words.  Positions 0 and 1 of "w0 w5 w7" read them as
+def test_positions_sixteen_and_seventeen_bits_wide(tmp_path: Path) -> None:
+    """A pattern's positions by score take 16 bits up to 65,536 words, 17 beyond (the
+    format's fs_position_bits; 2 and 4 bytes in format 4): a bigram model of 70,000 words
+    whose contexts "<s> _" and "w0 _" hold 65,536 and 65,537 words.  Positions 0 and 1 of "w0 w5 w7" read them as
     their sorted lists (and locate words in them); every list equals the exhaustive scorer's."""
     import random
 

@@ -36,10 +36,10 @@ int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count
     return fs_beta_width_ok(width) && bytes <= room ? (int64_t)bytes : -1;
 }
 
-void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
-                          const ix_f32 *beta_table, unsigned beta_width, DiskPattern *p) {
+/* The fields of the pattern laid out as ``at`` at ``data``, its beta codes ``beta_width`` bits each. */
+static void fields_at(const uint8_t *data, FsPatternLayout at, uint32_t count, unsigned flags,
+                      const ix_f32 *beta_table, unsigned beta_width, DiskPattern *p) {
     int has_joint = (flags & PATTERN_HAS_JOINT) != 0, has_beta = (flags & PATTERN_HAS_BETA) != 0;
-    FsPatternLayout at = fs_pattern_layout(count, id_bytes, has_beta, has_joint);
     p->count = count;
     p->ids = data + at.ids;
     p->position_bits = at.position_bits;
@@ -52,11 +52,18 @@ void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bytes
     p->joint_key = has_joint ? (const ix_f32 *)(data + at.joint_key) : NULL;
 }
 
+void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
+                          const ix_f32 *beta_table, unsigned beta_width, DiskPattern *p) {
+    FsPatternLayout at = fs_pattern_layout(count, id_bytes, (flags & PATTERN_HAS_BETA) != 0,
+                                           (flags & PATTERN_HAS_JOINT) != 0);
+    fields_at(data, at, count, flags, beta_table, beta_width, p);
+}
+
 void codec_pattern_at(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
                       const ix_f32 *beta_table, DiskPattern *p) {
     FsPatternLayout at = fs_pattern_layout(count, id_bytes, (flags & PATTERN_HAS_BETA) != 0,
                                            (flags & PATTERN_HAS_JOINT) != 0);
-    codec_pattern_fields(data, count, id_bytes, flags, beta_table, flags & PATTERN_HAS_BETA ? data[at.beta_width] : 0, p);
+    fields_at(data, at, count, flags, beta_table, flags & PATTERN_HAS_BETA ? data[at.beta_width] : 0, p);
 }
 
 int codec_open_record(const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len, int order,

@@ -64,7 +64,8 @@ class RecordWriter:
 
     It remembers the last pattern key written, which the next record names as its
     previous one, the room left in the LMDB leaf page of the last record (which the next
-    block is sized to fill; a writer's first record is taken to start a page), how many records it made (the header counts them), where their bytes
+    block is sized to fill; a writer's first record is taken to start a page), how many
+    records it made (the header counts them), where their bytes
     went (:data:`fastsubs.format.PARTS`) and the largest magnitude of a finite value it
     wrote (the header's value bound).  Given the unigram alphas (for the patterns ``_ d``:
     order 2, the slot first), it gives each pattern of at least ``joint_min`` words its

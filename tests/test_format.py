@@ -308,7 +308,8 @@ def test_a_block_entry_head_holds_shared_bytes_and_count_in_nibbles_or_escapes_t
         if count >= 16:
             assert values[at] == count
             at += 1
-        at += count * (id_bytes + 4) + (count * fmt.position_bits(count) + 7) // 8 + 1  # ids, positions, alphas, width 0
+        positions = (count * fmt.position_bits(count) + 7) // 8
+        at += count * (id_bytes + 4) + positions + 1  # ids, alphas, positions, width 0
     assert max(shared) >= 15 and 0 < min(shared[1:]) < 15 and max(counts) >= 16  # both escapes, and neither
 
 

@@ -590,7 +590,8 @@ static size_t fitting_end(const Group *groups, const int64_t *total, size_t n, s
 /* The records of the groups: a PATTERN record for each pattern alone, the others packed into
  * BLOCK records that fill the leaf pages (above), a block ending before the next pattern
  * alone.  Fills b->records (patterns and kind, the first entry of each block restarting;
- * flags and previous keys later) and b->page_room; their number. */
+ * flags and previous keys later), b->offsets (where each record's value starts: their
+ * sizes do not depend on the flags) and b->page_room; their number. */
 static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, int64_t *total, size_t *run_end) {
     size_t n = b->n_groups, key_len = b->key_len;
     /* what each entry takes in a block that it does not start, its restart offset counted
@@ -607,6 +608,7 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
     int64_t block_head = (int64_t)(FS_R_PREVIOUS + key_len + FS_BLOCK_RESTART_TABLE);
     unsigned page = rows->page_room;
     size_t r = 0;
+    b->offsets[0] = 0;
     for (size_t i = 0; i < n; r++) {
         size_t end = i + 1;
         int kind = FS_PATTERN;
@@ -624,7 +626,9 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
         CodecRecord *record = &b->records[r];
         *record = (CodecRecord){.kind = kind, .patterns = b->patterns + i, .n_patterns = (uint32_t)(end - i)};
         b->patterns[i].restarts = 1;
-        unsigned taken = leaf_bytes(key_len, codec_record_bytes(record, key_len, rows->id_bytes));
+        uint64_t bytes = codec_record_bytes(record, key_len, rows->id_bytes);
+        b->offsets[r + 1] = b->offsets[r] + bytes;
+        unsigned taken = leaf_bytes(key_len, bytes);
         page = taken <= page ? page - taken : CODEC_FRESH_PAGE - taken;
         i = end;
     }
@@ -690,8 +694,9 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     size_t *run_end = malloc((n + 1) * sizeof(size_t));
     b->patterns = malloc((n + 1) * sizeof(CodecPattern));
     b->records = malloc((n + 1) * sizeof(CodecRecord));
+    b->offsets = malloc((n + 1) * sizeof(uint64_t));
     b->positions = malloc((rows->n + 1) * sizeof(uint32_t));
-    if (!groups || !total || !run_end || !b->patterns || !b->records || !b->positions)
+    if (!groups || !total || !run_end || !b->patterns || !b->records || !b->offsets || !b->positions)
         goto no_memory;
     classify(groups, n, rows, b->beta_codes, b->key_len);
     int any_joint = 0;
@@ -715,12 +720,8 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
             }
     }
     b->n_records = pack(b, groups, rows, total, run_end);
-    b->offsets = malloc((b->n_records + 1) * sizeof(uint64_t));
-    if (!b->offsets)
-        goto no_memory;
-    /* each record's flags, the key before it, and its size; the parts its bytes go to */
+    /* each record's flags and the key before it; the parts its bytes go to */
     uint64_t entry_keys = 0;
-    b->offsets[0] = 0;
     for (size_t r = 0; r < b->n_records; r++) {
         CodecRecord *record = &b->records[r];
         CodecPattern *first = (CodecPattern *)record->patterns;
@@ -730,7 +731,6 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
         if (record->kind == FS_BLOCK)
             for (uint32_t i = 0; i < record->n_patterns; i++)
                 entry_keys += b->key_len - entry_shared(record, i, b->key_len);
-        b->offsets[r + 1] = b->offsets[r] + codec_record_bytes(record, b->key_len, rows->id_bytes);
     }
     b->values_bytes = b->offsets[b->n_records];
     uint64_t *parts = b->parts;

@@ -18,7 +18,7 @@ from conftest import TEST_DATA
 from fastsubs import format as fmt
 from fastsubs.core import Core
 from generated_models import write_model
-from lmdb_layout import PAGE_HEADER, walk
+from lmdb_layout import PAGE_FIELDS, PAGE_HEADER, walk
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +74,10 @@ def test_the_build_fills_lmdb_leaf_pages(demo_index: Path) -> None:
     for half a page, whatever room its page had left)."""
     layout = walk(demo_index)
     data = (demo_index / "data.mdb").read_bytes()
+    lower_at = next(at for name, at, _ in PAGE_FIELDS if name == "lower")  # mp_lower, then mp_upper
     leaves = [page for page in layout.of_kind("leaf") if page.db.startswith("patterns")]
     free = sum(upper - lower for lower, upper in
-               (struct.unpack_from("<HH", data, page.pgno * layout.page_size + 12) for page in leaves))
+               (struct.unpack_from("<HH", data, page.pgno * layout.page_size + lower_at) for page in leaves))
     assert len(leaves) > 1000 and free < 0.04 * len(leaves) * (layout.page_size - PAGE_HEADER)
 
 

@@ -44,7 +44,7 @@ from typing import BinaryIO
 import numpy as np
 
 from fastsubs.errors import ModelFormatError
-from fastsubs.indexer._native import WordTable, read_number
+from fastsubs.indexer._native import Vocabulary, read_number
 from fastsubs.pipeline.textio import DECOMPRESSION_ERRORS, DigestingReader, open_binary
 
 #: Largest magnitude a score may have: the index stores float32.
@@ -289,7 +289,7 @@ def read_arpa(path: str | os.PathLike[str]) -> ArpaModel:
     by_order: dict[int, list[NgramTable]] = {}
     for chunk in reader:
         by_order.setdefault(chunk.order, []).append(chunk)
-    return ArpaModel(path=reader.path, words=reader.words,
+    return ArpaModel(path=reader.path, words=list(reader.words),
                      tables=[NgramTable.concatenate(chunks) for chunks in by_order.values()])
 
 
@@ -308,7 +308,7 @@ class ArpaReader:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
-        self.words: list[bytes] = []
+        self.words = Vocabulary()  # bytes by id, compact (a big model has millions)
         self.counts: list[int] = []  # from the \\data\\ header
         self.size = 0
         self.sha256 = ""
@@ -343,19 +343,11 @@ class ArpaReader:
 
 @dataclass
 class _Vocabulary:
-    """The unigrams read so far: word -> id, and the line of each id (for duplicate errors);
-    once they are all read, the same for the C parser of the higher orders (``table``)."""
+    """The unigrams read so far (their words by id, which also parse the higher orders in
+    C) and the line of each id (for duplicate errors)."""
 
-    words: list[bytes]
-    ids: dict[bytes, int] = field(default_factory=dict)
+    words: Vocabulary
     lines: array = field(default_factory=lambda: array("q"))
-    _table: WordTable | None = None
-
-    @property
-    def table(self) -> WordTable:
-        if self._table is None:
-            self._table = WordTable(self.words)
-        return self._table
 
 
 def _read_section(
@@ -381,7 +373,7 @@ def _read_section(
         if batch:
             table = None
             if order > 1 and found + len(batch) <= count:
-                table = _parse_bulk(batch, order, has_beta, vocab.table, lines.number - len(batch) + 1)
+                table = _parse_bulk(batch, order, has_beta, vocab.words, lines.number - len(batch) + 1)
             if table is None:
                 lines.put_back(len(batch))
                 table = _parse_lines(lines, it, len(batch), order, header, found, vocab)
@@ -410,7 +402,7 @@ def _section_end(batch: list[bytes]) -> int | None:
     return text.count(b"\n", 0, min(cuts)) + 1 if cuts else None
 
 
-def _parse_bulk(batch: list[bytes], order: int, has_beta: bool, words: WordTable,
+def _parse_bulk(batch: list[bytes], order: int, has_beta: bool, words: Vocabulary,
                 first_line: int) -> NgramTable | None:
     """Parse n-gram lines (order > 1, none blank) all at once in C; None if any line is faulty.
 
@@ -466,8 +458,8 @@ def _parse_lines(
             ids.append(_add_word(lines, parts[1], vocab))
         else:
             for position in range(1, short):
-                wid = vocab.ids.get(parts[position])
-                if wid is None:
+                wid = vocab.words.find(parts[position])
+                if wid < 0:
                     raise lines.error(_no_unigram_message(parts, position, order))
                 ids.append(wid)
         alphas.append(alpha)
@@ -486,19 +478,18 @@ def _parse_lines(
 
 def _add_word(lines: _Lines, word: bytes, vocab: _Vocabulary) -> int:
     """Give the unigram ``word`` the next id, checking it can be one."""
-    if word in vocab.ids:
+    first = vocab.words.find(word)
+    if first >= 0:
         raise lines.error(f"expected each word to have one unigram, found {_show(word)} again "
-                          f"(first on line {vocab.lines[vocab.ids[word]]})")
+                          f"(first on line {vocab.lines[first]})")
     try:
         word.decode("utf-8")
     except UnicodeDecodeError:
         raise lines.error(f"expected UTF-8 text, found a word that is not: {_show(word)}") from None
     if len(word) > MAX_WORD_BYTES:
         raise lines.error(f"expected a word of at most {MAX_WORD_BYTES} bytes, found one of {len(word)} bytes")
-    vocab.ids[word] = len(vocab.words)
-    vocab.words.append(word)
     vocab.lines.append(lines.number)
-    return vocab.ids[word]
+    return vocab.words.add(word)
 
 
 def _no_unigram_message(parts: list[bytes], position: int, order: int) -> str:

@@ -10,24 +10,20 @@ the next build of the same target; a full disk is reported as such.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import lmdb
-import msgpack
 import numpy as np
 
 from fastsubs import format as fmt
-from fastsubs import origin
 from fastsubs.errors import FastsubsError, IndexExistsError, ModelFormatError
-from fastsubs.indexer.arpa import ArpaReader, NgramTable
-from fastsubs.indexer.completeness import check_count, check_opens, check_unigram_arrays
+from fastsubs.indexer.arpa import ArpaReader
+from fastsubs.indexer.completeness import check_opens
+from fastsubs.indexer.index_writer import IndexWriter, ModelSummary
 from fastsubs.indexer.jobs import Jobs
-from fastsubs.indexer.patterns import largest_magnitude
 from fastsubs.indexer.publish import (
     check_replaceable,
     is_empty_directory,
@@ -38,20 +34,27 @@ from fastsubs.indexer.publish import (
     write_tag,
 )
 from fastsubs.indexer.runs import Spill, run_rows
-from fastsubs.indexer.slots import SlotJob, append_records, encode_slot
+from fastsubs.indexer.slots import SlotJob, encode_slot
 from fastsubs.indexer.time_left import TimeLeft
 
 #: Subdirectory of the build's temporary directory holding the spilled n-grams and the
 #: jobs' runs and records until written.
 RUNS_DIR = "runs"
 
-#: Address space reserved for the LMDB map while building; the file grows only as written.
-BUILD_MAP_SIZE = 1 << 40
-
 #: Memory a build may use, all its processes together: the jobs' sorted runs are sized
 #: to fit their share, beside what the reading and writing process keeps.
 DEFAULT_MEMORY = 1 << 30
+#: What the reading and writing process keeps: a part whatever the model (the
+#: interpreter, a batch of lines, LMDB's writes), and a part per word of its vocabulary
+#: (the words, their lines and their scores, about 26 bytes a word measured at 5.8M words,
+#: where its peak was 250 MiB while the jobs ran: docs/performance.md).
 _MAIN_BYTES = 256 << 20
+_MAIN_BYTES_PER_WORD = 32
+
+
+def main_bytes(words: int) -> int:
+    """Memory the building process keeps for a vocabulary of ``words`` words."""
+    return _MAIN_BYTES + _MAIN_BYTES_PER_WORD * words
 
 Progress = Callable[[str], None]
 
@@ -66,64 +69,44 @@ class BuildSummary:
     seconds: float
 
 
-@dataclass
-class _ReadModel:
-    """A model read once: vocabulary and unigrams in memory, higher orders spilled to disk,
-    the jobs that make their records (by order, then slot) started as each order was read."""
-
-    words: list[bytes]
-    counts: list[int]
-    unigrams: NgramTable
-    slots: dict[int, list[Any]]  # order -> one job handle per slot
-    spills: dict[int, Path]  # order -> its n-grams as read, until its slots' jobs are done
-    beta_tables: dict[int, np.ndarray]  # order -> its back-off table (orders 2 ... N - 1)
-    source: dict[str, object]  # the model file's name, size and SHA-256, as read
-    time_left: TimeLeft  # the work done so far, for the progress lines' estimate
-
-    @property
-    def order(self) -> int:
-        return len(self.counts)
-
-
 #: Seconds between two progress lines while one section of the model is read.
 READ_PROGRESS_SECONDS = 3.0
 
 
 def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Jobs, memory: int,
-                joint_min: int) -> _ReadModel:
+                joint_min: int, reader: ArpaReader, writer: IndexWriter, time_left: TimeLeft) -> ModelSummary:
     """Parse the model, spilling each higher order to ``directory``, and start the jobs of
-    its slots as soon as an order is spilled (they sort and encode it while the next is read).
+    its slots as soon as an order is spilled (they sort and encode it while the next is
+    read); ``writer`` appends what they made between the chunks read.
 
     Reading a big model takes a while, so progress hears of each section as it starts and
     then every READ_PROGRESS_SECONDS, with the lines read so far.
     """
     directory.mkdir()
-    reader = ArpaReader(model_path)
-    unigram_chunks: list[NgramTable] = []  # a vocabulary past BATCH_LINES words comes in several
-    slots: dict[int, list[Any]] = {}
-    spills: dict[int, Path] = {}
+    # a vocabulary past BATCH_LINES words comes in several chunks; their scores are kept as
+    # the index stores them (float32, 8 bytes a word, where a chunk holds 28)
+    unigram_alpha: list[np.ndarray] = []
+    unigram_beta: list[np.ndarray] = []
     beta_tables: dict[int, np.ndarray] = {}
     spill: Spill | None = None
     section, read, reported = 0, 0, 0.0
-    time_left = TimeLeft()
 
     def start_jobs(done: Spill) -> None:
         done.close()
-        drop_read_spills(slots, spills)
-        spills[done.order] = done.path
-        rows = run_rows(max(memory - _MAIN_BYTES, 0) // jobs.count, done.order, done.id_bytes)
+        rows = run_rows(max(memory - main_bytes(len(reader.words)), 0) // jobs.count, done.order, done.id_bytes,
+                        done.betas is not None)
         # the joint orders of "_ d" need the unigrams, which a model gives before the 2-grams
-        unigram_alpha = (NgramTable.concatenate(unigram_chunks).alpha.astype(fmt.SCORE_DTYPE)
-                         if done.order == 2 else None)
+        joint_alpha = joined(unigram_alpha) if done.order == 2 else None
         if done.betas is not None:
             beta_tables[done.order] = done.betas.table()
-        slots[done.order] = [jobs.submit(encode_slot, SlotJob(
+        writer.add(done.order, reader.counts[done.order - 1], done.path, [jobs.submit(encode_slot, SlotJob(
             done.path, done.order, slot, len(reader.counts), done.id_bytes, rows, directory, str(model_path),
-            reader.words, done.first_line, unigram_alpha if slot == 0 else None, joint_min,
-            beta_tables.get(done.order))) for slot in range(done.order)]
+            done.first_line, joint_alpha if slot == 0 else None, joint_min,
+            beta_tables.get(done.order))) for slot in range(done.order)])
 
     for chunk in reader:
         jobs.tend()  # a job process that has ended its job gets the next
+        writer.append_ready()
         read = read + len(chunk.lines) if chunk.order == section else len(chunk.lines)
         time_left.read(len(chunk.lines), chunk.order, reader.counts)
         now = time.monotonic()
@@ -132,7 +115,8 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
                      + time_left.said())
             section, reported = chunk.order, now
         if chunk.order == 1:
-            unigram_chunks.append(chunk)
+            unigram_alpha.append(chunk.alpha.astype(fmt.SCORE_DTYPE))
+            unigram_beta.append(chunk.beta.astype(fmt.SCORE_DTYPE))
             continue
         if spill is None or spill.order != chunk.order:
             if spill is not None:
@@ -143,16 +127,13 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
     if spill is not None:
         start_jobs(spill)
     source = {"name": model_path.name, "size": reader.size, "sha256": reader.sha256}
-    return _ReadModel(reader.words, reader.counts, NgramTable.concatenate(unigram_chunks), slots, spills,
-                      beta_tables, source, time_left)
+    return ModelSummary(reader.words, reader.counts, joined(unigram_alpha), joined(unigram_beta), beta_tables,
+                        source)
 
 
-def drop_read_spills(slots: dict[int, list[Any]], spills: dict[int, Path]) -> None:
-    """Remove the spill of every order whose jobs have all finished (they alone read it):
-    a build's temporary disk then holds little more than the spill being read and the
-    records not yet written."""
-    for order in [order for order in spills if all(job.ready() for job in slots[order])]:
-        spills.pop(order).unlink()
+def joined(chunks: list[np.ndarray]) -> np.ndarray:
+    """One array of the unigram scores read in ``chunks``."""
+    return np.concatenate(chunks) if chunks else np.zeros(0, fmt.SCORE_DTYPE)
 
 
 def default_index_path(model: Path) -> Path:
@@ -206,10 +187,16 @@ def build_index(
     try:
         with Jobs(jobs) as workers:  # forked before anything big is read
             progress(f"reading {model_path}")
-            model = _read_model(model_path, temp / RUNS_DIR, progress, workers, memory, joint_min)
-            progress(f"read {model.order}-gram model: " + ", ".join(
-                f"{count:,} {order}-grams" for order, count in enumerate(model.counts, start=1)))
-            _write_environment(temp, model, progress, joint_min)
+            reader, time_left = ArpaReader(model_path), TimeLeft()
+            writer = IndexWriter(temp, reader.words, time_left, progress)
+            try:
+                model = _read_model(model_path, temp / RUNS_DIR, progress, workers, memory, joint_min, reader,
+                                    writer, time_left)
+                progress(f"read {len(model.counts)}-gram model: " + ", ".join(
+                    f"{count:,} {order}-grams" for order, count in enumerate(model.counts, start=1)))
+                writer.finish(model, joint_min)
+            finally:
+                writer.close()
         remove_tree(temp / RUNS_DIR)
         (temp / "lock.mdb").unlink(missing_ok=True)
         check_opens(temp)
@@ -245,133 +232,6 @@ def _disk_full(directory: Path) -> bool:
     except OSError:
         return False
     return stat.f_bavail * stat.f_frsize < _NEARLY_FULL
-
-
-def _write_environment(directory: Path, model: _ReadModel, progress: Progress,
-                       joint_min: int) -> None:
-    vocab_size = len(model.words)
-    id_bytes = fmt.id_bytes(vocab_size)
-    env = lmdb.open(str(directory), map_size=BUILD_MAP_SIZE, max_dbs=model.order + 2,
-                    sync=False, metasync=False, writemap=False)
-    try:
-        with env.begin(write=True) as txn:
-            arrays = _write_arrays(env, txn, model)
-        records: list[int] = []
-        sizes = [_array_sizes(env, arrays)]
-        value_bound = max(largest_magnitude(model.unigrams.alpha), largest_magnitude(model.unigrams.beta))
-        for order in range(2, model.order + 1):
-            db = env.open_db(fmt.patterns_db_name(order))
-            previous, written = None, 0
-            key_length = fmt.key_bytes(order, id_bytes)
-            parts = dict.fromkeys(fmt.PARTS, 0)
-            for slot, job in enumerate(model.slots[order]):
-                made = job.get()
-                drop_read_spills(model.slots, model.spills)
-                check_count(f"{order}-grams with the slot at {slot + 1}", made.ngrams, model.counts[order - 1])
-                previous = append_records(env, db, made, key_length, previous)
-                written += made.records
-                value_bound = max(value_bound, made.value_bound)
-                for part, size in made.parts.items():
-                    parts[part] += size
-                model.time_left.wrote(made.ngrams)
-                progress(f"wrote the {order}-grams with the slot at {slot + 1}" + model.time_left.said())
-            end_key, end_value = fmt.encode_end(order, id_bytes, previous)
-            with env.begin(write=True, db=db) as txn:
-                txn.put(end_key, end_value, append=True)
-            parts["structure"] += len(end_key) + len(end_value)
-            records.append(written + 1)
-            sizes.append(_order_sizes(env, db, order, model.counts[order - 1], written + 1, parts))
-        meta = msgpack.packb(_metadata(model, vocab_size, id_bytes, sizes))
-        index_of = {w: i for i, w in enumerate(model.words)}
-        header = fmt.encode_header({
-            "order": model.order, "vocab_size": vocab_size, "id_bytes": id_bytes,
-            "bos_id": index_of.get(b"<s>", fmt.NO_WORD), "eos_id": index_of.get(b"</s>", fmt.NO_WORD),
-            "unk_id": index_of.get(b"<unk>", fmt.NO_WORD), "meta_bytes": len(meta),
-            "meta_checksum": fmt.checksum(b"", meta), "arrays": arrays, "counts": model.counts, "records": records,
-            "joint_min": joint_min, "value_bound": value_bound,
-            "beta_tables": [len(model.beta_tables.get(order, ())) for order in range(2, model.order + 1)]})
-        with env.begin(write=True, db=env.open_db(fmt.META_DB)) as txn:
-            txn.put(fmt.META_KEY, meta)
-            txn.put(fmt.HEADER_KEY, header)
-        env.sync(True)
-    finally:
-        env.close()
-
-
-def _write_arrays(env: lmdb.Environment, txn: lmdb.Transaction, model: _ReadModel) -> list[tuple[int, int]]:
-    """Write the whole-vocabulary arrays; returns each one's (length, checksum) for the header."""
-    unigrams = model.unigrams
-    alpha = unigrams.alpha.astype(fmt.SCORE_DTYPE)
-    arrays = {  # by their places in the header (fmt.ARRAY_NAMES)
-        fmt.ARRAY_UNIGRAM_ALPHA: alpha,
-        fmt.ARRAY_UNIGRAM_BETA: unigrams.beta.astype(fmt.SCORE_DTYPE),
-        fmt.ARRAY_UNIGRAM_ORDER: np.lexsort((np.arange(len(alpha)), -alpha)).astype(fmt.ID_DTYPE),
-        fmt.ARRAY_WORD_OFFSETS: np.concatenate(([0], np.cumsum([len(w) for w in model.words]))).astype(
-            fmt.OFFSET_DTYPE),
-        fmt.ARRAY_WORD_BYTES: np.frombuffer(b"".join(model.words), np.uint8),
-        fmt.ARRAY_SPELLING_ORDER: np.array(sorted(range(len(model.words)), key=model.words.__getitem__),
-                                           dtype=fmt.ID_DTYPE),
-        fmt.ARRAY_BETA_VALUES: np.concatenate([np.zeros(0, fmt.SCORE_DTYPE)] + [
-            model.beta_tables.get(order, np.zeros(0, fmt.SCORE_DTYPE)) for order in range(2, model.order)]),
-    }
-    check_count("words", len(model.words), model.counts[0])
-    check_unigram_arrays(arrays, len(model.words))
-    arrays_db = env.open_db(fmt.ARRAYS_DB, txn=txn)
-    sums = []
-    for place, (name, dtype) in enumerate(zip(fmt.ARRAY_NAMES, fmt.ARRAY_DTYPES)):
-        value = arrays[place].astype(dtype).tobytes()
-        txn.put(name, value, db=arrays_db)
-        sums.append((len(value), fmt.checksum(b"", value)))
-    return sums
-
-
-def _pages_bytes(env: lmdb.Environment, db: Any) -> int:
-    """Bytes of the LMDB pages of database ``db`` (branch, leaf and overflow pages)."""
-    with env.begin(db=db) as txn:
-        stat = txn.stat(db)
-    return stat["psize"] * (stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"])
-
-
-def _array_sizes(env: lmdb.Environment, arrays: list[tuple[int, int]]) -> dict[str, int | str]:
-    """The whole-vocabulary arrays' line of the size report: their bytes, and their pages'."""
-    return {"part": "arrays", "bytes": sum(length for length, _ in arrays),
-            "pages": _pages_bytes(env, env.open_db(fmt.ARRAYS_DB))}
-
-
-def _order_sizes(env: lmdb.Environment, db: Any, order: int, ngrams: int, records: int,
-                 parts: dict[str, int]) -> dict[str, int | str]:
-    """One order's line of the size report (``fastsubs-index info``: what the index spends
-    per n-gram, and where): its n-grams, records, bytes by part (:data:`fastsubs.format.PARTS`: keys and
-    values as written) and the bytes of the LMDB pages that hold them (the rest of a page
-    is LMDB's own: page and node headers, and room left free)."""
-    return {"part": f"{order}-grams", "ngrams": ngrams, "records": records, **parts,
-            "pages": _pages_bytes(env, db)}
-
-
-def _metadata(model: _ReadModel, vocab_size: int, id_bytes: int,
-              sizes: list[dict[str, int | str]]) -> dict[str, object]:
-    """The msgpack map: for people (fastsubs-index info, a run's provenance); the search reads the header."""
-    index_of = {w: i for i, w in enumerate(model.words)}
-    unk = index_of.get(b"<unk>")
-    return {
-        "magic": fmt.META_MAGIC.decode(),
-        "format_version": fmt.FORMAT_VERSION,
-        "order": model.order,
-        "counts": model.counts,
-        "vocab_size": vocab_size,
-        "id_bytes": id_bytes,
-        "has_unk": unk is not None,
-        "unk_id": unk,
-        "bos_id": index_of.get(b"<s>"),
-        "eos_id": index_of.get(b"</s>"),
-        # The bound must cover the stored (float32) weights, which can round up from the text.
-        "max_unigram_beta": float(model.unigrams.beta.astype(fmt.SCORE_DTYPE).max()),
-        "source": model.source,
-        "build": {"fastsubs": origin.VERSION, "fastsubs_commit": origin.commit(),
-                  "fastsubs_format": fmt.FORMAT_VERSION, "python": sys.version.split()[0],
-                  "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-        "sizes": sizes,
-    }
 
 
 __all__ = ["BuildSummary", "build_index", "default_index_path", "ModelFormatError"]

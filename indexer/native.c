@@ -1,7 +1,12 @@
-/* fastsubs.indexer._native: the index builder's hot loop in C, reading n-gram lines.
+/* fastsubs.indexer._native: the index builder's vocabulary and hot loop in C, reading n-gram lines.
  *
- * WordTable(words) maps a model's vocabulary (the unigrams, read first) to word ids;
- * WordTable.parse(text, n, order, has_beta) parses n n-gram lines of one order at once
+ * Vocabulary() holds a model's words (the unigrams, read first) compactly, since a big
+ * model has millions and the building process keeps them all (its memory counts against
+ * the build's --memory): the spellings end to end, an offset each, and an open-addressing
+ * table of ids, about 30 bytes a word where Python's list, dict and int objects took 150.
+ * add(word) gives a word the next id (or says the id it has), find(word) looks one up,
+ * and it is a sequence of the words' bytes, by id.
+ * Vocabulary.parse(text, n, order, has_beta) parses n n-gram lines of one order at once
  * (arpa.py's bulk parser, _parse_bulk, which it replaces): the ids of their words and
  * their scores as the index stores them (float32).  It is a fast path only: it accepts
  * exactly the lines the line-by-line parser of arpa.py accepts, and returns None for a
@@ -31,10 +36,13 @@ static locale_t c_locale;
 
 typedef struct {
     PyObject_HEAD
-    PyObject *words;            /* a tuple of bytes: the vocabulary, by id */
-    int32_t *slots;             /* open addressing: word id, or -1 */
+    char *bytes;                /* every word's spelling, one after another */
+    uint64_t *offsets;          /* word i is bytes[offsets[i] .. offsets[i + 1]): count + 1 of them */
+    Py_ssize_t count;
+    size_t bytes_room, offsets_room;
+    int32_t *slots;             /* open addressing: word id, or -1; at most half full */
     uint64_t mask;
-} WordTable;
+} Vocabulary;
 
 static uint64_t hash_word(const char *word, size_t n) {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -43,56 +51,166 @@ static uint64_t hash_word(const char *word, size_t n) {
     return h ^ h >> 32;
 }
 
-static int32_t word_id(const WordTable *t, const char *word, size_t n) {
-    for (uint64_t at = hash_word(word, n) & t->mask;; at = (at + 1) & t->mask) {
-        int32_t id = t->slots[at];
-        if (id < 0)
-            return -1;
-        PyObject *known = PyTuple_GET_ITEM(t->words, id);
-        if ((size_t)PyBytes_GET_SIZE(known) == n && !memcmp(PyBytes_AS_STRING(known), word, n))
-            return id;
-    }
+static size_t word_length(const Vocabulary *v, int32_t id) {
+    return (size_t)(v->offsets[id + 1] - v->offsets[id]);
 }
 
-static int WordTable_init(WordTable *self, PyObject *args, PyObject *kwds) {
-    static char *names[] = {"words", NULL};
-    PyObject *words;
-    if (self->words || !PyArg_ParseTupleAndKeywords(args, kwds, "O", names, &words))
-        return self->words ? (PyErr_SetString(PyExc_RuntimeError, "already made"), -1) : -1;
-    if (!(self->words = PySequence_Tuple(words)))
-        return -1;
-    Py_ssize_t n = PyTuple_GET_SIZE(self->words);
-    if (n >= INT32_MAX / 2) {
-        PyErr_SetString(PyExc_ValueError, "too many words");
-        return -1;
-    }
-    uint64_t size = 16;
-    while (size < 2 * (uint64_t)n)
-        size *= 2;
-    if (!(self->slots = PyMem_Malloc(size * sizeof(int32_t)))) {
+/* The slot that holds ``word``'s id, or the empty one where it would go. */
+static uint64_t word_slot(const Vocabulary *v, const char *word, size_t n) {
+    uint64_t at = hash_word(word, n) & v->mask;
+    for (int32_t id; (id = v->slots[at]) >= 0; at = (at + 1) & v->mask)
+        if (word_length(v, id) == n && !memcmp(v->bytes + v->offsets[id], word, n))
+            break;
+    return at;
+}
+
+static int32_t word_id(const Vocabulary *v, const char *word, size_t n) {
+    return v->slots[word_slot(v, word, n)];
+}
+
+/* Room for ``slots`` slots, every id placed again: 0, or -1 with MemoryError. */
+static int make_slots(Vocabulary *v, uint64_t slots) {
+    int32_t *made = PyMem_Malloc(slots * sizeof(int32_t));
+    if (!made) {
         PyErr_NoMemory();
         return -1;
     }
-    memset(self->slots, 0xFF, size * sizeof(int32_t));
-    self->mask = size - 1;
-    for (Py_ssize_t id = 0; id < n; id++) {
-        PyObject *word = PyTuple_GET_ITEM(self->words, id);
-        if (!PyBytes_Check(word)) {
-            PyErr_SetString(PyExc_TypeError, "words must be bytes");
-            return -1;
-        }
-        uint64_t at = hash_word(PyBytes_AS_STRING(word), (size_t)PyBytes_GET_SIZE(word)) & self->mask;
-        while (self->slots[at] >= 0)
-            at = (at + 1) & self->mask;
-        self->slots[at] = (int32_t)id;  /* (arpa.py refuses a word given twice before this is made) */
-    }
+    memset(made, 0xFF, slots * sizeof(int32_t));
+    PyMem_Free(v->slots);
+    v->slots = made;
+    v->mask = slots - 1;
+    for (int32_t id = 0; id < v->count; id++)
+        v->slots[word_slot(v, v->bytes + v->offsets[id], word_length(v, id))] = id;
     return 0;
 }
 
-static void WordTable_dealloc(WordTable *self) {
-    Py_XDECREF(self->words);
+/* ``*room`` grown (doubling) to hold ``need`` items of ``size`` bytes at ``*items``. */
+static int make_room(void **items, size_t *room, size_t need, size_t size) {
+    if (need <= *room)
+        return 0;
+    size_t grown = *room ? *room : 16;
+    while (grown < need)
+        grown *= 2;
+    void *moved = PyMem_Realloc(*items, grown * size);
+    if (!moved) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *items = moved;
+    *room = grown;
+    return 0;
+}
+
+static PyObject *Vocabulary_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *names[] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, ":Vocabulary", names))
+        return NULL;
+    Vocabulary *self = (Vocabulary *)type->tp_alloc(type, 0);
+    if (!self)
+        return NULL;
+    if (make_room((void **)&self->offsets, &self->offsets_room, 1, sizeof(uint64_t)) < 0 || make_slots(self, 16) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->offsets[0] = 0;
+    return (PyObject *)self;
+}
+
+static void Vocabulary_dealloc(Vocabulary *self) {
+    PyMem_Free(self->bytes);
+    PyMem_Free(self->offsets);
     PyMem_Free(self->slots);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int as_word(PyObject *word, const char **spelling, size_t *n) {
+    if (!PyBytes_Check(word)) {
+        PyErr_SetString(PyExc_TypeError, "a word is bytes");
+        return -1;
+    }
+    *spelling = PyBytes_AS_STRING(word);
+    *n = (size_t)PyBytes_GET_SIZE(word);
+    return 0;
+}
+
+/* add(word) -> int */
+static PyObject *Vocabulary_add(Vocabulary *self, PyObject *word) {
+    const char *spelling;
+    size_t n;
+    if (as_word(word, &spelling, &n) < 0)
+        return NULL;
+    int32_t known = word_id(self, spelling, n);
+    if (known >= 0)
+        return PyLong_FromLong(known);
+    if (self->count >= INT32_MAX / 2) {
+        PyErr_SetString(PyExc_ValueError, "too many words");
+        return NULL;
+    }
+    size_t end = (size_t)self->offsets[self->count];
+    if ((uint64_t)(self->count + 1) * 2 > self->mask + 1 && make_slots(self, (self->mask + 1) * 2) < 0)
+        return NULL;
+    if (make_room((void **)&self->offsets, &self->offsets_room, (size_t)self->count + 2, sizeof(uint64_t)) < 0 ||
+        make_room((void **)&self->bytes, &self->bytes_room, end + n, 1) < 0)
+        return NULL;
+    memcpy(self->bytes + end, spelling, n);
+    self->offsets[self->count + 1] = end + n;
+    int32_t id = (int32_t)self->count++;
+    self->slots[word_slot(self, spelling, n)] = id;
+    return PyLong_FromLong(id);
+}
+
+/* find(word) -> int */
+static PyObject *Vocabulary_find(Vocabulary *self, PyObject *word) {
+    const char *spelling;
+    size_t n;
+    if (as_word(word, &spelling, &n) < 0)
+        return NULL;
+    return PyLong_FromLong(word_id(self, spelling, n));
+}
+
+static Py_ssize_t Vocabulary_length(Vocabulary *self) {
+    return self->count;
+}
+
+static PyObject *Vocabulary_item(Vocabulary *self, Py_ssize_t id) {
+    if (id < 0 || id >= self->count) {
+        PyErr_SetString(PyExc_IndexError, "no word has that id");
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize(self->bytes + self->offsets[id], (Py_ssize_t)word_length(self, (int32_t)id));
+}
+
+/* The vocabulary qsort orders by (qsort takes no context; the GIL is held). */
+static const Vocabulary *sorted_vocabulary;
+
+static int by_spelling(const void *a, const void *b) {
+    const Vocabulary *v = sorted_vocabulary;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    size_t m = word_length(v, x), n = word_length(v, y);
+    int c = memcmp(v->bytes + v->offsets[x], v->bytes + v->offsets[y], m < n ? m : n);
+    return c ? c : (m > n) - (m < n);
+}
+
+/* spelling_order() -> bytes */
+static PyObject *Vocabulary_spelling_order(Vocabulary *self, PyObject *unused) {
+    (void)unused;
+    int32_t *ids = PyMem_Malloc(((size_t)self->count + 1) * sizeof(int32_t));
+    if (!ids)
+        return PyErr_NoMemory();
+    for (int32_t id = 0; id < self->count; id++)
+        ids[id] = id;
+    sorted_vocabulary = self;
+    qsort(ids, (size_t)self->count, sizeof(int32_t), by_spelling);
+    PyObject *result = PyBytes_FromStringAndSize((const char *)ids, self->count * (Py_ssize_t)sizeof(int32_t));
+    PyMem_Free(ids);
+    return result;
+}
+
+/* spellings() -> (bytes, offsets) */
+static PyObject *Vocabulary_spellings(Vocabulary *self, PyObject *unused) {
+    (void)unused;
+    return Py_BuildValue("(y#y#)", self->bytes ? self->bytes : "", (Py_ssize_t)self->offsets[self->count],
+                         (const char *)self->offsets, (self->count + 1) * (Py_ssize_t)sizeof(uint64_t));
 }
 
 static int is_space(char c) {
@@ -140,7 +258,7 @@ static PyObject *read_number(PyObject *module, PyObject *token) {
 }
 
 /* parse(text, n, order, has_beta) -> (ids, alpha, beta) | None */
-static PyObject *WordTable_parse(WordTable *self, PyObject *args) {
+static PyObject *Vocabulary_parse(Vocabulary *self, PyObject *args) {
     Py_buffer text;
     Py_ssize_t n;
     int order, has_beta;
@@ -214,8 +332,16 @@ out:
     return result;
 }
 
-static PyMethodDef WordTable_methods[] = {
-    {"parse", (PyCFunction)WordTable_parse, METH_VARARGS,
+static PyMethodDef Vocabulary_methods[] = {
+    {"add", (PyCFunction)Vocabulary_add, METH_O,
+     "add(word) -> int\n\nThe id of the bytes ``word``: the next one (its length before) if it is new."},
+    {"find", (PyCFunction)Vocabulary_find, METH_O, "find(word) -> int\n\nThe id of ``word``, or -1."},
+    {"spelling_order", (PyCFunction)Vocabulary_spelling_order, METH_NOARGS,
+     "spelling_order() -> bytes\n\nThe ids (int32 bytes) in the order of their words' bytes."},
+    {"spellings", (PyCFunction)Vocabulary_spellings, METH_NOARGS,
+     "spellings() -> (bytes, offsets)\n\nEvery word's bytes end to end, and where each starts (uint64\n"
+     "bytes, one more than the words: where the last ends)."},
+    {"parse", (PyCFunction)Vocabulary_parse, METH_VARARGS,
      "parse(text, n, order, has_beta) -> (ids, alpha, beta) | None\n\n"
      "The n n-gram lines of ``text`` (joined by newlines, stripped, none blank): their words' ids\n"
      "(int32 bytes, n * order) and scores as the index stores them (float32 bytes; beta 0 where a line\n"
@@ -223,16 +349,21 @@ static PyMethodDef WordTable_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject WordTableType = {
+static PySequenceMethods Vocabulary_sequence = {
+    .sq_length = (lenfunc)Vocabulary_length,
+    .sq_item = (ssizeargfunc)Vocabulary_item,
+};
+
+static PyTypeObject VocabularyType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "fastsubs.indexer._native.WordTable",
-    .tp_basicsize = sizeof(WordTable),
+    .tp_name = "fastsubs.indexer._native.Vocabulary",
+    .tp_basicsize = sizeof(Vocabulary),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "WordTable(words)\n\nA vocabulary (bytes, by id), for parsing n-gram lines.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)WordTable_init,
-    .tp_dealloc = (destructor)WordTable_dealloc,
-    .tp_methods = WordTable_methods,
+    .tp_doc = "Vocabulary()\n\nA model's words (bytes), by id: compact, for a vocabulary of millions.",
+    .tp_new = Vocabulary_new,
+    .tp_dealloc = (destructor)Vocabulary_dealloc,
+    .tp_methods = Vocabulary_methods,
+    .tp_as_sequence = &Vocabulary_sequence,
 };
 
 static PyMethodDef native_functions[] = {
@@ -245,17 +376,17 @@ static PyMethodDef native_functions[] = {
 };
 
 static struct PyModuleDef native_module = {
-    PyModuleDef_HEAD_INIT, "fastsubs.indexer._native", "The index builder's hot loop: parsing n-gram lines.", -1,
+    PyModuleDef_HEAD_INIT, "fastsubs.indexer._native", "The index builder's vocabulary and hot loop: parsing n-gram lines.", -1,
     native_functions, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
     if (!c_locale && !(c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0)))
         return PyErr_SetFromErrno(PyExc_OSError);
-    if (PyType_Ready(&WordTableType) < 0)
+    if (PyType_Ready(&VocabularyType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&native_module);
-    if (module && PyModule_AddType(module, &WordTableType) < 0)
+    if (module && PyModule_AddType(module, &VocabularyType) < 0)
         Py_CLEAR(module);
     return module;
 }

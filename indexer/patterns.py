@@ -16,24 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from fastsubs import format as fmt
-from fastsubs.errors import ModelFormatError
 
 
-def check_no_duplicates(rows: np.ndarray, order: int, path: str, words: list[bytes], first_line: int) -> None:
-    """Raise ModelFormatError naming the line of the first repeated n-gram in ``rows``.
-
-    ``rows`` (see :func:`fastsubs.indexer.runs.row_dtype`) must be sorted with the slot
-    last, so that their ids are in n-gram order and a repeat follows its first; row
-    ``place`` p of the order was read from line ``first_line + p``.
-    """
-    ids = rows["ids"]
+def first_repeat(ids: np.ndarray) -> np.ndarray | None:
+    """The first n-gram of ``ids`` (rows sorted with the slot last, so in n-gram order and
+    a repeat next to its first) that is there twice, or None."""
     same = np.all(ids[1:] == ids[:-1], axis=1)
-    if same.any():
-        at = int(np.flatnonzero(same)[0])
-        first, second = sorted(first_line + int(place) for place in rows["place"][at:at + 2])
-        text = b" ".join(words[i] for i in ids[at]).decode("utf-8", "backslashreplace")
-        raise ModelFormatError(path, second, f"expected each {order}-gram once, found '{text}' again "
-                                             f"(first on line {first})")
+    return ids[int(np.argmax(same))] if same.any() else None
 
 
 @dataclass
@@ -92,7 +81,8 @@ class RecordWriter:
         key and holding whole patterns, with the slot at ``slot``."""
         keys, offsets, values, parts, value_bound, self.page_room = fmt.encode_patterns(
             np.ascontiguousarray(rows["ids"], np.uint32), np.ascontiguousarray(rows["alpha"], fmt.SCORE_DTYPE),
-            np.ascontiguousarray(rows["beta"], fmt.SCORE_DTYPE), order=self.order, slot=slot, has_beta=self.has_beta,
+            np.ascontiguousarray(rows["beta"], fmt.SCORE_DTYPE) if self.has_beta else None, order=self.order,
+            slot=slot, has_beta=self.has_beta,
             id_bytes=self.id_bytes, previous=self.last_key, unigram_alpha=self.unigram_alpha,
             joint_min=self.joint_min, beta_table=self.beta_table, page_room=self.page_room)
         records = Records(keys, self.key_length, values, np.frombuffer(offsets, "<u8"))

@@ -9,14 +9,15 @@ encoded in memory, with no file).  Memory is a run while sorting plus a few bloc
 merging; disk is each order once until its slots' jobs have ended (the build then
 removes it), and the runs of the slots being sorted.
 
-A spilled row is as small as it can be, since the spills are most of a build's temporary
-disk: word ids as wide as the vocabulary needs (2 or 4 bytes) and the scores, but not its
-line in the model, which follows from its place in the spill (an order's lines are
-consecutive).  Rows are sorted with their word ids in *key order*: the fixed words left
-to right, then the slot word, so sorting the ``ids`` columns lexicographically sorts by
-key.  Equal rows keep file order (the sorts are stable and runs are merged in file
-order), and the slot-last sort, which finds repeated n-grams, keeps each row's place in
-the spill, so a repeat is reported with its first two lines.
+A row is as small as it can be, in the spill and in the runs alike, since they are most
+of a build's temporary disk: word ids as wide as the vocabulary needs (2 or 4 bytes), the
+log-probability and, below the model's highest order, the back-off weight; not its line
+in the model, which follows from its place in the spill (an order's lines are
+consecutive), and which only the message of a repeated n-gram needs: :func:`repeat_places`
+finds it again in the spill.  Rows are sorted with their word ids in *key order*: the
+fixed words left to right, then the slot word, so sorting the ``ids`` columns
+lexicographically sorts by key.  Equal rows keep file order (the sorts are stable and
+runs are merged in file order).
 """
 
 from __future__ import annotations
@@ -42,19 +43,18 @@ MERGE_BYTES = 200 << 20
 _WRITE_ROWS = 1 << 18
 
 
-def run_rows(memory: int, order: int, id_bytes: int) -> int:
+def run_rows(memory: int, order: int, id_bytes: int, has_beta: bool) -> int:
     """Rows of a sorted run of ``order``-grams that a job may hold in ``memory`` bytes."""
-    row = row_dtype(order, id_bytes, with_place=True).itemsize
+    row = row_dtype(order, id_bytes, has_beta).itemsize
     return max(1 << 16, (memory - MERGE_BYTES) // (row + SORT_BYTES_PER_ROW))
 
 
-def row_dtype(order: int, id_bytes: int, with_place: bool = False) -> np.dtype:
-    """One n-gram as spilled: ids (in file order, or key order once sorted; 2 bytes wide
-    for a vocabulary that fits, else 4), scores as stored, and with ``with_place`` its
-    place in the spill (for a duplicate's message: only the slot-last sort, which finds
-    duplicates, keeps it in its runs)."""
-    fields = [("ids", "<u2" if id_bytes <= 2 else "<u4", (order,)), ("alpha", "<f4"), ("beta", "<f4")]
-    return np.dtype(fields + [("place", "<i8")] if with_place else fields)
+def row_dtype(order: int, id_bytes: int, has_beta: bool) -> np.dtype:
+    """One n-gram as spilled and sorted: ids (in file order, or key order once sorted;
+    2 bytes wide for a vocabulary that fits, else 4), its log-probability and, with
+    ``has_beta`` (an order below the model's highest), its back-off weight, as stored."""
+    fields = [("ids", "<u2" if id_bytes <= 2 else "<u4", (order,)), ("alpha", "<f4")]
+    return np.dtype(fields + [("beta", "<f4")] if has_beta else fields)
 
 
 def key_columns(order: int, slot: int) -> list[int]:
@@ -82,44 +82,41 @@ class Spill:
             self.first_line = int(chunk.lines[0])
         if count and (chunk.lines[0] != self.first_line + self.rows or chunk.lines[-1] != chunk.lines[0] + count - 1):
             raise AssertionError(f"the {self.order}-grams' lines are not consecutive: a spill cannot name them")
-        rows = np.empty(count, dtype=row_dtype(self.order, self.id_bytes))
-        rows["ids"], rows["alpha"], rows["beta"] = chunk.ids, chunk.alpha, chunk.beta
+        rows = np.empty(count, dtype=row_dtype(self.order, self.id_bytes, self.betas is not None))
+        rows["ids"], rows["alpha"] = chunk.ids, chunk.alpha
+        if self.betas is not None:
+            rows["beta"] = chunk.beta
+            self.betas.add(chunk.beta)
         self._stream.write(rows.data)  # not tofile(): its errors lose the errno (ENOSPC)
         self.rows += count
-        if self.betas is not None:
-            self.betas.add(chunk.beta)
 
     def close(self) -> None:
         self._stream.close()
 
 
-def sorted_blocks(spill: Path, order: int, id_bytes: int, slot: int, run_rows: int,
+def sorted_blocks(spill: Path, order: int, id_bytes: int, has_beta: bool, slot: int, run_rows: int,
                   directory: Path) -> Iterator[np.ndarray]:
     """The rows of the spilled order ``spill`` in key order for ``slot``, a block at a time,
-    every block holding whole patterns (with the slot last, each row's place in the spill).
-    An order that fits one run is sorted in memory; a bigger one in runs written to files
-    in ``directory`` (removed at the end)."""
+    every block holding whole patterns.  An order that fits one run is sorted in memory; a
+    bigger one in runs written to files in ``directory`` (removed at the end)."""
     columns = key_columns(order, slot)
-    spilled = row_dtype(order, id_bytes)
-    dtype = row_dtype(order, id_bytes, with_place=slot == order - 1)
+    dtype = row_dtype(order, id_bytes, has_beta)
     runs: list[Path] = []
-    first_row = 0
     try:
         with open(spill, "rb") as stream:
-            while len(rows := np.fromfile(stream, dtype=spilled, count=run_rows)):
+            while len(rows := np.fromfile(stream, dtype=dtype, count=run_rows)):
                 rows["ids"] = rows["ids"][:, columns]
                 order_of_rows = sort_order(rows["ids"])
                 if not runs and len(rows) < run_rows:  # the whole order, in memory
-                    sorted_rows = _as_run(rows, order_of_rows, dtype, first_row)
+                    sorted_rows = rows[order_of_rows]
                     del rows, order_of_rows
                     yield from merged_blocks([_ArrayRun(sorted_rows)], order)
                     return
                 path = directory / f"{order}-{slot}-{len(runs)}.run"
                 with open(path, "wb") as out:
                     for first in range(0, len(rows), _WRITE_ROWS):
-                        out.write(_as_run(rows, order_of_rows[first:first + _WRITE_ROWS], dtype, first_row).data)
+                        out.write(rows[order_of_rows[first:first + _WRITE_ROWS]].data)
                 runs.append(path)
-                first_row += len(rows)
                 del rows, order_of_rows
         with ExitStack() as files:
             yield from merged_blocks([_FileRun(files.enter_context(open(path, "rb")), dtype) for path in runs], order)
@@ -128,16 +125,18 @@ def sorted_blocks(spill: Path, order: int, id_bytes: int, slot: int, run_rows: i
             path.unlink(missing_ok=True)
 
 
-def _as_run(rows: np.ndarray, chosen: np.ndarray, dtype: np.dtype, first_row: int) -> np.ndarray:
-    """``rows[chosen]`` with the fields of a run (``dtype``), ``place`` (where it has one)
-    the row's place in the spill, ``rows`` starting at row ``first_row``."""
-    if rows.dtype == dtype:
-        return rows[chosen]
-    run = np.empty(len(chosen), dtype=dtype)
-    for name in rows.dtype.names or ():
-        run[name] = rows[name][chosen]
-    run["place"] = chosen + first_row
-    return run
+def repeat_places(spill: Path, dtype: np.dtype, ngram: np.ndarray) -> tuple[int, int]:
+    """The places in the spill (rows of ``dtype``) of the first two rows whose ids are
+    ``ngram``: a repeated n-gram's two lines, found again only when there is one to name."""
+    places: list[int] = []
+    first_row = 0
+    with open(spill, "rb") as stream:
+        while len(places) < 2 and len(rows := np.fromfile(stream, dtype=dtype, count=MERGE_ROWS)):
+            places += (np.flatnonzero((rows["ids"] == ngram).all(axis=1)) + first_row).tolist()
+            first_row += len(rows)
+    if len(places) < 2:
+        raise AssertionError(f"a repeated n-gram is not twice in its spill {spill}")
+    return places[0], places[1]
 
 
 class _FileRun:

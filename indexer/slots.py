@@ -14,7 +14,7 @@ appender writes it into the first record (and makes its checksum right again).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,8 +23,9 @@ import lmdb
 import numpy as np
 
 from fastsubs import format as fmt
-from fastsubs.indexer.patterns import Records, RecordWriter, check_no_duplicates
-from fastsubs.indexer.runs import sorted_blocks
+from fastsubs.errors import ModelFormatError
+from fastsubs.indexer.patterns import Records, RecordWriter, first_repeat
+from fastsubs.indexer.runs import repeat_places, row_dtype, sorted_blocks
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,7 @@ class SlotJob:
     run_rows: int
     directory: Path
     model_path: str
-    words: list[bytes]  # for a duplicate's message (checked on the slot-last job) ...
-    first_line: int  # ... and the line of the spill's first row
+    first_line: int  # the line of the spill's first row, for a repeated n-gram's message
     unigram_alpha: np.ndarray | None = None  # for the joint orders of the patterns "_ d" (order 2, slot 0)
     joint_min: int = fmt.JOINT_MIN_DEFAULT
     beta_table: np.ndarray | None = None  # the order's back-off table (below the model's highest order)
@@ -60,6 +60,20 @@ class SlotRecords:
     value_bound: float
 
 
+class RepeatedNgram(Exception):
+    """A job found an n-gram twice in the model (at two lines): the building process, which
+    holds the vocabulary, names its words (:meth:`error`), so that a job need not."""
+
+    def __init__(self, model_path: str, order: int, ngram: list[int], first: int, second: int) -> None:
+        super().__init__(model_path, order, ngram, first, second)
+        self.model_path, self.order, self.ngram, self.first, self.second = model_path, order, ngram, first, second
+
+    def error(self, words: Sequence[bytes]) -> ModelFormatError:
+        text = b" ".join(words[i] for i in self.ngram).decode("utf-8", "backslashreplace")
+        return ModelFormatError(self.model_path, self.second, f"expected each {self.order}-gram once, "
+                                                              f"found '{text}' again (first on line {self.first})")
+
+
 _BATCH = struct.Struct("<QQQ")  # records, bytes of keys, bytes of values
 
 
@@ -67,21 +81,33 @@ def encode_slot(job: SlotJob) -> SlotRecords:
     """Sort the order for the slot and write its records to a file (batches of records
     as :class:`fastsubs.indexer.patterns.Records` holds them)."""
     joint = job.order == 2 and job.slot == 0
+    has_beta = job.order < job.model_order
     writer = RecordWriter(job.order, job.model_order, job.id_bytes, job.unigram_alpha if joint else None,
                           job.joint_min, job.beta_table)
     path = job.directory / f"{job.order}-{job.slot}.records"
     ngrams = 0
     with open(path, "wb") as out:
-        for rows in sorted_blocks(job.spill, job.order, job.id_bytes, job.slot, job.run_rows, job.directory):
+        for rows in sorted_blocks(job.spill, job.order, job.id_bytes, has_beta, job.slot, job.run_rows,
+                                  job.directory):
             ngrams += len(rows)
             if job.slot == job.order - 1:  # the slot last: rows in n-gram order
-                check_no_duplicates(rows, job.order, job.model_path, job.words, job.first_line)
+                check_once(job, has_beta, rows["ids"])
             records = writer.records(rows, job.slot)
             out.write(_BATCH.pack(len(records), len(records.keys), len(records.values)))
             out.write(records.keys)
             out.write(np.asarray(records.offsets, dtype="<u8").tobytes())
             out.write(records.values)
     return SlotRecords(path, writer.written, ngrams, writer.parts, writer.value_bound)
+
+
+def check_once(job: SlotJob, has_beta: bool, ids: np.ndarray) -> None:
+    """Raise :class:`RepeatedNgram` for the first n-gram of ``ids`` (sorted with the slot
+    last) that the model gives twice, with the lines of its first two rows in the spill."""
+    repeat = first_repeat(ids)
+    if repeat is not None:
+        first, second = repeat_places(job.spill, row_dtype(job.order, job.id_bytes, has_beta), repeat)
+        raise RepeatedNgram(job.model_path, job.order, repeat.tolist(), job.first_line + first,
+                            job.first_line + second)
 
 
 def _batches(path: Path, key_length: int) -> Iterator[tuple[bytes, list[int], bytes]]:

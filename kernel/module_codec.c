@@ -43,6 +43,18 @@ static PyObject *raise_failure(const Failure *failure) {
     return NULL;
 }
 
+/* An order's rows carry back-off weights (beta: float32, one per row) exactly when it has
+ * them; the highest order's rows have none (None), so a build need not spill them. */
+static int beta_rows(int has_beta, PyObject *arg, Py_buffer *beta, Py_ssize_t *n) {
+    if (has_beta)
+        return module_get_array(arg, beta, 4, n, "beta");
+    if (arg != Py_None) {
+        PyErr_SetString(PyExc_ValueError, "encode_patterns: beta must be None for an order without back-off weights");
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
     static char *names[] = {"ids", "alpha", "beta", "order", "slot", "has_beta", "id_bytes", "previous",
@@ -73,7 +85,7 @@ static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwa
         return NULL;
     rows_ids = n * order;
     if (module_get_array(ids_arg, &ids, 4, &rows_ids, "ids (order uint32 per row)") < 0 ||
-        module_get_array(beta_arg, &beta, 4, &n, "beta") < 0 ||
+        beta_rows(has_beta, beta_arg, &beta, &n) < 0 ||
         optional_key(previous_arg, fs_key_bytes((unsigned)order, id_bytes), &rows.previous, "previous") < 0 ||
         (unigram_arg != Py_None && module_get_array(unigram_arg, &unigram, 4, &vocab_size, "unigram_alpha") < 0) ||
         (has_beta && module_get_array(table_arg, &table, 4, &table_len, "beta_table") < 0))
@@ -690,7 +702,8 @@ PyMethodDef module_codec_methods[] = {
      "encode_patterns(ids, alpha, beta, order, slot, has_beta, id_bytes, previous=None, unigram_alpha=None,\n"
      "joint_min=JOINT_MIN_DEFAULT, beta_table=None, page_room=FRESH_PAGE) -> (keys, offsets, values, parts,\n"
      "value_bound, page_room): the records of a batch of n-grams sorted by pattern key then word (ids: order\n"
-     "uint32 per row, the slot's word last; alpha, beta: float32 per row; with has_beta, beta_table: float32,\n"
+     "uint32 per row, the slot's word last; alpha: float32 per row; beta: float32 per row with has_beta, else\n"
+     "None; with has_beta, beta_table: float32,\n"
      "the order's back-off table, holding every beta), the first naming the pattern key previous and going to\n"
      "an LMDB leaf page with page_room bytes free; keys (each key_bytes long), offsets (uint64, one more than\n"
      "the records) and values as bytes, the bytes of each part (PARTS), the largest |v| written, and the\n"

@@ -656,6 +656,21 @@ MUTATIONS = [
              "a part whose search failed, or whose writer a stop interrupted as it started, is left under its "
              "temporary name in the dataset",
              "        self.path.unlink(missing_ok=True)", "        pass"),
+    # the build: its runs, its vocabulary, its writes (indexer/)
+    Mutation("repeat-lines-counted-from-each-chunk", "indexer/runs.py",
+             "a repeated n-gram's lines are found again in the spill, but counted from the start of each chunk "
+             "read: a repeat past the first chunk is named at the wrong lines",
+             "places += (np.flatnonzero((rows[\"ids\"] == ngram).all(axis=1)) + first_row).tolist()",
+             "places += np.flatnonzero((rows[\"ids\"] == ngram).all(axis=1)).tolist()"),
+    Mutation("slots-appended-after-the-whole-model", "indexer/index_writer.py",
+             "a slot's records wait in their file until the whole model is read (the temporary disk of a big "
+             "build more than its index)",
+             "while done.appended < len(done.jobs) and (block or done.jobs[done.appended].ready()):",
+             "while done.appended < len(done.jobs) and block:"),
+    Mutation("spelling-order-prefix-ties", "indexer/native.c",
+             "a word and its prefix compare equal in the spelling order: qsort may put either first, and a "
+             "query's binary search for a word misses it",
+             "return c ? c : (m > n) - (m < n);", "return c;"),
     # publish.py, build.py: build --force
     Mutation("force-tag-not-written", BUILD,
              "a published index carries no tag: --force cannot recognize it once damaged",

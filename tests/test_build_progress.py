@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import TEST_DATA, run_cli, run_on_a_terminal
+import fastsubs
+from conftest import DEMO_MODEL, TEST_DATA, run_cli, run_on_a_terminal
 
 MODEL = TEST_DATA / "tiny.arpa"
 #: The header of tiny.arpa: ngram 1=6, ngram 2=7, ngram 3=3.
@@ -60,3 +61,18 @@ def test_verify_shows_its_progress_on_a_terminal_only(tiny_index: Path) -> None:
     assert any(line.startswith("compared ") for line in lines), lines
     logged = run_cli("fastsubs-index", "verify", tiny_index, MODEL)
     assert logged.stderr == b"" and logged.stdout.decode().startswith(f"{tiny_index}: OK; ")
+
+
+def test_an_orders_records_go_into_the_index_while_the_next_orders_are_read(tmp_path: Path) -> None:
+    """The 2-grams' slots are appended as soon as their jobs are done (here at once: one
+    job, run in the building process), while the 3-grams are read, not after the whole
+    model: a records file waiting for the end would hold them on disk all that time, the
+    temporary disk of a big build more than its index.  Appended in key order, slot after slot."""
+    said: list[str] = []
+    fastsubs.build_index(DEMO_MODEL, tmp_path / "demo.fsidx", jobs=1, progress=said.append)
+    steps = [line for line in said if line.startswith(("reading the", "wrote the", "read "))]
+    wrote = [step for step in steps if step.startswith("wrote the")]
+    assert [re.sub(r";.*", "", step) for step in wrote] == [
+        f"wrote the {order}-grams with the slot at {slot}" for order in (2, 3, 4) for slot in range(1, order + 1)]
+    first_four = next(at for at, step in enumerate(steps) if step.startswith("reading the 4-grams"))
+    assert steps.index(wrote[1]) < first_four, steps

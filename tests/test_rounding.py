@@ -22,13 +22,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import fastsubs
 from arpa_gen import arpa_models, sentences
 from c_programs import build_program, no_sanitizer_report, run_program
 from exhaustive import ArpaModel
+from fastsubs.indexer.verify import verify_index
 from test_exactness import check_model
 
 #: Model A: "B r1 r2 r3 w".  At the first position, w is predicted through the chain of
@@ -291,3 +294,35 @@ def test_model_d_a_word_tying_the_kth_score_is_kept() -> None:
     ranked = oracle.ranked(oracle.substitute_scores(["x", "c", "d"], 0))
     assert [word for word, _ in ranked[:2]] == ["x", "y"] and ranked[0][1] == ranked[1][1]  # the case meant
     check_model(MODEL_D, [["x", "c", "d"]])
+
+
+def test_unigrams_one_float32_apart_only_as_written_are_ordered_by_id(tmp_path: Path) -> None:
+    """Two unigrams whose log-probabilities differ as written but round to one float32 (the
+    index's) are ordered by id, as the format says (ties by id; verify checks it), not by
+    their float64 values, which put the later word first."""
+    below, above = np.float64(-1.00000001), np.float64(-1.0)
+    assert below < above and np.float32(below) == np.float32(above)  # the premise: one float32
+    (tmp_path / "f.arpa").write_text(MODEL_F)
+    index = tmp_path / "f.fsidx"
+    fastsubs.build_index(tmp_path / "f.arpa", index)
+    assert not verify_index(index).problems
+
+
+#: Model F: "low" (id 3) and "high" (id 4) share one float32 log-probability, "high" the
+#: greater as written.
+MODEL_F = """\\data\\
+ngram 1=5
+ngram 2=1
+
+\\1-grams:
+-99\t<s>\t0
+-2\t</s>
+-0.5\tx
+-1.00000001\tlow
+-1.0\thigh
+
+\\2-grams:
+-0.1\tx low
+
+\\end\\
+"""

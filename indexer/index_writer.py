@@ -29,7 +29,7 @@ from fastsubs.indexer._native import Vocabulary
 from fastsubs.indexer.completeness import check_count, check_unigram_arrays
 from fastsubs.indexer.jobs import Job
 from fastsubs.indexer.patterns import largest_magnitude
-from fastsubs.indexer.slots import RepeatedNgram, append_records
+from fastsubs.indexer.slots import RepeatedNgram, append_records, records_file
 from fastsubs.indexer.time_left import TimeLeft
 
 #: Address space reserved for the LMDB map while building; the file grows only as written.
@@ -44,8 +44,10 @@ class _Order:
     count: int  # its n-grams, as the model's header says
     jobs: list[Job]  # one per slot, in key order
     spill: Path | None  # its n-grams as read, until every job has ended
+    directory: Path  # where its jobs write their records files
     db: Any
     appended: int = 0  # slots appended so far
+    files: int = 0  # records files appended of the slot next in key order
     previous: bytes | None = None  # the last pattern key appended
     records: int = 0
     parts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(fmt.PARTS, 0))
@@ -78,38 +80,57 @@ class IndexWriter:
         self.sizes: list[dict[str, int | str]] = []
 
     def add(self, order: int, count: int, spill: Path, jobs: list[Job]) -> None:
-        """The jobs of the next order's slots (in key order), reading its ``spill``."""
-        self.orders.append(_Order(order, count, jobs, spill, self.env.open_db(fmt.patterns_db_name(order))))
+        """The jobs of the next order's slots (in key order), reading its ``spill`` and
+        writing their records files beside it."""
+        db = self.env.open_db(fmt.patterns_db_name(order))
+        self.orders.append(_Order(order, count, jobs, spill, spill.parent, db))
 
     def append_ready(self, block: bool = False) -> None:
-        """Append the slots whose jobs have ended, each order's in key order (with
+        """Append the records files the jobs have finished, each order's in key order (with
         ``block``, wait for every job), and remove the spills no job reads any more.
         Orders are databases of their own: one's slots never wait for another's."""
         for done in self.orders:
-            while done.appended < len(done.jobs) and (block or done.jobs[done.appended].ready()):
-                self._append_slot(done, done.jobs[done.appended])
+            while done.appended < len(done.jobs):
+                job = done.jobs[done.appended]
+                ended = job.ready()  # (asked first: the files it finished are all there then)
+                self._append_files(done, None)
+                if not (ended or block):
+                    break
+                self._append_slot(done, job)
             if done.spill is not None and all(job.ready() for job in done.jobs):
                 done.spill.unlink()
                 done.spill = None
 
+    def _append_files(self, done: _Order, files: int | None) -> None:
+        """Append the slot's records files from the next, up to ``files`` of them (None: those
+        its job has finished so far)."""
+        key_length = fmt.key_bytes(done.order, fmt.id_bytes(len(self.words)))
+        while files is None or done.files < files:
+            path = records_file(done.directory, done.order, done.appended, done.files)
+            if files is None and not path.exists():
+                return
+            done.previous = append_records(self.env, done.db, path, key_length, done.previous)
+            done.files += 1
+
     def _append_slot(self, done: _Order, job: Job) -> None:
+        """Append the rest of a slot whose job has ended (waiting for it)."""
         try:
             made = job.get()
         except RepeatedNgram as repeat:
             raise repeat.error(self.words) from None
         slot = done.appended
         check_count(f"{done.order}-grams with the slot at {slot + 1}", made.ngrams, done.count)
-        id_bytes = fmt.id_bytes(len(self.words))
-        done.previous = append_records(self.env, done.db, made, fmt.key_bytes(done.order, id_bytes), done.previous)
+        self._append_files(done, made.files)
         done.records += made.records
         self.value_bound = max(self.value_bound, made.value_bound)
         for part, size in made.parts.items():
             done.parts[part] += size
         done.appended += 1
+        done.files = 0
         self.time_left.wrote(made.ngrams)
         self.progress(f"wrote the {done.order}-grams with the slot at {slot + 1}" + self.time_left.said())
         if done.appended == len(done.jobs):
-            self._end_order(done, id_bytes)
+            self._end_order(done, fmt.id_bytes(len(self.words)))
 
     def _end_order(self, done: _Order, id_bytes: int) -> None:
         """The order's END record, and its line of the size report."""

@@ -10,14 +10,14 @@ merging; disk is each order once until its slots' jobs have ended (the build the
 removes it), and the runs of the slots being sorted.
 
 A row is as small as it can be, in the spill and in the runs alike, since they are most
-of a build's temporary disk: word ids as wide as the vocabulary needs (2 or 4 bytes), the
-log-probability and, below the model's highest order, the back-off weight; not its line
-in the model, which follows from its place in the spill (an order's lines are
-consecutive), and which only the message of a repeated n-gram needs: :func:`repeat_places`
-finds it again in the spill.  Rows are sorted with their word ids in *key order*: the
-fixed words left to right, then the slot word, so sorting the ``ids`` columns
-lexicographically sorts by key.  Equal rows keep file order (the sorts are stable and
-runs are merged in file order).
+of a build's temporary disk: word ids as wide as the vocabulary needs (2, 3 or 4 bytes on
+disk, :class:`RowFile`; 2 or 4 in memory), the log-probability and, below the model's
+highest order, the back-off weight; not its line in the model, which follows from its
+place in the spill (an order's lines are consecutive), and which only the message of a
+repeated n-gram needs: :func:`repeat_places` finds it again in the spill.  Rows are
+sorted with their word ids in *key order*: the fixed words left to right, then the slot
+word, so sorting the ``ids`` columns lexicographically sorts by key.  Equal rows keep
+file order (the sorts are stable and runs are merged in file order).
 """
 
 from __future__ import annotations
@@ -57,6 +57,43 @@ def row_dtype(order: int, id_bytes: int, has_beta: bool) -> np.dtype:
     return np.dtype(fields + [("beta", "<f4")] if has_beta else fields)
 
 
+class RowFile:
+    """Rows of an order as a spill or a run file holds them: :func:`row_dtype`'s, with ids
+    of a 3-byte vocabulary (65,537 to 16.7M words: every big model's) in 3 bytes rather
+    than 4, which takes a fifth off a 4-gram's 20 bytes (spills and runs are most of a
+    build's temporary disk, and of the bytes it writes and reads)."""
+
+    def __init__(self, order: int, id_bytes: int, has_beta: bool) -> None:
+        self.order = order
+        self.rows = row_dtype(order, id_bytes, has_beta)
+        self.packed = id_bytes == 3
+        self.scores = ["alpha", "beta"] if has_beta else ["alpha"]  # the fields after the ids
+        self.file = np.dtype([("ids", "u1", (order, 3))] + [(name, "<f4") for name in self.scores]) \
+            if self.packed else self.rows
+
+    def write(self, stream: BinaryIO, rows: np.ndarray) -> None:
+        if self.packed:
+            packed = np.empty(len(rows), self.file)
+            packed["ids"] = rows["ids"].view(np.uint8).reshape(len(rows), self.order, 4)[:, :, :3]
+            for name in self.scores:
+                packed[name] = rows[name]
+            rows = packed
+        stream.write(rows.data)  # not tofile(): its errors lose the errno (ENOSPC)
+
+    def read(self, stream: BinaryIO, count: int) -> np.ndarray:
+        """Up to ``count`` rows from ``stream`` (none at its end)."""
+        packed = np.fromfile(stream, dtype=self.file, count=count)
+        if not self.packed:
+            return packed
+        rows = np.empty(len(packed), self.rows)
+        ids = np.zeros((len(packed), self.order, 4), np.uint8)
+        ids[:, :, :3] = packed["ids"]
+        rows["ids"] = ids.view("<u4").reshape(len(packed), self.order)
+        for name in self.scores:
+            rows[name] = packed[name]
+        return rows
+
+
 def key_columns(order: int, slot: int) -> list[int]:
     """The columns of an n-gram in key order: the fixed words, then the one at ``slot``."""
     return [c for c in range(order) if c != slot] + [slot]
@@ -74,6 +111,7 @@ class Spill:
         self.rows = 0
         self.first_line = 0
         self.betas = BetaTally() if has_beta else None
+        self.file = RowFile(order, id_bytes, has_beta)
         self._stream = open(path, "wb")
 
     def add(self, chunk: NgramTable) -> None:
@@ -82,12 +120,12 @@ class Spill:
             self.first_line = int(chunk.lines[0])
         if count and (chunk.lines[0] != self.first_line + self.rows or chunk.lines[-1] != chunk.lines[0] + count - 1):
             raise AssertionError(f"the {self.order}-grams' lines are not consecutive: a spill cannot name them")
-        rows = np.empty(count, dtype=row_dtype(self.order, self.id_bytes, self.betas is not None))
+        rows = np.empty(count, dtype=self.file.rows)
         rows["ids"], rows["alpha"] = chunk.ids, chunk.alpha
         if self.betas is not None:
             rows["beta"] = chunk.beta
             self.betas.add(chunk.beta)
-        self._stream.write(rows.data)  # not tofile(): its errors lose the errno (ENOSPC)
+        self.file.write(self._stream, rows)
         self.rows += count
 
     def close(self) -> None:
@@ -100,11 +138,11 @@ def sorted_blocks(spill: Path, order: int, id_bytes: int, has_beta: bool, slot: 
     every block holding whole patterns.  An order that fits one run is sorted in memory; a
     bigger one in runs written to files in ``directory`` (removed at the end)."""
     columns = key_columns(order, slot)
-    dtype = row_dtype(order, id_bytes, has_beta)
+    row_file = RowFile(order, id_bytes, has_beta)
     runs: list[Path] = []
     try:
         with open(spill, "rb") as stream:
-            while len(rows := np.fromfile(stream, dtype=dtype, count=run_rows)):
+            while len(rows := row_file.read(stream, run_rows)):
                 rows["ids"] = rows["ids"][:, columns]
                 order_of_rows = sort_order(rows["ids"])
                 if not runs and len(rows) < run_rows:  # the whole order, in memory
@@ -115,23 +153,24 @@ def sorted_blocks(spill: Path, order: int, id_bytes: int, has_beta: bool, slot: 
                 path = directory / f"{order}-{slot}-{len(runs)}.run"
                 with open(path, "wb") as out:
                     for first in range(0, len(rows), _WRITE_ROWS):
-                        out.write(rows[order_of_rows[first:first + _WRITE_ROWS]].data)
+                        row_file.write(out, rows[order_of_rows[first:first + _WRITE_ROWS]])
                 runs.append(path)
                 del rows, order_of_rows
         with ExitStack() as files:
-            yield from merged_blocks([_FileRun(files.enter_context(open(path, "rb")), dtype) for path in runs], order)
+            yield from merged_blocks([_FileRun(files.enter_context(open(path, "rb")), row_file) for path in runs],
+                                     order)
     finally:
         for path in runs:
             path.unlink(missing_ok=True)
 
 
-def repeat_places(spill: Path, dtype: np.dtype, ngram: np.ndarray) -> tuple[int, int]:
-    """The places in the spill (rows of ``dtype``) of the first two rows whose ids are
-    ``ngram``: a repeated n-gram's two lines, found again only when there is one to name."""
+def repeat_places(spill: Path, row_file: RowFile, ngram: np.ndarray) -> tuple[int, int]:
+    """The places in the spill of the first two rows whose ids are ``ngram``: a repeated
+    n-gram's two lines, found again only when there is one to name."""
     places: list[int] = []
     first_row = 0
     with open(spill, "rb") as stream:
-        while len(places) < 2 and len(rows := np.fromfile(stream, dtype=dtype, count=MERGE_ROWS)):
+        while len(places) < 2 and len(rows := row_file.read(stream, MERGE_ROWS)):
             places += (np.flatnonzero((rows["ids"] == ngram).all(axis=1)) + first_row).tolist()
             first_row += len(rows)
     if len(places) < 2:
@@ -142,11 +181,11 @@ def repeat_places(spill: Path, dtype: np.dtype, ngram: np.ndarray) -> tuple[int,
 class _FileRun:
     """A sorted run in a file, read a block at a time."""
 
-    def __init__(self, stream: BinaryIO, dtype: np.dtype) -> None:
-        self.stream, self.dtype = stream, dtype
+    def __init__(self, stream: BinaryIO, row_file: RowFile) -> None:
+        self.stream, self.row_file = stream, row_file
 
     def read(self, count: int) -> np.ndarray:
-        return np.fromfile(self.stream, dtype=self.dtype, count=count)
+        return self.row_file.read(self.stream, count)
 
 
 class _ArrayRun:

@@ -2,9 +2,10 @@
 
 A build makes the records of each (order, slot) in a job of its own (:func:`encode_slot`):
 it sorts the order's spilled n-grams for that slot, encodes the patterns
-(:mod:`fastsubs.indexer.patterns`) and writes the records to a file, so that jobs run in
-parallel processes (``--jobs``) while the building process, LMDB's one writer, appends
-the files to the index in key order (:func:`append_records`) as they are done.
+(:mod:`fastsubs.indexer.patterns`) and writes the records to files of about FILE_BYTES,
+so that jobs run in parallel processes (``--jobs``) while the building process, LMDB's
+one writer, appends each file to the index in key order (:func:`append_records`) as soon
+as it is whole and the slots before it are in (:mod:`fastsubs.indexer.index_writer`).
 
 A record names the last key of the record before it, which for the first record of a
 slot is the last pattern of the slot before: known only once that slot is made, so the
@@ -25,7 +26,7 @@ import numpy as np
 from fastsubs import format as fmt
 from fastsubs.errors import ModelFormatError
 from fastsubs.indexer.patterns import Records, RecordWriter, first_repeat
-from fastsubs.indexer.runs import repeat_places, row_dtype, sorted_blocks
+from fastsubs.indexer.runs import RowFile, repeat_places, sorted_blocks
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,11 @@ class SlotJob:
 
 @dataclass(frozen=True)
 class SlotRecords:
-    """What a job made: its records file, how many records, the n-grams they hold, where
-    their bytes go (:data:`fastsubs.format.PARTS`), and the largest magnitude of
-    a finite value in them."""
+    """What a job made: how many records files (:func:`records_file`), records, the
+    n-grams they hold, where their bytes go (:data:`fastsubs.format.PARTS`), and the largest
+    magnitude of a finite value in them."""
 
-    path: Path
+    files: int
     records: int
     ngrams: int
     parts: dict[str, int]
@@ -76,17 +77,30 @@ class RepeatedNgram(Exception):
 
 _BATCH = struct.Struct("<QQQ")  # records, bytes of keys, bytes of values
 
+#: Bytes of records a job writes to one file before it starts the next.  The building
+#: process appends (and removes) each finished file of the slot next in key order while
+#: its job still runs, so that a slot's records are not all on disk at once beside the
+#: index (2.4 GB a slot of a 500M-n-gram model's 3-grams).
+FILE_BYTES = 64 << 20
+
+
+def records_file(directory: Path, order: int, slot: int, number: int) -> Path:
+    """The ``number``-th records file of a slot; it has its name once it is whole."""
+    return directory / f"{order}-{slot}-{number}.records"
+
 
 def encode_slot(job: SlotJob) -> SlotRecords:
-    """Sort the order for the slot and write its records to a file (batches of records
-    as :class:`fastsubs.indexer.patterns.Records` holds them)."""
+    """Sort the order for the slot and write its records to files of about FILE_BYTES
+    (batches of records as :class:`fastsubs.indexer.patterns.Records` holds them), each
+    renamed to :func:`records_file`'s name once written."""
     joint = job.order == 2 and job.slot == 0
     has_beta = job.order < job.model_order
     writer = RecordWriter(job.order, job.model_order, job.id_bytes, job.unigram_alpha if joint else None,
                           job.joint_min, job.beta_table)
-    path = job.directory / f"{job.order}-{job.slot}.records"
-    ngrams = 0
-    with open(path, "wb") as out:
+    writing = job.directory / f"{job.order}-{job.slot}.records.part"
+    files, ngrams = 0, 0
+    out = open(writing, "wb")
+    try:
         for rows in sorted_blocks(job.spill, job.order, job.id_bytes, has_beta, job.slot, job.run_rows,
                                   job.directory):
             ngrams += len(rows)
@@ -97,7 +111,15 @@ def encode_slot(job: SlotJob) -> SlotRecords:
             out.write(records.keys)
             out.write(np.asarray(records.offsets, dtype="<u8").tobytes())
             out.write(records.values)
-    return SlotRecords(path, writer.written, ngrams, writer.parts, writer.value_bound)
+            if out.tell() >= FILE_BYTES:
+                out.close()
+                writing.rename(records_file(job.directory, job.order, job.slot, files))
+                files += 1
+                out = open(writing, "wb")
+    finally:
+        out.close()
+    writing.rename(records_file(job.directory, job.order, job.slot, files))
+    return SlotRecords(files + 1, writer.written, ngrams, writer.parts, writer.value_bound)
 
 
 def check_once(job: SlotJob, has_beta: bool, ids: np.ndarray) -> None:
@@ -105,7 +127,7 @@ def check_once(job: SlotJob, has_beta: bool, ids: np.ndarray) -> None:
     last) that the model gives twice, with the lines of its first two rows in the spill."""
     repeat = first_repeat(ids)
     if repeat is not None:
-        first, second = repeat_places(job.spill, row_dtype(job.order, job.id_bytes, has_beta), repeat)
+        first, second = repeat_places(job.spill, RowFile(job.order, job.id_bytes, has_beta), repeat)
         raise RepeatedNgram(job.model_path, job.order, repeat.tolist(), job.first_line + first,
                             job.first_line + second)
 
@@ -120,17 +142,17 @@ def _batches(path: Path, key_length: int) -> Iterator[tuple[bytes, list[int], by
             yield keys, offsets, stream.read(value_bytes)
 
 
-def append_records(env: lmdb.Environment, db: Any, made: SlotRecords, key_length: int,
+def append_records(env: lmdb.Environment, db: Any, path: Path, key_length: int,
                    previous: bytes | None) -> bytes | None:
-    """Append a job's records to ``db`` (after every key there), the first one naming
-    ``previous`` (the last pattern key before it, or None at the start of the database);
-    returns the last pattern key appended (``previous`` if none), and removes the file."""
-    for keys, offsets, values in _batches(made.path, key_length):
+    """Append the records of a job's file to ``db`` (after every key there), the first one
+    naming ``previous`` (the last pattern key before it, or None at the start of the
+    database); returns the last pattern key appended (``previous`` if none), and removes the file."""
+    for keys, offsets, values in _batches(path, key_length):
         if previous is not None and offsets[-1]:
             values = fmt.name_previous(keys[:key_length], values[:offsets[1]], previous) + values[offsets[1]:]
         with env.begin(write=True, db=db) as txn, txn.cursor() as cursor:
             cursor.putmulti(Records(keys, key_length, values, offsets).items(), append=True)
         if offsets[-1]:
             previous = keys[-key_length:]
-    made.path.unlink()
+    path.unlink()
     return previous

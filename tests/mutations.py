@@ -662,11 +662,14 @@ MUTATIONS = [
              "read: a repeat past the first chunk is named at the wrong lines",
              "places += (np.flatnonzero((rows[\"ids\"] == ngram).all(axis=1)) + first_row).tolist()",
              "places += np.flatnonzero((rows[\"ids\"] == ngram).all(axis=1)).tolist()"),
+    Mutation("three-byte-ids-packed-from-the-wrong-end", "indexer/runs.py",
+             "3-byte ids spilled as their upper three bytes: every id of a 65,537+ word model is read back wrong",
+             "packed[\"ids\"] = rows[\"ids\"].view(np.uint8).reshape(len(rows), self.order, 4)[:, :, :3]",
+             "packed[\"ids\"] = rows[\"ids\"].view(np.uint8).reshape(len(rows), self.order, 4)[:, :, 1:]"),
     Mutation("slots-appended-after-the-whole-model", "indexer/index_writer.py",
              "a slot's records wait in their file until the whole model is read (the temporary disk of a big "
              "build more than its index)",
-             "while done.appended < len(done.jobs) and (block or done.jobs[done.appended].ready()):",
-             "while done.appended < len(done.jobs) and block:"),
+             "if not (ended or block):", "if not block:"),
     Mutation("spelling-order-prefix-ties", "indexer/native.c",
              "a word and its prefix compare equal in the spelling order: qsort may put either first, and a "
              "query's binary search for a word misses it",

@@ -34,6 +34,9 @@ from fastsubs.indexer.time_left import TimeLeft
 
 #: Address space reserved for the LMDB map while building; the file grows only as written.
 BUILD_MAP_SIZE = 1 << 40
+#: Seconds the building process waits between two looks at its jobs' files, once the
+#: model is read.
+WAIT_SECONDS = 0.2
 
 
 @dataclass
@@ -86,20 +89,27 @@ class IndexWriter:
         self.orders.append(_Order(order, count, jobs, spill, spill.parent, db))
 
     def append_ready(self, block: bool = False) -> None:
-        """Append the records files the jobs have finished, each order's in key order (with
-        ``block``, wait for every job), and remove the spills no job reads any more.
-        Orders are databases of their own: one's slots never wait for another's."""
+        """Append the records files the jobs have finished, each order's in key order, and
+        remove the spills no job reads any more; with ``block``, until every job has ended
+        (appending each file as it is finished, not each slot when its job ends).  Orders
+        are databases of their own: one's slots never wait for another's."""
+        while self._append_finished() and block:
+            time.sleep(WAIT_SECONDS)
+
+    def _append_finished(self) -> bool:
+        """Append what the jobs have finished; whether any slot is still to come."""
         for done in self.orders:
             while done.appended < len(done.jobs):
                 job = done.jobs[done.appended]
                 ended = job.ready()  # (asked first: the files it finished are all there then)
                 self._append_files(done, None)
-                if not (ended or block):
+                if not ended:
                     break
                 self._append_slot(done, job)
             if done.spill is not None and all(job.ready() for job in done.jobs):
                 done.spill.unlink()
                 done.spill = None
+        return any(done.appended < len(done.jobs) for done in self.orders)
 
     def _append_files(self, done: _Order, files: int | None) -> None:
         """Append the slot's records files from the next, up to ``files`` of them (None: those

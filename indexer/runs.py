@@ -74,7 +74,8 @@ class RowFile:
     def write(self, stream: BinaryIO, rows: np.ndarray) -> None:
         if self.packed:
             packed = np.empty(len(rows), self.file)
-            packed["ids"] = rows["ids"].view(np.uint8).reshape(len(rows), self.order, 4)[:, :, :3]
+            for column in range(self.order if len(rows) else 0):  # 4 bytes an id, the 4th overwritten next
+                self._id_view(packed, column)[:] = rows["ids"][:, column]
             for name in self.scores:
                 packed[name] = rows[name]
             rows = packed
@@ -86,12 +87,16 @@ class RowFile:
         if not self.packed:
             return packed
         rows = np.empty(len(packed), self.rows)
-        ids = np.zeros((len(packed), self.order, 4), np.uint8)
-        ids[:, :, :3] = packed["ids"]
-        rows["ids"] = ids.view("<u4").reshape(len(packed), self.order)
+        for column in range(self.order if len(packed) else 0):
+            rows["ids"][:, column] = self._id_view(packed, column) & 0xFFFFFF
         for name in self.scores:
             rows[name] = packed[name]
         return rows
+
+    def _id_view(self, packed: np.ndarray, column: int) -> np.ndarray:
+        """Column ``column``'s 3-byte ids as little-endian uint32 read in place: the 4th byte
+        of each is the first of the field after it (a score follows the last id)."""
+        return np.ndarray((len(packed),), "<u4", buffer=packed, offset=3 * column, strides=(self.file.itemsize,))
 
 
 def key_columns(order: int, slot: int) -> list[int]:

@@ -99,10 +99,11 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
         joint_alpha = joined(unigram_alpha) if done.order == 2 else None
         if done.betas is not None:
             beta_tables[done.order] = done.betas.table()
-        writer.add(done.order, reader.counts[done.order - 1], done.path, [jobs.submit(encode_slot, SlotJob(
+        slot_jobs = [jobs.submit(encode_slot, SlotJob(
             done.path, done.order, slot, len(reader.counts), done.id_bytes, rows, directory, str(model_path),
             done.first_line, joint_alpha if slot == 0 else None, joint_min,
-            beta_tables.get(done.order))) for slot in range(done.order)])
+            beta_tables.get(done.order))) for slot in range(done.order)]
+        writer.add(done.order, reader.counts[done.order - 1], done.path, done.id_bytes, slot_jobs)
 
     for chunk in reader:
         jobs.tend()  # a job process that has ended its job gets the next

@@ -48,6 +48,7 @@ class _Order:
     jobs: list[Job]  # one per slot, in key order
     spill: Path | None  # its n-grams as read, until every job has ended
     directory: Path  # where its jobs write their records files
+    key_length: int  # of its pattern keys
     db: Any
     appended: int = 0  # slots appended so far
     files: int = 0  # records files appended of the slot next in key order
@@ -82,11 +83,11 @@ class IndexWriter:
         self.value_bound = 0.0
         self.sizes: list[dict[str, int | str]] = []
 
-    def add(self, order: int, count: int, spill: Path, jobs: list[Job]) -> None:
+    def add(self, order: int, count: int, spill: Path, id_bytes: int, jobs: list[Job]) -> None:
         """The jobs of the next order's slots (in key order), reading its ``spill`` and
-        writing their records files beside it."""
+        writing their records files beside it, for a vocabulary of ``id_bytes`` ids."""
         db = self.env.open_db(fmt.patterns_db_name(order))
-        self.orders.append(_Order(order, count, jobs, spill, spill.parent, db))
+        self.orders.append(_Order(order, count, jobs, spill, spill.parent, fmt.key_bytes(order, id_bytes), db))
 
     def append_ready(self, block: bool = False) -> None:
         """Append the records files the jobs have finished, each order's in key order, and
@@ -114,12 +115,11 @@ class IndexWriter:
     def _append_files(self, done: _Order, files: int | None) -> None:
         """Append the slot's records files from the next, up to ``files`` of them (None: those
         its job has finished so far)."""
-        key_length = fmt.key_bytes(done.order, fmt.id_bytes(len(self.words)))
         while files is None or done.files < files:
             path = records_file(done.directory, done.order, done.appended, done.files)
             if files is None and not path.exists():
                 return
-            done.previous = append_records(self.env, done.db, path, key_length, done.previous)
+            done.previous = append_records(self.env, done.db, path, done.key_length, done.previous)
             done.files += 1
 
     def _append_slot(self, done: _Order, job: Job) -> None:
@@ -140,11 +140,11 @@ class IndexWriter:
         self.time_left.wrote(made.ngrams)
         self.progress(f"wrote the {done.order}-grams with the slot at {slot + 1}" + self.time_left.said())
         if done.appended == len(done.jobs):
-            self._end_order(done, fmt.id_bytes(len(self.words)))
+            self._end_order(done)
 
-    def _end_order(self, done: _Order, id_bytes: int) -> None:
+    def _end_order(self, done: _Order) -> None:
         """The order's END record, and its line of the size report."""
-        end_key, end_value = fmt.encode_end(done.order, id_bytes, done.previous)
+        end_key, end_value = fmt.encode_end(done.order, fmt.id_bytes(len(self.words)), done.previous)
         with self.env.begin(write=True, db=done.db) as txn:
             txn.put(end_key, end_value, append=True)
         done.parts["structure"] += len(end_key) + len(end_value)

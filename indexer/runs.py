@@ -67,7 +67,7 @@ class RowFile:
         self.order = order
         self.rows = row_dtype(order, id_bytes, has_beta)
         self.packed = id_bytes == 3
-        self.scores = ["alpha", "beta"] if has_beta else ["alpha"]  # the fields after the ids
+        self.scores = [name for name in self.rows.names or () if name != "ids"]  # the fields after the ids
         self.file = np.dtype([("ids", "u1", (order, 3))] + [(name, "<f4") for name in self.scores]) \
             if self.packed else self.rows
 

@@ -49,7 +49,6 @@ static void fields_at(const uint8_t *data, FsPatternLayout at, uint32_t count, u
     p->beta_width = has_beta ? beta_width : 0;
     p->beta_codes = has_beta ? data + at.beta : NULL;
     p->joint = has_joint ? data + at.joint : NULL;
-    p->joint_key = has_joint ? (const ix_f32 *)(data + at.joint_key) : NULL;
 }
 
 void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
@@ -348,8 +347,6 @@ static int write_data(uint8_t *out, const CodecPattern *p, unsigned id_bytes) {
     memcpy(out + at.alpha, p->alpha, 4 * (size_t)p->count);
     if (p->beta_codes)
         out[at.beta_width] = (uint8_t)p->beta_width;
-    if (p->joint)
-        memcpy(out + at.joint_key, p->joint_key, 4 * (size_t)p->count);
     return 0;
 }
 
@@ -709,15 +706,11 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
             .beta_codes = rows->has_beta ? b->beta_codes + p->first : NULL, .beta_width = p->beta_width};
     }
     if (any_joint) {
-        b->joint = malloc(rows->n * sizeof(uint32_t));
-        b->joint_key = malloc(rows->n * sizeof(float));
-        if (!b->joint || !b->joint_key)
+        if (!(b->joint = malloc(rows->n * sizeof(uint32_t))))
             goto no_memory;
         for (size_t g = 0; g < n; g++)
-            if (groups[g].joint) {
+            if (groups[g].joint)
                 b->patterns[g].joint = b->joint + groups[g].first;
-                b->patterns[g].joint_key = b->joint_key + groups[g].first;
-            }
     }
     b->n_records = pack(b, groups, rows, total, run_end);
     /* each record's flags and the key before it; the parts its bytes go to */
@@ -727,7 +720,7 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
         CodecPattern *first = (CodecPattern *)record->patterns;
         record->previous = r ? b->records[r - 1].patterns[b->records[r - 1].n_patterns - 1].key : rows->previous;
         record->flags = (record->previous ? FS_HAS_PREVIOUS : 0) |
-                        (record->kind == FS_PATTERN && first->joint_key ? FS_HAS_JOINT : 0);
+                        (record->kind == FS_PATTERN && first->joint ? FS_HAS_JOINT : 0);
         if (record->kind == FS_BLOCK)
             for (uint32_t i = 0; i < record->n_patterns; i++)
                 entry_keys += b->key_len - entry_shared(record, i, b->key_len);
@@ -741,7 +734,7 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
             parts[CODEC_PART_beta] += 1 + fs_packed_bytes(groups[g].count, groups[g].beta_width);
         uint64_t positions = fs_packed_bytes(groups[g].count, fs_position_bits(groups[g].count));
         parts[CODEC_PART_positions] += positions;
-        parts[CODEC_PART_joint] += groups[g].joint ? positions + 4 * (uint64_t)groups[g].count : 0;
+        parts[CODEC_PART_joint] += groups[g].joint ? positions : 0;
     }
     parts[CODEC_PART_keys] = b->n_records * b->key_len + entry_keys;
     parts[CODEC_PART_structure] = b->values_bytes - parts[CODEC_PART_ids] - parts[CODEC_PART_positions] -
@@ -787,7 +780,6 @@ int codec_write_batch(CodecBatch *b, uint8_t *keys, uint64_t *offsets, uint8_t *
         p->ids = words + first;
         order_by_score(p->alpha, p->count, scratch, b->positions + first);
         if (p->joint) {
-            float *joint_key = b->joint_key + first;
             for (uint32_t i = 0; i < p->count && rc == 0; i++) {
                 if (p->ids[i] >= rows->vocab_size) {
                     common_fail(failure, FS_EARGUMENT, "cannot write the records: word id %u is past the unigrams",
@@ -800,8 +792,6 @@ int codec_write_batch(CodecBatch *b, uint8_t *keys, uint64_t *offsets, uint8_t *
             if (rc < 0)
                 break;
             order_by_score(keyed, p->count, scratch, b->joint + first);
-            for (uint32_t i = 0; i < p->count; i++)
-                joint_key[i] = keyed[b->joint[first + i]];
         }
     }
     for (size_t r = 0; r < b->n_records && rc == 0; r++) {
@@ -823,7 +813,6 @@ void codec_free_batch(CodecBatch *b) {
     free(b->beta_codes);
     free(b->positions);
     free(b->joint);
-    free(b->joint_key);
     free(b->patterns);
     free(b->records);
     free(b->offsets);

@@ -19,7 +19,7 @@
 
 /* One pattern's data, in place (format.h): ``count`` ids (``id_bytes`` each), positions by
  * score (none when count is 1), alphas, beta codes, and for a pattern "_ d" that has one,
- * its joint order and keys. */
+ * its joint order (the reader computes the keys: fs_joint_key). */
 typedef struct {
     const uint8_t *ids, *positions;
     const ix_f32 *alpha;
@@ -27,7 +27,6 @@ typedef struct {
     const ix_f32 *beta_table;   /* the order's back-off table; NULL: the highest order stores none (they are 0) */
     unsigned beta_width;
     const uint8_t *joint;       /* NULL: no joint order */
-    const ix_f32 *joint_key;
     uint32_t count;
     unsigned position_bits;     /* of each position by score and of the joint order (0: one word) */
     float beta_sup;             /* max(0, largest back-off weight): the search's bound (set by the checks) */
@@ -174,7 +173,6 @@ typedef struct {
     const uint32_t *beta_codes; /* NULL: none (the highest order); each < 2^beta_width */
     unsigned beta_width;        /* written as it is (a test may forge one the format has not) */
     const uint32_t *joint;      /* NULL: no joint order */
-    const float *joint_key;
 } CodecPattern;
 
 /* One record's fields: its kind, flags (written as they are), the previous record's last key
@@ -245,7 +243,6 @@ typedef struct {
     uint8_t *keys;              /* n_groups keys */
     uint32_t *positions, *joint; /* by group, for the rows */
     uint32_t *beta_codes;       /* by row: its beta's entry of the table */
-    float *joint_key;
     CodecPattern *patterns;    /* per group */
     CodecRecord *records;
     uint64_t *offsets;          /* n_records + 1 */

@@ -58,8 +58,8 @@ static inline uint32_t load_narrow(const uint8_t *array, uint32_t i, unsigned wi
  * low bits of each byte up (format.h, fs_packed_bytes): the 8 bytes from its first byte,
  * shifted and masked.  It reads up to 7 bytes past the array's last byte, so every such
  * array of the format is followed by at least 7 more bytes of its record (a pattern's
- * positions by score by its alphas, its joint order by its joint keys: 4 bytes a word, and
- * a pattern with positions has 2 words or more). */
+ * positions by score and its joint order by its alphas at least: 4 bytes a word, and a
+ * pattern with positions has 2 words or more). */
 static inline uint32_t load_packed(const uint8_t *array, uint32_t i, unsigned bits) {
     uint64_t bit = (uint64_t)i * bits;
     return (uint32_t)(load_u64(array + (bit >> 3)) >> (bit & 7)) & (uint32_t)((1ull << bits) - 1u);

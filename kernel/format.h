@@ -239,23 +239,26 @@ static inline uint64_t fs_packed_bytes(uint64_t count, unsigned bits) {
  *   ids[count]        id_bytes each, strictly increasing
  *   by_score[count]   positions into ids, alpha descending, ties by lower id, packed
  *                     fs_position_bits(count) bits each (fs_packed_bytes; none for one word)
+ * then, for a pattern "_ d" (order 2, the slot first) of at least the header's joint_min
+ * words (in a PATTERN record, flag FS_HAS_JOINT; no other record has one), its joint order:
+ *   joint[count]      positions into ids, packed as by_score's: the words by joint key
+ *                     descending, ties by lower id, a word's joint key being the smallest
+ *                     float32 at or above the float64 sum alpha(x) + alpha(x d) of its
+ *                     unigram alpha and its alpha in the pattern (fs_joint_key;
+ *                     docs/algorithm.md, "The joint bound"), which the reader computes: the
+ *                     keys are not stored
+ * then
  *   alpha[count]      f32: log10 p of "A x B" for each x
  *   beta_width        u8, only for orders below N: bits of each beta code (fs_beta_width_ok)
- * and, for a pattern "_ d" (order 2, the slot first) of at least the header's joint_min
- * words (in a PATTERN record, flag FS_HAS_JOINT; no other record has one), its joint order:
- *   joint[count]      positions into ids, packed as by_score's: the words by
- *                     joint key descending, ties by lower id
- *   joint_key[count]  f32, in that order: the smallest float32 at or above the float64
- *                     sum alpha(x) + alpha(x d) of the unigram alpha of x and its alpha
- *                     in the pattern (docs/algorithm.md, "The joint bound")
  * and last, only for orders below N:
  *   beta[count]       beta codes, beta_width bits each, packed as positions are
  *                     (fs_packed_bytes): log10 back-off weight of "A x B" is
  *                     entry code of the order's back-off table (width 0: every code is 0).
  * Every field but the codes lies where the count alone says; the codes' length needs the
- * width (fs_pattern_end). */
+ * width (fs_pattern_end).  The packed orders come before the alphas, so that at least 8
+ * bytes of the pattern follow each of them (load_packed reads up to 7 past its end). */
 typedef struct {
-    uint64_t ids, positions, alpha, beta_width, joint, joint_key, beta;
+    uint64_t ids, positions, joint, alpha, beta_width, beta;
     unsigned position_bits;
 } FsPatternLayout;
 
@@ -265,11 +268,10 @@ static inline FsPatternLayout fs_pattern_layout(uint64_t count, unsigned id_byte
     uint64_t positions = fs_packed_bytes(count, at.position_bits);
     at.ids = 0;
     at.positions = count * id_bytes;
-    at.alpha = at.positions + positions;
+    at.joint = at.positions + positions;
+    at.alpha = at.joint + (has_joint ? positions : 0u);
     at.beta_width = at.alpha + 4u * count;
-    at.joint = at.beta_width + (has_beta ? 1u : 0u);
-    at.joint_key = at.joint + (has_joint ? positions : 0u);
-    at.beta = at.joint_key + (has_joint ? 4u * count : 0u);
+    at.beta = at.beta_width + (has_beta ? 1u : 0u);
     return at;
 }
 

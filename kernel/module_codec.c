@@ -245,12 +245,12 @@ static PyObject *pattern_dict(const uint8_t *key, size_t key_len, int restarts, 
         Py_INCREF(codes);
         Py_INCREF(width);
     }
-    return Py_BuildValue("{sy#sIsOsIsNsNsNsNsNsNsN}", "key", key, (Py_ssize_t)key_len, "count", p->count,
+    return Py_BuildValue("{sy#sIsOsIsNsNsNsNsNsN}", "key", key, (Py_ssize_t)key_len, "count", p->count,
                          "restarts", restarts ? Py_True : Py_False, "shared", shared,
                          "ids", narrow_list(p->ids, p->count, id_bytes),
                          "positions", packed_list(p->positions, p->count, p->position_bits),
                          "alpha", float_list(p->alpha, p->count), "beta_width", width, "beta_codes", codes,
-                         "joint", joint, "joint_key", float_list(p->joint_key, p->count));
+                         "joint", joint);
 }
 
 static PyObject *decode_record(PyObject *module, PyObject *args) {
@@ -317,7 +317,7 @@ out:
 typedef struct {
     PyObject *key;
     uint32_t *ids, *positions, *joint, *beta_codes;
-    float *alpha, *joint_key;
+    float *alpha;
 } HeldPattern;
 
 static void release_pattern(HeldPattern *h) {
@@ -327,7 +327,6 @@ static void release_pattern(HeldPattern *h) {
     PyMem_Free(h->joint);
     PyMem_Free(h->alpha);
     PyMem_Free(h->beta_codes);
-    PyMem_Free(h->joint_key);
 }
 
 /* The field ``name`` of ``pattern`` (a sequence of ``count`` numbers, or None when ``optional``)
@@ -392,9 +391,7 @@ static int read_pattern(PyObject *pattern, size_t key_len, CodecPattern *p, Held
          field_array(pattern, "positions", count, 0, 0, (void **)&h->positions) < 0) ||
         field_array(pattern, "alpha", count, 1, 0, (void **)&h->alpha) < 0 ||
         field_array(pattern, "beta_codes", count, 0, 1, (void **)&h->beta_codes) < 0 ||
-        field_array(pattern, "joint_key", count, 1, 1, (void **)&h->joint_key) < 0 ||
-        (h->joint_key && fs_position_bits((uint64_t)count) &&
-         field_array(pattern, "joint", count, 0, 0, (void **)&h->joint) < 0))
+        (fs_position_bits((uint64_t)count) && field_array(pattern, "joint", count, 0, 1, (void **)&h->joint) < 0))
         return -1;
     long width = 0;
     if (h->beta_codes) {
@@ -406,15 +403,15 @@ static int read_pattern(PyObject *pattern, size_t key_len, CodecPattern *p, Held
             return -1;
         }
     }
-    if (h->joint_key && !h->joint && !(h->joint = PyMem_Malloc(4))) {  /* one word: no positions, the key alone */
+    PyObject *joint = PyDict_GetItemString(pattern, "joint");  /* borrowed; one word: [] */
+    if (joint && joint != Py_None && !h->joint && !(h->joint = PyMem_Malloc(4))) {
         PyErr_NoMemory();
         return -1;
     }
     *p = (CodecPattern){.key = (const uint8_t *)PyBytes_AS_STRING(key), .count = (uint32_t)count,
                          .restarts = restarts && PyObject_IsTrue(restarts) == 1, .ids = h->ids,
                          .positions = h->positions, .alpha = h->alpha, .beta_codes = h->beta_codes,
-                         .beta_width = (unsigned)width, .joint = h->joint,
-                         .joint_key = h->joint_key};
+                         .beta_width = (unsigned)width, .joint = h->joint};
     return 0;
 }
 
@@ -714,7 +711,7 @@ PyMethodDef module_codec_methods[] = {
      "name_previous(record_key, value, previous) -> bytes: the record naming previous as the key before it."},
     {"decode_record", decode_record, METH_VARARGS,
      "decode_record(record_key, value, order, id_bytes, has_beta) -> dict: kind, flags, previous and patterns\n"
-     "(each: key, count, restarts, shared, ids, positions, alpha, beta_width, beta_codes, joint, joint_key) of\n"
+     "(each: key, count, restarts, shared, ids, positions, alpha, beta_width, beta_codes, joint) of\n"
      "one record, as the\n"
      "reader parses it; ValueError when its checksum or layout fails."},
     {"encode_record", encode_record, METH_VARARGS,

@@ -155,7 +155,8 @@ static uint32_t first_bad_beta(const DiskPattern *p, uint32_t table_len, float *
  * in the vocabulary, alphas within the header's value bound, beta codes within the order's
  * back-off table (whose values the open checked), positions a permutation that orders the
  * alphas best first (ties by lower id: positions ascend among equal alphas), and a joint
- * order the same over keys that are its words' joint keys; derives the bound on the
+ * order the same over its words' joint keys (computed here, as the search computes them:
+ * the index stores none); derives the bound on the
  * back-off weights.  Each check names what it found (fastsubs-index verify shows it), and
  * each would still stop a pattern that only another one trips (a repeated position is also
  * a tie out of order). */
@@ -178,14 +179,17 @@ int records_check_pattern(const Store *s, DiskPattern *p, int order, Failure *fa
                  beta_code(p->beta_codes, p->beta_width, entry), entry);
     if (!what[0] && check_order(p, p->positions, p->alpha, 0, "score", what, sizeof(what)) < 0)
         goto no_memory;
-    if (!what[0] && p->joint) {
-        if (check_order(p, p->joint, p->joint_key, 1, "joint key", what, sizeof(what)) < 0)
+    if (!what[0] && p->joint && p->count > 1) {
+        /* its words' joint keys, by position (they are not stored: lists.c computes them too) */
+        float *keys = malloc(sizeof(float) * p->count);
+        if (!keys)
             goto no_memory;
-        for (uint32_t i = 0; i < p->count && !what[0]; i++) {
-            uint32_t at = joint_at(p, i);
-            if (p->joint_key[i] != fs_joint_key(s->unigram_alpha[pattern_id(s, p, at)], p->alpha[at]))
-                snprintf(what, sizeof(what), "its joint key %u is not its word's", i);
-        }
+        for (uint32_t at = 0; at < p->count; at++)
+            keys[at] = fs_joint_key(s->unigram_alpha[pattern_id(s, p, at)], p->alpha[at]);
+        int rc = check_order(p, p->joint, keys, 0, "joint key", what, sizeof(what));
+        free(keys);
+        if (rc < 0)
+            goto no_memory;
     }
     if (what[0]) {
         common_fail(failure, FS_EDAMAGED, "damaged index: pattern %s: %s", codec_hex(key, key_len, shown), what);

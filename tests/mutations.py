@@ -327,20 +327,23 @@ MUTATIONS = [
              "require(!t1->base_unigram,", "require(1,"),
     Mutation("joint-key-read-one-entry-late", LISTS,
              "the joint list's sup is the key after its next entry: one step too low for that entry",
-             "list->own_alphas[i] = list->pattern->joint_key[list->depth + i];",
-             "list->own_alphas[i] = list->pattern->joint_key[list->depth + i + (list->depth + i + 1 < "
-             "list->length)];"),
+             "list->own_alphas[i] = fs_joint_key(s->unigram_alpha[list->own_words[i]], list->pattern->alpha[at]);",
+             "uint32_t late = joint_at(list->pattern, (uint32_t)(list->depth + i + (list->depth + i + 1 < "
+             "list->length))); list->own_alphas[i] = fs_joint_key(s->unigram_alpha[pattern_id(s, list->pattern, "
+             "late)], list->pattern->alpha[late]);"),
     Mutation("joint-key-not-rounded-up", FORMAT,
-             "joint keys rounded to nearest, not up (written and checked so): a key below its word's sum lets the "
-             "joint bound pass over the word",
+             "joint keys rounded to nearest, not up (ordered, checked and read so): a key below its word's sum "
+             "lets the joint bound pass over the word",
              "return (double)key < exact ? nextafterf(key, INFINITY) : key;", "return key;"),
-    Mutation("joint-keys-not-recomputed", RECORDS,
-             "a joint order's keys taken on trust: a key below its word's sum is a wrong answer",
-             "if (p->joint_key[i] != fs_joint_key(", "if (0 && p->joint_key[i] != fs_joint_key("),
-    Mutation("joint-keys-checked-only-too-low", RECORDS,
-             "a joint key above its word's sum passes the check (only keys too low are named): the joint order is "
-             "not the one the format defines, and verify says OK",
-             "if (p->joint_key[i] != fs_joint_key(", "if (p->joint_key[i] < fs_joint_key("),
+    Mutation("joint-order-taken-on-trust", RECORDS,
+             "a joint order read without checking that it sorts its words' keys: a word listed late is a wrong "
+             "answer, and verify says OK",
+             "if (!what[0] && p->joint && p->count > 1) {", "if (0) {"),
+    Mutation("joint-order-checked-against-the-alphas-alone", RECORDS,
+             "the check of a joint order computes keys without the unigram alphas: it passes orders that are not "
+             "by joint key (and refuses the sound ones)",
+             "keys[at] = fs_joint_key(s->unigram_alpha[pattern_id(s, p, at)], p->alpha[at]);",
+             "keys[at] = p->alpha[at];"),
     Mutation("joint-word-past-unigrams-not-checked", CODEC,
              "the writer reads a joint key's unigram alpha for any word id: past the unigrams it reads out of bounds",
              "if (p->ids[i] >= rows->vocab_size) {", "if (0) {"),

@@ -1,15 +1,15 @@
-"""Every check of a joint order (index format 4) has a record that trips it.
+"""Every check of a joint order has a record that trips it.
 
-A pattern ``_ d`` of at least the header's ``joint_min`` words carries, after its data in
-its PATTERN record, its words by joint key (the unigram alpha plus the pattern's alpha,
-rounded up to float32) and the keys.  The search bounds unread words by those keys, so a
-key too low would be a wrong answer, not an error: ``records_check_pattern`` (kernel/records.c)
-recomputes every key and checks the order whenever a search reads the pattern, and
-``fastsubs-index verify`` also checks that exactly the patterns the threshold names carry
-one.  Here each promise is broken in turn in one joint order, the record's checksum made
-right again, as a faulty builder (or a forger) would leave it (a key one step too low, and
-one step too high: each is not its word's); the search must end in DamagedIndexError
-naming the damage, and verify too (exit 1).  The header's value bound (the joint bound's
+A pattern ``_ d`` of at least the header's ``joint_min`` words carries, in its PATTERN
+record, its words by joint key (the unigram alpha plus the pattern's alpha, rounded up to
+float32; format 5 stores the order, not the keys, which the reader computes).  The search
+bounds unread words by those keys, so an order that is not theirs would be a wrong
+answer, not an error: ``records_check_pattern`` (kernel/records.c) checks the order
+against the keys whenever a search reads the pattern, and ``fastsubs-index verify`` also
+checks that exactly the patterns the threshold names carry one.  Here each promise is
+broken in turn in one joint order, the record's checksum made right again, as a faulty
+builder (or a forger) would leave it; the search must end in DamagedIndexError naming
+the damage, and verify too (exit 1).  The header's value bound (the joint bound's
 rounding slack is measured in it) is forged the same way.
 """
 
@@ -34,23 +34,46 @@ from test_damaged_index import put
 from test_forged_records import Located, decoded, encoded, patterns_of, query_error, query_sentence
 
 
+def joint_keys(unigram_alpha: np.ndarray, ids: list[int], alphas: list[float]) -> np.ndarray:
+    """Each word's joint key, by position: the smallest float32 at or above the float64 sum
+    of its unigram alpha and its alpha in the pattern (format.h), computed here with numpy."""
+    exact = unigram_alpha[ids].astype(np.float64) + np.asarray(alphas, np.float32).astype(np.float64)
+    keys = exact.astype(np.float32)
+    return np.where(keys.astype(np.float64) < exact, np.nextafter(keys, np.float32(np.inf)), keys)
+
+
+def by_key(keys: np.ndarray) -> list[int]:
+    """Positions by key descending, ties by lower position (the format's orders)."""
+    return sorted(range(len(keys)), key=lambda i: (-keys[i], i))
+
+
 @dataclass
 class Joint:
-    """A joint order as plain lists to forge: positions into the pattern's ids, and keys."""
+    """A pattern's joint order and what its keys come from, as plain lists to forge:
+    positions into the pattern's ids, the alphas, the positions by score (which follow the
+    alphas), and the unigram alphas of the model."""
 
     positions: list[int]
-    keys: list[float]
+    ids: list[int]
+    alphas: list[float]
+    by_score: list[int]
+    unigram_alpha: np.ndarray
+
+    def keys(self) -> np.ndarray:
+        """The joint keys in joint order."""
+        return joint_keys(self.unigram_alpha, self.ids, self.alphas)[self.positions]
 
 
-def read_joint(value: bytes, where: Located, id_bytes: int) -> Joint:
+def read_joint(value: bytes, where: Located, id_bytes: int, unigram_alpha: np.ndarray) -> Joint:
     _, pattern = decoded(value, where, id_bytes)
-    return Joint(pattern["joint"], pattern["joint_key"])
+    return Joint(pattern["joint"], pattern["ids"], pattern["alpha"], pattern["positions"], unigram_alpha)
 
 
 def write_joint(value: bytes, where: Located, id_bytes: int, joint: Joint) -> bytes:
-    """``value`` with the joint order replaced and the record's checksum made right."""
+    """``value`` with the joint order (and the alphas, positions by score) replaced and the
+    record's checksum made right."""
     record, pattern = decoded(value, where, id_bytes)
-    pattern.update(joint=joint.positions, joint_key=joint.keys)
+    pattern.update(joint=joint.positions, alpha=joint.alphas, positions=joint.by_score)
     return encoded(record, where, id_bytes)
 
 
@@ -72,38 +95,32 @@ def joint_position_out_of_range(joint: Joint) -> str:
 
 
 def joint_keys_out_of_order(joint: Joint) -> str:
-    i = first(list(zip(joint.keys, joint.keys[1:])), lambda a, b: a > b)
+    keys = joint.keys()
+    i = first(list(zip(keys, keys[1:])), lambda a, b: a > b)
     joint.positions[i], joint.positions[i + 1] = joint.positions[i + 1], joint.positions[i]
-    joint.keys[i], joint.keys[i + 1] = joint.keys[i + 1], joint.keys[i]
     return f"its positions by joint key do not order its joint keys (entry {i + 1})"
 
 
 def joint_tie_out_of_order(joint: Joint) -> str:
-    """Entries 0 and 1 made a tie (entry 1's key raised to entry 0's: still in order), the
-    higher id first."""
-    joint.keys[1] = joint.keys[0]
-    if joint.positions[0] < joint.positions[1]:
-        joint.positions[0], joint.positions[1] = joint.positions[1], joint.positions[0]
+    """Entries 0 and 1 made a tie (entry 1's alpha raised until its key is entry 0's, the
+    positions by score sorted again: the only fault is in the joint order), the higher id
+    first."""
+    top, second = joint.positions[0], joint.positions[1]
+    target = joint.keys()[0]
+    alpha = np.float32(joint.alphas[second])
+    while joint_keys(joint.unigram_alpha, [joint.ids[second]], [alpha])[0] < target:
+        alpha = np.nextafter(alpha, np.float32(np.inf))
+    joint.alphas[second] = float(alpha)
+    assert joint_keys(joint.unigram_alpha, [joint.ids[second]], [alpha])[0] == target
+    joint.by_score = by_key(np.asarray(joint.alphas, np.float32))
+    joint.positions = by_key(joint_keys(joint.unigram_alpha, joint.ids, joint.alphas))
+    assert set(joint.positions[:2]) == {top, second}
+    joint.positions[0], joint.positions[1] = max(top, second), min(top, second)
     return "its positions by joint key put tied joint keys out of id order (entry 1)"
 
 
-def joint_key_one_step_low(joint: Joint) -> str:
-    """The last key one float32 step lower: still in order, but below its word's sum (a
-    bound that low would list a word late)."""
-    joint.keys[-1] = float(np.nextafter(np.float32(joint.keys[-1]), np.float32(-np.inf)))
-    return f"its joint key {len(joint.keys) - 1} is not its word's"
-
-
-def joint_key_one_step_high(joint: Joint) -> str:
-    """The first key one float32 step higher: still in order (it is the largest), and still
-    a bound, but not its word's sum (a check of keys too low alone lets it pass)."""
-    joint.keys[0] = float(np.nextafter(np.float32(joint.keys[0]), np.float32(np.inf)))
-    return "its joint key 0 is not its word's"
-
-
 FORGERIES = {f.__name__.replace("_", " "): f for f in (
-    joint_position_repeated, joint_position_out_of_range, joint_keys_out_of_order, joint_tie_out_of_order,
-    joint_key_one_step_low, joint_key_one_step_high)}
+    joint_position_repeated, joint_position_out_of_range, joint_keys_out_of_order, joint_tie_out_of_order)}
 
 
 @dataclass(frozen=True)
@@ -114,6 +131,7 @@ class JointIndex:
     sentence: list[str]
     block: Located  # a pattern of order 2 in a BLOCK record
     block_sentence: list[str]
+    unigram_alpha: np.ndarray
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +146,7 @@ def joint_index(tmp_path_factory: pytest.TempPathFactory) -> JointIndex:
     found: dict[str, tuple[Located, list[str]]] = {}
     with Core(path) as index:
         id_bytes = index.id_bytes
+        unigram_alpha = np.frombuffer(index.unigrams()[0], np.float32).copy()
         env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=64)
         with env.begin() as txn:
             for record_key, value in txn.cursor(db=env.open_db(fmt.patterns_db_name(2), txn=txn, create=False)):
@@ -136,7 +155,7 @@ def joint_index(tmp_path_factory: pytest.TempPathFactory) -> JointIndex:
                         continue
                     if fmt.decode_record(record_key, value, 2, id_bytes, True)["flags"] & fmt.HAS_JOINT \
                             and "joint" not in found:
-                        keys = read_joint(value, where, id_bytes).keys
+                        keys = read_joint(value, where, id_bytes, unigram_alpha).keys()
                         if not any(a > b for a, b in zip(keys, keys[1:])):
                             continue
                         name = "joint"
@@ -149,7 +168,7 @@ def joint_index(tmp_path_factory: pytest.TempPathFactory) -> JointIndex:
                         found[name] = (where, sentence)
         env.close()
     assert set(found) == {"joint", "block"}, found
-    return JointIndex(path, id_bytes, *found["joint"], *found["block"])
+    return JointIndex(path, id_bytes, *found["joint"], *found["block"], unigram_alpha)
 
 
 def record_of(index: Path, where: Located) -> bytes:
@@ -178,7 +197,7 @@ def test_a_forged_joint_order_is_named_by_the_search_and_by_verify(joint_index: 
     shutil.copytree(joint_index.path, copy)
     where = joint_index.where
     value = record_of(copy, where)
-    joint = read_joint(value, where, joint_index.id_bytes)
+    joint = read_joint(value, where, joint_index.id_bytes, joint_index.unigram_alpha)
     damage = FORGERIES[forgery](joint)
     put(copy, fmt.patterns_db_name(2), where.record_key, write_joint(value, where, joint_index.id_bytes, joint))
     assert_named(copy, joint_index.sentence, f"damaged index: pattern {where.key.hex()}: {damage}")
@@ -204,7 +223,7 @@ def test_verify_names_a_pattern_whose_joint_order_is_missing(joint_index: JointI
     shutil.copytree(joint_index.path, copy)
     where = joint_index.where
     record, pattern = decoded(record_of(copy, where), where, joint_index.id_bytes)
-    pattern.update(joint=None, joint_key=None)
+    pattern.update(joint=None)
     record["flags"] &= ~fmt.HAS_JOINT
     put(copy, fmt.patterns_db_name(2), where.record_key, encoded(record, where, joint_index.id_bytes))
     with fastsubs.open_index(joint_index.path) as index:

@@ -28,6 +28,7 @@ from fastsubs import _kernel
 from fastsubs import format as fmt
 from fastsubs.core import Core
 from generated_models import write_model
+from test_forged_joint import by_key, joint_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT_H = ROOT / "kernel" / "format.h"
@@ -234,38 +235,36 @@ def test_a_record_is_refused_where_a_field_does_not_fit(joint_index: Path) -> No
         fmt.encode_record(key, record, order, id_bytes)
 
 
-def test_every_joint_key_is_its_definition(joint_index: Path) -> None:
-    """A joint key is the smallest float32 at or above the float64 sum of the word's unigram
-    alpha and its alpha in the pattern (format.h), computed here with numpy; and the joint
-    order lists the words by key descending, ties by lower id."""
+def test_every_joint_order_is_by_the_definition_of_the_key(joint_index: Path) -> None:
+    """A joint order lists a pattern's words by joint key descending, ties by lower id, a
+    key being the smallest float32 at or above the float64 sum of the word's unigram alpha
+    and its alpha in the pattern (format.h), computed here with numpy."""
     with Core(joint_index) as index:
-        unigram_alpha = np.frombuffer(index.unigrams()[0], np.float32)
+        unigram_alpha = np.frombuffer(index.unigrams()[0], np.float32).copy()
         id_bytes = fmt.id_bytes(index.vocab_size)
     checked = 0
     for order, model_order, key, value in every_record(joint_index):
         for pattern in fmt.decode_record(key, value, order, id_bytes, order < model_order)["patterns"]:
-            if pattern["joint_key"] is None:
+            if pattern["joint"] is None:
                 continue
-            exact = unigram_alpha[pattern["ids"]].astype(np.float64) + np.array(pattern["alpha"], np.float32)
-            keys = exact.astype(np.float32)
-            keys = np.where(keys.astype(np.float64) < exact, np.nextafter(keys, np.float32(np.inf)), keys)
-            order_of = sorted(range(pattern["count"]), key=lambda i: (-keys[i], i))
-            assert pattern["joint"] == order_of and pattern["joint_key"] == keys[order_of].tolist()
+            assert pattern["joint"] == by_key(joint_keys(unigram_alpha, pattern["ids"], pattern["alpha"]))
             checked += 1
     assert checked > 10
 
 
 def test_a_batch_whose_words_are_past_the_unigrams_is_refused() -> None:
     """The writer reads each word's unigram alpha for a joint key: a word past the unigrams it
-    was given is an error, never a read past them."""
+    was given is an error, never a read past them.  (Within them, the joint order is by the
+    unigram alphas: word 3 first.)"""
     ids = np.array([[5, 1], [5, 2], [5, 3]], np.uint32)  # the pattern "_ 5" (order 2, slot 0) of words 1, 2, 3
     alpha = np.full(3, -1.0, np.float32)
     table = np.array([-1.0], np.float32)
+    unigram_alpha = np.array([0.0, -3.0, -2.0, -1.0], np.float32)
     keys, offsets, values, parts, bound, _ = fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True,
-                                                              id_bytes=2, unigram_alpha=np.zeros(4, np.float32),
+                                                              id_bytes=2, unigram_alpha=unigram_alpha,
                                                               joint_min=3, beta_table=table)
     record = fmt.decode_record(keys, values, 2, 2, True)
-    assert record["flags"] & fmt.HAS_JOINT and record["patterns"][0]["joint_key"] == [-1.0] * 3
+    assert record["flags"] & fmt.HAS_JOINT and record["patterns"][0]["joint"] == [2, 1, 0]
     with pytest.raises(ValueError, match="word id 3 is past the unigrams"):
         fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, id_bytes=2,
                             unigram_alpha=np.zeros(3, np.float32), joint_min=3, beta_table=table)

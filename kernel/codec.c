@@ -20,26 +20,22 @@ const char *codec_hex(const uint8_t *key, size_t len, char out[65]) {
 
 /* Bytes of the data of a pattern of ``count`` words (``flags``), its beta codes ``beta_width`` bits each. */
 static uint64_t data_bytes(uint64_t count, unsigned id_bytes, unsigned flags, unsigned beta_width) {
-    int has_beta = (flags & PATTERN_HAS_BETA) != 0;
-    FsPatternLayout at = fs_pattern_layout(count, id_bytes, has_beta, (flags & PATTERN_HAS_JOINT) != 0);
-    return fs_pattern_end(at, count, has_beta, beta_width);
+    FsPatternLayout at = fs_pattern_layout(count, id_bytes, (flags & PATTERN_HAS_JOINT) != 0);
+    return fs_pattern_end(at, count, (flags & PATTERN_HAS_BETA) != 0, beta_width);
 }
 
-int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count, unsigned id_bytes, unsigned flags) {
-    int has_beta = (flags & PATTERN_HAS_BETA) != 0;
-    FsPatternLayout at = fs_pattern_layout(count, id_bytes, has_beta, (flags & PATTERN_HAS_JOINT) != 0);
-    uint64_t room = (uint64_t)(end - data);
-    if (at.beta > room)  /* (the width's byte lies before it) */
+int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count, unsigned id_bytes, unsigned flags,
+                         unsigned beta_width) {
+    if (!fs_beta_width_ok(beta_width) || (!(flags & PATTERN_HAS_BETA) && beta_width))
         return -1;
-    unsigned width = has_beta ? data[at.beta_width] : 0;
-    uint64_t bytes = data_bytes(count, id_bytes, flags, width);
-    return fs_beta_width_ok(width) && bytes <= room ? (int64_t)bytes : -1;
+    uint64_t bytes = data_bytes(count, id_bytes, flags, beta_width);
+    return bytes <= (uint64_t)(end - data) ? (int64_t)bytes : -1;
 }
 
-/* The fields of the pattern laid out as ``at`` at ``data``, its beta codes ``beta_width`` bits each. */
-static void fields_at(const uint8_t *data, FsPatternLayout at, uint32_t count, unsigned flags,
-                      const ix_f32 *beta_table, unsigned beta_width, DiskPattern *p) {
+void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
+                          const ix_f32 *beta_table, unsigned beta_width, DiskPattern *p) {
     int has_joint = (flags & PATTERN_HAS_JOINT) != 0, has_beta = (flags & PATTERN_HAS_BETA) != 0;
+    FsPatternLayout at = fs_pattern_layout(count, id_bytes, has_joint);
     p->count = count;
     p->ids = data + at.ids;
     p->position_bits = at.position_bits;
@@ -49,20 +45,6 @@ static void fields_at(const uint8_t *data, FsPatternLayout at, uint32_t count, u
     p->beta_width = has_beta ? beta_width : 0;
     p->beta_codes = has_beta ? data + at.beta : NULL;
     p->joint = has_joint ? data + at.joint : NULL;
-}
-
-void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
-                          const ix_f32 *beta_table, unsigned beta_width, DiskPattern *p) {
-    FsPatternLayout at = fs_pattern_layout(count, id_bytes, (flags & PATTERN_HAS_BETA) != 0,
-                                           (flags & PATTERN_HAS_JOINT) != 0);
-    fields_at(data, at, count, flags, beta_table, beta_width, p);
-}
-
-void codec_pattern_at(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
-                      const ix_f32 *beta_table, DiskPattern *p) {
-    FsPatternLayout at = fs_pattern_layout(count, id_bytes, (flags & PATTERN_HAS_BETA) != 0,
-                                           (flags & PATTERN_HAS_JOINT) != 0);
-    fields_at(data, at, count, flags, beta_table, flags & PATTERN_HAS_BETA ? data[at.beta_width] : 0, p);
 }
 
 int codec_open_record(const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len, int order,
@@ -107,26 +89,89 @@ int codec_open_block(const DiskRecord *r, DiskBlock *b) {
     return b->n_patterns && b->n_restarts && b->entries <= r->end && load_u16(b->restarts) == 0 ? 0 : -1;
 }
 
-const uint8_t *codec_read_entry(const DiskRecord *r, const uint8_t *p, unsigned id_bytes, unsigned has_beta,
-                                uint8_t *key, unsigned *shared, uint32_t *count, const uint8_t **data) {
+/* Adds the big-endian ``delta`` (``n`` bytes) to the last bytes of ``key`` (``len``): 0, or
+ * -1 when the sum does not fit the key (a carry past its first byte). */
+static int add_delta(uint8_t *key, size_t len, const uint8_t *delta, unsigned n) {
+    unsigned carry = 0;
+    for (size_t i = len; i-- > 0;) {
+        unsigned sum = key[i] + carry + (i >= len - n ? delta[i - (len - n)] : 0u);
+        key[i] = (uint8_t)sum;
+        carry = sum >> 8;
+        if (!carry && i < len - n)
+            return 0;
+    }
+    return carry ? -1 : 0;
+}
+
+int codec_read_entry(const DiskRecord *r, EntryCursor *c, unsigned id_bytes, unsigned has_beta, uint8_t *key,
+                     EntryFields *e) {
     size_t len = r->key_len;
-    if (r->end - p < FS_ENTRY_HEAD_BYTES)
+    const uint8_t *p = c->at, *end = r->end;
+    unsigned code;
+    if (c->paired) {
+        code = c->code;
+        c->paired = 0;
+    } else {
+        if (p >= end)
+            return -1;
+        code = *p & 15u;
+        c->code = *p++ >> 4;
+        c->paired = 1;
+    }
+    unsigned escaped_count = 0;
+    if (code != FS_ENTRY_ESCAPED) {
+        FsEntryCode given = fs_entry_code((int)has_beta, code);
+        e->delta = given.delta ? given.delta : (unsigned)len;
+        e->count = given.count;
+        e->beta_width = given.width;
+    } else {
+        if (p >= end)
+            return -1;
+        unsigned head = *p++;
+        e->delta = head >> 4;
+        if (e->delta == FS_ENTRY_ESCAPED_DELTA)
+            e->delta = p < end ? *p++ : 0u;
+        e->count = head & 15u;
+        escaped_count = e->count == FS_ENTRY_ESCAPED_COUNT;
+    }
+    if (e->delta == 0 || e->delta > len || (size_t)(end - p) < e->delta || add_delta(key, len, p, e->delta) < 0)
+        return -1;
+    p += e->delta;
+    if (code == FS_ENTRY_ESCAPED) {
+        if (escaped_count)
+            e->count = p < end ? *p++ : 0u;
+        e->beta_width = 0;
+        if (has_beta) {
+            if (p >= end)
+                return -1;
+            e->beta_width = *p++;
+        }
+    }
+    int64_t bytes = codec_data_bytes(p, end, e->count, id_bytes, has_beta, e->beta_width);
+    if (e->count == 0 || bytes < 0)
+        return -1;
+    e->data = p;
+    c->at = p + bytes;
+    return 0;
+}
+
+const uint8_t *codec_restart_key(const DiskRecord *r, const DiskBlock *b, size_t offset, unsigned has_beta) {
+    const uint8_t *p = b->entries + offset, *end = r->end;
+    size_t len = r->key_len;
+    if (offset >= (size_t)(end - b->entries))
         return NULL;
-    unsigned head = *p, escaped = head >> 4 == FS_ENTRY_ESCAPED_SHARED;
-    p += FS_ENTRY_HEAD_BYTES;
-    *shared = escaped ? (p < r->end ? *p++ : len + 1) : head >> 4;
-    if (*shared > len || (size_t)(r->end - p) < len - *shared)
-        return NULL;
-    memcpy(key + *shared, p, len - *shared);
-    p += len - *shared;
-    *count = head & 15u;
-    if (*count == FS_ENTRY_ESCAPED_COUNT)
-        *count = p < r->end ? *p++ : 0;
-    int64_t bytes = codec_data_bytes(p, r->end, *count, id_bytes, has_beta);
-    if (*count == 0 || bytes < 0)
-        return NULL;
-    *data = p;
-    return p + bytes;
+    unsigned code = *p++ & 15u;
+    if (code != FS_ENTRY_ESCAPED) {  /* the code must give a whole key */
+        FsEntryCode given = fs_entry_code((int)has_beta, code);
+        if ((given.delta ? given.delta : len) != len)
+            return NULL;
+    } else {
+        if (p >= end || *p >> 4 != (len < FS_ENTRY_ESCAPED_DELTA ? len : FS_ENTRY_ESCAPED_DELTA))
+            return NULL;
+        if (*p++ >> 4 == FS_ENTRY_ESCAPED_DELTA && (p >= end || *p++ != len))
+            return NULL;
+    }
+    return (size_t)(end - p) >= len ? p : NULL;
 }
 
 int codec_alone_pattern(const DiskRecord *r, unsigned id_bytes, unsigned has_beta, const ix_f32 *beta_table,
@@ -135,10 +180,11 @@ int codec_alone_pattern(const DiskRecord *r, unsigned id_bytes, unsigned has_bet
         return -1;
     unsigned flags = has_beta | (r->has_joint ? PATTERN_HAS_JOINT : 0);
     uint32_t count = load_u32(r->body + FS_PATTERN_COUNT);
-    int64_t data = codec_data_bytes(r->body + FS_PATTERN_DATA, r->end, count, id_bytes, flags);
+    unsigned width = r->body[FS_PATTERN_WIDTH];
+    int64_t data = codec_data_bytes(r->body + FS_PATTERN_DATA, r->end, count, id_bytes, flags, width);
     if (count == 0 || data < 0 || r->end - (r->body + FS_PATTERN_DATA + data) > 3)
         return -1;
-    codec_pattern_at(r->body + FS_PATTERN_DATA, count, id_bytes, flags, beta_table, out);
+    codec_pattern_fields(r->body + FS_PATTERN_DATA, count, id_bytes, flags, beta_table, width, out);
     return 0;
 }
 
@@ -149,7 +195,7 @@ int codec_walk_block(CodecWalk *w, const DiskRecord *r, unsigned id_bytes, unsig
     w->entry = w->restart = 0;
     if (codec_open_block(r, &w->block) < 0)
         return -1;
-    w->at = w->block.entries;
+    w->cursor = codec_restart_cursor(w->block.entries);
     return 0;
 }
 
@@ -157,15 +203,20 @@ int codec_next_entry(CodecWalk *w) {
     const DiskBlock *b = &w->block;
     const DiskRecord *r = w->record;
     if (w->entry == b->n_patterns)
-        return w->restart == b->n_restarts && (size_t)(r->end - w->at) <= 3 && !memcmp(w->key, r->key, r->key_len)
-                   ? 0 : -1;
+        return w->restart == b->n_restarts && (size_t)(r->end - w->cursor.at) <= 3 &&
+                       !memcmp(w->key, r->key, r->key_len) ? 0 : -1;
     w->restarts = w->restart < b->n_restarts &&
-                  w->at == b->entries + load_u16(b->restarts + FS_RESTART_BYTES * w->restart);
+                  w->cursor.at == b->entries + load_u16(b->restarts + FS_RESTART_BYTES * w->restart);
     if (w->entry == 0 && !w->restarts)
         return -1;
-    w->restart += w->restarts;
-    if (!(w->at = codec_read_entry(r, w->at, w->id_bytes, w->has_beta, w->key, &w->shared, &w->count, &w->data)) ||
-        (w->restarts && w->shared))
+    if (w->restarts) {  /* a new group: its first entry has a code byte and its key whole */
+        if (!codec_restart_key(r, b, (size_t)(w->cursor.at - b->entries), w->has_beta))
+            return -1;
+        w->restart++;
+        w->cursor = codec_restart_cursor(w->cursor.at);
+        memset(w->key, 0, r->key_len);
+    }
+    if (codec_read_entry(r, &w->cursor, w->id_bytes, w->has_beta, w->key, &w->fields) < 0)
         return -1;
     w->entry++;
     return 1;
@@ -265,24 +316,36 @@ static uint64_t padded(uint64_t size) {
     return (size + 3) / 4 * 4;
 }
 
-/* Leading bytes ``key`` shares with ``before``. */
-static unsigned common_prefix(const uint8_t *key, const uint8_t *before, size_t key_len) {
-    unsigned n = 0;
-    while (n < key_len && key[n] == before[n])
-        n++;
-    return n;
+/* ``key`` minus ``before`` (``key_len`` bytes each, big-endian; ``before`` NULL: zeros)
+ * into ``diff``: the bytes of the delta, the fewest that hold it (1 at least), or key_len
+ * when ``whole``. */
+static unsigned key_delta(const uint8_t *key, const uint8_t *before, size_t key_len, int whole, uint8_t *diff) {
+    unsigned borrow = 0;
+    for (size_t i = key_len; i-- > 0;) {
+        int v = (int)key[i] - (before ? (int)before[i] : 0) - (int)borrow;
+        borrow = v < 0;
+        diff[i] = (uint8_t)(v + (borrow ? 256 : 0));
+    }
+    size_t zeros = 0;
+    while (zeros + 1 < key_len && diff[zeros] == 0)
+        zeros++;
+    return whole ? (unsigned)key_len : (unsigned)(key_len - zeros);
 }
 
-/* The key bytes block entry ``i`` of ``r`` takes from the entry before it (none at a restart). */
-static unsigned entry_shared(const CodecRecord *r, uint32_t i, size_t key_len) {
+/* The delta of block entry ``i`` of ``r`` (the whole key at a restart) into ``diff``; its bytes. */
+static unsigned entry_delta(const CodecRecord *r, uint32_t i, size_t key_len, uint8_t *diff) {
     const CodecPattern *p = &r->patterns[i];
-    return i == 0 || p->restarts ? 0 : common_prefix(p->key, r->patterns[i - 1].key, key_len);
+    int whole = i == 0 || p->restarts;
+    return key_delta(p->key, whole ? NULL : r->patterns[i - 1].key, key_len, whole, diff);
 }
 
-/* Bytes of a block entry of ``count`` words whose data takes ``data`` bytes and whose key
- * takes ``shared`` bytes from the one before. */
-static uint64_t entry_bytes(uint64_t data, size_t key_len, unsigned shared, uint32_t count) {
-    return fs_entry_fields_bytes(shared, count) + (key_len - shared) + data;
+/* Bytes of a block entry of ``count`` words whose data takes ``data`` bytes, beta codes
+ * ``beta_width`` bits each (``has_beta``), and whose key's delta takes ``delta`` bytes:
+ * its head's when no code gives its fields, its delta and its data (its code aside). */
+static uint64_t entry_bytes(uint64_t data, size_t key_len, unsigned delta, uint32_t count, int has_beta,
+                            unsigned beta_width) {
+    int escaped = fs_entry_code_of(has_beta, delta, key_len, count, beta_width) == FS_ENTRY_ESCAPED;
+    return (escaped ? fs_entry_head_bytes(delta, count, has_beta) : 0u) + delta + data;
 }
 
 static unsigned pattern_flags(const CodecPattern *p) {
@@ -302,10 +365,14 @@ uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_by
     if (r->kind != FS_BLOCK)
         return padded(head);
     uint64_t restarts = 0, entries = 0;
-    for (uint32_t i = 0; i < r->n_patterns; i++) {
+    uint8_t diff[1 + 4 * FS_MAX_ORDER];
+    for (uint32_t i = 0, in_group = 0; i < r->n_patterns; i++, in_group++) {
         const CodecPattern *p = &r->patterns[i];
         restarts += p->restarts;
-        entries += entry_bytes(pattern_data_bytes(p, id_bytes), key_len, entry_shared(r, i, key_len), p->count);
+        in_group = p->restarts ? 0 : in_group;
+        entries += (in_group % 2 == 0) + entry_bytes(pattern_data_bytes(p, id_bytes), key_len,
+                                                     entry_delta(r, i, key_len, diff), p->count,
+                                                     p->beta_codes != NULL, p->beta_width);
     }
     return padded(head + FS_BLOCK_RESTART_TABLE + FS_RESTART_BYTES * restarts + entries);
 }
@@ -337,7 +404,7 @@ static int write_packed(uint8_t *out, const uint32_t *codes, uint32_t count, uns
 /* A pattern's data (format.h) at zeroed ``out``: 0, or -1 when an id, a position or a beta
  * code does not fit its width. */
 static int write_data(uint8_t *out, const CodecPattern *p, unsigned id_bytes) {
-    FsPatternLayout at = fs_pattern_layout(p->count, id_bytes, p->beta_codes != NULL, p->joint != NULL);
+    FsPatternLayout at = fs_pattern_layout(p->count, id_bytes, p->joint != NULL);
     if (write_narrow(out + at.ids, p->ids, p->count, id_bytes) < 0 ||
         (at.position_bits && write_packed(out + at.positions, p->positions, p->count, at.position_bits) < 0) ||
         (p->joint && at.position_bits && write_packed(out + at.joint, p->joint, p->count, at.position_bits) < 0) ||
@@ -345,8 +412,6 @@ static int write_data(uint8_t *out, const CodecPattern *p, unsigned id_bytes) {
                                                                 p->beta_width > 32 ? 32 : p->beta_width) < 0)))
         return -1;
     memcpy(out + at.alpha, p->alpha, 4 * (size_t)p->count);
-    if (p->beta_codes)
-        out[at.beta_width] = (uint8_t)p->beta_width;
     return 0;
 }
 
@@ -362,29 +427,43 @@ static int write_block(const CodecRecord *r, size_t key_len, unsigned id_bytes, 
     store_u16(body + FS_BLOCK_PATTERNS, r->n_patterns);
     store_u16(body + FS_BLOCK_RESTARTS, restarts);
     uint8_t *table = body + FS_BLOCK_RESTART_TABLE, *entries = table + FS_RESTART_BYTES * (size_t)restarts;
-    uint8_t *at = entries;
-    for (uint32_t i = 0, restart = 0; i < r->n_patterns; i++) {
+    uint8_t *at = entries, *code_byte = NULL, diff[1 + 4 * FS_MAX_ORDER];
+    for (uint32_t i = 0, restart = 0, in_group = 0; i < r->n_patterns; i++, in_group++) {
         const CodecPattern *p = &r->patterns[i];
-        unsigned shared = entry_shared(r, i, key_len);
+        int has_beta = p->beta_codes != NULL;
+        unsigned delta = entry_delta(r, i, key_len, diff);
         if (p->restarts) {
             if (at - entries > 0xFFFF) {
                 *what = "a restart lies past 65,535 bytes of entries";
                 return -1;
             }
             store_u16(table + FS_RESTART_BYTES * restart++, (uint32_t)(at - entries));
+            in_group = 0;
         }
         if (p->count > FS_BLOCK_MAX_COUNT || p->joint) {
             *what = "a block entry holds at most 255 words and no joint order";
             return -1;
         }
-        *at = fs_entry_head(shared, p->count);
-        at += FS_ENTRY_HEAD_BYTES;
-        if (shared >= FS_ENTRY_ESCAPED_SHARED)
-            *at++ = (uint8_t)shared;
-        memcpy(at, p->key + shared, key_len - shared);
-        at += key_len - shared;
-        if (p->count > 15u)
-            *at++ = (uint8_t)p->count;
+        unsigned code = fs_entry_code_of(has_beta, delta, key_len, p->count, p->beta_width);
+        if (in_group % 2 == 0) {  /* the first of a pair: the code byte (zeroed), its low nibble */
+            code_byte = at++;
+            *code_byte = (uint8_t)code;
+        } else {
+            *code_byte |= (uint8_t)(code << 4);
+        }
+        if (code == FS_ENTRY_ESCAPED) {
+            *at++ = fs_entry_head(delta, p->count);
+            if (delta >= FS_ENTRY_ESCAPED_DELTA)
+                *at++ = (uint8_t)delta;
+        }
+        memcpy(at, diff + key_len - delta, delta);
+        at += delta;
+        if (code == FS_ENTRY_ESCAPED) {
+            if (p->count > 15u)
+                *at++ = (uint8_t)p->count;
+            if (has_beta)
+                *at++ = (uint8_t)p->beta_width;
+        }
         if (write_data(at, p, id_bytes) < 0) {
             *what = "an id, a position or a beta code does not fit its width";
             return -1;
@@ -406,6 +485,7 @@ int codec_write_record(const CodecRecord *r, size_t key_len, unsigned id_bytes, 
     uint8_t *body = out + FS_R_PREVIOUS + key_len;
     if (r->kind == FS_PATTERN && r->n_patterns == 1) {
         store_u32(body + FS_PATTERN_COUNT, r->patterns[0].count);
+        body[FS_PATTERN_WIDTH] = (uint8_t)r->patterns[0].beta_width;
         if (write_data(body + FS_PATTERN_DATA, &r->patterns[0], id_bytes) < 0)
             what = "an id, a position or a beta code does not fit its width";
     } else if (r->kind == FS_BLOCK) {
@@ -511,10 +591,11 @@ static void order_by_score(const float *scores, uint32_t count, uint64_t *scratc
 typedef struct {
     size_t first;               /* its first row */
     uint32_t count;
-    unsigned shared;            /* leading key bytes equal to the pattern before's */
+    unsigned delta;             /* bytes of its key's delta from the pattern before's */
     uint64_t data;              /* bytes of its data, joint order aside */
     unsigned beta_width;        /* of its beta codes */
     int alone, joint, periodic;
+    int pair_first;             /* the first of a pair of entries (its code byte), counted from its run's first */
 } Group;
 
 /* Groups the rows by pattern: each group's first row and count, and its key into b->keys. */
@@ -535,9 +616,10 @@ static Group *group_rows(CodecBatch *b, const CodecRows *rows) {
             groups[g - 1].count++;
             continue;
         }
-        uint8_t *key = b->keys + g * key_len;
+        uint8_t *key = b->keys + g * key_len, diff[1 + 4 * FS_MAX_ORDER];
         codec_pattern_key(rows->slot, rows->ids + i * rows->order, (int)fixed, rows->id_bytes, key);
-        groups[g] = (Group){.first = i, .count = 1, .shared = g ? common_prefix(key, key - key_len, key_len) : 0};
+        groups[g] = (Group){.first = i, .count = 1, .delta = key_delta(key, g ? key - key_len : NULL, key_len, g == 0,
+                                                                       diff)};
         g++;
     }
     b->n_groups = n_groups;
@@ -545,8 +627,8 @@ static Group *group_rows(CodecBatch *b, const CodecRows *rows) {
 }
 
 /* Which patterns are alone in PATTERN records (big ones, long entries, joint orders) and
- * which restart the front coding periodically (every FS_BLOCK_RESTART of a run of small
- * patterns, counted from the run's first). */
+ * which restart a group periodically (every FS_BLOCK_RESTART of a run of small patterns,
+ * counted from the run's first, so that a group's entries pair up as the run's do). */
 static void classify(Group *groups, size_t n_groups, const CodecRows *rows, const uint32_t *beta_codes,
                      size_t key_len) {
     for (size_t g = 0; g < n_groups; g++) {
@@ -557,22 +639,38 @@ static void classify(Group *groups, size_t n_groups, const CodecRows *rows, cons
         p->beta_width = fs_beta_width(largest);
         p->data = data_bytes(p->count, rows->id_bytes, rows->has_beta ? PATTERN_HAS_BETA : 0, p->beta_width);
         p->joint = rows->unigram_alpha && p->count >= rows->joint_min;
-        p->alone = p->count > FS_BLOCK_MAX_COUNT || entry_bytes(p->data, key_len, 0, p->count) > ENTRY_MAX || p->joint;
+        p->alone = p->count > FS_BLOCK_MAX_COUNT || p->joint ||
+                   entry_bytes(p->data, key_len, (unsigned)key_len, p->count, rows->has_beta, p->beta_width) > ENTRY_MAX;
     }
     for (size_t g = 0, run = 0; g < n_groups; g++) {
         if (g == 0 || groups[g].alone || groups[g - 1].alone)
             run = g;
         groups[g].periodic = (g - run) % FS_BLOCK_RESTART == 0;
+        groups[g].pair_first = (g - run) % 2 == 0;
     }
+}
+
+/* What block entry ``p`` takes in a block that it does not start (its code byte and restart
+ * offset counted where it begins a pair or restarts periodically). */
+static int64_t modelled_bytes(const Group *p, size_t key_len, int has_beta) {
+    unsigned delta = p->periodic ? (unsigned)key_len : p->delta;
+    return (int64_t)entry_bytes(p->data, key_len, delta, p->count, has_beta, p->beta_width) + p->pair_first +
+           FS_RESTART_BYTES * p->periodic;
 }
 
 /* The last group after ``i`` whose entries fit ``room`` bytes in a block that ``i`` starts
  * (``i`` itself when even its entry does not fit). */
-static size_t fitting_end(const Group *groups, const int64_t *total, size_t n, size_t i, int64_t room) {
+static size_t fitting_end(const Group *groups, const int64_t *total, size_t n, size_t i, int64_t room, size_t key_len,
+                          int has_beta) {
     const Group *p = &groups[i];
-    /* (the block's first entry restarts: its shared bytes are written, and a restart offset
-     * counted when it would not restart where it is) */
-    int64_t limit = total[i] + room - (p->periodic ? 0 : (int64_t)p->shared + FS_RESTART_BYTES);
+    /* (the block's first entry restarts: its key is whole, a restart offset and a code byte
+     * counted when it would not restart where it is, and its group may pair up the other
+     * way round from the run: a code byte more) */
+    int64_t extra = 0;
+    if (!p->periodic)
+        extra = (int64_t)entry_bytes(p->data, key_len, (unsigned)key_len, p->count, has_beta, p->beta_width) + 1 +
+                FS_RESTART_BYTES + 1 - modelled_bytes(p, key_len, has_beta);
+    int64_t limit = total[i] + room - extra;
     size_t low = i, high = n + 1;  /* the last j with total[j] <= limit */
     while (high - low > 1) {
         size_t mid = low + (high - low) / 2;
@@ -594,11 +692,8 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
     /* what each entry takes in a block that it does not start, its restart offset counted
      * where it restarts periodically */
     total[0] = 0;
-    for (size_t g = 0; g < n; g++) {
-        const Group *p = &groups[g];
-        total[g + 1] = total[g] + (int64_t)entry_bytes(p->data, key_len, p->periodic ? 0 : p->shared, p->count) +
-                       FS_RESTART_BYTES * p->periodic;
-    }
+    for (size_t g = 0; g < n; g++)
+        total[g + 1] = total[g] + modelled_bytes(&groups[g], key_len, rows->has_beta);
     run_end[n] = n;
     for (size_t g = n; g-- > 0;)
         run_end[g] = groups[g].alone ? g : run_end[g + 1];
@@ -611,10 +706,10 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
         int kind = FS_PATTERN;
         if (!groups[i].alone) {
             int64_t room = value_room(key_len, page);
-            end = room >= BLOCK_MIN ? fitting_end(groups, total, n, i, room - block_head) : i;
+            end = room >= BLOCK_MIN ? fitting_end(groups, total, n, i, room - block_head, key_len, rows->has_beta) : i;
             if (end == i) {  /* (not even the first entry fits the page's rest: a block starts a page) */
                 page = CODEC_FRESH_PAGE;
-                end = fitting_end(groups, total, n, i, value_room(key_len, page) - block_head);
+                end = fitting_end(groups, total, n, i, value_room(key_len, page) - block_head, key_len, rows->has_beta);
             }
             end = end > i ? end : i + 1;
             end = end < run_end[i] ? end : run_end[i];  /* (the next pattern alone, after i) */
@@ -695,6 +790,15 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     b->positions = malloc((rows->n + 1) * sizeof(uint32_t));
     if (!groups || !total || !run_end || !b->patterns || !b->records || !b->offsets || !b->positions)
         goto no_memory;
+    for (size_t g = 1; g < n; g++)  /* (a key is written as its delta from the one before) */
+        if (memcmp(b->keys + g * b->key_len, b->keys + (g - 1) * b->key_len, b->key_len) <= 0) {
+            common_fail(failure, FS_EARGUMENT, "cannot write the records: the rows are not sorted by pattern key");
+            free(groups);
+            free(total);
+            free(run_end);
+            codec_free_batch(b);
+            return -1;
+        }
     classify(groups, n, rows, b->beta_codes, b->key_len);
     int any_joint = 0;
     for (size_t g = 0; g < n; g++) {
@@ -715,6 +819,7 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     b->n_records = pack(b, groups, rows, total, run_end);
     /* each record's flags and the key before it; the parts its bytes go to */
     uint64_t entry_keys = 0;
+    uint8_t diff[1 + 4 * FS_MAX_ORDER];
     for (size_t r = 0; r < b->n_records; r++) {
         CodecRecord *record = &b->records[r];
         CodecPattern *first = (CodecPattern *)record->patterns;
@@ -723,7 +828,7 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
                         (record->kind == FS_PATTERN && first->joint ? FS_HAS_JOINT : 0);
         if (record->kind == FS_BLOCK)
             for (uint32_t i = 0; i < record->n_patterns; i++)
-                entry_keys += b->key_len - entry_shared(record, i, b->key_len);
+                entry_keys += entry_delta(record, i, b->key_len, diff);
     }
     b->values_bytes = b->offsets[b->n_records];
     uint64_t *parts = b->parts;
@@ -731,7 +836,7 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     parts[CODEC_PART_alpha] = 4 * rows->n;
     for (size_t g = 0; g < n; g++) {
         if (rows->has_beta)
-            parts[CODEC_PART_beta] += 1 + fs_packed_bytes(groups[g].count, groups[g].beta_width);
+            parts[CODEC_PART_beta] += fs_packed_bytes(groups[g].count, groups[g].beta_width);
         uint64_t positions = fs_packed_bytes(groups[g].count, fs_position_bits(groups[g].count));
         parts[CODEC_PART_positions] += positions;
         parts[CODEC_PART_joint] += groups[g].joint ? positions : 0;

@@ -61,20 +61,19 @@ static inline float pattern_beta(const DiskPattern *p, uint32_t i) {
     return p->beta_table[beta_code(p->beta_codes, p->beta_width, i)];
 }
 
-/* What a pattern's data holds besides ids, positions and alphas (codec_pattern_at's ``flags``). */
+/* What a pattern's data holds besides ids, positions and alphas (codec_pattern_fields's ``flags``). */
 #define PATTERN_HAS_BETA 1u
 #define PATTERN_HAS_JOINT 2u
 
-/* The bytes of the data of a pattern of ``count`` words (``flags``) that starts at ``data``
- * and may run to ``end``, or -1 when it does not fit there or its beta width is none of
- * the format's. */
-int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count, unsigned id_bytes, unsigned flags);
+/* The bytes of the data of a pattern of ``count`` words (``flags``), its beta codes
+ * ``beta_width`` bits each, that starts at ``data`` and may run to ``end``, or -1 when it
+ * does not fit there or the width is none of the format's. */
+int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count, unsigned id_bytes, unsigned flags,
+                         unsigned beta_width);
 
 /* The pattern of ``count`` words whose data starts at ``data`` (codec_data_bytes found it
- * whole), fields in place; ``beta_table``: its order's back-off table (with PATTERN_HAS_BETA). */
-void codec_pattern_at(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
-                      const ix_f32 *beta_table, DiskPattern *p);
-/* The same, its beta width known (a cache keeps it): no byte of the data is read. */
+ * whole), its beta codes ``beta_width`` bits each, fields in place (no byte of the data is
+ * read); ``beta_table``: its order's back-off table (with PATTERN_HAS_BETA). */
 void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
                           const ix_f32 *beta_table, unsigned beta_width, DiskPattern *p);
 
@@ -104,11 +103,36 @@ typedef struct {
 /* A BLOCK record's table: 0, or -1 when it does not fit the record. */
 int codec_open_block(const DiskRecord *r, DiskBlock *b);
 
-/* Decodes the block entry at ``p`` (the key of the entry before it in ``key``, which it
- * turns into its own): its count and data; returns where the next entry starts, or NULL if
- * it does not fit the record. */
-const uint8_t *codec_read_entry(const DiskRecord *r, const uint8_t *p, unsigned id_bytes, unsigned has_beta,
-                                uint8_t *key, unsigned *shared, uint32_t *count, const uint8_t **data);
+/* Where the next block entry is: its first byte, and whether its code came in the code byte
+ * of the entry before it (format.h: entries pair up within each restart's group). */
+typedef struct {
+    const uint8_t *at;
+    int paired;                 /* the entry is the second of its pair: its code is ``code`` */
+    unsigned code;
+} EntryCursor;
+
+/* A cursor at the restart entry that starts ``at`` (the key before it is zeros). */
+static inline EntryCursor codec_restart_cursor(const uint8_t *at) {
+    return (EntryCursor){at, 0, 0};
+}
+
+/* One block entry's fields. */
+typedef struct {
+    unsigned delta;             /* bytes of its key's delta (key_len at a restart) */
+    uint32_t count;
+    unsigned beta_width;
+    const uint8_t *data;
+} EntryFields;
+
+/* Decodes the block entry at ``c`` (the key of the entry before it in ``key``, zeros at a
+ * restart, which it turns into its own) into ``e`` and moves ``c`` to the next entry: 0,
+ * or -1 when it does not fit the record (a delta past the key's first byte included). */
+int codec_read_entry(const DiskRecord *r, EntryCursor *c, unsigned id_bytes, unsigned has_beta, uint8_t *key,
+                     EntryFields *e);
+
+/* The key of the restart entry ``offset`` bytes into the block's entries (stored whole),
+ * or NULL when the entry does not start a group with a whole key inside the record. */
+const uint8_t *codec_restart_key(const DiskRecord *r, const DiskBlock *b, size_t offset, unsigned has_beta);
 
 /* The pattern of a PATTERN record: 0, or -1 when its layout does not fit the record. */
 int codec_alone_pattern(const DiskRecord *r, unsigned id_bytes, unsigned has_beta, const ix_f32 *beta_table,
@@ -123,11 +147,10 @@ typedef struct {
     const uint8_t *at;
     uint32_t entry, restart;
     unsigned id_bytes, has_beta;
+    EntryCursor cursor;
     uint8_t key[1 + 4 * FS_MAX_ORDER];  /* the entry's key */
-    int restarts;               /* the entry restarts the front coding */
-    unsigned shared;            /* leading key bytes the entry takes from the one before */
-    uint32_t count;
-    const uint8_t *data;
+    int restarts;               /* the entry restarts a group (its key whole) */
+    EntryFields fields;
 } CodecWalk;
 
 /* Starts walking BLOCK record ``r``: 0, or -1 when its table does not fit. */
@@ -167,7 +190,7 @@ size_t codec_pattern_key(int slot, const uint32_t *ids, int n, unsigned id_bytes
 typedef struct {
     const uint8_t *key;         /* the pattern's key */
     uint32_t count;
-    int restarts;               /* in a BLOCK: the entry restarts the front coding (key whole) */
+    int restarts;               /* in a BLOCK: the entry restarts a group (its key whole) */
     const uint32_t *ids, *positions;  /* positions: by score (not written for one word) */
     const float *alpha;
     const uint32_t *beta_codes; /* NULL: none (the highest order); each < 2^beta_width */
@@ -189,7 +212,7 @@ typedef struct {
 uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_bytes);
 /* Writes the value of ``r`` (codec_record_bytes of it) to ``out``, checksummed with its LMDB key
  * ``record_key`` (``record_key_len`` bytes): 0, or -1 with FS_EARGUMENT when a field does not
- * fit its width (an id, a position, a count, a front-coded length, a restart offset). */
+ * fit its width (an id, a position, a count, a restart offset). */
 int codec_write_record(const CodecRecord *r, size_t key_len, unsigned id_bytes, const uint8_t *record_key,
                        size_t record_key_len, uint8_t *out, Failure *failure);
 
@@ -206,10 +229,10 @@ void codec_name_previous(uint8_t *value, size_t value_len, const uint8_t *record
 /* ---------------------------------------------------------------- writing a batch */
 
 /* Where the bytes of the records go (fastsubs-index info): the patterns' ids, positions by
- * score, alphas, betas, joint orders; their keys (the LMDB keys and the front-coded keys of
+ * score, alphas, betas, joint orders; their keys (the LMDB keys and the key deltas of
  * block entries) and the structure around them (each record's checksum, kind, flags and
- * previous key, a block's counts and restart table, each entry's shared-bytes and count
- * bytes, a PATTERN's count, padding). */
+ * previous key, a block's counts and restart table, the entries' codes and heads with the
+ * widths they hold, a PATTERN's count and width, padding). */
 #define CODEC_PARTS(X) X(ids) X(positions) X(alpha) X(beta) X(joint) X(keys) X(structure)
 #define CODEC_PART_INDEX(name) CODEC_PART_##name,
 enum { CODEC_PARTS(CODEC_PART_INDEX) CODEC_N_PARTS };

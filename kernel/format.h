@@ -129,30 +129,45 @@ enum { FS_ITEM_TYPES(FS_DECLARE_ITEM_TYPE) };
     X(HAS_JOINT, 2) \
     /* Many small patterns, keyed by the last one's key.  After the common part (the body): \
      *   u16 patterns, u16 restarts, u16 restart[restarts] (where each restart entry starts, \
-     *   counted from the first entry), then one entry per pattern, in key order: \
-     *   u8 head        shared << 4 | count: the leading key bytes equal to the previous \
-     *                  entry's (0 at a restart) and the pattern's words (1 ... FS_BLOCK_MAX_COUNT), \
-     *                  each in its nibble when it fits (fs_entry_head), else escaped: \
-     *   [u8 shared]    when the head's shared nibble is FS_ENTRY_ESCAPED_SHARED (15 or more) \
-     *   u8[key_len - shared] the rest of the key \
-     *   [u8 count]     when the head's count nibble is FS_ENTRY_ESCAPED_COUNT (16 or more) \
-     *   data \
-     * (one byte of structure for most entries: most patterns hold a few words).  The first \
-     * entry restarts. */ \
+     *   counted from the first entry), then one entry per pattern, in key order.  Each \
+     *   restart begins a group of entries (up to the next restart); in a group, the first, \
+     *   third, fifth ... entry begins with a code byte, whose low nibble is its own entry's \
+     *   code and whose high nibble the next entry's (0 when the group has no next entry). \
+     *   An entry's key is the key before it (zeros at a restart) plus a delta, a big-endian \
+     *   integer of ``delta`` bytes added to its last bytes (the whole key, key_len bytes, \
+     *   at a restart).  A code below FS_ENTRY_ESCAPED is the entry of the code table of \
+     *   its order (FS_ENTRY_CODES_BETA below the highest order, FS_ENTRY_CODES_TOP there: \
+     *   fs_entry_code) that gives its delta's bytes, its count of words and the width of \
+     *   its beta codes, and the entry is \
+     *     u8[delta]      the delta \
+     *     data \
+     *   A code of FS_ENTRY_ESCAPED gives them in the entry: \
+     *     u8 head        delta << 4 | count, each in its nibble when it fits (fs_entry_head), \
+     *                    else escaped: \
+     *     [u8 delta]     when the head's delta nibble is FS_ENTRY_ESCAPED_DELTA (15 or more) \
+     *     u8[delta]      the delta \
+     *     [u8 count]     when the head's count nibble is FS_ENTRY_ESCAPED_COUNT (16 or more) \
+     *     [u8 width]     below the highest order: the width of its beta codes \
+     *     data \
+     * (half a byte of structure for most entries: most patterns hold a word or two, with \
+     * keys a byte or two from the one before; the tables are the commonest of kn4-64k's). \
+     * The first entry restarts. */ \
     X(BLOCK, 1) \
-    X(BLOCK_RESTART, 16)       /* the writer restarts every this many entries of a run of small patterns */ \
+    X(BLOCK_RESTART, 32)       /* the writer restarts every this many entries of a run of small patterns */ \
     X(BLOCK_MAX_COUNT, 255) \
     X(BLOCK_PATTERNS, 0)       /* body offset of the u16 count of patterns */ \
     X(BLOCK_RESTARTS, 2)       /* body offset of the u16 count of restarts */ \
     X(BLOCK_RESTART_TABLE, 4)  /* body offset of the restart table */ \
     X(RESTART_BYTES, 2)        /* bytes of each restart table entry */ \
-    X(ENTRY_HEAD_BYTES, 1)     /* an entry's head, before the rest of its key */ \
-    X(ENTRY_ESCAPED_SHARED, 15) /* the head's shared nibble when the shared bytes follow in a byte */ \
+    X(ENTRY_ESCAPED, 15)       /* the code of an entry that gives its fields in a head */ \
+    X(ENTRY_ESCAPED_DELTA, 15) /* the head's delta nibble when the delta's length follows in a byte */ \
     X(ENTRY_ESCAPED_COUNT, 0)  /* the head's count nibble when the count follows the key in a byte */ \
-    /* One pattern, keyed by its own key: u32 count, then data (and a joint order, below). */ \
+    /* One pattern, keyed by its own key: u32 count, u8 width of its beta codes (0 at the \
+     * highest order), then data (and a joint order, below). */ \
     X(PATTERN, 2) \
     X(PATTERN_COUNT, 0)        /* body offset of the u32 count */ \
-    X(PATTERN_DATA, 4)         /* body offset of the data */ \
+    X(PATTERN_WIDTH, 4)        /* body offset of the u8 width of its beta codes */ \
+    X(PATTERN_DATA, 5)         /* body offset of the data */ \
     /* The last record of a database, keyed by FS_END_KEY_BYTE x (key_len + 1) (after every \
      * pattern key); nothing after the common part. */ \
     X(END, 3) \
@@ -210,16 +225,57 @@ static inline size_t fs_header_beta_table(unsigned order, unsigned m) {
     return FS_H_COUNTS + 8u * order + 8u * (order - 1u) + 4u * (m - 2u);
 }
 
-/* A block entry's head byte for ``shared`` leading key bytes and ``count`` words. */
-static inline uint8_t fs_entry_head(unsigned shared, unsigned count) {
-    unsigned high = shared < FS_ENTRY_ESCAPED_SHARED ? shared : FS_ENTRY_ESCAPED_SHARED;
+/* An escaped block entry's head byte for a delta of ``delta`` bytes and ``count`` words. */
+static inline uint8_t fs_entry_head(unsigned delta, unsigned count) {
+    unsigned high = delta < FS_ENTRY_ESCAPED_DELTA ? delta : FS_ENTRY_ESCAPED_DELTA;
     unsigned low = count <= 15u ? count : FS_ENTRY_ESCAPED_COUNT;
     return (uint8_t)(high << 4 | low);
 }
 
-/* Bytes of a block entry's head and escaped fields for ``shared`` key bytes and ``count`` words. */
-static inline unsigned fs_entry_fields_bytes(unsigned shared, unsigned count) {
-    return FS_ENTRY_HEAD_BYTES + (shared >= FS_ENTRY_ESCAPED_SHARED) + (count > 15u);
+/* Bytes of an escaped block entry's head and fields for a delta of ``delta`` bytes and
+ * ``count`` words (its width's byte with ``has_beta``), the delta and code aside. */
+static inline unsigned fs_entry_head_bytes(unsigned delta, unsigned count, int has_beta) {
+    return 1u + (delta >= FS_ENTRY_ESCAPED_DELTA) + (count > 15u) + (has_beta ? 1u : 0u);
+}
+
+/* The code tables of block entries (the layout above): the fields code c gives, as
+ * X(delta bytes, count, beta width) in code order, a delta of 0 bytes standing for the
+ * whole key (key_len bytes).  FS_ENTRY_CODES_BETA serves the orders below the highest,
+ * FS_ENTRY_CODES_TOP the highest (which stores no beta codes: width 0).  The commonest
+ * fields of kn4-64k's entries: 97% of its 4-grams' and 86% of its 3-grams' take a code. */
+#define FS_ENTRY_CODES_BETA(X) \
+    X(1, 1, 0) X(2, 1, 0) X(1, 2, 0) X(1, 1, 2) X(1, 3, 0) X(0, 1, 0) X(1, 1, 1) X(2, 2, 0) \
+    X(1, 4, 0) X(2, 1, 1) X(1, 2, 2) X(1, 1, 4) X(2, 1, 2) X(1, 5, 0) X(1, 3, 2)
+#define FS_ENTRY_CODES_TOP(X) \
+    X(1, 1, 0) X(2, 1, 0) X(3, 1, 0) X(4, 1, 0) X(1, 2, 0) X(0, 1, 0) X(1, 3, 0) X(3, 2, 0) \
+    X(2, 2, 0) X(1, 4, 0) X(1, 5, 0) X(3, 3, 0) X(4, 2, 0) X(2, 3, 0) X(0, 2, 0)
+
+/* The fields an entry code gives: its delta's bytes (0: the whole key), count and beta width. */
+typedef struct {
+    uint8_t delta, count, width;
+} FsEntryCode;
+
+#define FS_ENTRY_CODE(delta, count, width) {delta, count, width},
+static const FsEntryCode FS_ENTRY_CODE_TABLES[2][FS_ENTRY_ESCAPED] = {
+    {FS_ENTRY_CODES_TOP(FS_ENTRY_CODE)}, {FS_ENTRY_CODES_BETA(FS_ENTRY_CODE)}};
+#undef FS_ENTRY_CODE
+
+/* The fields of code ``code`` (below FS_ENTRY_ESCAPED) of an order with (``has_beta``) or
+ * without beta codes. */
+static inline FsEntryCode fs_entry_code(int has_beta, unsigned code) {
+    return FS_ENTRY_CODE_TABLES[has_beta != 0][code];
+}
+
+/* The code whose fields are a delta of ``delta`` bytes (``key_len``: the whole key),
+ * ``count`` words and beta codes of ``width`` bits, or FS_ENTRY_ESCAPED when none is. */
+static inline unsigned fs_entry_code_of(int has_beta, unsigned delta, size_t key_len, unsigned count,
+                                        unsigned width) {
+    for (unsigned c = 0; c < FS_ENTRY_ESCAPED; c++) {
+        FsEntryCode e = fs_entry_code(has_beta, c);
+        if ((e.delta ? e.delta : key_len) == delta && e.count == count && e.width == width)
+            return c;
+    }
+    return FS_ENTRY_ESCAPED;
 }
 
 /* Bits of each position of a pattern of ``count`` words: the fewest that hold count - 1
@@ -249,20 +305,21 @@ static inline uint64_t fs_packed_bytes(uint64_t count, unsigned bits) {
  *                     keys are not stored
  * then
  *   alpha[count]      f32: log10 p of "A x B" for each x
- *   beta_width        u8, only for orders below N: bits of each beta code (fs_beta_width_ok)
  * and last, only for orders below N:
  *   beta[count]       beta codes, beta_width bits each, packed as positions are
  *                     (fs_packed_bytes): log10 back-off weight of "A x B" is
- *                     entry code of the order's back-off table (width 0: every code is 0).
+ *                     entry code of the order's back-off table (width 0: every code is 0),
+ *                     the width (fs_beta_width_ok) given by the entry's code or head, or
+ *                     by the PATTERN record.
  * Every field but the codes lies where the count alone says; the codes' length needs the
  * width (fs_pattern_end).  The packed orders come before the alphas, so that at least 8
  * bytes of the pattern follow each of them (load_packed reads up to 7 past its end). */
 typedef struct {
-    uint64_t ids, positions, joint, alpha, beta_width, beta;
+    uint64_t ids, positions, joint, alpha, beta;
     unsigned position_bits;
 } FsPatternLayout;
 
-static inline FsPatternLayout fs_pattern_layout(uint64_t count, unsigned id_bytes, int has_beta, int has_joint) {
+static inline FsPatternLayout fs_pattern_layout(uint64_t count, unsigned id_bytes, int has_joint) {
     FsPatternLayout at;
     at.position_bits = fs_position_bits(count);
     uint64_t positions = fs_packed_bytes(count, at.position_bits);
@@ -270,8 +327,7 @@ static inline FsPatternLayout fs_pattern_layout(uint64_t count, unsigned id_byte
     at.positions = count * id_bytes;
     at.joint = at.positions + positions;
     at.alpha = at.joint + (has_joint ? positions : 0u);
-    at.beta_width = at.alpha + 4u * count;
-    at.beta = at.beta_width + (has_beta ? 1u : 0u);
+    at.beta = at.alpha + 4u * count;
     return at;
 }
 

@@ -227,7 +227,7 @@ static PyObject *float_list(const ix_f32 *at, uint32_t count) {
 }
 
 /* One pattern as decode_record gives it. */
-static PyObject *pattern_dict(const uint8_t *key, size_t key_len, int restarts, unsigned shared, const DiskPattern *p,
+static PyObject *pattern_dict(const uint8_t *key, size_t key_len, int restarts, unsigned delta, const DiskPattern *p,
                               unsigned id_bytes) {
     PyObject *joint = p->joint ? packed_list(p->joint, p->count, p->position_bits) : Py_NewRef(Py_None);
     PyObject *codes = Py_None, *width = Py_None;
@@ -246,7 +246,7 @@ static PyObject *pattern_dict(const uint8_t *key, size_t key_len, int restarts, 
         Py_INCREF(width);
     }
     return Py_BuildValue("{sy#sIsOsIsNsNsNsNsNsN}", "key", key, (Py_ssize_t)key_len, "count", p->count,
-                         "restarts", restarts ? Py_True : Py_False, "shared", shared,
+                         "restarts", restarts ? Py_True : Py_False, "delta", delta,
                          "ids", narrow_list(p->ids, p->count, id_bytes),
                          "positions", packed_list(p->positions, p->count, p->position_bits),
                          "alpha", float_list(p->alpha, p->count), "beta_width", width, "beta_codes", codes,
@@ -291,8 +291,8 @@ static PyObject *decode_record(PyObject *module, PyObject *args) {
         CodecWalk walk;
         int next = codec_walk_block(&walk, &r, id_bytes, beta_flag) < 0 ? -1 : 1;
         while (next > 0 && (next = codec_next_entry(&walk)) > 0) {
-            codec_pattern_at(walk.data, walk.count, id_bytes, beta_flag, NULL, &p);
-            PyObject *one = pattern_dict(walk.key, key_len, walk.restarts, walk.shared, &p, id_bytes);
+            codec_pattern_fields(walk.fields.data, walk.fields.count, id_bytes, beta_flag, NULL, walk.fields.beta_width, &p);
+            PyObject *one = pattern_dict(walk.key, key_len, walk.restarts, walk.fields.delta, &p, id_bytes);
             if (!one || PyList_Append(patterns, one) < 0) {
                 Py_XDECREF(one);
                 goto out;
@@ -711,7 +711,7 @@ PyMethodDef module_codec_methods[] = {
      "name_previous(record_key, value, previous) -> bytes: the record naming previous as the key before it."},
     {"decode_record", decode_record, METH_VARARGS,
      "decode_record(record_key, value, order, id_bytes, has_beta) -> dict: kind, flags, previous and patterns\n"
-     "(each: key, count, restarts, shared, ids, positions, alpha, beta_width, beta_codes, joint) of\n"
+     "(each: key, count, restarts, delta, ids, positions, alpha, beta_width, beta_codes, joint) of\n"
      "one record, as the\n"
      "reader parses it; ValueError when its checksum or layout fails."},
     {"encode_record", encode_record, METH_VARARGS,

@@ -28,6 +28,26 @@ typedef struct {
     int kind, bytes;
 } ItemType;
 
+/* ENTRY_CODES_BETA and ENTRY_CODES_TOP: the block entries' code tables (format.h), each a
+ * tuple of (delta bytes, count, beta width) in code order. */
+static int add_entry_codes(PyObject *constants) {
+    static const char *names[2] = {"ENTRY_CODES_TOP", "ENTRY_CODES_BETA"};
+    int rc = 0;
+    for (int has_beta = 0; rc == 0 && has_beta < 2; has_beta++) {
+        PyObject *codes = PyTuple_New(FS_ENTRY_ESCAPED);
+        for (unsigned c = 0; codes && c < FS_ENTRY_ESCAPED; c++) {
+            FsEntryCode e = fs_entry_code(has_beta, c);
+            PyObject *entry = Py_BuildValue("(III)", (unsigned)e.delta, (unsigned)e.count, (unsigned)e.width);
+            if (!entry)
+                Py_CLEAR(codes);
+            else
+                PyTuple_SET_ITEM(codes, c, entry);
+        }
+        rc = add_item(constants, names[has_beta], codes);
+    }
+    return rc;
+}
+
 /* ARRAYS: the arrays in the header's order, each (name, dtype), and ARRAY_<name> the place of
  * each in it; ITEM_TYPES: each item type's dtype by name; PARTS: where a record's bytes go, and
  * FRESH_PAGE: the bytes free in a fresh LMDB leaf page, as the writer packs them (codec.h). */
@@ -75,7 +95,7 @@ PyObject *module_format_constants(void) {
 #define ADD_WORD(name, value) || add_item(constants, #name, PyLong_FromUnsignedLong(FS_##name))
 #define ADD_REAL(name, value) || add_item(constants, #name, PyFloat_FromDouble(FS_##name))
     PyObject *constants = PyDict_New();
-    if (!constants || add_tables(constants) FS_FORMAT_STRINGS(ADD_STRING) FS_FORMAT_INTEGERS(ADD_INTEGER)
+    if (!constants || add_tables(constants) || add_entry_codes(constants) FS_FORMAT_STRINGS(ADD_STRING) FS_FORMAT_INTEGERS(ADD_INTEGER)
                       FS_FORMAT_WORDS(ADD_WORD) FS_FORMAT_REALS(ADD_REAL)) {
         Py_XDECREF(constants);
         return NULL;

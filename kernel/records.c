@@ -239,34 +239,34 @@ int records_find_pattern(const Store *s, MDB_cursor *cursor, int order, const ui
     DiskBlock b;
     if (codec_open_block(&r, &b) < 0)
         goto malformed;
-    /* the last restart whose key is at most ``key``, then entry by entry from it */
-    size_t room = (size_t)(r.end - b.entries);
+    /* the last restart whose key is at most ``key`` (a restart's key is whole), then entry
+     * by entry from it */
     uint32_t low = 0, high = b.n_restarts;
     while (high - low > 1) {
-        uint32_t mid = (low + high) / 2, at = load_u16(b.restarts + FS_RESTART_BYTES * mid);
-        /* (a restart's entry takes no key bytes from the one before: its head's shared nibble is 0) */
-        if (at >= room || room - at < FS_ENTRY_HEAD_BYTES + key_len || b.entries[at] >> 4)
+        uint32_t mid = (low + high) / 2;
+        const uint8_t *restart_key = codec_restart_key(&r, &b, load_u16(b.restarts + FS_RESTART_BYTES * mid), has_beta);
+        if (!restart_key)
             goto malformed;
-        if (records_key_compare(b.entries + at + FS_ENTRY_HEAD_BYTES, key, key_len) <= 0)
+        if (records_key_compare(restart_key, key, key_len) <= 0)
             low = mid;
         else
             high = mid;
     }
-    const uint8_t *p = b.entries + load_u16(b.restarts + FS_RESTART_BYTES * low);
+    size_t first = load_u16(b.restarts + FS_RESTART_BYTES * low);
     const uint8_t *stop = high < b.n_restarts ? b.entries + load_u16(b.restarts + FS_RESTART_BYTES * high) : r.end;
-    if (stop > r.end || p >= stop || p[0] >> 4)
+    if (stop > r.end || b.entries + first >= stop || !codec_restart_key(&r, &b, first, has_beta))
         goto malformed;
     uint8_t entry_key[1 + 4 * FS_MAX_ORDER];
-    /* (the last run ends where the record's padding, under 4 bytes, begins) */
-    while (p < stop && !(stop == r.end && r.end - p < 4)) {
-        uint32_t count;
-        unsigned shared;
-        const uint8_t *data;
-        if (!(p = codec_read_entry(&r, p, s->id_bytes, has_beta, entry_key, &shared, &count, &data)))
+    memset(entry_key, 0, key_len);
+    EntryCursor at = codec_restart_cursor(b.entries + first);
+    /* (the last group ends where the record's padding, under 4 bytes, begins) */
+    while (at.at < stop && !(stop == r.end && r.end - at.at < 4)) {
+        EntryFields e;
+        if (codec_read_entry(&r, &at, s->id_bytes, has_beta, entry_key, &e) < 0)
             goto malformed;
         int c = records_key_compare(entry_key, key, key_len);
         if (c == 0) {
-            store_pattern_at(s, data, count, order, 0, out);
+            store_pattern_at(s, e.data, e.count, order, 0, e.beta_width, out);
             return records_check_pattern(s, out, order, failure, key, key_len) < 0 ? -1 : 1;
         }
         if (c > 0)

@@ -80,15 +80,15 @@ int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *coun
                     goto disorder;
                 memcpy(last, key, key_len);
                 has_last = 1;
-                store_pattern_at(s, walk.data, walk.count, order, 0, &p);
+                store_pattern_at(s, walk.fields.data, walk.fields.count, order, 0, walk.fields.beta_width, &p);
                 if (records_check_pattern(s, &p, order, failure, key, key_len) < 0)
                     goto out;
-                if (wants_joint(s, order, key, walk.count))
+                if (wants_joint(s, order, key, walk.fields.count))
                     goto joint;
                 if (!scores_ok(&p))
                     goto scores;
                 counts->patterns++;
-                counts->entries += walk.count;
+                counts->entries += walk.fields.count;
             }
             if (next < 0)
                 goto malformed;

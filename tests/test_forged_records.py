@@ -41,9 +41,9 @@ from test_damaged_index import put
 @dataclass(frozen=True)
 class Located:
     """One pattern as it lies in its record: the record's order (and whether it holds betas),
-    kind and LMDB key, the pattern's key, how many words it holds, and how many leading key
-    bytes it shares with the entry before it (front coding; 0 at a restart and in a PATTERN
-    record)."""
+    kind and LMDB key, the pattern's key, how many words it holds, and how many bytes its
+    key's delta from the entry before it takes (the whole key at a restart; 0 in a PATTERN
+    record, whose key is its LMDB key)."""
 
     order: int
     has_beta: bool
@@ -51,7 +51,7 @@ class Located:
     record_key: bytes
     key: bytes
     count: int
-    shared: int
+    delta: int
 
 
 def patterns_of(record_key: bytes, value: bytes, order: int, id_bytes: int, has_beta: bool) -> Iterator[Located]:
@@ -59,7 +59,7 @@ def patterns_of(record_key: bytes, value: bytes, order: int, id_bytes: int, has_
     record = fmt.decode_record(record_key, value, order, id_bytes, has_beta)
     for pattern in record["patterns"]:
         yield Located(order, has_beta, record["kind"], record_key, pattern["key"], pattern["count"],
-                      pattern["shared"])
+                      pattern["delta"])
 
 
 def decoded(value: bytes, where: Located, id_bytes: int) -> tuple[dict, dict]:
@@ -213,7 +213,7 @@ def forgeable(tmp_path_factory: pytest.TempPathFactory) -> Forgeable:
     """A generated order-3 model's index, and for each record kind a pattern of it to forge:
     a 2-gram's (its back-off weights are codes), with 2+ words (not 256: a position past it
     must fit its 1-byte positions), a tie and a strict descent in its scores, that a sentence
-    can read; in a BLOCK, one front-coded."""
+    can read; in a BLOCK, one whose key is a delta from the one before."""
     folder = tmp_path_factory.mktemp("forgeable")
     write_model(folder / "model.arpa", vocab_size=400, higher=[3000, 3000], seed=3, hubs=6, hub_fanout=300)
     path = folder / "model.fsidx"
@@ -226,7 +226,7 @@ def forgeable(tmp_path_factory: pytest.TempPathFactory) -> Forgeable:
             for m in [2]:
                 for record_key, value in txn.cursor(db=env.open_db(fmt.patterns_db_name(m), txn=txn, create=False)):
                     for where in patterns_of(record_key, value, m, id_bytes, m < order):
-                        if where.kind in targets or (where.kind == fmt.BLOCK and not where.shared) \
+                        if where.kind in targets or (where.kind == fmt.BLOCK and where.delta == len(where.key)) \
                                 or where.count < 2 or where.count == 256:
                             continue
                         fields = read_fields(value, where, id_bytes, 0)
@@ -308,3 +308,83 @@ def test_a_beta_width_the_format_has_not_is_a_malformed_record(forgeable: Forgea
     copy = forged_copy(forgeable, target.where, tmp_path, another_width)
     assert_named_everywhere(copy, target, f"damaged index: a record of patterns{target.where.order} at key "
                                           f"{target.where.record_key.hex()} has a malformed layout")
+
+
+def entry_offsets(value: bytes, where: Located, id_bytes: int) -> list[int]:
+    """Where each entry of the BLOCK record ``value`` starts, counted from the first entry,
+    and where the last ends, by format.h's rules (a code byte before the first of each pair,
+    a head where no code gives the fields), from the fields decode_record reads."""
+    record = fmt.decode_record(where.record_key, value, where.order, id_bytes, where.has_beta)
+    key_len = len(where.key)
+    table = fmt.ENTRY_CODES_BETA if where.has_beta else fmt.ENTRY_CODES_TOP
+    given = [(delta or key_len, count, width) for delta, count, width in table]
+    offsets, at, in_group = [], 0, 0
+    for pattern in record["patterns"]:
+        in_group = 0 if pattern["restarts"] else in_group
+        offsets.append(at)
+        at += in_group % 2 == 0  # the code byte
+        width = pattern["beta_width"] or 0
+        if (pattern["delta"], pattern["count"], width) not in given:
+            at += 1 + (pattern["delta"] >= 15) + (pattern["count"] > 15) + where.has_beta
+        count = pattern["count"]
+        at += pattern["delta"] + count * (id_bytes + 4) + (count * fmt.position_bits(count) + 7) // 8
+        at += (count * width + 7) // 8
+        in_group += 1
+    return offsets + [at]
+
+
+def restart_candidate(forgeable: Forgeable) -> tuple[Located, bytes, list[int], int, list[str]]:
+    """A BLOCK entry that a restart could be forged at: one whose fields a code gives (no
+    head), that starts a pair but not a group, with a slot-0 key and a sentence that reads
+    it; with its record's value, the record's restart table and the entry's place in it."""
+    with Core(forgeable.path) as index:
+        env = lmdb.open(str(forgeable.path), readonly=True, lock=False, max_dbs=64)
+        with env.begin() as txn:
+            for m in range(2, index.order + 1):
+                has_beta = m < index.order
+                table = fmt.ENTRY_CODES_BETA if has_beta else fmt.ENTRY_CODES_TOP
+                for record_key, value in txn.cursor(db=env.open_db(fmt.patterns_db_name(m), txn=txn, create=False)):
+                    record = fmt.decode_record(record_key, value, m, forgeable.id_bytes, has_beta)
+                    if record["kind"] != fmt.BLOCK:
+                        continue
+                    located = list(patterns_of(record_key, value, m, forgeable.id_bytes, has_beta))
+                    key_len = len(located[0].key)
+                    coded = {(delta or key_len, count, width) for delta, count, width in table}
+                    offsets = entry_offsets(value, located[0], forgeable.id_bytes)
+                    group_start = 0
+                    for i, (where, pattern) in enumerate(zip(located, record["patterns"])):
+                        group_start = i if pattern["restarts"] else group_start
+                        if i - group_start >= 2 and (i - group_start) % 2 == 0 and where.key[0] == 0 \
+                                and (where.delta, where.count, pattern["beta_width"] or 0) in coded \
+                                and (sentence := query_sentence(index, where)) is not None:
+                            env.close()
+                            restarts = [o for o, p in zip(offsets, record["patterns"]) if p["restarts"]]
+                            return where, value, restarts, offsets[i], sentence
+        env.close()
+    raise AssertionError("no entry to put a restart at")
+
+
+def test_a_restart_at_an_entry_whose_key_is_a_delta_is_a_malformed_record(forgeable: Forgeable,
+                                                                          tmp_path: Path) -> None:
+    """A block's restarts are where the look-up's binary search reads whole keys.  A restart
+    added at an entry that starts a pair (a code byte, but a code of a delta, not of a whole
+    key), the record's checksum made right, is a record the search, the command line and
+    verify refuse.  Read as a key, that entry's delta and data (a slot-0 key below it begins
+    with a zero byte, a delta never does) would send the search left of the restart, which
+    then ends the scan before the pattern looked up: a pattern read as absent."""
+    where, value, table, at, sentence = restart_candidate(forgeable)
+    copy = tmp_path / "forged.fsidx"
+    shutil.copytree(forgeable.path, copy)
+    body = fmt.R_PREVIOUS + len(where.key)
+    start = body + 4 + 2 * len(table)
+    end = entry_offsets(value, where, forgeable.id_bytes)[-1]
+    assert int.from_bytes(value[body + 2:body + 4], "little") == len(table)
+    assert len(value) - 4 < start + end <= len(value)  # the entries end where the padding begins
+    forged_table = sorted(table + [at])
+    forged = bytearray(value[:body + 2]) + len(forged_table).to_bytes(2, "little")
+    forged += b"".join(offset.to_bytes(2, "little") for offset in forged_table) + value[start:start + end]
+    forged += bytes(-len(forged) % 4)
+    forged[:4] = fmt.checksum(where.record_key, bytes(forged[4:])).to_bytes(4, "little")
+    put(copy, fmt.patterns_db_name(where.order), where.record_key, bytes(forged))
+    assert_named_everywhere(copy, Target(where, sentence), f"damaged index: a record of patterns{where.order} at "
+                                                           f"key {where.record_key.hex()} has a malformed layout")

@@ -270,46 +270,87 @@ def test_a_batch_whose_words_are_past_the_unigrams_is_refused() -> None:
                             unigram_alpha=np.zeros(3, np.float32), joint_min=3, beta_table=table)
 
 
-def test_a_block_entry_head_holds_shared_bytes_and_count_in_nibbles_or_escapes_them() -> None:
-    """A block entry's head is shared << 4 | count when each fits its nibble (shared < 15,
-    count < 16); else the nibble is 15 (shared) or 0 (count) and the field is a byte of its
-    own, the shared bytes before the rest of the key, the count after it (format.h).  An
-    order-10 batch (19-byte keys) whose patterns share up to 17 key bytes, of 1 ... 20 words,
-    read here from the bytes with this docstring's rules, and by decode_record."""
+def key_delta(key: bytes, before: bytes | None) -> bytes:
+    """A block entry's delta: the key minus the one before as big-endian integers, in the
+    fewest bytes that hold it (the whole key at a restart, ``before`` None)."""
+    if before is None:
+        return key
+    difference = int.from_bytes(key, "big") - int.from_bytes(before, "big")
+    return difference.to_bytes(max(1, (difference.bit_length() + 7) // 8), "big")
+
+
+def test_block_entries_take_a_code_nibble_or_an_escaped_head() -> None:
+    """A block entry's key is a delta from the one before (whole at a restart); entries pair
+    up in each restart's group behind a code byte, low nibble first; a code from the
+    order's table (fmt.ENTRY_CODES_BETA here) gives the delta's bytes, the count and the beta
+    width, else the code is 15 and a head (delta << 4 | count, each escaped to a byte of its
+    own when it does not fit its nibble) and the width follow (format.h).  An order-10 batch
+    (19-byte keys) whose keys differ by deltas of 1 to 19 bytes, of 1 ... 20 words, read here
+    from the bytes with this docstring's rules, and by decode_record."""
     order, id_bytes, key_len = 10, 2, fmt.key_bytes(10, 2)
-    contexts = [[1] * 7 + [2, 3], [1] * 7 + [2, 4], [1] * 7 + [5, 1], [1] * 8 + [6], [2] * 9]
-    counts = [1, 15, 16, 3, 20]
+    contexts = [[1] * 7 + [2, 3], [1] * 7 + [2, 4], [1] * 7 + [2, 300], [1] * 7 + [5, 1], [1] * 8 + [6], [2] * 9,
+                [2] * 8 + [3], [2] * 8 + [4]]
+    counts = [1, 15, 1, 16, 3, 20, 2, 1]
     rows = [context + [word] for context, count in zip(contexts, counts) for word in range(10, 10 + count)]
+    contexts, counts = zip(*sorted(zip(contexts, counts)))  # the key order (slot 9: the ids' order)
+    rows.sort()
     ids = np.array(rows, np.uint32)
     alpha = -np.arange(1, len(rows) + 1, dtype=np.float32) / 8
     beta = np.zeros(len(rows), np.float32)
     keys, offsets, values, _, _, _ = fmt.encode_patterns(ids, alpha, beta, order=order, slot=order - 1, has_beta=True,
                                                       id_bytes=id_bytes, beta_table=np.zeros(1, np.float32))
-    assert len(keys) == key_len  # one block
+    assert len(keys) == key_len  # one block, one restart
     record = fmt.decode_record(keys, values, order, id_bytes, True)
     assert record["kind"] == fmt.BLOCK
     expected_keys = [fmt.pattern_key(order - 1, context, id_bytes) for context in contexts]
-    shared = [0] + [next(i for i in range(key_len) if a[i] != b[i]) for a, b in zip(expected_keys, expected_keys[1:])]
+    deltas = [key_delta(key, before) for key, before in zip(expected_keys, [None, *expected_keys])]
     assert [p["key"] for p in record["patterns"]] == expected_keys
-    assert [(p["shared"], p["count"]) for p in record["patterns"]] == list(zip(shared, counts))
+    assert [(p["delta"], p["count"]) for p in record["patterns"]] == [(len(d), c) for d, c in zip(deltas, counts)]
+    codes: dict[tuple[int, int, int], int] = {}
+    for code, (delta, count, width) in enumerate(fmt.ENTRY_CODES_BETA):
+        codes.setdefault((delta or key_len, count, width), code)  # the first code of given fields
     at = fmt.R_PREVIOUS + key_len  # the body: u16 patterns, u16 restarts, the restart table, the entries
-    restarts = int.from_bytes(values[at + 2:at + 4], "little")
-    at += 4 + 2 * restarts
-    for key, share, count in zip(expected_keys, shared, counts):
-        head = values[at]
-        assert head >> 4 == min(share, 15) and head & 15 == (count if count < 16 else 0), (share, count)
-        at += 1
-        if share >= 15:
-            assert values[at] == share
+    assert int.from_bytes(values[at + 2:at + 4], "little") == 1
+    at += 4 + 2
+    code_byte = 0
+    for i, (delta, count) in enumerate(zip(deltas, counts)):
+        if i % 2 == 0:
+            code_byte = values[at]
             at += 1
-        assert values[at:at + key_len - share] == key[share:]
-        at += key_len - share
-        if count >= 16:
-            assert values[at] == count
+        code = code_byte & 15 if i % 2 == 0 else code_byte >> 4
+        assert code == codes.get((len(delta), count, 0), fmt.ENTRY_ESCAPED), (i, len(delta), count)
+        if code == fmt.ENTRY_ESCAPED:
+            head = values[at]
+            assert head >> 4 == min(len(delta), 15) and head & 15 == (count if count < 16 else 0), (delta, count)
+            at += 1
+            if len(delta) >= 15:
+                assert values[at] == len(delta)
+                at += 1
+        assert values[at:at + len(delta)] == delta
+        at += len(delta)
+        if code == fmt.ENTRY_ESCAPED:
+            if count >= 16:
+                assert values[at] == count
+                at += 1
+            assert values[at] == 0  # the width of its beta codes
             at += 1
         positions = (count * fmt.position_bits(count) + 7) // 8
-        at += count * (id_bytes + 4) + positions + 1  # ids, alphas, positions, width 0
-    assert max(shared) >= 15 and 0 < min(shared[1:]) < 15 and max(counts) >= 16  # both escapes, and neither
+        at += count * (id_bytes + 4) + positions  # ids, alphas, positions; codes of width 0
+    assert values[at:] == bytes(len(values) - at) and len(values) - at < 4  # padding
+    used = {len(delta) for delta in deltas}
+    assert {1, 2, key_len} <= used and max(counts) >= 16 and fmt.ENTRY_ESCAPED in {
+        codes.get((len(d), c, 0), fmt.ENTRY_ESCAPED) for d, c in zip(deltas, counts)}
+    assert any(codes.get((len(d), c, 0)) is not None for d, c in zip(deltas[1:], counts[1:]))  # a code, too
+
+
+def test_a_batch_whose_rows_are_out_of_key_order_is_refused() -> None:
+    """Keys are written as deltas from the key before: a batch not sorted by pattern key is an
+    error, never a key wrapped around."""
+    ids = np.array([[6, 1], [5, 2]], np.uint32)  # the pattern "_ 6" before "_ 5"
+    alpha = np.full(2, -1.0, np.float32)
+    with pytest.raises(ValueError, match="the rows are not sorted by pattern key"):
+        fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, id_bytes=2,
+                            beta_table=np.array([-1.0], np.float32))
 
 
 def test_a_batch_whose_back_off_weight_is_not_in_its_table_is_refused() -> None:

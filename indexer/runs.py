@@ -32,8 +32,10 @@ import numpy as np
 from fastsubs.indexer.arpa import NgramTable
 from fastsubs.indexer.beta_table import BetaTally
 
-#: Rows the merge reads at once, over all runs (the blocks a job encodes at a time).
+#: Rows the merge reads at once, over all runs (the blocks a job encodes at a time), and
+#: the fewest it reads of one run at a time however many runs there are.
 MERGE_ROWS = 1 << 20
+MERGE_RUN_ROWS = 1 << 12
 #: Bytes a job needs per row of a run as it sorts it, beyond the row (its ids moved into
 #: key order, the sort's key, order and temporaries), and what merging and encoding
 #: MERGE_ROWS rows take (measured: docs/performance.md, "Tuning").
@@ -221,14 +223,23 @@ def sort_order(ids: np.ndarray) -> np.ndarray:
     return np.argsort(key, kind="stable")
 
 
-def _lexicographic_le(ids: np.ndarray, bound: np.ndarray) -> np.ndarray:
-    """Which rows of ``ids`` are <= ``bound``, comparing column by column."""
-    less = np.zeros(len(ids), dtype=bool)
-    equal = np.ones(len(ids), dtype=bool)
-    for column in range(ids.shape[1]):
-        less |= equal & (ids[:, column] < bound[column])
-        equal &= ids[:, column] == bound[column]
-    return less | equal
+def _count_at_most(ids: np.ndarray, bound: list[int]) -> int:
+    """How many of the sorted rows ``ids`` are at most ``bound`` (lexicographically): a
+    binary search of the rows, so that a merge step costs each run a few row reads, not a
+    pass over its block (a slot of a billion-n-gram model is merged from ~250 runs whose
+    key ranges barely overlap, and each step then takes the rows of one or two of them)."""
+    if not len(ids) or ids[0].tolist() > bound:
+        return 0
+    if ids[-1].tolist() <= bound:
+        return len(ids)
+    low, high = 0, len(ids) - 1  # ids[low] <= bound < ids[high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if ids[middle].tolist() <= bound:
+            low = middle
+        else:
+            high = middle
+    return high
 
 
 def merged_blocks(runs: Sequence[_FileRun | _ArrayRun], order: int) -> Iterator[np.ndarray]:
@@ -241,7 +252,7 @@ def merged_blocks(runs: Sequence[_FileRun | _ArrayRun], order: int) -> Iterator[
     """
     if not runs:
         return
-    per_run = max(MERGE_ROWS // len(runs), 1 << 12)
+    per_run = max(MERGE_ROWS // len(runs), MERGE_RUN_ROWS)
     blocks = [run.read(0) for run in runs]
     more = [True] * len(runs)
     carry = blocks[0][:0]  # the last pattern of the previous step, maybe incomplete
@@ -252,8 +263,8 @@ def merged_blocks(runs: Sequence[_FileRun | _ArrayRun], order: int) -> Iterator[
                 more[number] = len(blocks[number]) == per_run
         open_runs = [number for number in range(len(runs)) if more[number]]
         if open_runs:
-            bound = min(tuple(blocks[number]["ids"][-1]) for number in open_runs)
-            cut = [int(_lexicographic_le(block["ids"], np.array(bound)).sum()) for block in blocks]
+            bound = min(blocks[number]["ids"][-1].tolist() for number in open_runs)
+            cut = [_count_at_most(block["ids"], bound) for block in blocks]
         else:
             cut = [len(block) for block in blocks]
         taken = np.concatenate([carry] + [block[:c] for block, c in zip(blocks, cut)])

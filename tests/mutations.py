@@ -688,6 +688,14 @@ MUTATIONS = [
     Mutation("three-byte-ids-at-four-byte-offsets", "indexer/runs.py",
              "3-byte ids laid out 4 bytes apart in a row of 3-byte fields: ids overlap one another and the scores",
              "buffer=packed, offset=3 * column,", "buffer=packed, offset=4 * column,"),
+    Mutation("merge-count-below-the-bound", "indexer/runs.py",
+             "the merge's binary search counts a run's rows below the step's bound, not at most it: a pattern "
+             "that ends at the bound is split across two steps",
+             "        if ids[middle].tolist() <= bound:", "        if ids[middle].tolist() < bound:"),
+    Mutation("merge-count-first-row-unchecked", "indexer/runs.py",
+             "the merge's binary search takes a run's first row for one at most the bound: a run whose rows all "
+             "come later gives one to this step, out of order",
+             "    if not len(ids) or ids[0].tolist() > bound:", "    if not len(ids):"),
     Mutation("slots-appended-after-the-whole-model", "indexer/index_writer.py",
              "a slot's records wait in their file until the whole model is read (the temporary disk of a big "
              "build more than its index)",

@@ -48,7 +48,7 @@ class _Order:
     jobs: list[Job]  # one per slot, in key order
     spill: Path | None  # its n-grams as read, until every job has ended
     directory: Path  # where its jobs write their records files
-    key_length: int  # of its pattern keys
+    id_bytes: int  # of its pattern keys' ids
     db: Any
     appended: int = 0  # slots appended so far
     files: int = 0  # records files appended of the slot next in key order
@@ -87,7 +87,7 @@ class IndexWriter:
         """The jobs of the next order's slots (in key order), reading its ``spill`` and
         writing their records files beside it, for a vocabulary of ``id_bytes`` ids."""
         db = self.env.open_db(fmt.patterns_db_name(order))
-        self.orders.append(_Order(order, count, jobs, spill, spill.parent, fmt.key_bytes(order, id_bytes), db))
+        self.orders.append(_Order(order, count, jobs, spill, spill.parent, id_bytes, db))
 
     def append_ready(self, block: bool = False) -> None:
         """Append the records files the jobs have finished, each order's in key order, and
@@ -119,7 +119,8 @@ class IndexWriter:
             path = records_file(done.directory, done.order, done.appended, done.files)
             if files is None and not path.exists():
                 return
-            done.previous = append_records(self.env, done.db, path, done.key_length, done.previous)
+            done.previous = append_records(self.env, done.db, path, fmt.key_bytes(done.order, done.id_bytes),
+                                           done.previous)
             done.files += 1
 
     def _append_slot(self, done: _Order, job: Job) -> None:
@@ -144,7 +145,7 @@ class IndexWriter:
 
     def _end_order(self, done: _Order) -> None:
         """The order's END record, and its line of the size report."""
-        end_key, end_value = fmt.encode_end(done.order, fmt.id_bytes(len(self.words)), done.previous)
+        end_key, end_value = fmt.encode_end(done.order, done.id_bytes, done.previous)
         with self.env.begin(write=True, db=done.db) as txn:
             txn.put(end_key, end_value, append=True)
         done.parts["structure"] += len(end_key) + len(end_value)

@@ -137,7 +137,7 @@ void lists_gather_ahead(Searcher *searcher, List *list) {
         for (int64_t i = 0; i < n; i++) {
             uint32_t at = joint_at(list->pattern, (uint32_t)(list->depth + i));
             list->own_words[i] = pattern_id(s, list->pattern, at);
-            list->own_alphas[i] = fs_joint_key(s->unigram_alpha[list->own_words[i]], list->pattern->alpha[at]);
+            list->own_alphas[i] = pattern_joint_key(s, list->pattern, at);
         }
         list->words = list->own_words;
         list->alphas = list->own_alphas;

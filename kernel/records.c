@@ -185,7 +185,7 @@ int records_check_pattern(const Store *s, DiskPattern *p, int order, Failure *fa
         if (!keys)
             goto no_memory;
         for (uint32_t at = 0; at < p->count; at++)
-            keys[at] = fs_joint_key(s->unigram_alpha[pattern_id(s, p, at)], p->alpha[at]);
+            keys[at] = pattern_joint_key(s, p, at);
         int rc = check_order(p, p->joint, keys, 0, "joint key", what, sizeof(what));
         free(keys);
         if (rc < 0)

@@ -41,9 +41,6 @@ int store_damaged(Failure *failure, const char *what) {
 
 /* ---------------------------------------------------------------- opening */
 
-/* Opens data.mdb in ``path``, sure of which file it opened (a rebuild may swap the
- * directory at any moment, indexer/publish.py: the inode before opening must be the
- * opened file's) and that it is whole (reading a page past its end would fault). */
 /* Whether the OS should read only the pages a search touches, not around them: for an
  * index larger than half the machine's memory, which its page cache cannot hold beside
  * everything else.  Reading around each page then fills the cache with pages the search
@@ -57,6 +54,9 @@ static int reads_page_by_page(off_t index_bytes) {
     return pages > 0 && page > 0 && (unsigned long long)index_bytes > memory / 2;
 }
 
+/* Opens data.mdb in ``path``, sure of which file it opened (a rebuild may swap the
+ * directory at any moment, indexer/publish.py: the inode before opening must be the
+ * opened file's) and that it is whole (reading a page past its end would fault). */
 static int open_environment(Store *s, const char *path, Failure *failure) {
     struct stat where;
     if (stat(path, &where) < 0) {

@@ -96,6 +96,11 @@ static inline uint32_t pattern_id(const Store *s, const DiskPattern *p, uint32_t
     return load_narrow(p->ids, i, s->id_bytes, s->id_mask);
 }
 
+/* The joint key of entry ``i`` of a pattern "_ d" (format.h: computed, not stored). */
+static inline float pattern_joint_key(const Store *s, const DiskPattern *p, uint32_t i) {
+    return fs_joint_key(s->unigram_alpha[pattern_id(s, p, i)], p->alpha[i]);
+}
+
 /* Position of ``word`` in ``count`` (>= 1) ascending ids of ``width`` bytes, or -1.  A
  * branch-free lower bound: no mispredictions, so the CPU overlaps the searches of a
  * batch's words. */

@@ -328,10 +328,9 @@ MUTATIONS = [
              "require(!t1->base_unigram,", "require(1,"),
     Mutation("joint-key-read-one-entry-late", LISTS,
              "the joint list's sup is the key after its next entry: one step too low for that entry",
-             "list->own_alphas[i] = fs_joint_key(s->unigram_alpha[list->own_words[i]], list->pattern->alpha[at]);",
-             "uint32_t late = joint_at(list->pattern, (uint32_t)(list->depth + i + (list->depth + i + 1 < "
-             "list->length))); list->own_alphas[i] = fs_joint_key(s->unigram_alpha[pattern_id(s, list->pattern, "
-             "late)], list->pattern->alpha[late]);"),
+             "list->own_alphas[i] = pattern_joint_key(s, list->pattern, at);",
+             "list->own_alphas[i] = pattern_joint_key(s, list->pattern, joint_at(list->pattern, "
+             "(uint32_t)(list->depth + i + (list->depth + i + 1 < list->length))));"),
     Mutation("joint-key-not-rounded-up", FORMAT,
              "joint keys rounded to nearest, not up (ordered, checked and read so): a key below its word's sum "
              "lets the joint bound pass over the word",
@@ -343,8 +342,7 @@ MUTATIONS = [
     Mutation("joint-order-checked-against-the-alphas-alone", RECORDS,
              "the check of a joint order computes keys without the unigram alphas: it passes orders that are not "
              "by joint key (and refuses the sound ones)",
-             "keys[at] = fs_joint_key(s->unigram_alpha[pattern_id(s, p, at)], p->alpha[at]);",
-             "keys[at] = p->alpha[at];"),
+             "keys[at] = pattern_joint_key(s, p, at);", "keys[at] = p->alpha[at];"),
     Mutation("joint-word-past-unigrams-not-checked", CODEC,
              "the writer reads a joint key's unigram alpha for any word id: past the unigrams it reads out of bounds",
              "if (p->ids[i] >= rows->vocab_size) {", "if (0) {"),

@@ -14,7 +14,14 @@ stdin as the interpreter shuts down holds the stream's lock there, and Python ab
 (``Fatal Python error: _enter_buffered_busy``, exit 134 instead of 143 or 130).  So the input
 is read through :class:`InputFile`, which waits for data a moment at a time and gives up
 once the run has stopped: the thread ends within STOP_CHECK_SECONDS, however long the pipe
-stays open.
+stays open.  The run has stopped when it says so (:meth:`ReadingThread.__exit__`), and also
+once the main thread has ended, however it ended: a stop signal can land where no ``with``
+or ``finally`` will see it (as the thread starts, Python 3.10 waits for it in code a signal
+interrupts), and the interpreter then waited at exit for a thread that waited for more input.
+
+The thread starts with SIGINT and SIGTERM blocked, so they reach the main thread alone: there
+:func:`fastsubs.pipeline.processes.signals_held` holds them back while a chunk's output is
+written, which a signal delivered to another thread would have cut in two.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from types import TracebackType
 from typing import BinaryIO
 
 from fastsubs.pipeline.lines import Chunk
+from fastsubs.pipeline.processes import signals_held
 from fastsubs.pipeline.textio import open_binary
 
 #: What :meth:`ReadingThread.next_ready` gives once the input has ended.
@@ -47,11 +55,19 @@ class InputStopped(Exception):
     """The run stopped while its input was being read (the reading thread ends with it)."""
 
 
+def run_over(stopped: threading.Event) -> bool:
+    """Whether a thread that serves the main thread should end: ``stopped`` is set, or the
+    main thread has ended (then nothing would set it: the interpreter, at exit, waits for
+    the thread instead)."""
+    return stopped.is_set() or not threading.main_thread().is_alive()
+
+
 class InputFile(io.RawIOBase):
     """The input's file descriptor (``-i FILE``'s, or stdin's, whose Python stream is left
     alone), read so that whoever reads it can be stopped: a read waits for data with
     ``poll`` STOP_CHECK_SECONDS at a time, and raises InputStopped once :meth:`stop` was
-    called (in the main thread, a stop signal interrupts the wait as it would a read)."""
+    called or the main thread has ended (:func:`run_over`; in the main thread, a stop
+    signal interrupts the wait as it would a read)."""
 
     def __init__(self, descriptor: int, owned: bool) -> None:
         super().__init__()
@@ -65,7 +81,7 @@ class InputFile(io.RawIOBase):
         self._stopped.set()
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        while not self._stopped.is_set():
+        while not run_over(self._stopped):
             if self._waiting.poll(STOP_CHECK_SECONDS * 1000):
                 data = os.read(self._descriptor, len(buffer))
                 buffer[:len(data)] = data
@@ -106,7 +122,7 @@ class ReadingThread:
     """Reads ``chunks`` in a thread, at most ``ahead`` chunks ahead of the caller; ``wake``
     is a file descriptor that becomes readable whenever a chunk (or the end) is ready.
     ``stop_input`` stops the reading of the input under ``chunks`` as the run ends
-    (:meth:`InputFile.stop`)."""
+    (:meth:`InputFile.stop`).  The thread starts as the ``with`` is entered."""
 
     def __init__(self, chunks: Iterator[Chunk], ahead: int, stop_input: Callable[[], None]) -> None:
         self._chunks = chunks
@@ -116,7 +132,6 @@ class ReadingThread:
         self.wake, self._signal = os.pipe()
         os.set_blocking(self.wake, False)
         self._thread = threading.Thread(target=self._read, name="fastsubs-reading")
-        self._thread.start()
 
     def _read(self) -> None:
         try:
@@ -132,7 +147,7 @@ class ReadingThread:
 
     def _put(self, item: object) -> bool:
         """Queues ``item`` and wakes the caller; False once the run has stopped."""
-        while not self._stopped.is_set():
+        while not run_over(self._stopped):
             try:
                 self._queue.put(item, timeout=STOP_CHECK_SECONDS)
             except queue.Full:
@@ -164,13 +179,26 @@ class ReadingThread:
             pass
 
     def __enter__(self) -> ReadingThread:
+        """Starts the thread, its stop signals blocked (it inherits the mask).  A signal
+        raised as it starts (one held meanwhile, raised as the mask is restored) stops it
+        before it reaches the caller, which then has no ``with`` to stop it."""
+        try:
+            with signals_held():
+                self._thread.start()
+        except BaseException:
+            self._stop()
+            raise
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
-        """Stops the thread, wherever it is (waiting for input, for room in the queue, or to
-        wake the caller, whose end of the pipe closes), and waits for it to end."""
+    def _stop(self) -> None:
+        """Tells the thread to end, wherever it is (waiting for input, for room in the
+        queue, or to wake the caller, whose end of the pipe closes)."""
         self._stopped.set()
         self._stop_input()
         os.close(self.wake)
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        """Stops the thread and waits for it to end."""
+        self._stop()
         self._thread.join()

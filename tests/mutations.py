@@ -626,6 +626,10 @@ MUTATIONS = [
              "the thread reading the input is not stopped as the run ends: a run stopped while its input pipe is "
              "open waits for the pipe's end",
              "        self._stop_input()", "        pass"),
+    Mutation("reading-thread-outlives-the-main-thread", "query/reading.py",
+             "a reading thread that no one stopped (a stop signal landed as it started) waits for input after the "
+             "main thread has ended: the run, at exit, waits for it as long as its input pipe stays open",
+             "    return stopped.is_set() or not threading.main_thread().is_alive()", "    return stopped.is_set()"),
     # long_lines.py, chunks.py, lines.py: temporary files, long -t records, the input's start
     Mutation("abandoned-temporary-directories-kept", RUN,
              "no run removes the temporary directories of runs killed by SIGKILL: they fill $TMPDIR",

@@ -645,6 +645,40 @@ def test_a_run_stopped_while_its_input_pipe_is_open_exits_with_its_signal(tiny_i
         assert one_line(stderr).startswith(f"fastsubs-query: {word}")
 
 
+# A main thread that ends without stopping the reading thread (as a stop signal that lands
+# while the thread starts left it, __enter__ waiting for it): the input pipe stays open, and
+# the thread waits for more input, or for room for what it read.
+ABANDONED_READING_THREAD = """
+import sys
+from fastsubs.query.reading import ReadingThread, open_input
+stream, raw = open_input(None)
+lines = iter(stream.readline, b"")
+reading = ReadingThread(lines, int(sys.argv[1]), raw.stop).__enter__()
+print("started", flush=True)
+"""
+
+
+@pytest.mark.parametrize("waiting_for", ["input", "room"])
+def test_a_reading_thread_ends_with_the_main_thread_that_never_stopped_it(tmp_path: Path, waiting_for: str) -> None:
+    """The interpreter, at exit, waits for the thread; the thread sees the main thread has
+    ended and ends (a run stopped as its reading thread started hung there, Python 3.10)."""
+    ahead = 1 if waiting_for == "room" else 1000
+    process = subprocess.Popen([str(BIN / "python"), "-c", ABANDONED_READING_THREAD, str(ahead)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(b"a line\n" * 10)  # more than one item ahead: the thread waits for room
+        process.stdin.flush()
+        assert process.stdout.readline() == b"started\n"
+        status = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stdin.close()
+        stderr = process.stderr.read()  # type: ignore[union-attr]
+    assert status == 0, stderr.decode()
+
+
 def test_a_signal_is_acted_on_in_the_middle_of_a_line_just_under_the_long_line_threshold(demo_index: Path,
                                                                                         tmp_path: Path) -> None:
     """A plain line a little shorter than LONG_LINE_BYTES is searched whole, in one call

@@ -153,14 +153,14 @@ def sorted_blocks(spill: Path, order: int, id_bytes: int, has_beta: bool, slot: 
                 rows["ids"] = rows["ids"][:, columns]
                 order_of_rows = sort_order(rows["ids"])
                 if not runs and len(rows) < run_rows:  # the whole order, in memory
-                    sorted_rows = rows[order_of_rows]
+                    sorted_rows = take_rows(rows, order_of_rows)
                     del rows, order_of_rows
                     yield from merged_blocks([_ArrayRun(sorted_rows)], order)
                     return
                 path = directory / f"{order}-{slot}-{len(runs)}.run"
                 with open(path, "wb") as out:
                     for first in range(0, len(rows), _WRITE_ROWS):
-                        row_file.write(out, rows[order_of_rows[first:first + _WRITE_ROWS]])
+                        row_file.write(out, take_rows(rows, order_of_rows[first:first + _WRITE_ROWS]))
                 runs.append(path)
                 del rows, order_of_rows
         with ExitStack() as files:
@@ -205,6 +205,15 @@ class _ArrayRun:
         block = self.rows[self.at:self.at + count]
         self.at += len(block)
         return block
+
+
+def take_rows(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``rows[order]`` for contiguous ``rows``, gathered as whole rows of bytes: numpy
+    copies a structured row field by field through memmove (~170 ns a row of 12-14
+    bytes; ~40 ns this way), and a build gathers every row of every slot at least once
+    (the sort of a run, and of each merge step of many)."""
+    as_bytes = rows.view(np.uint8).reshape(len(rows), rows.dtype.itemsize)
+    return np.take(as_bytes, order, axis=0).view(rows.dtype).reshape(len(order))
 
 
 def sort_order(ids: np.ndarray) -> np.ndarray:
@@ -270,7 +279,7 @@ def merged_blocks(runs: Sequence[_FileRun | _ArrayRun], order: int) -> Iterator[
         taken = np.concatenate([carry] + [block[:c] for block, c in zip(blocks, cut)])
         blocks = [block[c:] for block, c in zip(blocks, cut)]
         if len(runs) > 1:
-            taken = taken[sort_order(taken["ids"])]  # stable: equal rows stay in file order
+            taken = take_rows(taken, sort_order(taken["ids"]))  # stable: equal rows stay in file order
         if not open_runs:
             if len(taken):
                 yield taken

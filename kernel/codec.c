@@ -332,11 +332,27 @@ static unsigned key_delta(const uint8_t *key, const uint8_t *before, size_t key_
     return whole ? (unsigned)key_len : (unsigned)(key_len - zeros);
 }
 
+/* Whether block entry ``i`` of ``r`` holds its whole key (a restart, the block's first). */
+static int entry_whole(const CodecRecord *r, uint32_t i) {
+    return i == 0 || r->patterns[i].restarts;
+}
+
 /* The delta of block entry ``i`` of ``r`` (the whole key at a restart) into ``diff``; its bytes. */
 static unsigned entry_delta(const CodecRecord *r, uint32_t i, size_t key_len, uint8_t *diff) {
-    const CodecPattern *p = &r->patterns[i];
-    int whole = i == 0 || p->restarts;
-    return key_delta(p->key, whole ? NULL : r->patterns[i - 1].key, key_len, whole, diff);
+    int whole = entry_whole(r, i);
+    return key_delta(r->patterns[i].key, whole ? NULL : r->patterns[i - 1].key, key_len, whole, diff);
+}
+
+/* The bytes of block entry ``i``'s delta, as its pattern holds them (codec_entry_deltas). */
+static unsigned entry_delta_bytes(const CodecRecord *r, uint32_t i, size_t key_len) {
+    return entry_whole(r, i) ? (unsigned)key_len : r->patterns[i].delta;
+}
+
+void codec_entry_deltas(CodecPattern *patterns, uint32_t n, size_t key_len) {
+    uint8_t diff[1 + 4 * FS_MAX_ORDER];
+    CodecRecord r = {FS_BLOCK, 0, NULL, patterns, n};
+    for (uint32_t i = 0; i < n; i++)
+        patterns[i].delta = entry_delta(&r, i, key_len, diff);
 }
 
 /* Bytes of a block entry of ``count`` words whose data takes ``data`` bytes, beta codes
@@ -365,13 +381,12 @@ uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_by
     if (r->kind != FS_BLOCK)
         return padded(head);
     uint64_t restarts = 0, entries = 0;
-    uint8_t diff[1 + 4 * FS_MAX_ORDER];
     for (uint32_t i = 0, in_group = 0; i < r->n_patterns; i++, in_group++) {
         const CodecPattern *p = &r->patterns[i];
         restarts += p->restarts;
         in_group = p->restarts ? 0 : in_group;
         entries += (in_group % 2 == 0) + entry_bytes(pattern_data_bytes(p, id_bytes), key_len,
-                                                     entry_delta(r, i, key_len, diff), p->count,
+                                                     entry_delta_bytes(r, i, key_len), p->count,
                                                      p->beta_codes != NULL, p->beta_width);
     }
     return padded(head + FS_BLOCK_RESTART_TABLE + FS_RESTART_BYTES * restarts + entries);
@@ -431,7 +446,8 @@ static int write_block(const CodecRecord *r, size_t key_len, unsigned id_bytes, 
     for (uint32_t i = 0, restart = 0, in_group = 0; i < r->n_patterns; i++, in_group++) {
         const CodecPattern *p = &r->patterns[i];
         int has_beta = p->beta_codes != NULL;
-        unsigned delta = entry_delta(r, i, key_len, diff);
+        entry_delta(r, i, key_len, diff);
+        unsigned delta = entry_delta_bytes(r, i, key_len);  /* (the bytes its size was counted with) */
         if (p->restarts) {
             if (at - entries > 0xFFFF) {
                 *what = "a restart lies past 65,535 bytes of entries";
@@ -805,7 +821,7 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
         const Group *p = &groups[g];
         any_joint |= p->joint;
         b->patterns[g] = (CodecPattern){
-            .key = b->keys + g * b->key_len, .count = p->count, .restarts = p->periodic,
+            .key = b->keys + g * b->key_len, .count = p->count, .restarts = p->periodic, .delta = p->delta,
             .ids = NULL, .positions = b->positions + p->first, .alpha = rows->alpha + p->first,
             .beta_codes = rows->has_beta ? b->beta_codes + p->first : NULL, .beta_width = p->beta_width};
     }
@@ -819,7 +835,6 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     b->n_records = pack(b, groups, rows, total, run_end);
     /* each record's flags and the key before it; the parts its bytes go to */
     uint64_t entry_keys = 0;
-    uint8_t diff[1 + 4 * FS_MAX_ORDER];
     for (size_t r = 0; r < b->n_records; r++) {
         CodecRecord *record = &b->records[r];
         CodecPattern *first = (CodecPattern *)record->patterns;
@@ -828,7 +843,7 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
                         (record->kind == FS_PATTERN && first->joint ? FS_HAS_JOINT : 0);
         if (record->kind == FS_BLOCK)
             for (uint32_t i = 0; i < record->n_patterns; i++)
-                entry_keys += entry_delta(record, i, b->key_len, diff);
+                entry_keys += entry_delta_bytes(record, i, b->key_len);
     }
     b->values_bytes = b->offsets[b->n_records];
     uint64_t *parts = b->parts;

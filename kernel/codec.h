@@ -191,6 +191,8 @@ typedef struct {
     const uint8_t *key;         /* the pattern's key */
     uint32_t count;
     int restarts;               /* in a BLOCK: the entry restarts a group (its key whole) */
+    unsigned delta;             /* in a BLOCK: bytes of its key's difference from the entry before's
+                                 * (codec_entry_deltas; key_len where it restarts) */
     const uint32_t *ids, *positions;  /* positions: by score (not written for one word) */
     const float *alpha;
     const uint32_t *beta_codes; /* NULL: none (the highest order); each < 2^beta_width */
@@ -207,6 +209,10 @@ typedef struct {
     const CodecPattern *patterns;
     uint32_t n_patterns;
 } CodecRecord;
+
+/* Sets the delta of each of the ``n`` entries of a BLOCK from their keys (the first one's
+ * restarts). A batch's writer sets them from what it planned instead: see codec_plan_batch. */
+void codec_entry_deltas(CodecPattern *patterns, uint32_t n, size_t key_len);
 
 /* The length of the value of ``r`` in a database of ``key_len``-byte pattern keys. */
 uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_bytes);

@@ -452,6 +452,7 @@ static PyObject *encode_record(PyObject *module, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++)
         if (read_pattern(PySequence_Fast_GET_ITEM(patterns, i), key_len, &fields[i], &held[i]) < 0)
             goto out;
+    codec_entry_deltas(fields, (uint32_t)n, key_len);
     CodecRecord r = {.kind = (int)PyLong_AsLong(kind), .flags = (unsigned)PyLong_AsUnsignedLong(flags),
                       .previous = previous, .patterns = fields, .n_patterns = (uint32_t)n};
     if (PyErr_Occurred())

@@ -127,6 +127,10 @@ MUTATIONS = [
              "an entry's key delta added to the key before it without its carries: a key past a byte's end "
              "(00ff + 02) reads as another",
              "        carry = sum >> 8;", "        carry = 0;"),
+    Mutation("entry-delta-planned-one-byte-short", CODEC,
+             "the writer plans an entry's key delta a byte shorter than the difference: it writes the low bytes "
+             "of the difference alone, and the key read is another",
+             ".restarts = p->periodic, .delta = p->delta,", ".restarts = p->periodic, .delta = p->delta - 1,"),
     Mutation("restart-search-strict", RECORDS,
              "the restart search skips a restart whose key is the one looked up: that pattern reads as absent",
              "if (records_key_compare(restart_key, key, key_len) <= 0)",

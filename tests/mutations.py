@@ -871,9 +871,17 @@ def environment(site: Path) -> dict[str, str]:
     return env
 
 
+#: The test of this table against the repository's files (not of the code under test).
+MUTATION_TABLE_TEST = "tests/test_mutation_table.py"
+
+
 def run_suite(copy: Path, site: Path, pytest_args: list[str], timeout: float) -> tuple[str, list[str], float]:
     """(outcome, failed test ids, seconds) of the copy's default suite against ``site``."""
     start = time.monotonic()
+    # Without tests/test_mutation_table.py, which checks that each planted bug's line is in
+    # its file: in the copy the bug is planted, so it failed for every mutation and counted
+    # every one as caught.
+    pytest_args = [*pytest_args, f"--ignore={MUTATION_TABLE_TEST}"]
     # In a session of its own: on a timeout the whole group goes (pytest-xdist's workers
     # and the programs the tests started, e.g. a search that loops forever), not pytest alone.
     suite = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider",

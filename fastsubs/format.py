@@ -21,6 +21,7 @@ from typing import Any
 
 from fastsubs._kernel import FORMAT as _CORE_FORMAT
 from fastsubs._kernel import (  # noqa: F401  (the core's codec, re-exported as the format's API)
+    beta_index,
     checksum,
     decode_header,
     decode_record,

@@ -65,7 +65,9 @@ class RecordWriter:
                  joint_min: int = fmt.JOINT_MIN_DEFAULT, beta_table: np.ndarray | None = None) -> None:
         self.order = order
         self.has_beta = order < model_order
-        self.beta_table = beta_table
+        # (made once: the codec's hash of a table of millions of values, made for each batch,
+        # cost a pass over the table per batch)
+        self.beta_index = fmt.beta_index(beta_table) if self.has_beta else None
         self.id_bytes = id_bytes
         self.key_length = fmt.key_bytes(order, id_bytes)
         self.unigram_alpha = None if unigram_alpha is None else np.ascontiguousarray(unigram_alpha, fmt.SCORE_DTYPE)
@@ -84,7 +86,7 @@ class RecordWriter:
             np.ascontiguousarray(rows["beta"], fmt.SCORE_DTYPE) if self.has_beta else None, order=self.order,
             slot=slot, has_beta=self.has_beta,
             id_bytes=self.id_bytes, previous=self.last_key, unigram_alpha=self.unigram_alpha,
-            joint_min=self.joint_min, beta_table=self.beta_table, page_room=self.page_room)
+            joint_min=self.joint_min, beta_index=self.beta_index, page_room=self.page_room)
         records = Records(keys, self.key_length, values, np.frombuffer(offsets, "<u8"))
         if len(records):
             self.last_key = keys[-self.key_length:]

@@ -744,48 +744,57 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
     return r;
 }
 
-/* Each row's beta code: the entry of the order's back-off table that holds its beta (the
- * same float32 bits) into b->beta_codes, found through a hash table of the table's bits
- * (open addressing, at most half full: a table may hold a million values); 0, or -1 with
- * the failure set (a beta is not in the table). */
-static int code_betas(CodecBatch *b, const CodecRows *rows, Failure *failure) {
+int codec_beta_index(CodecBetaIndex *index, const float *table, uint32_t len, Failure *failure) {
     unsigned shift = 31;  /* 2^(32 - shift) slots, at least twice the table's entries */
-    while (shift > 1 && (uint64_t)1 << (32 - shift) < 2 * (uint64_t)rows->beta_table_len)
+    while (shift > 1 && (uint64_t)1 << (32 - shift) < 2 * (uint64_t)len)
         shift--;
-    uint32_t mask = (1u << (32 - shift)) - 1;
-    uint64_t *slots = calloc((size_t)mask + 1, sizeof(uint64_t));  /* bits << 32 | code + 1; 0: empty */
-    b->beta_codes = malloc((rows->n + 1) * sizeof(uint32_t));
-    if (!slots || !b->beta_codes) {
-        free(slots);
+    *index = (CodecBetaIndex){NULL, (1u << (32 - shift)) - 1, len, shift};
+    index->slots = calloc((size_t)index->mask + 1, sizeof(uint64_t));
+    if (!index->slots) {
         common_fail(failure, FS_ENOMEM, "out of memory");
         return -1;
     }
-    for (uint32_t c = 0; c < rows->beta_table_len; c++) {
+    for (uint32_t c = 0; c < len; c++) {
         uint32_t bits;
-        memcpy(&bits, &rows->beta_table[c], 4);
+        memcpy(&bits, &table[c], 4);
         uint32_t at = (bits * 0x9E3779B1u) >> shift;
-        while (slots[at] && slots[at] >> 32 != bits)
-            at = (at + 1) & mask;
-        if (!slots[at])  /* (a value the table repeats keeps its first code) */
-            slots[at] = (uint64_t)bits << 32 | (c + 1u);
+        while (index->slots[at] && index->slots[at] >> 32 != bits)
+            at = (at + 1) & index->mask;
+        if (!index->slots[at])  /* (a value the table repeats keeps its first code) */
+            index->slots[at] = (uint64_t)bits << 32 | (c + 1u);
     }
-    int rc = 0;
-    for (size_t i = 0; i < rows->n && rc == 0; i++) {
+    return 0;
+}
+
+void codec_beta_index_free(CodecBetaIndex *index) {
+    free(index->slots);
+    index->slots = NULL;
+}
+
+/* Each row's beta code (the entry of the order's back-off table that holds its beta: the
+ * same float32 bits) into b->beta_codes, through the table's index: 0, or -1 with the
+ * failure set (a beta is not in the table). */
+static int code_betas(CodecBatch *b, const CodecRows *rows, Failure *failure) {
+    const CodecBetaIndex *index = rows->beta_index;
+    b->beta_codes = malloc((rows->n + 1) * sizeof(uint32_t));
+    if (!b->beta_codes) {
+        common_fail(failure, FS_ENOMEM, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < rows->n; i++) {
         uint32_t bits;
         memcpy(&bits, &rows->beta[i], 4);
-        uint32_t at = (bits * 0x9E3779B1u) >> shift;
-        while (slots[at] && slots[at] >> 32 != bits)
-            at = (at + 1) & mask;
-        if (slots[at]) {
-            b->beta_codes[i] = (uint32_t)slots[at] - 1u;
-        } else {
+        uint32_t at = (bits * 0x9E3779B1u) >> index->shift;
+        while (index->slots[at] && index->slots[at] >> 32 != bits)
+            at = (at + 1) & index->mask;
+        if (!index->slots[at]) {
             common_fail(failure, FS_EARGUMENT, "cannot write the records: back-off weight %g is not in the "
                         "order's back-off table", (double)rows->beta[i]);
-            rc = -1;
+            return -1;
         }
+        b->beta_codes[i] = (uint32_t)index->slots[at] - 1u;
     }
-    free(slots);
-    return rc;
+    return 0;
 }
 
 int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {

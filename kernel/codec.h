@@ -243,6 +243,22 @@ void codec_name_previous(uint8_t *value, size_t value_len, const uint8_t *record
 #define CODEC_PART_INDEX(name) CODEC_PART_##name,
 enum { CODEC_PARTS(CODEC_PART_INDEX) CODEC_N_PARTS };
 
+/* An order's back-off table as a hash of its values' float32 bits to their codes (open
+ * addressing, at most half full), made once for all the batches of a slot: a generated
+ * model's table holds a value per context, millions of them, and made for each batch of a
+ * million rows the hash cost 49 ms a batch at 709K values and 740 ms at 16M (a third of a
+ * billion-n-gram build's CPU while it encoded the 2-grams). */
+typedef struct {
+    uint64_t *slots;    /* bits << 32 | code + 1; 0: empty */
+    uint32_t mask, len; /* slots - 1; the table's entries */
+    unsigned shift;     /* a value's slot: (bits * 0x9E3779B1) >> shift */
+} CodecBetaIndex;
+
+/* The index of ``table`` (``len`` values; a value the table repeats keeps its first code):
+ * 0, or -1 out of memory. */
+int codec_beta_index(CodecBetaIndex *index, const float *table, uint32_t len, Failure *failure);
+void codec_beta_index_free(CodecBetaIndex *index);
+
 /* One batch of n-grams of one order, sorted by the key of their pattern with the slot at
  * ``slot`` and then by the word in the slot, whole patterns only. */
 typedef struct {
@@ -251,8 +267,7 @@ typedef struct {
     size_t n;
     const uint32_t *ids;        /* n x order: the fixed words in key order, then the slot's word */
     const float *alpha, *beta;  /* n each (beta read only with has_beta) */
-    const float *beta_table;    /* with has_beta: the order's back-off table, which holds every beta */
-    uint32_t beta_table_len;
+    const CodecBetaIndex *beta_index; /* with has_beta: the order's back-off table, which holds every beta */
     const float *unigram_alpha; /* for joint orders (order 2, slot 0), else NULL */
     uint32_t vocab_size, joint_min;
     const uint8_t *previous;    /* the last pattern key before the batch, or NULL */

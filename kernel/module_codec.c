@@ -55,19 +55,63 @@ static int beta_rows(int has_beta, PyObject *arg, Py_buffer *beta, Py_ssize_t *n
     return 0;
 }
 
+/* beta_index(table): an order's back-off table made into the hash that encode_patterns codes
+ * each batch's betas with (codec.h, CodecBetaIndex), held in a capsule that frees it. */
+#define BETA_INDEX_CAPSULE "fastsubs._kernel.beta_index"
+
+static void free_beta_index(PyObject *capsule) {
+    CodecBetaIndex *index = PyCapsule_GetPointer(capsule, BETA_INDEX_CAPSULE);
+    codec_beta_index_free(index);
+    PyMem_Free(index);
+}
+
+static PyObject *beta_index(PyObject *module, PyObject *table_arg) {
+    Py_buffer table = {0};
+    Py_ssize_t len = -1;
+    if (module_get_array(table_arg, &table, 4, &len, "beta_table") < 0)
+        return NULL;
+    if ((uint64_t)len > UINT32_MAX / 2) {
+        PyBuffer_Release(&table);
+        PyErr_SetString(PyExc_ValueError, "beta_index: a back-off table holds at most 2^31 values");
+        return NULL;
+    }
+    CodecBetaIndex *index = PyMem_Malloc(sizeof(*index));
+    Failure failure = {0};
+    int rc = -1;
+    if (index) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = codec_beta_index(index, table.buf, (uint32_t)len, &failure);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&table);
+    if (rc < 0) {
+        PyMem_Free(index);
+        return index ? raise_failure(&failure) : PyErr_NoMemory();
+    }
+    PyObject *capsule = PyCapsule_New(index, BETA_INDEX_CAPSULE, free_beta_index);
+    if (!capsule) {
+        codec_beta_index_free(index);
+        PyMem_Free(index);
+    }
+    return capsule;
+}
+
 static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
     static char *names[] = {"ids", "alpha", "beta", "order", "slot", "has_beta", "id_bytes", "previous",
-                            "unigram_alpha", "joint_min", "beta_table", "page_room", NULL};
-    PyObject *ids_arg, *alpha_arg, *beta_arg, *previous_arg = Py_None, *unigram_arg = Py_None, *table_arg = Py_None;
+                            "unigram_alpha", "joint_min", "beta_index", "page_room", NULL};
+    PyObject *ids_arg, *alpha_arg, *beta_arg, *previous_arg = Py_None, *unigram_arg = Py_None, *index_arg = Py_None;
     int order, slot, has_beta;
     unsigned id_bytes, joint_min = FS_JOINT_MIN_DEFAULT, page_room = CODEC_FRESH_PAGE;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOiipI|OOIOI:encode_patterns", names, &ids_arg, &alpha_arg,
                                      &beta_arg, &order, &slot, &has_beta, &id_bytes, &previous_arg, &unigram_arg,
-                                     &joint_min, &table_arg, &page_room))
+                                     &joint_min, &index_arg, &page_room))
         return NULL;
-    if (has_beta && table_arg == Py_None) {
-        PyErr_SetString(PyExc_ValueError, "encode_patterns: an order with back-off weights needs its beta_table");
+    const CodecBetaIndex *index = NULL;
+    if (has_beta && !(index = PyCapsule_GetPointer(index_arg, BETA_INDEX_CAPSULE))) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "encode_patterns: an order with back-off weights needs its beta_index "
+                                          "(beta_index(table))");
         return NULL;
     }
     if (order < 2 || order > FS_MAX_ORDER || slot < 0 || slot >= order || id_bytes < 2 || id_bytes > 4 ||
@@ -75,8 +119,8 @@ static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwa
         PyErr_SetString(PyExc_ValueError, "encode_patterns: order, slot, id_bytes, joint_min or page_room out of range");
         return NULL;
     }
-    Py_buffer ids = {0}, alpha = {0}, beta = {0}, unigram = {0}, table = {0};
-    Py_ssize_t n = -1, rows_ids = -1, vocab_size = -1, table_len = -1;
+    Py_buffer ids = {0}, alpha = {0}, beta = {0}, unigram = {0};
+    Py_ssize_t n = -1, rows_ids = -1, vocab_size = -1;
     PyObject *result = NULL, *keys = NULL, *offsets = NULL, *values = NULL, *parts = NULL;
     CodecBatch batch = {0};
     CodecRows rows = {.order = order, .slot = slot, .has_beta = has_beta, .id_bytes = id_bytes,
@@ -87,15 +131,13 @@ static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwa
     if (module_get_array(ids_arg, &ids, 4, &rows_ids, "ids (order uint32 per row)") < 0 ||
         beta_rows(has_beta, beta_arg, &beta, &n) < 0 ||
         optional_key(previous_arg, fs_key_bytes((unsigned)order, id_bytes), &rows.previous, "previous") < 0 ||
-        (unigram_arg != Py_None && module_get_array(unigram_arg, &unigram, 4, &vocab_size, "unigram_alpha") < 0) ||
-        (has_beta && module_get_array(table_arg, &table, 4, &table_len, "beta_table") < 0))
+        (unigram_arg != Py_None && module_get_array(unigram_arg, &unigram, 4, &vocab_size, "unigram_alpha") < 0))
         goto out;
     rows.n = (size_t)n;
     rows.ids = ids.buf;
     rows.alpha = alpha.buf;
     rows.beta = beta.buf;
-    rows.beta_table = table.buf;
-    rows.beta_table_len = table_len < 0 ? 0 : (uint32_t)table_len;
+    rows.beta_index = index;
     rows.unigram_alpha = unigram.buf;
     rows.vocab_size = vocab_size < 0 ? 0 : (uint32_t)vocab_size;
     Failure failure = {0};
@@ -132,8 +174,6 @@ out:
     PyBuffer_Release(&beta);
     if (unigram.obj)
         PyBuffer_Release(&unigram);
-    if (table.obj)
-        PyBuffer_Release(&table);
     return result;
 }
 
@@ -698,14 +738,17 @@ static PyObject *checksum(PyObject *module, PyObject *args) {
 PyMethodDef module_codec_methods[] = {
     {"encode_patterns", (PyCFunction)(void (*)(void))encode_patterns, METH_VARARGS | METH_KEYWORDS,
      "encode_patterns(ids, alpha, beta, order, slot, has_beta, id_bytes, previous=None, unigram_alpha=None,\n"
-     "joint_min=JOINT_MIN_DEFAULT, beta_table=None, page_room=FRESH_PAGE) -> (keys, offsets, values, parts,\n"
+     "joint_min=JOINT_MIN_DEFAULT, beta_index=None, page_room=FRESH_PAGE) -> (keys, offsets, values, parts,\n"
      "value_bound, page_room): the records of a batch of n-grams sorted by pattern key then word (ids: order\n"
      "uint32 per row, the slot's word last; alpha: float32 per row; beta: float32 per row with has_beta, else\n"
-     "None; with has_beta, beta_table: float32,\n"
-     "the order's back-off table, holding every beta), the first naming the pattern key previous and going to\n"
+     "None; with has_beta, beta_index: beta_index(the order's back-off table, float32, which holds every\n"
+     "beta)), the first naming the pattern key previous and going to\n"
      "an LMDB leaf page with page_room bytes free; keys (each key_bytes long), offsets (uint64, one more than\n"
      "the records) and values as bytes, the bytes of each part (PARTS), the largest |v| written, and the\n"
      "bytes free in the leaf page of the last record (the next batch's page_room)."},
+    {"beta_index", beta_index, METH_O,
+     "beta_index(table) -> capsule: an order's back-off table (float32) as the hash encode_patterns codes each\n"
+     "batch's betas with; made once for all the batches of a slot."},
     {"encode_end", encode_end, METH_VARARGS,
      "encode_end(order, id_bytes, previous) -> (key, value): the END record after the pattern key previous (or None)."},
     {"name_previous", name_previous, METH_VARARGS,

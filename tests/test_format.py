@@ -262,12 +262,12 @@ def test_a_batch_whose_words_are_past_the_unigrams_is_refused() -> None:
     unigram_alpha = np.array([0.0, -3.0, -2.0, -1.0], np.float32)
     keys, offsets, values, parts, bound, _ = fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True,
                                                               id_bytes=2, unigram_alpha=unigram_alpha,
-                                                              joint_min=3, beta_table=table)
+                                                              joint_min=3, beta_index=fmt.beta_index(table))
     record = fmt.decode_record(keys, values, 2, 2, True)
     assert record["flags"] & fmt.HAS_JOINT and record["patterns"][0]["joint"] == [2, 1, 0]
     with pytest.raises(ValueError, match="word id 3 is past the unigrams"):
         fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, id_bytes=2,
-                            unigram_alpha=np.zeros(3, np.float32), joint_min=3, beta_table=table)
+                            unigram_alpha=np.zeros(3, np.float32), joint_min=3, beta_index=fmt.beta_index(table))
 
 
 def key_delta(key: bytes, before: bytes | None) -> bytes:
@@ -297,8 +297,9 @@ def test_block_entries_take_a_code_nibble_or_an_escaped_head() -> None:
     ids = np.array(rows, np.uint32)
     alpha = -np.arange(1, len(rows) + 1, dtype=np.float32) / 8
     beta = np.zeros(len(rows), np.float32)
+    index = fmt.beta_index(np.zeros(1, np.float32))
     keys, offsets, values, _, _, _ = fmt.encode_patterns(ids, alpha, beta, order=order, slot=order - 1, has_beta=True,
-                                                      id_bytes=id_bytes, beta_table=np.zeros(1, np.float32))
+                                                      id_bytes=id_bytes, beta_index=index)
     assert len(keys) == key_len  # one block, one restart
     record = fmt.decode_record(keys, values, order, id_bytes, True)
     assert record["kind"] == fmt.BLOCK
@@ -350,7 +351,7 @@ def test_a_batch_whose_rows_are_out_of_key_order_is_refused() -> None:
     alpha = np.full(2, -1.0, np.float32)
     with pytest.raises(ValueError, match="the rows are not sorted by pattern key"):
         fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, id_bytes=2,
-                            beta_table=np.array([-1.0], np.float32))
+                            beta_index=fmt.beta_index(np.array([-1.0], np.float32)))
 
 
 def test_a_batch_whose_back_off_weight_is_not_in_its_table_is_refused() -> None:
@@ -359,12 +360,23 @@ def test_a_batch_whose_back_off_weight_is_not_in_its_table_is_refused() -> None:
     never a code of another value."""
     ids = np.array([[5, 1], [5, 2], [6, 3]], np.uint32)
     alpha = np.full(3, -1.0, np.float32)
-    table = np.array([0.0, -0.25], np.float32)
+    index = fmt.beta_index(np.array([0.0, -0.25], np.float32))  # (one for every batch, as a build's slot has)
     for missing in (-0.0, 0.5):
         beta = np.array([0.0, -0.25, missing], np.float32)
         with pytest.raises(ValueError, match=f"back-off weight {missing:g} is not in the order's back-off table"):
-            fmt.encode_patterns(ids, alpha, beta, order=2, slot=0, has_beta=True, id_bytes=2, beta_table=table)
+            fmt.encode_patterns(ids, alpha, beta, order=2, slot=0, has_beta=True, id_bytes=2, beta_index=index)
     keys, offsets, values, _, _, _ = fmt.encode_patterns(ids, alpha, np.array([0.0, -0.25, -0.25], np.float32), order=2,
-                                                      slot=0, has_beta=True, id_bytes=2, beta_table=table)
+                                                      slot=0, has_beta=True, id_bytes=2, beta_index=index)
     record = fmt.decode_record(keys, values, 2, 2, True)
     assert [p["beta_codes"] for p in record["patterns"]] == [[0, 1], [1]]
+
+
+@pytest.mark.parametrize("given", [None, np.array([-1.0], np.float32), b"not an index"])
+def test_a_batch_with_back_off_weights_needs_its_tables_index(given: object) -> None:
+    """The codec codes betas through the index that beta_index makes of the order's table
+    (once for all of a slot's batches): without one, or given anything else (the table
+    itself), the batch is refused with a ValueError, never read as an index."""
+    ids = np.array([[5, 1]], np.uint32)
+    alpha = np.full(1, -1.0, np.float32)
+    with pytest.raises(ValueError, match="needs its beta_index"):
+        fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, id_bytes=2, beta_index=given)

@@ -217,10 +217,45 @@ static int is_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
 }
 
+/* Exact powers of ten: 10^22 is the largest whose double is exact (5^22 < 2^53). */
+static const double exact_powers_of_ten[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                             1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* A plain decimal (a sign, digits, a point, digits: no exponent) of at most 15 digits, as
+ * strtod reads it, without strtod: its digits m as an integer are exact in a double, and so
+ * is 10^k for its k digits after the point, so one division rounds m / 10^k correctly,
+ * which is strtod's answer (Clinger's fast path).  An ARPA model's scores are such numbers
+ * ("-1.234567"), and strtod's general method was a tenth of the reading of a billion-n-gram
+ * model.  1 when it read ``text[0 .. n)`` so, 0 when the number is not of that form. */
+static int read_plain_decimal(const char *text, size_t n, double *value) {
+    size_t i = text[0] == '-' || text[0] == '+';
+    uint64_t digits = 0;
+    int count = 0, after_point = -1;
+    for (; i < n; i++) {
+        char c = text[i];
+        if (c >= '0' && c <= '9') {
+            digits = digits * 10 + (uint64_t)(c - '0');
+            count++;
+            after_point += after_point >= 0;
+        } else if (c == '.' && after_point < 0) {
+            after_point = 0;
+        } else {
+            return 0;
+        }
+    }
+    if (count == 0 || count > 15)
+        return 0;
+    double magnitude = (double)digits / exact_powers_of_ten[after_point < 0 ? 0 : after_point];
+    *value = text[0] == '-' ? -magnitude : magnitude;
+    return 1;
+}
+
 /* The number ``text[0 .. n)`` (``text[n]`` is NUL) as C's strtod reads it in the "C"
  * locale: 0 when it reads the whole of it, -1 when it stops before its end (an underscore,
  * a second point, a NUL, ...) or there is nothing to read. */
 static int read_whole(const char *text, size_t n, double *value) {
+    if (n > 0 && read_plain_decimal(text, n, value))
+        return 0;
     char *stop;
     *value = strtod_l(text, &stop, c_locale);
     return n > 0 && stop == text + n ? 0 : -1;
@@ -257,7 +292,6 @@ static PyObject *read_number(PyObject *module, PyObject *token) {
     return PyFloat_FromDouble(value);
 }
 
-/* parse(text, n, order, has_beta) -> (ids, alpha, beta) | None */
 /* Lines whose fields parse splits, and whose words' look-ups it prefetches, together. */
 #define PARSE_LINES 16
 
@@ -310,6 +344,7 @@ static const char *split_lines(const Vocabulary *v, const char *p, const char *e
     return p;
 }
 
+/* parse(text, n, order, has_beta) -> (ids, alpha, beta) | None */
 static PyObject *Vocabulary_parse(Vocabulary *self, PyObject *args) {
     Py_buffer text;
     Py_ssize_t n;

@@ -710,6 +710,10 @@ MUTATIONS = [
              "a word and its prefix compare equal in the spelling order: qsort may put either first, and a "
              "query's binary search for a word misses it",
              "return c ? c : (m > n) - (m < n);", "return c;"),
+    Mutation("plain-decimal-fast-path-past-15-digits", "indexer/native.c",
+             "the parsers' fast path takes decimals of 16 and 17 digits, whose digits a double does not hold "
+             "exactly: rounded twice, a score is a bit off strtod's",
+             "if (count == 0 || count > 15)", "if (count == 0 || count > 17)"),
     # publish.py, build.py: build --force
     Mutation("force-tag-not-written", BUILD,
              "a published index carries no tag: --force cannot recognize it once damaged",

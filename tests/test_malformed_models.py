@@ -23,6 +23,7 @@ import gzip
 import lzma
 import math
 import re
+import struct
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -488,6 +489,30 @@ def strtod_whole(token: bytes) -> float | None:
     stop = ctypes.c_void_p()
     value = _LIBC.strtod(ctypes.addressof(text), ctypes.byref(stop))
     return value if token and stop.value == ctypes.addressof(text) + len(token) else None
+
+
+#: Plain decimals (a sign, digits, a point, digits), the form of an ARPA model's scores,
+#: which the parsers read without strtod when they have at most 15 digits.
+PLAIN_DECIMALS = st.builds(lambda sign, whole, point, fraction: (sign + whole + point + fraction).encode(),
+                           st.sampled_from(["", "-", "+"]), st.text("0123456789", max_size=17),
+                           st.sampled_from(["", "."]), st.text("0123456789", max_size=17))
+
+
+@given(token=PLAIN_DECIMALS)
+@example(token=b"95142426273599.37")  # 16 digits: m rounded to a double, then divided, is off by one ulp
+@example(token=b"-0.0")
+@example(token=b"-0.000000000000001")
+@example(token=b"999999999999999")
+@example(token=b".")
+@settings(max_examples=2000, deadline=None)
+def test_a_plain_decimal_is_read_to_the_bit_as_strtod_reads_it(token: bytes) -> None:
+    """The parsers' fast path for plain decimals (one division of exact doubles) gives
+    strtod's double to the bit, its sign included, and leaves every other token to strtod."""
+    value = strtod_whole(token)
+    read = read_number(token)
+    assert (read is None) == (value is None), (read, value)
+    if value is not None:
+        assert struct.pack("<d", read) == struct.pack("<d", value), (token, read, value)
 
 
 def log_prob_read(path: Path, bulk: bool) -> float | str:

@@ -744,11 +744,20 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
     return r;
 }
 
+/* The slot of ``index`` that holds the value of float32 bits ``bits``, or the empty one where
+ * it would go. */
+static uint32_t beta_slot(const CodecBetaIndex *index, uint32_t bits) {
+    uint32_t at = (bits * 0x9E3779B1u) >> index->shift;
+    while (index->slots[at] && index->slots[at] >> 32 != bits)
+        at = (at + 1) & index->mask;
+    return at;
+}
+
 int codec_beta_index(CodecBetaIndex *index, const float *table, uint32_t len, Failure *failure) {
     unsigned shift = 31;  /* 2^(32 - shift) slots, at least twice the table's entries */
     while (shift > 1 && (uint64_t)1 << (32 - shift) < 2 * (uint64_t)len)
         shift--;
-    *index = (CodecBetaIndex){NULL, (1u << (32 - shift)) - 1, len, shift};
+    *index = (CodecBetaIndex){NULL, (1u << (32 - shift)) - 1, shift};
     index->slots = calloc((size_t)index->mask + 1, sizeof(uint64_t));
     if (!index->slots) {
         common_fail(failure, FS_ENOMEM, "out of memory");
@@ -757,9 +766,7 @@ int codec_beta_index(CodecBetaIndex *index, const float *table, uint32_t len, Fa
     for (uint32_t c = 0; c < len; c++) {
         uint32_t bits;
         memcpy(&bits, &table[c], 4);
-        uint32_t at = (bits * 0x9E3779B1u) >> shift;
-        while (index->slots[at] && index->slots[at] >> 32 != bits)
-            at = (at + 1) & index->mask;
+        uint32_t at = beta_slot(index, bits);
         if (!index->slots[at])  /* (a value the table repeats keeps its first code) */
             index->slots[at] = (uint64_t)bits << 32 | (c + 1u);
     }
@@ -784,9 +791,7 @@ static int code_betas(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     for (size_t i = 0; i < rows->n; i++) {
         uint32_t bits;
         memcpy(&bits, &rows->beta[i], 4);
-        uint32_t at = (bits * 0x9E3779B1u) >> index->shift;
-        while (index->slots[at] && index->slots[at] >> 32 != bits)
-            at = (at + 1) & index->mask;
+        uint32_t at = beta_slot(index, bits);
         if (!index->slots[at]) {
             common_fail(failure, FS_EARGUMENT, "cannot write the records: back-off weight %g is not in the "
                         "order's back-off table", (double)rows->beta[i]);

@@ -250,7 +250,7 @@ enum { CODEC_PARTS(CODEC_PART_INDEX) CODEC_N_PARTS };
  * billion-n-gram build's CPU while it encoded the 2-grams). */
 typedef struct {
     uint64_t *slots;    /* bits << 32 | code + 1; 0: empty */
-    uint32_t mask, len; /* slots - 1; the table's entries */
+    uint32_t mask;      /* slots - 1 */
     unsigned shift;     /* a value's slot: (bits * 0x9E3779B1) >> shift */
 } CodecBetaIndex;
 

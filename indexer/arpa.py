@@ -366,14 +366,16 @@ def _read_section(
     pending = None
     ended = "the end of the file"
     while batch := lines.take(BATCH_LINES):
-        end = _section_end(batch)
+        text = b"\n".join(batch)  # once: both the section's end and the bulk parser read it
+        cut = _section_end(text)
+        end = None if cut is None else text.count(b"\n", 0, cut)
         if end is not None:
             lines.put_back(len(batch) - end)
-            batch = batch[:end]
+            batch, text = batch[:end], text[:max(cut - 1, 0)]
         if batch:
             table = None
             if order > 1 and found + len(batch) <= count:
-                table = _parse_bulk(batch, order, has_beta, vocab.words, lines.number - len(batch) + 1)
+                table = _parse_bulk(text, len(batch), order, has_beta, vocab.words, lines.number - len(batch) + 1)
             if table is None:
                 lines.put_back(len(batch))
                 table = _parse_lines(lines, it, len(batch), order, header, found, vocab)
@@ -393,25 +395,27 @@ def _read_section(
     return pending
 
 
-def _section_end(batch: list[bytes]) -> int | None:
-    """Index of the first line in ``batch`` that ends a section (blank or starting with ``\\``)."""
-    text = b"\n".join(batch) + b"\n"
-    cuts = [at for at in (text.find(b"\n\n"), text.find(b"\n\\")) if at >= 0]
-    if text[:1] in (b"\n", b"\\"):
+def _section_end(text: bytes) -> int | None:
+    """Where, in ``text`` (a batch's lines joined by newlines), the first line that ends a
+    section starts (a blank line, or one starting with ``\\``); None if no line does."""
+    if text[:1] in (b"", b"\n", b"\\"):
         return 0
-    return text.count(b"\n", 0, min(cuts)) + 1 if cuts else None
+    cuts = [at + 1 for at in (text.find(b"\n\n"), text.find(b"\n\\")) if at >= 0]
+    if text.endswith(b"\n"):  # the last line is blank
+        cuts.append(len(text))
+    return min(cuts, default=None)
 
 
-def _parse_bulk(batch: list[bytes], order: int, has_beta: bool, words: Vocabulary,
+def _parse_bulk(text: bytes, n: int, order: int, has_beta: bool, words: Vocabulary,
                 first_line: int) -> NgramTable | None:
-    """Parse n-gram lines (order > 1, none blank) all at once in C; None if any line is faulty.
+    """Parse ``n`` n-gram lines (order > 1, none blank), joined by newlines in ``text``, all at
+    once in C; None if any line is faulty.
 
     It accepts exactly what :func:`_parse_lines` accepts (the same numbers, the same
     checks), so turning a batch down only means the line-by-line parser runs and names
     the fault (``fastsubs.indexer._native``).
     """
-    n = len(batch)
-    parsed = words.parse(b"\n".join(batch), n, order, has_beta)
+    parsed = words.parse(text, n, order, has_beta)
     if parsed is None:
         return None
     ids, alpha, beta = parsed

@@ -714,6 +714,13 @@ MUTATIONS = [
              "the parsers' fast path takes decimals of 16 and 17 digits, whose digits a double does not hold "
              "exactly: rounded twice, a score is a bit off strtod's",
              "if (count == 0 || count > 15)", "if (count == 0 || count > 17)"),
+    Mutation("section-end-on-a-chunk-last-line-missed", "indexer/arpa.py",
+             "a blank line that is the last of a chunk of lines is not seen as the end of its section: the "
+             "bulk parser turns the chunk down and the careful one refuses a valid model",
+             "    if text.endswith(b\"\\n\"):  # the last line is blank", "    if False:"),
+    Mutation("section-end-on-a-chunk-of-one-blank-line-missed", "indexer/arpa.py",
+             "a chunk that is one blank line is not seen as the end of its section",
+             "    if text[:1] in (b\"\", b\"\\n\", b\"\\\\\"):", "    if text[:1] in (b\"\\n\", b\"\\\\\"):"),
     # publish.py, build.py: build --force
     Mutation("force-tag-not-written", BUILD,
              "a published index carries no tag: --force cannot recognize it once damaged",

@@ -85,6 +85,30 @@ def test_a_vocabulary_past_the_chunk_size_builds_and_searches_exactly(tmp_path: 
     assert assert_equals_exhaustive(tmp_path / "big.fsidx", model_path, sentences, BIG_LIMITS) >= 30
 
 
+def test_a_section_ends_where_it_does_at_every_chunk_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sections end at a run of blank lines (whitespace alone included) or at the next
+    section's heading, wherever a chunk starts or ends, even on its last line: chunks of
+    every size up to the longest section read the model as the plain parser does."""
+    model_path = tmp_path / "model.arpa"
+    write_model(model_path, 40, [30, 20], seed=7, hubs=2)
+    sections = model_path.read_text().split("\n\\")
+    # before the headings of the 1-, 2- and 3-grams and \end\: one blank line, blank lines
+    # (some of whitespace alone), and none at all
+    gaps = ["\n\n", "\n\n  \n", "\n\t\n\n", "\n"]
+    text = sections[0].rstrip("\n") + "".join(gap + "\\" + section.rstrip("\n")
+                                               for gap, section in zip(gaps, sections[1:])) + "\n"
+    model_path.write_text(text)
+    expected = ArpaModel.from_file(str(model_path)).ngrams
+    for batch_lines in range(1, 45):
+        monkeypatch.setattr(arpa, "BATCH_LINES", batch_lines)
+        model = arpa.read_arpa(model_path)
+        read = {tuple(model.words[i].decode() for i in row): (alpha, beta) for table in model.tables
+                for row, alpha, beta in zip(table.ids.tolist(), table.alpha.tolist(), table.beta.tolist())}
+        assert read.keys() == expected.keys(), batch_lines
+        for key, (alpha, beta) in read.items():
+            assert (alpha, beta) == pytest.approx(expected[key], abs=1e-6), (batch_lines, key)
+
+
 #: Python 3.12+ warns when a process with threads forks; a pytest-xdist worker has one (its
 #: channel's), so the builds below that fork their jobs in the test's own process say so.
 FORK_IN_XDIST = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")

@@ -98,8 +98,10 @@ class ArpaModel:
 class _Lines:
     """Numbered, stripped lines of a model file, with compression errors made readable.
 
-    Lines come one at a time (iterate) or in batches (:meth:`take`) for the bulk parser;
-    both read from one buffer filled a block at a time.  A compression error is held
+    Lines come one at a time (iterate), in batches (:meth:`take`), or as their text
+    unstripped (:meth:`take_text`, for the bulk parser, which splits fields on the same
+    whitespace as ``bytes.split``); all read from one block of text, read at once, whose
+    lines become objects only when asked for one by one.  A compression error is held
     back until every complete line before it has been handed out, so an error in those
     lines is still the one reported, and the damage is reported at the line after them.
     """
@@ -108,14 +110,15 @@ class _Lines:
         self.path = path
         self._stream = stream
         self.number = 0  # lines handed out so far
-        self._buffer: list[bytes] = []
+        self._text = b""  # the block's complete lines
+        self._ends: list[int] = []  # where each line of _text ends (its newline, or the text's end)
         self._next = 0
         self._partial = b""  # the start of a line the last block cut
         self._failure: BaseException | None = None
         self._at_end = False
 
     def _fill(self) -> bool:
-        """Read the next block into the buffer; False at the end of the file."""
+        """Read the next block; False at the end of the file."""
         if self._failure is not None:
             raise self._readable(self._failure)
         if self._at_end:
@@ -134,14 +137,27 @@ class _Lines:
                 size += len(block)
         except DECOMPRESSION_ERRORS as error:
             self._failure = error
-        lines = b"".join(blocks).split(b"\n")
-        # Unless the file ended there, the last piece is an incomplete line (or b"").
-        self._partial = lines.pop() if not self._at_end or not lines[-1] else b""
-        if self._failure is not None:
-            self._partial = b""
-        self._buffer = list(map(bytes.strip, lines))
+        text = b"".join(blocks)
+        # Unless the file ended there, what follows the last newline is an incomplete line,
+        # kept for the next block (or lost with the damage that cut it).
+        complete = len(text) if self._at_end and self._failure is None else text.rfind(b"\n") + 1
+        self._partial = b"" if self._at_end or self._failure is not None else text[complete:]
+        self._text = text[:complete] if complete < len(text) else text
+        ends = np.flatnonzero(np.frombuffer(self._text, np.uint8) == ord("\n")).tolist()
+        if self._text and not self._text.endswith(b"\n"):
+            ends.append(len(self._text))  # the file's last line, with no newline
+        self._ends = ends
         self._next = 0
-        return bool(self._buffer) or self._fill()
+        return bool(ends) or self._fill()
+
+    def _start(self, line: int) -> int:
+        return self._ends[line - 1] + 1 if line else 0
+
+    def _stripped(self, first: int, stop: int) -> list[bytes]:
+        """Lines ``first`` .. ``stop`` - 1 of the block, stripped."""
+        text, ends = self._text, self._ends
+        starts = [self._start(first), *(end + 1 for end in ends[first:stop - 1])]
+        return [text[start:end].strip() for start, end in zip(starts, ends[first:stop])]
 
     def _readable(self, error: BaseException) -> ModelFormatError:
         if isinstance(error, EOFError):
@@ -152,23 +168,35 @@ class _Lines:
                           f"format ({error})", line=self.number + 1)
 
     def __iter__(self) -> Iterator[bytes]:
-        while self._next < len(self._buffer) or self._fill():
-            line = self._buffer[self._next]
+        while self._next < len(self._ends) or self._fill():
+            line = self._text[self._start(self._next):self._ends[self._next]].strip()
             self._next += 1
             self.number += 1
             yield line
 
     def take(self, limit: int) -> list[bytes]:
         """The next lines, at most ``limit`` (at least one unless the file has ended)."""
-        if self._next == len(self._buffer) and not self._fill():
+        if self._next == len(self._ends) and not self._fill():
             return []
-        batch = self._buffer[self._next:self._next + limit]
-        self._next += len(batch)
-        self.number += len(batch)
-        return batch
+        first = self._next
+        stop = min(first + limit, len(self._ends))
+        self._next = stop
+        self.number += stop - first
+        return self._stripped(first, stop)
+
+    def take_text(self, limit: int) -> tuple[bytes, int]:
+        """The next lines' text, unstripped, joined by their newlines, and how many they are:
+        at most ``limit`` (at least one unless the file has ended)."""
+        if self._next == len(self._ends) and not self._fill():
+            return b"", 0
+        first = self._next
+        stop = min(first + limit, len(self._ends))
+        self._next = stop
+        self.number += stop - first
+        return self._text[self._start(first):self._ends[stop - 1]], stop - first
 
     def put_back(self, count: int) -> None:
-        """Un-read the last ``count`` lines :meth:`take` returned."""
+        """Un-read the last ``count`` lines :meth:`take` or :meth:`take_text` returned."""
         self._next -= count
         self.number -= count
 
@@ -355,21 +383,33 @@ def _read_section(
 ) -> Generator[NgramTable, None, bytes | None]:
     """Yield the entries of one section in chunks; unigrams also fill ``vocab``.
 
-    Each batch of lines is parsed in bulk when it can be (see :func:`_parse_bulk`);
-    a batch the bulk parser turns down (a fault in it, or unigrams) is parsed line by
-    line, which raises the error naming the line.  Returns the line that ended the
-    section when it was not blank.
+    Each chunk of lines is parsed in bulk when it can be: straight from the text read
+    (:func:`_parse_text`), or, where the section ends among its lines, up to that end
+    (:func:`_parse_bulk`).  Lines the bulk parser turns down (a fault among them, or
+    unigrams) are parsed one by one, which raises the error naming the line.  Returns
+    the line that ended the section when it was not blank.
     """
     count = header.counts[order - 1]
     has_beta = order < len(header.counts)
     found = 0
     pending = None
     ended = "the end of the file"
-    while batch := lines.take(BATCH_LINES):
+    while True:
+        if order > 1:  # most of a section: its text parsed in bulk as read, no line an object
+            table = _parse_text(lines, order, has_beta, vocab.words, count - found)
+            if table is not None:
+                found += len(table.lines)
+                yield table
+                continue
+        # the section's end (or a fault) is among the next lines: taken one by one
+        batch = lines.take(BATCH_LINES)
+        if not batch:
+            break
         text = b"\n".join(batch)  # once: both the section's end and the bulk parser read it
         cut = _section_end(text)
-        end = None if cut is None else text.count(b"\n", 0, cut)
-        if end is not None:
+        end = None
+        if cut is not None:
+            end = text.count(b"\n", 0, cut)
             lines.put_back(len(batch) - end)
             batch, text = batch[:end], text[:max(cut - 1, 0)]
         if batch:
@@ -404,6 +444,17 @@ def _section_end(text: bytes) -> int | None:
     if text.endswith(b"\n"):  # the last line is blank
         cuts.append(len(text))
     return min(cuts, default=None)
+
+
+def _parse_text(lines: _Lines, order: int, has_beta: bool, words: Vocabulary, room: int) -> NgramTable | None:
+    """The next lines of the section, parsed in bulk from their text as read, if every one is
+    an n-gram of it (none blank or a heading, none faulty, no more than the ``room`` left
+    in the section); else None, with nothing taken."""
+    text, n = lines.take_text(BATCH_LINES)
+    table = _parse_bulk(text, n, order, has_beta, words, lines.number - n + 1) if 0 < n <= room else None
+    if table is None:
+        lines.put_back(n)
+    return table
 
 
 def _parse_bulk(text: bytes, n: int, order: int, has_beta: bool, words: Vocabulary,

@@ -721,6 +721,14 @@ MUTATIONS = [
     Mutation("section-end-on-a-chunk-of-one-blank-line-missed", "indexer/arpa.py",
              "a chunk that is one blank line is not seen as the end of its section",
              "    if text[:1] in (b\"\", b\"\\n\", b\"\\\\\"):", "    if text[:1] in (b\"\\n\", b\"\\\\\"):"),
+    Mutation("bulk-text-past-the-declared-count", "indexer/arpa.py",
+             "the bulk parser reads a section's text past the n-grams its header declares: a model with more "
+             "is refused at the section's end, without the line of the first n-gram too many",
+             "if 0 < n <= room else None", "if 0 < n else None"),
+    Mutation("last-line-without-newline-dropped", "indexer/arpa.py",
+             "the reader drops a file's last line when no newline ends it: a model ending in \\end\\ alone is "
+             "refused as cut short",
+             "            ends.append(len(self._text))  # the file's last line, with no newline", "            pass"),
     # publish.py, build.py: build --force
     Mutation("force-tag-not-written", BUILD,
              "a published index carries no tag: --force cannot recognize it once damaged",

@@ -293,6 +293,7 @@ GOOD: dict[str, tuple[Mutation, str]] = {
     "UTF-8 byte-order mark": (lambda text: b"\xef\xbb\xbf" + text, ".arpa"),
     "no blank lines between sections": (_no_blank_lines, ".arpa"),
     "text after \\end\\": (lambda text: text + b"\nthis is ignored\n\\1-grams:\n", ".arpa"),
+    "no newline after \\end\\": (lambda text: text.rstrip(b"\n"), ".arpa"),
     "gzip": (gzip.compress, ".arpa.gz"),
     "bzip2": (bz2.compress, ".arpa.bz2"),
     "xz": (lzma.compress, ".arpa.xz"),
@@ -391,6 +392,28 @@ def test_malformed_model_is_refused_naming_file_and_line(bad: Bad, builds: dict[
     assert isinstance(built.error, fastsubs.ModelFormatError), repr(built.error)
     check_message(str(built.error), bad, built.model)
     check_nothing_written(built)
+
+
+@pytest.mark.parametrize("bad", BAD, ids=[bad.name for bad in BAD])
+def test_a_malformed_model_is_refused_alike_at_every_chunk_size(bad: Bad, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader takes a section's lines in chunks, parsed in bulk from their text where
+    every line is one of the section's n-grams: at every chunk size up to the whole model,
+    a malformed model is refused as it is at the reader's own, naming the same line."""
+    model = tmp_path / f"model{bad.suffix}"
+    model.write_bytes(bad.mutate(CLEAN.encode()))
+
+    def refusal() -> str | None:
+        try:
+            arpa.read_arpa(model)
+        except ModelFormatError as error:
+            return str(error)
+        return None  # refused by the build, past the reader (a repeated n-gram)
+
+    expected = refusal()
+    for batch_lines in range(1, CLEAN.count("\n") + 2):
+        monkeypatch.setattr(arpa, "BATCH_LINES", batch_lines)
+        assert refusal() == expected, f"{batch_lines} lines at once"
 
 
 def check_cli_error(built: Built, bad: Bad) -> None:

@@ -55,7 +55,8 @@ MAX_WORD_BYTES = 511
 _BOM = b"\xef\xbb\xbf"
 
 
-#: Lines parsed at once by the bulk parser: bounds its Python objects (~6 per line).
+#: Lines parsed at once by the bulk parser: bounds its arrays, and the Python objects
+#: (~6 a line) of the lines taken one by one where a section ends.
 BATCH_LINES = 1 << 17
 #: Decompressed bytes read at once (in the stream's own small reads, see :class:`_Lines`).
 READ_BYTES = 1 << 23

@@ -264,20 +264,34 @@ def merged_blocks(runs: Sequence[_FileRun | _ArrayRun], order: int) -> Iterator[
     per_run = max(MERGE_ROWS // len(runs), MERGE_RUN_ROWS)
     blocks = [run.read(0) for run in runs]
     more = [True] * len(runs)
+    # each block's first and last rows' ids, as lists: a step compares every run's with the
+    # bound, and runs whose rows barely overlap (a slot in file order) make a step of each
+    # block, so the steps' work must not be numpy calls for every run
+    firsts: list[list[int] | None] = [None] * len(runs)
+    lasts: list[list[int]] = [[] for _ in runs]
     carry = blocks[0][:0]  # the last pattern of the previous step, maybe incomplete
     while True:
         for number, run in enumerate(runs):
-            if not len(blocks[number]) and more[number]:
-                blocks[number] = run.read(per_run)
-                more[number] = len(blocks[number]) == per_run
+            if firsts[number] is None and more[number]:
+                blocks[number] = block = run.read(per_run)
+                more[number] = len(block) == per_run
+                if len(block):
+                    firsts[number], lasts[number] = block["ids"][0].tolist(), block["ids"][-1].tolist()
         open_runs = [number for number in range(len(runs)) if more[number]]
-        if open_runs:
-            bound = min(blocks[number]["ids"][-1].tolist() for number in open_runs)
-            cut = [_count_at_most(block["ids"], bound) for block in blocks]
-        else:
-            cut = [len(block) for block in blocks]
-        taken = np.concatenate([carry] + [block[:c] for block, c in zip(blocks, cut)])
-        blocks = [block[c:] for block, c in zip(blocks, cut)]
+        bound = min(lasts[number] for number in open_runs) if open_runs else None
+        cuts = []  # (run, rows it gives to this step)
+        for number, first in enumerate(firsts):
+            if first is None or (bound is not None and first > bound):
+                continue
+            count = len(blocks[number]) if bound is None else _count_at_most(blocks[number]["ids"], bound)
+            cuts.append((number, count))
+        pieces = [carry]
+        for number, count in cuts:
+            block = blocks[number]
+            pieces.append(block[:count])
+            blocks[number] = block = block[count:]
+            firsts[number] = block["ids"][0].tolist() if len(block) else None
+        taken = np.concatenate(pieces, dtype=carry.dtype)  # dtype: no promotion of the rows' fields
         if len(runs) > 1:
             taken = take_rows(taken, sort_order(taken["ids"]))  # stable: equal rows stay in file order
         if not open_runs:

@@ -52,7 +52,6 @@ def build(
                                     "runs that fit)."),
 ) -> None:
     from fastsubs.errors import IndexExistsError
-    from fastsubs.indexer._native import keep_freed_memory
     from fastsubs.indexer.build import build_index
 
     limit = _size(memory)
@@ -60,7 +59,6 @@ def build(
         raise typer.BadParameter(f"expected a size such as 2G or 800M (at least 64M), found {memory!r}",
                                  param_hint="--memory")
     workers = jobs or usable_cores()
-    keep_freed_memory(limit)  # this process's and its jobs': a batch reuses the memory of the one before
 
     started = time.monotonic()
     # Progress is for a person watching; a log or a pipe gets the closing summary only.

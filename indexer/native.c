@@ -21,7 +21,6 @@
 #include <Python.h>
 
 #include <errno.h>
-#include <limits.h>
 #include <locale.h>
 #include <math.h>
 #include <stdint.h>
@@ -30,9 +29,6 @@
 #include <strings.h>
 #ifdef __APPLE__
 #include <xlocale.h>  /* strtod_l */
-#endif
-#ifdef __GLIBC__
-#include <malloc.h>  /* mallopt */
 #endif
 
 /* The "C" locale, made once at import: the numbers' syntax, whatever setlocale() says. */
@@ -445,33 +441,7 @@ static PyTypeObject VocabularyType = {
     .tp_as_sequence = &Vocabulary_sequence,
 };
 
-/* keep_freed_memory(limit): the process's allocator serves every request from its heap and
- * keeps up to ``limit`` bytes freed at the heap's top, where glibc maps each request of
- * 32 MB or more afresh and gives back its heap's top past 128 KB.  A build allocates and
- * frees arrays of tens of MB for every batch of a million rows, so with glibc's defaults
- * every batch faulted its pages in again: synth 4M (-j 1) took 0.76M page faults, 40% of
- * its CPU in the kernel; kept, 58K.  fastsubs-index build calls it for its own process
- * (its jobs, forked, inherit it); the library does not, so that a program that builds an
- * index and goes on keeps its allocator as it was.  Elsewhere than glibc, nothing. */
-static PyObject *keep_freed_memory(PyObject *self, PyObject *arg) {
-    (void)self;
-    long long limit = PyLong_AsLongLong(arg);
-    if (limit == -1 && PyErr_Occurred())
-        return NULL;
-#ifdef __GLIBC__
-    mallopt(M_MMAP_MAX, 0);
-    mallopt(M_TRIM_THRESHOLD, limit > INT_MAX ? INT_MAX : limit < 0 ? 0 : (int)limit);
-#else
-    (void)limit;
-#endif
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef native_functions[] = {
-    {"keep_freed_memory", keep_freed_memory, METH_O,
-     "keep_freed_memory(limit) -> None\n\n"
-     "Serve every allocation from the heap and keep up to ``limit`` bytes freed (glibc; elsewhere\n"
-     "nothing): a build's batches reuse their memory instead of faulting it in again."},
     {"read_number", read_number, METH_O,
      "read_number(token) -> float | None\n\n"
      "The bytes ``token`` as C's strtod reads them in the \"C\" locale, when it reads all of them\n"

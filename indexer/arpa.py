@@ -111,7 +111,7 @@ class _Lines:
         self.path = path
         self._stream = stream
         self.number = 0  # lines handed out so far
-        self._text = b""  # the block's complete lines
+        self._text = b""  # the block read: its complete lines, then maybe the start of the next
         self._ends: list[int] = []  # where each line of _text ends (its newline, or the text's end)
         self._next = 0
         self._partial = b""  # the start of a line the last block cut
@@ -143,10 +143,10 @@ class _Lines:
         # kept for the next block (or lost with the damage that cut it).
         complete = len(text) if self._at_end and self._failure is None else text.rfind(b"\n") + 1
         self._partial = b"" if self._at_end or self._failure is not None else text[complete:]
-        self._text = text[:complete] if complete < len(text) else text
-        ends = np.flatnonzero(np.frombuffer(self._text, np.uint8) == ord("\n")).tolist()
-        if self._text and not self._text.endswith(b"\n"):
-            ends.append(len(self._text))  # the file's last line, with no newline
+        self._text = text  # read up to its last complete line only (not copied without the rest)
+        ends = np.flatnonzero(np.frombuffer(text, np.uint8, count=complete) == ord("\n")).tolist()
+        if complete and text[complete - 1] != ord("\n"):
+            ends.append(complete)  # the file's last line, with no newline
         self._ends = ends
         self._next = 0
         return bool(ends) or self._fill()
@@ -185,16 +185,17 @@ class _Lines:
         self.number += stop - first
         return self._stripped(first, stop)
 
-    def take_text(self, limit: int) -> tuple[bytes, int]:
-        """The next lines' text, unstripped, joined by their newlines, and how many they are:
-        at most ``limit`` (at least one unless the file has ended)."""
+    def take_text(self, limit: int) -> tuple[memoryview, int]:
+        """The next lines' text, unstripped, joined by their newlines (a view of the block,
+        not a copy), and how many they are: at most ``limit`` (at least one unless the
+        file has ended)."""
         if self._next == len(self._ends) and not self._fill():
-            return b"", 0
+            return memoryview(b""), 0
         first = self._next
         stop = min(first + limit, len(self._ends))
         self._next = stop
         self.number += stop - first
-        return self._text[self._start(first):self._ends[stop - 1]], stop - first
+        return memoryview(self._text)[self._start(first):self._ends[stop - 1]], stop - first
 
     def put_back(self, count: int) -> None:
         """Un-read the last ``count`` lines :meth:`take` or :meth:`take_text` returned."""
@@ -458,7 +459,7 @@ def _parse_text(lines: _Lines, order: int, has_beta: bool, words: Vocabulary, ro
     return table
 
 
-def _parse_bulk(text: bytes, n: int, order: int, has_beta: bool, words: Vocabulary,
+def _parse_bulk(text: bytes | memoryview, n: int, order: int, has_beta: bool, words: Vocabulary,
                 first_line: int) -> NgramTable | None:
     """Parse ``n`` n-gram lines (order > 1, none blank), joined by newlines in ``text``, all at
     once in C; None if any line is faulty.

@@ -356,13 +356,16 @@ static PyObject *Vocabulary_parse(Vocabulary *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "order 2 ... 64, n >= 0");
         return NULL;
     }
-    int32_t *ids = PyMem_Malloc((size_t)(n * order + 1) * sizeof(int32_t));
-    float *alpha = PyMem_Malloc((size_t)(n + 1) * sizeof(float)), *beta = PyMem_Malloc((size_t)(n + 1) * sizeof(float));
+    /* written in place: the bytes returned, not arrays copied into them (a build parses a
+     * billion lines, and each copy is pages that a large allocation faults in afresh) */
+    PyObject *ids_bytes = PyBytes_FromStringAndSize(NULL, n * order * (Py_ssize_t)sizeof(int32_t));
+    PyObject *alpha_bytes = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(float));
+    PyObject *beta_bytes = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(float));
     PyObject *result = NULL;
-    if (!ids || !alpha || !beta) {
-        PyErr_NoMemory();
+    if (!ids_bytes || !alpha_bytes || !beta_bytes)
         goto out;
-    }
+    int32_t *ids = (int32_t *)PyBytes_AS_STRING(ids_bytes);
+    float *alpha = (float *)PyBytes_AS_STRING(alpha_bytes), *beta = (float *)PyBytes_AS_STRING(beta_bytes);
     int ok = 1;
     Py_BEGIN_ALLOW_THREADS
     const char *p = text.buf, *end = p + text.len;
@@ -392,16 +395,11 @@ static PyObject *Vocabulary_parse(Vocabulary *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    if (!ok) {
-        result = Py_NewRef(Py_None);
-        goto out;
-    }
-    result = Py_BuildValue("(y#y#y#)", (const char *)ids, (Py_ssize_t)(n * order * 4), (const char *)alpha,
-                           (Py_ssize_t)(n * 4), (const char *)beta, (Py_ssize_t)(n * 4));
+    result = ok ? PyTuple_Pack(3, ids_bytes, alpha_bytes, beta_bytes) : Py_NewRef(Py_None);
 out:
-    PyMem_Free(ids);
-    PyMem_Free(alpha);
-    PyMem_Free(beta);
+    Py_XDECREF(ids_bytes);
+    Py_XDECREF(alpha_bytes);
+    Py_XDECREF(beta_bytes);
     PyBuffer_Release(&text);
     return result;
 }

@@ -728,7 +728,7 @@ MUTATIONS = [
     Mutation("last-line-without-newline-dropped", "indexer/arpa.py",
              "the reader drops a file's last line when no newline ends it: a model ending in \\end\\ alone is "
              "refused as cut short",
-             "            ends.append(len(self._text))  # the file's last line, with no newline", "            pass"),
+             "            ends.append(complete)  # the file's last line, with no newline", "            pass"),
     # publish.py, build.py: build --force
     Mutation("force-tag-not-written", BUILD,
              "a published index carries no tag: --force cannot recognize it once damaged",

@@ -175,26 +175,27 @@ class _Lines:
             self.number += 1
             yield line
 
+    def _advance(self, limit: int) -> tuple[int, int]:
+        """Hand out the next lines of the block, at most ``limit`` (at least one unless the
+        file has ended): where they are, first and stop."""
+        if self._next == len(self._ends) and not self._fill():
+            return 0, 0
+        first = self._next
+        self._next = min(first + limit, len(self._ends))
+        self.number += self._next - first
+        return first, self._next
+
     def take(self, limit: int) -> list[bytes]:
         """The next lines, at most ``limit`` (at least one unless the file has ended)."""
-        if self._next == len(self._ends) and not self._fill():
-            return []
-        first = self._next
-        stop = min(first + limit, len(self._ends))
-        self._next = stop
-        self.number += stop - first
-        return self._stripped(first, stop)
+        return self._stripped(*self._advance(limit))
 
     def take_text(self, limit: int) -> tuple[memoryview, int]:
         """The next lines' text, unstripped, joined by their newlines (a view of the block,
         not a copy), and how many they are: at most ``limit`` (at least one unless the
         file has ended)."""
-        if self._next == len(self._ends) and not self._fill():
+        first, stop = self._advance(limit)
+        if first == stop:
             return memoryview(b""), 0
-        first = self._next
-        stop = min(first + limit, len(self._ends))
-        self._next = stop
-        self.number += stop - first
         return memoryview(self._text)[self._start(first):self._ends[stop - 1]], stop - first
 
     def put_back(self, count: int) -> None:

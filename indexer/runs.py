@@ -279,15 +279,12 @@ def merged_blocks(runs: Sequence[_FileRun | _ArrayRun], order: int) -> Iterator[
                     firsts[number], lasts[number] = block["ids"][0].tolist(), block["ids"][-1].tolist()
         open_runs = [number for number in range(len(runs)) if more[number]]
         bound = min(lasts[number] for number in open_runs) if open_runs else None
-        cuts = []  # (run, rows it gives to this step)
+        pieces = [carry]
         for number, first in enumerate(firsts):
             if first is None or (bound is not None and first > bound):
                 continue
-            count = len(blocks[number]) if bound is None else _count_at_most(blocks[number]["ids"], bound)
-            cuts.append((number, count))
-        pieces = [carry]
-        for number, count in cuts:
             block = blocks[number]
+            count = len(block) if bound is None else _count_at_most(block["ids"], bound)
             pieces.append(block[:count])
             blocks[number] = block = block[count:]
             firsts[number] = block["ids"][0].tolist() if len(block) else None

@@ -620,8 +620,8 @@ static Group *group_rows(CodecBatch *b, const CodecRows *rows) {
     size_t n_groups = 0;
     for (size_t i = 0; i < rows->n; i++)
         n_groups += i == 0 || memcmp(rows->ids + i * rows->order, rows->ids + (i - 1) * rows->order, 4 * fixed);
-    Group *groups = calloc(n_groups + 1, sizeof(Group));
-    b->keys = malloc(n_groups * key_len + 1);
+    Group *groups = common_malloc_big((n_groups + 1) * sizeof(Group));
+    b->keys = common_malloc_big(n_groups * key_len + 1);
     if (!groups || !b->keys) {
         free(groups);
         return NULL;
@@ -783,7 +783,7 @@ void codec_beta_index_free(CodecBetaIndex *index) {
  * failure set (a beta is not in the table). */
 static int code_betas(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     const CodecBetaIndex *index = rows->beta_index;
-    b->beta_codes = malloc((rows->n + 1) * sizeof(uint32_t));
+    b->beta_codes = common_malloc_big((rows->n + 1) * sizeof(uint32_t));
     if (!b->beta_codes) {
         common_fail(failure, FS_ENOMEM, "out of memory");
         return -1;
@@ -812,12 +812,12 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     b->key_len = fs_key_bytes((unsigned)rows->order, rows->id_bytes);
     Group *groups = group_rows(b, rows);
     size_t n = b->n_groups;
-    int64_t *total = malloc((n + 1) * sizeof(int64_t));
-    size_t *run_end = malloc((n + 1) * sizeof(size_t));
-    b->patterns = malloc((n + 1) * sizeof(CodecPattern));
-    b->records = malloc((n + 1) * sizeof(CodecRecord));
-    b->offsets = malloc((n + 1) * sizeof(uint64_t));
-    b->positions = malloc((rows->n + 1) * sizeof(uint32_t));
+    int64_t *total = common_malloc_big((n + 1) * sizeof(int64_t));
+    size_t *run_end = common_malloc_big((n + 1) * sizeof(size_t));
+    b->patterns = common_malloc_big((n + 1) * sizeof(CodecPattern));
+    b->records = common_malloc_big((n + 1) * sizeof(CodecRecord));
+    b->offsets = common_malloc_big((n + 1) * sizeof(uint64_t));
+    b->positions = common_malloc_big((rows->n + 1) * sizeof(uint32_t));
     if (!groups || !total || !run_end || !b->patterns || !b->records || !b->offsets || !b->positions)
         goto no_memory;
     for (size_t g = 1; g < n; g++)  /* (a key is written as its delta from the one before) */
@@ -840,7 +840,7 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
             .beta_codes = rows->has_beta ? b->beta_codes + p->first : NULL, .beta_width = p->beta_width};
     }
     if (any_joint) {
-        if (!(b->joint = malloc(rows->n * sizeof(uint32_t))))
+        if (!(b->joint = common_malloc_big(rows->n * sizeof(uint32_t))))
             goto no_memory;
         for (size_t g = 0; g < n; g++)
             if (groups[g].joint)
@@ -895,9 +895,9 @@ no_memory:
 
 int codec_write_batch(CodecBatch *b, uint8_t *keys, uint64_t *offsets, uint8_t *values, Failure *failure) {
     const CodecRows *rows = b->rows;
-    uint32_t *words = malloc((rows->n + 1) * sizeof(uint32_t));
-    uint64_t *scratch = malloc((rows->n + 1) * sizeof(uint64_t));
-    float *keyed = malloc((rows->n + 1) * sizeof(float));
+    uint32_t *words = common_malloc_big((rows->n + 1) * sizeof(uint32_t));
+    uint64_t *scratch = common_malloc_big((rows->n + 1) * sizeof(uint64_t));
+    float *keyed = common_malloc_big((rows->n + 1) * sizeof(float));
     if (!words || !scratch || !keyed) {
         free(words);
         free(scratch);

@@ -3,6 +3,8 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 
 void common_fail(Failure *failure, int code, const char *format, ...) {
     va_list args;
@@ -27,4 +29,25 @@ uint32_t common_checksum(const uint8_t *key, size_t key_len, const uint8_t *body
     for (size_t j = 0; j < key_len; j++, weight += step)
         total += key[j] * weight;
     return total;
+}
+
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+
+void common_hint_huge(void *p, size_t size) {
+#ifdef MADV_HUGEPAGE
+    if (!p || size < 2 * HUGE_PAGE)
+        return;
+    uintptr_t start = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), end = ((uintptr_t)p + size) & ~(HUGE_PAGE - 1);
+    if (end > start)
+        (void)madvise((void *)start, end - start, MADV_HUGEPAGE);  /* (a hint: refused, it changes nothing) */
+#else
+    (void)p;
+    (void)size;
+#endif
+}
+
+void *common_malloc_big(size_t size) {
+    void *p = malloc(size);
+    common_hint_huge(p, size);
+    return p;
 }

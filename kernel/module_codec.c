@@ -155,6 +155,8 @@ static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwa
     parts = parts_dict(batch.parts);
     if (!keys || !offsets || !values || !parts)
         goto out;
+    common_hint_huge(PyBytes_AS_STRING(keys), (size_t)PyBytes_GET_SIZE(keys));
+    common_hint_huge(PyBytes_AS_STRING(values), (size_t)PyBytes_GET_SIZE(values));
     Py_BEGIN_ALLOW_THREADS
     rc = codec_write_batch(&batch, (uint8_t *)PyBytes_AS_STRING(keys), (uint64_t *)PyBytes_AS_STRING(offsets),
                            (uint8_t *)PyBytes_AS_STRING(values), &failure);

@@ -104,6 +104,7 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
             done.first_line, joint_alpha if slot == 0 else None, joint_min,
             beta_tables.get(done.order))) for slot in range(done.order)]
         writer.add(done.order, reader.counts[done.order - 1], done.path, done.id_bytes, slot_jobs)
+        time_left.submitted(done.order, slot_jobs)
 
     for chunk in reader:
         jobs.tend()  # a job process that has ended its job gets the next
@@ -188,7 +189,7 @@ def build_index(
     try:
         with Jobs(jobs) as workers:  # forked before anything big is read
             progress(f"reading {model_path}")
-            reader, time_left = ArpaReader(model_path), TimeLeft()
+            reader, time_left = ArpaReader(model_path), TimeLeft(jobs)
             writer = IndexWriter(temp, reader.words, time_left, progress)
             try:
                 model = _read_model(model_path, temp / RUNS_DIR, progress, workers, memory, joint_min, reader,

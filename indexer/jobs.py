@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from collections import deque
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -57,9 +58,14 @@ class Job:
     """A submitted job: ``ready()`` says whether it has ended, ``get()`` gives its result
     or raises its error (waiting for it)."""
 
-    def __init__(self, jobs: Jobs | None, number: int, result: object = None) -> None:
-        self._jobs, self._number, self._result = jobs, number, result
-        self._done = jobs is None
+    def __init__(self, jobs: Jobs | None, number: int) -> None:
+        self._jobs, self.number = jobs, number
+        self._result: object = None
+        self._done = False
+        #: when a process took it and when its result came back (time.monotonic()), for the
+        #: build's estimate of its time left; None until then
+        self.started: float | None = None
+        self.ended: float | None = None
 
     def ready(self) -> bool:
         if not self._done and self._jobs is not None:
@@ -77,8 +83,14 @@ class Job:
 
     def _take(self) -> None:
         answered = self._jobs.pool.answered if self._jobs and self._jobs.pool else {}
-        if self._number in answered:
-            self._result, self._done = answered.pop(self._number), True
+        if self.number in answered:
+            self._result, self._done, self.ended = answered.pop(self.number), True, time.monotonic()
+
+    def run_here(self, function: Callable[[Any], Any], argument: Any) -> None:
+        """Run it in this process, now."""
+        self.started = time.monotonic()
+        self._result, self._done = _run(None, (function, argument)), True
+        self.ended = time.monotonic()
 
 
 class Jobs:
@@ -89,18 +101,19 @@ class Jobs:
         self.pool: WorkerProcesses | None = None
         self._stack = ExitStack()
         self._numbers = itertools.count()
-        self._waiting: deque[tuple[int, tuple[Callable[[Any], Any], Any]]] = deque()
+        self._waiting: deque[tuple[Job, tuple[Callable[[Any], Any], Any]]] = deque()
         if count > 1:
             self.pool = self._stack.enter_context(worker_processes(count, _nothing, _run, os.getpid(), JOB_DIED))
 
     def submit(self, function: Callable[[Any], Any], argument: Any) -> Job:
         """Start ``function(argument)`` (at once in this process, with one job)."""
-        number = next(self._numbers)
+        job = Job(self if self.pool else None, next(self._numbers))
         if self.pool is None:
-            return Job(None, number, _run(None, (function, argument)))
-        self._waiting.append((number, (function, argument)))
+            job.run_here(function, argument)
+            return job
+        self._waiting.append((job, (function, argument)))
         self.tend()
-        return Job(self, number)
+        return job
 
     def tend(self, block: bool = False) -> None:
         """Take in the results sent so far (with ``block``, wait for one while a job runs)
@@ -115,7 +128,9 @@ class Jobs:
         assert self.pool is not None
         for worker in self.pool.workers:
             if not worker.held and self._waiting:
-                self.pool.send(worker, *self._waiting.popleft())
+                job, payload = self._waiting.popleft()
+                self.pool.send(worker, job.number, payload)
+                job.started = time.monotonic()
 
     def __enter__(self) -> Jobs:
         return self

@@ -686,6 +686,16 @@ MUTATIONS = [
              "temporary name in the dataset",
              "        self.path.unlink(missing_ok=True)", "        pass"),
     # the build: its runs, its vocabulary, its writes (indexer/)
+    Mutation("time-left-shares-the-last-slots-among-every-process", "indexer/time_left.py",
+             "the estimate shares the work left among the processes: the last slots, which fewer jobs than "
+             "processes run, are said to take a fraction of their time",
+             "heapq.heappush(free, max(heapq.heappop(free), read_at) + words / speed)",
+             "heapq.heappush(free, max(heapq.heappop(free), read_at) + words / speed / self.processes)"),
+    Mutation("time-left-counts-the-jobs-in-the-reading-of-one-process", "indexer/time_left.py",
+             "with one process, the reading's pace counts the time the jobs took in it: the reading left is "
+             "said to take as long as reading and jobs did",
+             "in_jobs = busy if self.processes == 1 else 0.0",
+             "in_jobs = 0.0"),
     Mutation("repeat-lines-counted-from-each-chunk", "indexer/runs.py",
              "a repeated n-gram's lines are found again in the spill, but counted from the start of each chunk "
              "read: a repeat past the first chunk is named at the wrong lines",

@@ -15,7 +15,7 @@
 #define FLAT_MAP_RATIO 256
 
 void cache_slot_pattern(const Store *s, const CacheSlot *rec, DiskPattern *out) {
-    unsigned width = rec->beta_width_log ? 1u << (rec->beta_width_log - 1) : 0;
+    unsigned width = FS_BETA_WIDTH_LIST[rec->beta_width_place];
     codec_pattern_fields(rec->data, rec->count, s->id_bytes,
                          store_beta_flag(s, rec->order) | (rec->has_joint ? PATTERN_HAS_JOINT : 0),
                          s->beta_table[rec->order], width, out);
@@ -447,7 +447,7 @@ void cache_reader_seed(Reader *r, Reader *from) {
         copy->key_len = have->key_len;
         copy->has_joint = have->has_joint;
         copy->order = have->order;
-        copy->beta_width_log = have->beta_width_log;
+        copy->beta_width_place = have->beta_width_place;
         memcpy(copy->key, have->key, have->key_len);
     }
     pthread_mutex_unlock(&from->slots_lock);
@@ -502,7 +502,7 @@ static int read_record(Reader *r, CacheSlot *rec, int order, const uint8_t *key,
     rec->beta_sup = 0.0f;
     rec->order = (unsigned)order & 127;
     rec->has_joint = 0;
-    rec->beta_width_log = 0;
+    rec->beta_width_place = 0;
     if (!r->cursors[order]) {
         int rc = mdb_cursor_open(r->txn, s->patterns[order], &r->cursors[order]);
         if (rc) {
@@ -519,8 +519,7 @@ static int read_record(Reader *r, CacheSlot *rec, int order, const uint8_t *key,
     rec->count = p.count;
     rec->beta_sup = p.beta_sup;
     rec->has_joint = p.joint != NULL;
-    for (unsigned width = p.beta_width; width; width >>= 1)  /* (0 or a power of two: checked) */
-        rec->beta_width_log++;
+    rec->beta_width_place = (unsigned)fs_beta_width_place(p.beta_width) & 7;  /* (one of them: checked) */
     return 0;
 }
 

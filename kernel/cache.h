@@ -59,11 +59,12 @@ typedef struct CacheSlot {
     uint32_t count;
     float beta_sup;             /* max(0, largest stored back-off weight) */
     /* the key's bytes; the pattern carries a joint order; its n-grams' order; the width of
-     * its beta codes, 0 or 2^(beta_width_log - 1) bits (so that a search reads no byte of
+     * its beta codes, by its place in FS_BETA_WIDTH_LIST (so that a search reads no byte of
      * a pattern's data to know where its fields lie) */
-    uint16_t key_len : 5, has_joint : 1, order : 7, beta_width_log : 3;
+    uint16_t key_len : 5, has_joint : 1, order : 7, beta_width_place : 3;
     uint8_t key[SLOT_KEY_MAX];
 } CacheSlot;
+_Static_assert(FS_BETA_WIDTH_COUNT <= 8, "a beta width's place takes 3 bits of a CacheSlot");
 
 /* The pattern a present CacheSlot holds, with every field's place. */
 void cache_slot_pattern(const Store *s, const CacheSlot *rec, DiskPattern *out);

@@ -39,7 +39,7 @@ static inline __attribute__((always_inline)) uint32_t beta_code_bits(const uint8
     return (uint32_t)(codes[bit >> 3] >> (bit & 7)) & ((1u << width) - 1u);
 }
 
-/* Beta code i of ``codes``, ``width`` bits each (format.h: 0 or a power of two up to 32).
+/* Beta code i of ``codes``, ``width`` bits each (format.h: FS_BETA_WIDTHS).
  * Inlined: where the width is a constant, one load. */
 static inline __attribute__((always_inline)) uint32_t beta_code(const uint8_t *codes, unsigned width, uint32_t i) {
     switch (width) {
@@ -49,6 +49,8 @@ static inline __attribute__((always_inline)) uint32_t beta_code(const uint8_t *c
         return codes[i];
     case 16:
         return load_u16(codes + 2 * (size_t)i);
+    case 24:
+        return load_u24(codes + 3 * (size_t)i);
     case 32:
         return load_u32(codes + 4 * (size_t)i);
     default:

@@ -35,6 +35,10 @@ static inline uint32_t load_u16(const uint8_t *p) {
     memcpy(&v, p, 2);
     return v;
 }
+/* (three bytes, little-endian, reading none past them: a pattern's beta codes end its data) */
+static inline uint32_t load_u24(const uint8_t *p) {
+    return load_u16(p) | (uint32_t)p[2] << 16;
+}
 static inline uint32_t load_u32(const uint8_t *p) {
     uint32_t v;
     memcpy(&v, p, 4);

@@ -331,18 +331,34 @@ static inline FsPatternLayout fs_pattern_layout(uint64_t count, unsigned id_byte
     return at;
 }
 
-/* The widths a beta code may have: 0 (one value for the whole pattern), or 1, 2, 4, 8, 16
- * or 32 bits (a code never straddles more bytes than its width needs). */
+/* The widths a beta code may have, narrowest first: 0 (one value for the whole pattern),
+ * 1, 2 or 4 bits (a code never straddles two bytes), or 1, 2, 3 or 4 whole bytes (3: a
+ * table of up to 16.7M values, as a generated model's random weights make, needs no
+ * fourth byte of every code).  A reader keeps a width as its place in this list. */
+#define FS_BETA_WIDTHS(X) X(0) X(1) X(2) X(4) X(8) X(16) X(24) X(32)
+#define FS_BETA_WIDTH_ITEM(width) width,
+static const uint8_t FS_BETA_WIDTH_LIST[] = {FS_BETA_WIDTHS(FS_BETA_WIDTH_ITEM)};
+#undef FS_BETA_WIDTH_ITEM
+enum { FS_BETA_WIDTH_COUNT = sizeof(FS_BETA_WIDTH_LIST) };
+
+/* The place of ``width`` in FS_BETA_WIDTH_LIST, or -1 when the format has no such width. */
+static inline int fs_beta_width_place(unsigned width) {
+    for (int i = 0; i < FS_BETA_WIDTH_COUNT; i++)
+        if (FS_BETA_WIDTH_LIST[i] == width)
+            return i;
+    return -1;
+}
+
 static inline int fs_beta_width_ok(unsigned width) {
-    return width == 0 || (width <= 32u && (width & (width - 1u)) == 0);
+    return fs_beta_width_place(width) >= 0;
 }
 
 /* The narrowest width that holds every code up to ``largest``. */
 static inline unsigned fs_beta_width(uint32_t largest) {
-    unsigned width = 0;
-    while (width < 32u && (uint64_t)largest >> width)
-        width = width ? 2u * width : 1u;
-    return width;
+    for (int i = 0; i < FS_BETA_WIDTH_COUNT - 1; i++)
+        if (!((uint64_t)largest >> FS_BETA_WIDTH_LIST[i]))
+            return FS_BETA_WIDTH_LIST[i];
+    return 32u;
 }
 
 /* Where the data of ``at`` ends, its beta codes ``beta_width`` bits each (has_beta) or none. */

@@ -19,14 +19,21 @@ static inline int32_t locate(const Searcher *searcher, const SearchPattern *p, u
 /* Where a step's back-off weight comes from, for step_loop: the kinds of SearchStep.beta,
  * with patterns split by whether they store weights and by the width of their beta codes
  * (a constant in each loop: a load and no branch per word). */
-enum { FROM_CONST, FROM_UNIGRAM, FROM_CODES_0, FROM_CODES_BITS, FROM_CODES_8, FROM_CODES_16, FROM_CODES_32, FROM_ZERO };
+enum {
+    FROM_CONST, FROM_UNIGRAM, FROM_CODES_0, FROM_CODES_BITS, FROM_CODES_8, FROM_CODES_16, FROM_CODES_24, FROM_CODES_32,
+    FROM_ZERO
+};
 
-/* The beta code of entry ``at`` of a step of kind FROM_CODES_*: of 0, 8, 16 or 32 bits (a
+/* The beta code of entry ``at`` of a step of kind FROM_CODES_*: of 0, 8, 16, 24 or 32 bits (a
  * constant), or of the step's own 1, 2 or 4 bits. */
 static inline __attribute__((always_inline)) uint32_t step_code(const SearchStep *step, int from, uint32_t at) {
     if (from == FROM_CODES_BITS)
         return beta_code_bits(step->beta_codes, step->beta_width, at);
-    unsigned width = from == FROM_CODES_0 ? 0 : from == FROM_CODES_8 ? 8 : from == FROM_CODES_16 ? 16 : 32;
+    unsigned width = from == FROM_CODES_0    ? 0
+                     : from == FROM_CODES_8  ? 8
+                     : from == FROM_CODES_16 ? 16
+                     : from == FROM_CODES_24 ? 24
+                                             : 32;
     return beta_code(step->beta_codes, width, at);
 }
 
@@ -91,6 +98,7 @@ static void score_term(const Searcher *searcher, const SearchTerm *t, const uint
                    : width < 8                  ? FROM_CODES_BITS
                    : width == 8                 ? FROM_CODES_8
                    : width == 16                ? FROM_CODES_16
+                   : width == 24                ? FROM_CODES_24
                                                 : FROM_CODES_32;
         switch (2 * from + (step->alpha_pos != NULL)) {
 #define STEP_CASE(kind)                                                          \
@@ -106,6 +114,7 @@ static void score_term(const Searcher *searcher, const SearchTerm *t, const uint
             STEP_CASE(FROM_CODES_BITS)
             STEP_CASE(FROM_CODES_8)
             STEP_CASE(FROM_CODES_16)
+            STEP_CASE(FROM_CODES_24)
             STEP_CASE(FROM_CODES_32)
             STEP_CASE(FROM_ZERO)
 #undef STEP_CASE

@@ -6,6 +6,7 @@ query could open.  These tests build models whose sections cross chunk boundarie
 real 140,003-word model, and small models read with small chunks and sorted in small
 runs), compare every answer with the exhaustive scorer, and show that the checks a
 build makes before publishing turn a builder fault into an error with nothing published.
+A back-off table past 65,536 values, whose codes take 24 bits, searches exactly too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ import fastsubs
 from conftest import run_cli, shared
 from exhaustive import ArpaModel
 from exhaustive_vectorized import VectorizedOracle
+from fastsubs import format as fmt
+from fastsubs.bench.arpa_text import synthesize
+from fastsubs.bench.synth import order_counts
 from fastsubs.errors import BuildCheckError
 from fastsubs.indexer import arpa, build, runs, slots
 from fastsubs.indexer.publish import TEMP_PREFIX
@@ -83,6 +87,26 @@ def test_a_vocabulary_past_the_chunk_size_builds_and_searches_exactly(tmp_path: 
     sentences = model_sentences(model, 6, seed=4)
     sentences.append(["w140000", "w139999", "w131072", "w131071"])  # words of the second chunk
     assert assert_equals_exhaustive(tmp_path / "big.fsidx", model_path, sentences, BIG_LIMITS) >= 30
+
+
+def test_back_off_codes_of_24_bits_search_exactly(tmp_path: Path) -> None:
+    """A generated model gives every context a random back-off weight: 600K n-grams of order 3
+    make a table of over 65,536 2-gram weights, so the big patterns' codes take 24 bits
+    (format.h), read by the search's loop of that width and by verify."""
+    model_path, index_path = tmp_path / "synth.arpa", tmp_path / "synth.fsidx"
+    synthesize(model_path, order_counts(600_000, 3), seed=5)
+    fastsubs.build_index(model_path, index_path)
+    env = lmdb.open(str(index_path), readonly=True, lock=False, max_dbs=fmt.MAX_ORDER + 2)
+    with env.begin(db=env.open_db(fmt.patterns_db_name(2), create=False)) as txn:
+        widths = {pattern["beta_width"] for key, value in txn.cursor() if key[0] != fmt.END_KEY_BYTE
+                  for pattern in fmt.decode_record(key, value, 2, 2, True)["patterns"]}
+    env.close()
+    assert 24 in widths
+    model = ArpaModel.from_file(str(model_path))
+    trigrams = sorted(gram for gram in model.ngrams if len(gram) == 3 and "<s>" not in gram and "</s>" not in gram)
+    sentences = model_sentences(model, 4, seed=6) + [list(gram) for gram in trigrams[::len(trigrams) // 4][:4]]
+    assert assert_equals_exhaustive(index_path, model_path, sentences, [(1, None), (10, None), (100, None)]) >= 20
+    assert run_cli("fastsubs-index", "verify", index_path, model_path).returncode == 0
 
 
 def test_a_section_ends_where_it_does_at_every_chunk_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

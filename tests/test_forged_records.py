@@ -292,11 +292,11 @@ def test_a_forged_pattern_is_named_by_the_search_and_by_verify(forgeable: Forgea
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("width", [3, 12, 64])
+@pytest.mark.parametrize("width", [3, 12, 20, 64])
 def test_a_beta_width_the_format_has_not_is_a_malformed_record(forgeable: Forgeable, tmp_path: Path, kind: str,
                                                               width: int) -> None:
-    """Beta codes are 0, 1, 2, 4, 8, 16 or 32 bits wide (kernel/format.h): a code of 3 bits
-    may straddle two bytes, of 12 or 64 it is not read as written.  A pattern forged to
+    """Beta codes are 0, 1, 2, 4, 8, 16, 24 or 32 bits wide (kernel/format.h): a code of 3
+    bits may straddle two bytes, of 12, 20 or 64 it is not read as written.  A pattern forged to
     another width, its codes packed at that width and its record's checksum made right, is a
     record whose layout the reader refuses: the search, the command line and verify say so."""
     target = forgeable.targets[KINDS[kind]]

@@ -3,13 +3,14 @@
 A build reads the model's lines in its own process while its jobs (``--jobs`` processes)
 sort and encode each order's slots, an order's as soon as it is read; it ends when the
 last slot's job does. Once a slot's job has ended, the estimate knows how fast one job
-encodes (words of n-grams a second, over the slots ended so far: an m-gram is m words) and plays out what is left: the
-jobs running, then those waiting and those of the orders still to read, in the order the
-build hands them out, each to the first process free and not before its order is read (at
-the pace the reading has kept so far). Its end, or the reading's if later, is the time
-left. So the last slots, which fewer jobs than processes are left to run, count as the
-time they take: a billion-n-gram build's estimate, which scaled the time so far by the
-work left, said 5 min when its last slot, run alone, had 12 to go.
+encodes (words of n-grams a second, over the slots ended so far: an m-gram is m words)
+and plays out what is left: the jobs running, then those waiting and those of the
+orders still to read, in the order the build hands them out, each to the first process
+free and not before its order is read (at the pace the reading has kept so far). Its
+end, or the reading's if later, is the time left. So the last slots, which fewer jobs
+than processes are left to run, count as the time they take: a billion-n-gram build's
+estimate, which scaled the time so far by the work left, said 5 min when its last slot,
+run alone, had 12 to go.
 
 Before any job has ended, the work is counted in words: reading an m-gram's line is m,
 writing it in one slot WRITE_WEIGHT, and the estimate is the time so far scaled by the
@@ -55,6 +56,7 @@ class TimeLeft:
         self.counts: list[int] = []  # n-grams by order, once the model's header is read
         self.total = 0.0  # work in words, unknown until the counts are
         self.done = 0.0
+        self.words = 0  # words of the model's lines, once the counts are known
         self.words_read = 0  # words of the lines read
         self.slots: list[_Slot] = []  # in the order they were submitted
         self.orders_submitted = 1  # the highest order whose slots are submitted (1: none)
@@ -62,8 +64,8 @@ class TimeLeft:
     def read(self, lines: int, order: int, counts: list[int]) -> None:
         """``lines`` more ``order``-grams read, of a model of ``counts`` n-grams by order."""
         self.counts = counts
-        self.total = sum(order * count * (1 + WRITE_WEIGHT * (order > 1))
-                         for order, count in enumerate(counts, start=1))
+        self.words = sum(order * count for order, count in enumerate(counts, start=1))
+        self.total = self.words + WRITE_WEIGHT * sum(order * count for order, count in enumerate(counts[1:], start=2))
         self.done += order * lines
         self.words_read += order * lines
 
@@ -92,7 +94,7 @@ class TimeLeft:
             return (now - self.started) * (self.total - self.done) / self.done
         busy = sum(seconds for _, seconds in ended)
         speed = sum(words for words, _ in ended) / max(busy, 1e-9)  # words a second, one job
-        words_left = sum(order * count for order, count in enumerate(self.counts, start=1)) - self.words_read
+        words_left = self.words - self.words_read
         in_jobs = busy if self.processes == 1 else 0.0  # (the building process ran them itself)
         reading_speed = self.words_read / max(now - self.started - in_jobs, 1e-9)
         left = self._jobs_left(now, speed, reading_speed)

@@ -47,13 +47,25 @@ class Records:
                    map(self.values.__getitem__, map(slice, bounds, bounds[1:])))
 
 
+#: A batch's rows as the codec takes them: ids (``order`` uint32 each), alphas, betas (or None).
+Columns = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
+
+
+def _joined(before: np.ndarray | None, now: np.ndarray, dtype: np.typing.DTypeLike) -> np.ndarray:
+    """``now`` (a field of rows) after ``before``, one contiguous array of ``dtype``."""
+    return np.ascontiguousarray(now, dtype) if before is None else np.concatenate([before, now], dtype=dtype)
+
+
 class RecordWriter:
     """The records of one ``patterns{m}`` database (or of one slot of it), made a block of
-    sorted rows at a time.
+    sorted rows at a time, then :meth:`finish`.
 
     It remembers the last pattern key written, which the next record names as its
     previous one, the room left in the LMDB leaf page of the last record (which the next
-    block is sized to fill; a writer's first record is taken to start a page), how many
+    block is sized to fill; a writer's first record is taken to start a page), the rows
+    of the last block, still open (they go first in the next call, so the records are the
+    same wherever the sort's batches fall: an index does not depend on ``--memory`` or
+    ``--jobs``) and their place in their run of small patterns, how many
     records it made (the header counts them), where their bytes
     went (:data:`fastsubs.format.PARTS`) and the largest magnitude of a finite value it
     wrote (the header's value bound).  Given the unigram alphas (for the patterns ``_ d``:
@@ -74,19 +86,36 @@ class RecordWriter:
         self.joint_min = joint_min
         self.last_key: bytes | None = None
         self.page_room: int = fmt.FRESH_PAGE
+        self.run_phase = 0
+        self.open_rows: Columns | None = None
         self.written = 0
         self.value_bound = 0.0
         self.parts = dict.fromkeys(fmt.PARTS, 0)
 
     def records(self, rows: np.ndarray, slot: int) -> Records:
         """The records of ``rows`` (see :func:`fastsubs.indexer.runs.row_dtype`), sorted by
-        key and holding whole patterns, with the slot at ``slot``."""
-        keys, offsets, values, parts, value_bound, self.page_room = fmt.encode_patterns(
-            np.ascontiguousarray(rows["ids"], np.uint32), np.ascontiguousarray(rows["alpha"], fmt.SCORE_DTYPE),
-            np.ascontiguousarray(rows["beta"], fmt.SCORE_DTYPE) if self.has_beta else None, order=self.order,
-            slot=slot, has_beta=self.has_beta,
+        key, holding whole patterns and following the rows of the calls before, with the
+        slot at ``slot``: all but the last block's, which waits for the next call's rows."""
+        before = self.open_rows or (None, None, None)  # (one block's rows: a few thousand at most)
+        beta = _joined(before[2], rows["beta"], fmt.SCORE_DTYPE) if self.has_beta else None
+        return self._encode((_joined(before[0], rows["ids"], np.uint32),
+                             _joined(before[1], rows["alpha"], fmt.SCORE_DTYPE), beta), slot, more=True)
+
+    def finish(self, slot: int) -> Records:
+        """The records of the last block's rows, which wait for rows that will not come."""
+        if self.open_rows is None:
+            return Records(b"", self.key_length, b"", [0])
+        return self._encode(self.open_rows, slot, more=False)
+
+    def _encode(self, columns: Columns, slot: int, more: bool) -> Records:
+        ids, alpha, beta = columns
+        keys, offsets, values, parts, value_bound, self.page_room, self.run_phase, done = fmt.encode_patterns(
+            ids, alpha, beta, order=self.order, slot=slot, has_beta=self.has_beta,
             id_bytes=self.id_bytes, previous=self.last_key, unigram_alpha=self.unigram_alpha,
-            joint_min=self.joint_min, beta_index=self.beta_index, page_room=self.page_room)
+            joint_min=self.joint_min, beta_index=self.beta_index, page_room=self.page_room,
+            run_phase=self.run_phase, more=more)
+        self.open_rows = None if done == len(alpha) else (ids[done:].copy(), alpha[done:].copy(),
+                                                          None if beta is None else beta[done:].copy())
         records = Records(keys, self.key_length, values, np.frombuffer(offsets, "<u8"))
         if len(records):
             self.last_key = keys[-self.key_length:]

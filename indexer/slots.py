@@ -18,7 +18,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import lmdb
 import numpy as np
@@ -106,20 +106,25 @@ def encode_slot(job: SlotJob) -> SlotRecords:
             ngrams += len(rows)
             if job.slot == job.order - 1:  # the slot last: rows in n-gram order
                 check_once(job, has_beta, rows["ids"])
-            records = writer.records(rows, job.slot)
-            out.write(_BATCH.pack(len(records), len(records.keys), len(records.values)))
-            out.write(records.keys)
-            out.write(np.asarray(records.offsets, dtype="<u8").tobytes())
-            out.write(records.values)
+            write_batch(out, writer.records(rows, job.slot))
             if out.tell() >= FILE_BYTES:
                 out.close()
                 writing.rename(records_file(job.directory, job.order, job.slot, files))
                 files += 1
                 out = open(writing, "wb")
+        write_batch(out, writer.finish(job.slot))
     finally:
         out.close()
     writing.rename(records_file(job.directory, job.order, job.slot, files))
     return SlotRecords(files + 1, writer.written, ngrams, writer.parts, writer.value_bound)
+
+
+def write_batch(out: BinaryIO, records: Records) -> None:
+    """One batch of records to a records file (what :func:`_batches` reads)."""
+    out.write(_BATCH.pack(len(records), len(records.keys), len(records.values)))
+    out.write(records.keys)
+    out.write(np.asarray(records.offsets, dtype="<u8").tobytes())
+    out.write(records.values)
 
 
 def check_once(job: SlotJob, has_beta: bool, ids: np.ndarray) -> None:

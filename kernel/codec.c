@@ -612,7 +612,12 @@ typedef struct {
     unsigned beta_width;        /* of its beta codes */
     int alone, joint, periodic;
     int pair_first;             /* the first of a pair of entries (its code byte), counted from its run's first */
+    unsigned run_at;            /* its place in its run of small patterns, modulo RUN_PHASES */
 } Group;
+
+/* A run's places repeat every this many patterns, as far as the layout is concerned (the
+ * restarts' period and the pairs'): what a batch hands the next (CodecBatch.run_phase). */
+#define RUN_PHASES (2 * FS_BLOCK_RESTART)
 
 /* Groups the rows by pattern: each group's first row and count, and its key into b->keys. */
 static Group *group_rows(CodecBatch *b, const CodecRows *rows) {
@@ -644,7 +649,8 @@ static Group *group_rows(CodecBatch *b, const CodecRows *rows) {
 
 /* Which patterns are alone in PATTERN records (big ones, long entries, joint orders) and
  * which restart a group periodically (every FS_BLOCK_RESTART of a run of small patterns,
- * counted from the run's first, so that a group's entries pair up as the run's do). */
+ * counted from the run's first, so that a group's entries pair up as the run's do; a
+ * batch's first pattern is at rows->run_phase of its run, which the batch before began). */
 static void classify(Group *groups, size_t n_groups, const CodecRows *rows, const uint32_t *beta_codes,
                      size_t key_len) {
     for (size_t g = 0; g < n_groups; g++) {
@@ -658,11 +664,14 @@ static void classify(Group *groups, size_t n_groups, const CodecRows *rows, cons
         p->alone = p->count > FS_BLOCK_MAX_COUNT || p->joint ||
                    entry_bytes(p->data, key_len, (unsigned)key_len, p->count, rows->has_beta, p->beta_width) > ENTRY_MAX;
     }
-    for (size_t g = 0, run = 0; g < n_groups; g++) {
-        if (g == 0 || groups[g].alone || groups[g - 1].alone)
-            run = g;
-        groups[g].periodic = (g - run) % FS_BLOCK_RESTART == 0;
-        groups[g].pair_first = (g - run) % 2 == 0;
+    for (size_t g = 0, at = rows->run_phase % RUN_PHASES; g < n_groups; g++) {
+        if (groups[g].alone || (g && groups[g - 1].alone))
+            at = 0;
+        else if (g)
+            at = (at + 1) % RUN_PHASES;
+        groups[g].run_at = (unsigned)at;
+        groups[g].periodic = at % FS_BLOCK_RESTART == 0;
+        groups[g].pair_first = at % 2 == 0;
     }
 }
 
@@ -702,7 +711,9 @@ static size_t fitting_end(const Group *groups, const int64_t *total, size_t n, s
  * BLOCK records that fill the leaf pages (above), a block ending before the next pattern
  * alone.  Fills b->records (patterns and kind, the first entry of each block restarting;
  * flags and previous keys later), b->offsets (where each record's value starts: their
- * sizes do not depend on the flags) and b->page_room; their number. */
+ * sizes do not depend on the flags), b->page_room and b->groups_done; their number.
+ * With rows->more, the last block is left out (b->groups_done stops before it): the next
+ * batch's rows may still go into it, and a block is the same whichever batch it began in. */
 static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, int64_t *total, size_t *run_end) {
     size_t n = b->n_groups, key_len = b->key_len;
     /* what each entry takes in a block that it does not start, its restart offset counted
@@ -715,9 +726,12 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
         run_end[g] = groups[g].alone ? g : run_end[g + 1];
     int64_t block_head = (int64_t)(FS_R_PREVIOUS + key_len + FS_BLOCK_RESTART_TABLE);
     unsigned page = rows->page_room;
-    size_t r = 0;
+    size_t r = 0, last = 0;
+    unsigned page_before_last = page;
     b->offsets[0] = 0;
     for (size_t i = 0; i < n; r++) {
+        last = i;
+        page_before_last = page;
         size_t end = i + 1;
         int kind = FS_PATTERN;
         if (!groups[i].alone) {
@@ -739,6 +753,12 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
         unsigned taken = leaf_bytes(key_len, bytes);
         page = taken <= page ? page - taken : CODEC_FRESH_PAGE - taken;
         i = end;
+    }
+    b->groups_done = n;
+    if (rows->more && r && b->records[r - 1].kind == FS_BLOCK) {
+        r--;
+        page = page_before_last;
+        b->groups_done = last;
     }
     b->page_room = page;
     return r;
@@ -847,6 +867,9 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
                 b->patterns[g].joint = b->joint + groups[g].first;
     }
     b->n_records = pack(b, groups, rows, total, run_end);
+    size_t done = b->groups_done;
+    b->rows_done = done < n ? groups[done].first : rows->n;
+    b->run_phase = done < n ? groups[done].run_at : 0;
     /* each record's flags and the key before it; the parts its bytes go to */
     uint64_t entry_keys = 0;
     for (size_t r = 0; r < b->n_records; r++) {
@@ -861,9 +884,9 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     }
     b->values_bytes = b->offsets[b->n_records];
     uint64_t *parts = b->parts;
-    parts[CODEC_PART_ids] = rows->n * rows->id_bytes;
-    parts[CODEC_PART_alpha] = 4 * rows->n;
-    for (size_t g = 0; g < n; g++) {
+    parts[CODEC_PART_ids] = b->rows_done * rows->id_bytes;
+    parts[CODEC_PART_alpha] = 4 * b->rows_done;
+    for (size_t g = 0; g < done; g++) {
         if (rows->has_beta)
             parts[CODEC_PART_beta] += fs_packed_bytes(groups[g].count, groups[g].beta_width);
         uint64_t positions = fs_packed_bytes(groups[g].count, fs_position_bits(groups[g].count));
@@ -873,7 +896,7 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     parts[CODEC_PART_keys] = b->n_records * b->key_len + entry_keys;
     parts[CODEC_PART_structure] = b->values_bytes - parts[CODEC_PART_ids] - parts[CODEC_PART_positions] -
                                   parts[CODEC_PART_alpha] - parts[CODEC_PART_beta] - parts[CODEC_PART_joint] - entry_keys;
-    for (size_t i = 0; i < rows->n; i++) {
+    for (size_t i = 0; i < b->rows_done; i++) {
         double alpha = fabs((double)rows->alpha[i]), beta = rows->has_beta ? fabs((double)rows->beta[i]) : 0.0;
         if (isfinite(alpha) && alpha > b->value_bound)
             b->value_bound = alpha;
@@ -908,7 +931,7 @@ int codec_write_batch(CodecBatch *b, uint8_t *keys, uint64_t *offsets, uint8_t *
     for (size_t i = 0; i < rows->n; i++)
         words[i] = rows->ids[i * rows->order + rows->order - 1];
     int rc = 0;
-    for (size_t g = 0; g < b->n_groups && rc == 0; g++) {
+    for (size_t g = 0; g < b->groups_done && rc == 0; g++) {
         CodecPattern *p = &b->patterns[g];
         size_t first = (size_t)(p->positions - b->positions);
         p->ids = words + first;

@@ -276,6 +276,13 @@ typedef struct {
     /* bytes free in the LMDB leaf page that the batch's first record goes to (the writer
      * sizes its blocks to fill pages; CODEC_FRESH_PAGE when the batch starts a page) */
     unsigned page_room;
+    /* the first pattern's place in its run of small patterns (CodecBatch.run_phase of the
+     * batch before; 0 at a slot's start) */
+    unsigned run_phase;
+    /* set when more rows of the slot follow: the batch's last block stays open (its rows
+     * are not written: CodecBatch.rows_done), so that the records do not depend on where
+     * the batches fall */
+    int more;
 } CodecRows;
 
 /* A batch laid out in records (codec_plan_batch), then written (codec_write_batch). */
@@ -285,6 +292,10 @@ typedef struct {
     uint64_t parts[CODEC_N_PARTS];
     double value_bound;         /* the largest |v| of a finite alpha or beta written */
     unsigned page_room;         /* bytes free in the leaf page of the batch's last record */
+    /* with CodecRows.more: the rows written (those after them, the open block's, go first
+     * in the next batch) and the place of the first of the others in its run */
+    size_t rows_done, groups_done;
+    unsigned run_phase;
     /* private to codec.c */
     uint8_t *keys;              /* n_groups keys */
     uint32_t *positions, *joint; /* by group, for the rows */

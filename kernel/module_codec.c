@@ -99,13 +99,14 @@ static PyObject *beta_index(PyObject *module, PyObject *table_arg) {
 static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
     static char *names[] = {"ids", "alpha", "beta", "order", "slot", "has_beta", "id_bytes", "previous",
-                            "unigram_alpha", "joint_min", "beta_index", "page_room", NULL};
+                            "unigram_alpha", "joint_min", "beta_index", "page_room", "run_phase", "more", NULL};
     PyObject *ids_arg, *alpha_arg, *beta_arg, *previous_arg = Py_None, *unigram_arg = Py_None, *index_arg = Py_None;
     int order, slot, has_beta;
-    unsigned id_bytes, joint_min = FS_JOINT_MIN_DEFAULT, page_room = CODEC_FRESH_PAGE;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOiipI|OOIOI:encode_patterns", names, &ids_arg, &alpha_arg,
+    unsigned id_bytes, joint_min = FS_JOINT_MIN_DEFAULT, page_room = CODEC_FRESH_PAGE, run_phase = 0;
+    int more = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOiipI|OOIOIIp:encode_patterns", names, &ids_arg, &alpha_arg,
                                      &beta_arg, &order, &slot, &has_beta, &id_bytes, &previous_arg, &unigram_arg,
-                                     &joint_min, &index_arg, &page_room))
+                                     &joint_min, &index_arg, &page_room, &run_phase, &more))
         return NULL;
     const CodecBetaIndex *index = NULL;
     if (has_beta && !(index = PyCapsule_GetPointer(index_arg, BETA_INDEX_CAPSULE))) {
@@ -124,7 +125,7 @@ static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwa
     PyObject *result = NULL, *keys = NULL, *offsets = NULL, *values = NULL, *parts = NULL;
     CodecBatch batch = {0};
     CodecRows rows = {.order = order, .slot = slot, .has_beta = has_beta, .id_bytes = id_bytes,
-                      .joint_min = joint_min, .page_room = page_room};
+                      .joint_min = joint_min, .page_room = page_room, .run_phase = run_phase, .more = more};
     if (module_get_array(alpha_arg, &alpha, 4, &n, "alpha") < 0)
         return NULL;
     rows_ids = n * order;
@@ -164,7 +165,8 @@ static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwa
     if (rc < 0)
         raise_failure(&failure);
     else
-        result = Py_BuildValue("(OOOOdI)", keys, offsets, values, parts, batch.value_bound, batch.page_room);
+        result = Py_BuildValue("(OOOOdIIn)", keys, offsets, values, parts, batch.value_bound, batch.page_room,
+                               batch.run_phase, (Py_ssize_t)batch.rows_done);
 out:
     codec_free_batch(&batch);
     Py_XDECREF(keys);
@@ -740,14 +742,17 @@ static PyObject *checksum(PyObject *module, PyObject *args) {
 PyMethodDef module_codec_methods[] = {
     {"encode_patterns", (PyCFunction)(void (*)(void))encode_patterns, METH_VARARGS | METH_KEYWORDS,
      "encode_patterns(ids, alpha, beta, order, slot, has_beta, id_bytes, previous=None, unigram_alpha=None,\n"
-     "joint_min=JOINT_MIN_DEFAULT, beta_index=None, page_room=FRESH_PAGE) -> (keys, offsets, values, parts,\n"
-     "value_bound, page_room): the records of a batch of n-grams sorted by pattern key then word (ids: order\n"
+     "joint_min=JOINT_MIN_DEFAULT, beta_index=None, page_room=FRESH_PAGE, run_phase=0, more=False) -> (keys,\n"
+     "offsets, values, parts, value_bound, page_room, run_phase, rows_done): the records of a batch of n-grams\n"
+     "sorted by pattern key then word (ids: order\n"
      "uint32 per row, the slot's word last; alpha: float32 per row; beta: float32 per row with has_beta, else\n"
      "None; with has_beta, beta_index: beta_index(the order's back-off table, float32, which holds every\n"
      "beta)), the first naming the pattern key previous and going to\n"
      "an LMDB leaf page with page_room bytes free; keys (each key_bytes long), offsets (uint64, one more than\n"
-     "the records) and values as bytes, the bytes of each part (PARTS), the largest |v| written, and the\n"
-     "bytes free in the leaf page of the last record (the next batch's page_room)."},
+     "the records) and values as bytes, the bytes of each part (PARTS), the largest |v| written, the\n"
+     "bytes free in the leaf page of the last record (the next batch's page_room), and with more (rows of the\n"
+     "slot follow) the rows written: the rest, the last block's, start the next batch, at run_phase. A slot's\n"
+     "records are then the same however its rows are cut into batches."},
     {"beta_index", beta_index, METH_O,
      "beta_index(table) -> capsule: an order's back-off table (float32) as the hash encode_patterns codes each\n"
      "batch's betas with; made once for all the batches of a slot."},

@@ -131,6 +131,16 @@ MUTATIONS = [
              "the writer plans an entry's key delta a byte shorter than the difference: it writes the low bytes "
              "of the difference alone, and the key read is another",
              ".restarts = p->periodic, .delta = p->delta,", ".restarts = p->periodic, .delta = p->delta - 1,"),
+    Mutation("open-block-closed-at-each-batch", CODEC,
+             "the writer closes a slot's last block at the end of each batch of rows, as before the open block "
+             "was carried: the records depend on where the sort's batches fall (--memory, --jobs)",
+             "if (rows->more && r && b->records[r - 1].kind == FS_BLOCK) {",
+             "if (0 && rows->more && r && b->records[r - 1].kind == FS_BLOCK) {"),
+    Mutation("run-phase-restarted-at-each-batch", CODEC,
+             "a batch's first pattern is taken to start its run: the open block carried into it restarts "
+             "and pairs its entries at other places than one batch would",
+             "for (size_t g = 0, at = rows->run_phase % RUN_PHASES; g < n_groups; g++) {",
+             "for (size_t g = 0, at = 0; g < n_groups; g++) {"),
     Mutation("restart-search-strict", RECORDS,
              "the restart search skips a restart whose key is the one looked up: that pattern reads as absent",
              "if (records_key_compare(restart_key, key, key_len) <= 0)",
@@ -702,6 +712,10 @@ MUTATIONS = [
              "said to take as long as reading and jobs did",
              "in_jobs = busy if self.processes == 1 else 0.0",
              "in_jobs = 0.0"),
+    Mutation("open-block-of-a-slot-never-written", "indexer/slots.py",
+             "a slot's last block, open when its rows end, is never written: the patterns after the last "
+             "closed block are missing from the index",
+             "        write_batch(out, writer.finish(job.slot))", "        pass"),
     Mutation("repeat-lines-counted-from-each-chunk", "indexer/runs.py",
              "a repeated n-gram's lines are found again in the spill, but counted from the start of each chunk "
              "read: a repeat past the first chunk is named at the wrong lines",

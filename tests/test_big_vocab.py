@@ -144,14 +144,16 @@ def test_every_section_read_in_chunks_and_sorted_in_runs(tmp_path: Path, monkeyp
                                                          vocab_size: int) -> None:
     """Small chunk, run and merge sizes make every section of a small model cross their
     boundaries, in jobs of their own: the index holds what one job's whole-order sort
-    writes, record for record, and searches exactly.  With 70,000 words the ids take 3
-    bytes, packed so in the spills and runs."""
+    writes, record for record (a slot's blocks do not end where its batches do), and
+    searches exactly.  With 70,000 words the ids take 3 bytes, packed so in the spills
+    and runs."""
     model_path = tmp_path / "model.arpa"
     write_model(model_path, vocab_size, [1_500, 1_200, 800], seed=5, hubs=4)
     fastsubs.build_index(model_path, tmp_path / "whole.fsidx")
     monkeypatch.setattr(arpa, "BATCH_LINES", 97)
     monkeypatch.setattr(build, "run_rows", lambda *_: 211)
     monkeypatch.setattr(runs, "MERGE_ROWS", 300)
+    monkeypatch.setattr(runs, "MERGE_RUN_ROWS", 16)  # a slot encoded in batches of a few patterns
     monkeypatch.setattr(slots, "FILE_BYTES", 3000)  # a slot's records in many files, appended as they come
     fastsubs.build_index(model_path, tmp_path / "model.fsidx", jobs=3)
     assert index_records(tmp_path / "model.fsidx") == index_records(tmp_path / "whole.fsidx")

@@ -260,7 +260,7 @@ def test_a_batch_whose_words_are_past_the_unigrams_is_refused() -> None:
     alpha = np.full(3, -1.0, np.float32)
     table = np.array([-1.0], np.float32)
     unigram_alpha = np.array([0.0, -3.0, -2.0, -1.0], np.float32)
-    keys, offsets, values, parts, bound, _ = fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True,
+    keys, offsets, values, parts, bound, *_ = fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True,
                                                               id_bytes=2, unigram_alpha=unigram_alpha,
                                                               joint_min=3, beta_index=fmt.beta_index(table))
     record = fmt.decode_record(keys, values, 2, 2, True)
@@ -298,7 +298,7 @@ def test_block_entries_take_a_code_nibble_or_an_escaped_head() -> None:
     alpha = -np.arange(1, len(rows) + 1, dtype=np.float32) / 8
     beta = np.zeros(len(rows), np.float32)
     index = fmt.beta_index(np.zeros(1, np.float32))
-    keys, offsets, values, _, _, _ = fmt.encode_patterns(ids, alpha, beta, order=order, slot=order - 1, has_beta=True,
+    keys, offsets, values, *_ = fmt.encode_patterns(ids, alpha, beta, order=order, slot=order - 1, has_beta=True,
                                                       id_bytes=id_bytes, beta_index=index)
     assert len(keys) == key_len  # one block, one restart
     record = fmt.decode_record(keys, values, order, id_bytes, True)
@@ -365,7 +365,7 @@ def test_a_batch_whose_back_off_weight_is_not_in_its_table_is_refused() -> None:
         beta = np.array([0.0, -0.25, missing], np.float32)
         with pytest.raises(ValueError, match=f"back-off weight {missing:g} is not in the order's back-off table"):
             fmt.encode_patterns(ids, alpha, beta, order=2, slot=0, has_beta=True, id_bytes=2, beta_index=index)
-    keys, offsets, values, _, _, _ = fmt.encode_patterns(ids, alpha, np.array([0.0, -0.25, -0.25], np.float32), order=2,
+    keys, offsets, values, *_ = fmt.encode_patterns(ids, alpha, np.array([0.0, -0.25, -0.25], np.float32), order=2,
                                                       slot=0, has_beta=True, id_bytes=2, beta_index=index)
     record = fmt.decode_record(keys, values, 2, 2, True)
     assert [p["beta_codes"] for p in record["patterns"]] == [[0, 1], [1]]

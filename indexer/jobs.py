@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, cast
 
 from fastsubs.pipeline.workers import WorkerProcesses, worker_processes
 
@@ -45,13 +45,17 @@ def _nothing() -> None:
     """A job process prepares nothing: each job brings what it needs."""
 
 
-def _run(_: None, job: Any) -> object:
-    """Run one job, ``(function, argument)``."""
+def _run(_: None, job: Any) -> tuple[object, float]:
+    """Run one job, ``(function, argument)``: its result (or :class:`_Failed`) and the CPU
+    seconds it took (the build's estimate of its time left tells the work from the
+    processes it shared the cores with)."""
     function, argument = job
+    cpu = time.process_time()
     try:
-        return function(argument)
+        result: object = function(argument)
     except Exception as error:
-        return _Failed(error)
+        result = _Failed(error)
+    return result, time.process_time() - cpu
 
 
 class Job:
@@ -62,10 +66,11 @@ class Job:
         self._jobs, self.number = jobs, number
         self._result: object = None
         self._done = False
-        #: when a process took it and when its result came back (time.monotonic()), for the
-        #: build's estimate of its time left; None until then
+        #: when a process took it and when its result came back (time.monotonic()), and the
+        #: CPU seconds it took, for the build's estimate of its time left; None until then
         self.started: float | None = None
         self.ended: float | None = None
+        self.cpu: float | None = None
 
     def ready(self) -> bool:
         if not self._done and self._jobs is not None:
@@ -84,12 +89,13 @@ class Job:
     def _take(self) -> None:
         answered = self._jobs.pool.answered if self._jobs and self._jobs.pool else {}
         if self.number in answered:
-            self._result, self._done, self.ended = answered.pop(self.number), True, time.monotonic()
+            self._result, self.cpu = cast("tuple[object, float]", answered.pop(self.number))
+            self._done, self.ended = True, time.monotonic()
 
     def run_here(self, function: Callable[[Any], Any], argument: Any) -> None:
         """Run it in this process, now."""
         self.started = time.monotonic()
-        self._result, self._done = _run(None, (function, argument)), True
+        (self._result, self.cpu), self._done = _run(None, (function, argument)), True
         self.ended = time.monotonic()
 
 

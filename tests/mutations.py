@@ -705,8 +705,21 @@ MUTATIONS = [
     Mutation("time-left-shares-the-last-slots-among-every-process", "indexer/time_left.py",
              "the estimate shares the work left among the processes: the last slots, which fewer jobs than "
              "processes run, are said to take a fraction of their time",
-             "heapq.heappush(free, max(heapq.heappop(free), read_at) + words / speed)",
-             "heapq.heappush(free, max(heapq.heappop(free), read_at) + words / speed / self.processes)"),
+             "            needs = cpu(order, words)",
+             "            needs = cpu(order, words) / self.processes"),
+    Mutation("time-left-crowded-after-the-reading-as-during-it", "indexer/time_left.py",
+             "the jobs left once the model is read are taken to share the cores with the reading still: a build "
+             "fed by a generator is said to need twice the time it has left",
+             "        return while_reading, after or max(1.0, self.processes / self.cores)",
+             "        return while_reading, while_reading"),
+    Mutation("time-left-paces-wall-seconds", "indexer/time_left.py",
+             "a job's pace counts its wall seconds, not its CPU seconds: the cores' crowding while the model is "
+             "read is counted again after",
+             "    return job.cpu if job.cpu is not None else _wall(job)", "    return _wall(job)"),
+    Mutation("time-left-every-order-at-one-pace", "indexer/time_left.py",
+             "every slot is taken to go at the pace of all the slots ended so far: the top order's, slower a word, "
+             "are said to end early",
+             "            return words / (paces[order] or pace or 1.0)", "            return words / (pace or 1.0)"),
     Mutation("time-left-counts-the-jobs-in-the-reading-of-one-process", "indexer/time_left.py",
              "with one process, the reading's pace counts the time the jobs took in it: the reading left is "
              "said to take as long as reading and jobs did",

@@ -108,6 +108,8 @@ class RecordWriter:
         return self._encode(self.open_rows, slot, more=False)
 
     def _encode(self, columns: Columns, slot: int, more: bool) -> Records:
+        """The records of ``columns`` after those made so far; with ``more``, the rows of
+        their last block are kept for the next call (:func:`fastsubs.format.encode_patterns`)."""
         ids, alpha, beta = columns
         keys, offsets, values, parts, value_bound, self.page_room, self.run_phase, done = fmt.encode_patterns(
             ids, alpha, beta, order=self.order, slot=slot, has_beta=self.has_beta,

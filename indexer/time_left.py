@@ -120,11 +120,11 @@ class TimeLeft:
     def _crowding(self, ended: list[_Slot]) -> tuple[float, float]:
         """Wall seconds per CPU second of a job while the model is read, and after."""
         if self.processes == 1:  # jobs and reading take turns: only other programs crowd them
-            crowding = _crowding(ended) or 1.0
+            crowding = _wall_per_cpu(ended) or 1.0
             return crowding, crowding
         read = self.read_until
-        while_reading = _crowding([slot for slot in ended if read is None or _ended(slot.job) <= read]) or 1.0
-        after = _crowding([slot for slot in ended if read is not None and _started(slot.job) >= read])
+        while_reading = _wall_per_cpu([slot for slot in ended if read is None or _ended(slot.job) <= read]) or 1.0
+        after = _wall_per_cpu([slot for slot in ended if read is not None and _started(slot.job) >= read])
         return while_reading, after or max(1.0, self.processes / self.cores)
 
     def _jobs_left(self, now: float, reading_speed: float, ended: list[_Slot]) -> float | None:
@@ -207,7 +207,7 @@ def _pace(slots: list[_Slot]) -> float | None:
     return sum(slot.words for slot in slots) / cpu if slots and cpu > 0 else None
 
 
-def _crowding(slots: list[_Slot]) -> float | None:
+def _wall_per_cpu(slots: list[_Slot]) -> float | None:
     """Wall seconds per CPU second over the jobs of ``slots``, None for none."""
     cpu = sum(_cpu(slot.job) for slot in slots)
     return sum(_wall(slot.job) for slot in slots) / cpu if slots and cpu > 0 else None

@@ -82,6 +82,9 @@ class IndexWriter:
         self.orders: list[_Order] = []
         self.value_bound = 0.0
         self.sizes: list[dict[str, int | str]] = []
+        # the commit whose code the build runs, asked as it starts: in a clone, HEAD may have
+        # moved by the end of a long build (a billion-n-gram build named the next commit)
+        self.commit = origin.commit()
 
     def add(self, order: int, count: int, spill: Path, id_bytes: int, jobs: list[Job]) -> None:
         """The jobs of the next order's slots (in key order), reading its ``spill`` and
@@ -166,7 +169,8 @@ class IndexWriter:
         value_bound = max(self.value_bound, largest_magnitude(model.unigram_alpha),
                           largest_magnitude(model.unigram_beta))
         special = _special_ids(model.words)
-        meta = msgpack.packb(_metadata(model, vocab_size, id_bytes, special, [arrays_size, *self.sizes]))
+        meta = msgpack.packb(_metadata(model, vocab_size, id_bytes, special, [arrays_size, *self.sizes],
+                                       self.commit))
         header = fmt.encode_header({
             "order": len(model.counts), "vocab_size": vocab_size, "id_bytes": id_bytes,
             "bos_id": special.get(b"<s>", fmt.NO_WORD), "eos_id": special.get(b"</s>", fmt.NO_WORD),
@@ -226,14 +230,14 @@ def _pages_bytes(env: lmdb.Environment, db: Any) -> int:
 
 
 def _metadata(model: ModelSummary, vocab_size: int, id_bytes: int, special: dict[bytes, int],
-              sizes: list[dict[str, int | str]]) -> dict[str, object]:
+              sizes: list[dict[str, int | str]], commit: str | None) -> dict[str, object]:
     """The msgpack map: for people (fastsubs-index info, a run's provenance); the search reads the header.
 
     ``sizes`` is the size report (``fastsubs-index info``: what the index spends per n-gram,
     and where): the arrays' bytes and pages, then each order's n-grams, records, bytes by
     part (:data:`fastsubs.format.PARTS`: keys and values as written) and the bytes of the
     LMDB pages that hold them (the rest of a page is LMDB's own: page and node headers, and
-    room left free)."""
+    room left free); ``commit`` the fastsubs commit the build ran (asked as it started)."""
     unk = special.get(b"<unk>")
     return {
         "magic": fmt.META_MAGIC.decode(),
@@ -249,7 +253,7 @@ def _metadata(model: ModelSummary, vocab_size: int, id_bytes: int, special: dict
         # The bound must cover the stored (float32) weights, which can round up from the text.
         "max_unigram_beta": float(model.unigram_beta.max()),
         "source": model.source,
-        "build": {"fastsubs": origin.VERSION, "fastsubs_commit": origin.commit(),
+        "build": {"fastsubs": origin.VERSION, "fastsubs_commit": commit,
                   "fastsubs_format": fmt.FORMAT_VERSION, "python": sys.version.split()[0],
                   "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
         "sizes": sizes,

@@ -725,6 +725,11 @@ MUTATIONS = [
              "said to take as long as reading and jobs did",
              "in_jobs = busy if self.processes == 1 else 0.0",
              "in_jobs = 0.0"),
+    Mutation("build-commit-asked-at-its-end", "indexer/index_writer.py",
+             "the index names the commit that is HEAD when its build ends: a clone that commits during a long "
+             "build names code the build did not run",
+             '"build": {"fastsubs": origin.VERSION, "fastsubs_commit": commit,',
+             '"build": {"fastsubs": origin.VERSION, "fastsubs_commit": origin.commit(),'),
     Mutation("open-block-of-a-slot-never-written", "indexer/slots.py",
              "a slot's last block, open when its rows end, is never written: the patterns after the last "
              "closed block are missing from the index",

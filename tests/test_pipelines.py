@@ -20,6 +20,8 @@ import pytest
 
 import fastsubs
 from conftest import BIN, REPO, TEST_DATA, clone_version, demo_text, fenced_block, run_cli, spelled_version
+from fastsubs import origin
+from fastsubs.core import Core
 
 # Bytes that are not UTF-8, or are but trouble naive writers: a Latin-1 word, a lone
 # continuation byte, a cut 3-byte character, an encoded surrogate (CESU-8), an overlong
@@ -191,6 +193,19 @@ def test_a_copy_that_knows_no_commit_says_its_version_alone_everywhere(tmp_path:
     without_commit("fastsubs-query", tmp_path / "tiny.fsidx", "-i", tmp_path / "in.txt", "-o", tmp_path / "out.txt")
     provenance = provenance_of(tmp_path / "out.txt")
     assert (provenance["fastsubs"], provenance["fastsubs_commit"]) == (version, None)
+
+
+def test_a_build_names_the_commit_it_started_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit an index names is asked as its build starts: in a clone, HEAD may move
+    while a long build runs (a billion-n-gram build named the commit made during it), and
+    the code the build ran is the start's.  Here the clone "commits" once the model is read."""
+    said: list[str] = []
+    monkeypatch.setattr(origin, "commit",
+                        lambda: "1" * 40 if any(line.startswith("read ") for line in said) else "0" * 40)
+    fastsubs.build_index(TEST_DATA / "tiny.arpa", tmp_path / "tiny.fsidx", progress=said.append)
+    assert any(line.startswith("read ") for line in said)
+    with Core(str(tmp_path / "tiny.fsidx")) as core:
+        assert core.meta["build"]["fastsubs_commit"] == "0" * 40
 
 
 def test_query_help_names_no_input_argument() -> None:

@@ -96,10 +96,10 @@ class RecordWriter:
         """The records of ``rows`` (see :func:`fastsubs.indexer.runs.row_dtype`), sorted by
         key, holding whole patterns and following the rows of the calls before, with the
         slot at ``slot``: all but the last block's, which waits for the next call's rows."""
-        before = self.open_rows or (None, None, None)  # (one block's rows: a few thousand at most)
-        beta = _joined(before[2], rows["beta"], fmt.SCORE_DTYPE) if self.has_beta else None
-        return self._encode((_joined(before[0], rows["ids"], np.uint32),
-                             _joined(before[1], rows["alpha"], fmt.SCORE_DTYPE), beta), slot, more=True)
+        open_ids, open_alpha, open_beta = self.open_rows or (None, None, None)  # (one block's: a few thousand rows)
+        beta = _joined(open_beta, rows["beta"], fmt.SCORE_DTYPE) if self.has_beta else None
+        return self._encode((_joined(open_ids, rows["ids"], np.uint32),
+                             _joined(open_alpha, rows["alpha"], fmt.SCORE_DTYPE), beta), slot, more=True)
 
     def finish(self, slot: int) -> Records:
         """The records of the last block's rows, which wait for rows that will not come."""

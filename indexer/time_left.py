@@ -30,12 +30,12 @@ what the whole is.
 from __future__ import annotations
 
 import heapq
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from fastsubs.indexer.jobs import Job
+from fastsubs.pipeline.processes import usable_cores
 
 #: What writing one n-gram's record in one slot costs against reading one word of the
 #: model, until a job has ended. kn4-64k (11M n-grams, 37M words) with 2 jobs read in
@@ -64,7 +64,7 @@ class TimeLeft:
         """``processes`` run the jobs (1: the building process runs each as it is submitted)
         on ``cores`` (default: those this process may run on)."""
         self.processes = processes
-        self.cores = cores or len(os.sched_getaffinity(0))
+        self.cores = cores or usable_cores()
         self.clock = clock
         self.started = clock()
         self.counts: list[int] = []  # n-grams by order, once the model's header is read
@@ -74,7 +74,7 @@ class TimeLeft:
         self.words_read = 0  # words of the lines read
         self.slots: list[_Slot] = []  # in the order they were submitted
         self.orders_submitted = 1  # the highest order whose slots are submitted (1: none)
-        self.read_until: float | None = None  # when the model's last line was read
+        self.read_ended: float | None = None  # when the model's last line was read
 
     def read(self, lines: int, order: int, counts: list[int]) -> None:
         """``lines`` more ``order``-grams read, of a model of ``counts`` n-grams by order."""
@@ -83,8 +83,8 @@ class TimeLeft:
         self.total = self.words + WRITE_WEIGHT * sum(order * count for order, count in enumerate(counts[1:], start=2))
         self.done += order * lines
         self.words_read += order * lines
-        if self.read_until is None and self.words_read >= self.words:
-            self.read_until = self.clock()
+        if self.read_ended is None and self.words_read >= self.words:
+            self.read_ended = self.clock()
 
     def submitted(self, order: int, jobs: list[Job]) -> None:
         """The jobs of ``order``'s slots, just submitted."""
@@ -108,7 +108,7 @@ class TimeLeft:
             if not FIRST_SHARE * self.total <= self.done < self.total:
                 return None
             return (now - self.started) * (self.total - self.done) / self.done
-        busy = sum(_wall(slot.job) for slot in ended)
+        busy = sum(_wall(slot) for slot in ended)
         words_left = self.words - self.words_read
         in_jobs = busy if self.processes == 1 else 0.0  # (the building process ran them itself)
         reading_speed = self.words_read / max(now - self.started - in_jobs, 1e-9)
@@ -120,11 +120,12 @@ class TimeLeft:
     def _crowding(self, ended: list[_Slot]) -> tuple[float, float]:
         """Wall seconds per CPU second of a job while the model is read, and after."""
         if self.processes == 1:  # jobs and reading take turns: only other programs crowd them
-            crowding = _wall_per_cpu(ended) or 1.0
+            crowding = _per_cpu_second(ended, _wall) or 1.0
             return crowding, crowding
-        read = self.read_until
-        while_reading = _wall_per_cpu([slot for slot in ended if read is None or _ended(slot.job) <= read]) or 1.0
-        after = _wall_per_cpu([slot for slot in ended if read is not None and _started(slot.job) >= read])
+        read = self.read_ended
+        while_reading = _per_cpu_second([slot for slot in ended if read is None or _ended(slot.job) <= read],
+                                        _wall) or 1.0
+        after = _per_cpu_second([slot for slot in ended if read is not None and _started(slot.job) >= read], _wall)
         return while_reading, after or max(1.0, self.processes / self.cores)
 
     def _jobs_left(self, now: float, reading_speed: float, ended: list[_Slot]) -> float | None:
@@ -150,9 +151,9 @@ class TimeLeft:
         while_reading, after = self._crowding(ended)
         # each order's pace in its ended slots (a 4-gram slot took 1.7 times the CPU per word of
         # a 3-gram slot, building the generated 40M-n-gram model), else that of all so far
-        paces = {order: _pace([slot for slot in ended if slot.order == order])
+        paces = {order: _per_cpu_second([slot for slot in ended if slot.order == order], _words)
                  for order in range(2, len(self.counts) + 1)}
-        pace = _pace(ended)
+        pace = _per_cpu_second(ended, _words)
 
         def cpu(order: int, words: int) -> float:
             return words / (paces[order] or pace or 1.0)
@@ -160,7 +161,7 @@ class TimeLeft:
         if self.processes == 1:  # the reading stops while a job runs: one after the other
             reading = max((read_at for _, _, read_at in pending), default=now) - now
             return reading + sum(cpu(order, words) for order, words, _ in pending) * after
-        reading_ends = self.read_until if self.read_until is not None else now + (
+        reading_ends = self.read_ended if self.read_ended is not None else now + (
             (self.words - self.words_read) / reading_speed)
 
         def end(start: float, order: int, words: int) -> float:
@@ -192,25 +193,24 @@ def _ended(job: Job) -> float:
     return job.ended
 
 
-def _wall(job: Job) -> float:
-    return _ended(job) - _started(job)
+def _wall(slot: _Slot) -> float:
+    return _ended(slot.job) - _started(slot.job)
 
 
-def _cpu(job: Job) -> float:
+def _words(slot: _Slot) -> float:
+    return slot.words
+
+
+def _cpu(slot: _Slot) -> float:
     """The job's CPU seconds (its wall time where they are not known)."""
-    return job.cpu if job.cpu is not None else _wall(job)
+    return slot.job.cpu if slot.job.cpu is not None else _wall(slot)
 
 
-def _pace(slots: list[_Slot]) -> float | None:
-    """Words a CPU second of the jobs of ``slots``, None for none."""
-    cpu = sum(_cpu(slot.job) for slot in slots)
-    return sum(slot.words for slot in slots) / cpu if slots and cpu > 0 else None
-
-
-def _wall_per_cpu(slots: list[_Slot]) -> float | None:
-    """Wall seconds per CPU second over the jobs of ``slots``, None for none."""
-    cpu = sum(_cpu(slot.job) for slot in slots)
-    return sum(_wall(slot.job) for slot in slots) / cpu if slots and cpu > 0 else None
+def _per_cpu_second(slots: list[_Slot], amount: Callable[[_Slot], float]) -> float | None:
+    """``amount`` of the jobs of ``slots`` (their words: the pace; their wall seconds: the
+    crowding) per CPU second they took, None for none."""
+    cpu = sum(_cpu(slot) for slot in slots)
+    return sum(amount(slot) for slot in slots) / cpu if slots and cpu > 0 else None
 
 
 def spelled_duration(seconds: float) -> str:

@@ -715,7 +715,7 @@ MUTATIONS = [
     Mutation("time-left-paces-wall-seconds", "indexer/time_left.py",
              "a job's pace counts its wall seconds, not its CPU seconds: the cores' crowding while the model is "
              "read is counted again after",
-             "    return job.cpu if job.cpu is not None else _wall(job)", "    return _wall(job)"),
+             "    return slot.job.cpu if slot.job.cpu is not None else _wall(slot)", "    return _wall(slot)"),
     Mutation("time-left-every-order-at-one-pace", "indexer/time_left.py",
              "every slot is taken to go at the pace of all the slots ended so far: the top order's, slower a word, "
              "are said to end early",

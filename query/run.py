@@ -1,9 +1,9 @@
 """Running a whole input through one open index or through N processes, in input order.
 
 With ``--workers N`` this process and N - 1 forked ones search
-(:mod:`fastsubs.pipeline.workers`); a worker that dies makes the run fail with an error,
-never a shorter output, and a run that stops early (a signal, a bad record, damaged
-input) stops the workers.
+(:mod:`fastsubs.pipeline.workers`), this one only while writing the answers leaves it
+time; a worker that dies makes the run fail with an error, never a shorter output, and a
+run that stops early (a signal, a bad record, damaged input) stops the workers.
 
 Whatever stops a run, everything before the line that stopped it is written: a bad
 ``-t`` record or unreadable input ends output exactly before that line, and ``-o``
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from contextlib import AbstractContextManager, ExitStack, closing
@@ -89,30 +90,73 @@ def parallel_results(index: Core, pool: WorkerProcesses, chunks: Iterable[Chunk]
     This process keeps each worker holding CHUNKS_AHEAD chunks, and searches a chunk
     itself whenever the next result to write is not ready (topping the workers up between
     its chunks), so ``--workers 2`` is two processes busy on two cores, not two and a
-    parent that mostly waits; with many workers it mostly writes.  A thread reads the
+    parent that mostly waits; with many workers it only writes, once writing their answers
+    leaves it no time to search (:class:`SearchShare`).  A thread reads the
     input (:mod:`fastsubs.query.reading`), so answers are written while a pipe that stays
     open has nothing more to give; ``stop_input`` stops it as the run ends.
     """
     most = CHUNKS_AHEAD * (len(pool.workers) + 1) * 2
+    share = SearchShare(len(pool.workers))
     with ReadingThread(iter(chunks), most, stop_input) as reading:
         run = InOrder(pool, reading, most)
         pool.watch(reading.wake)
         try:
             while True:
+                started = time.perf_counter()
                 pool.collect(block=False)
+                share.wrote(time.perf_counter() - started, 0)
                 reading.drain()
-                yield from run.ready()
+                for chunk, result in run.ready():
+                    started = time.perf_counter()
+                    yield chunk, result  # written meanwhile
+                    share.wrote(time.perf_counter() - started, len(chunk))
                 run.top_up()  # with the chunks read so far: never waits for input
                 if run.finished:
                     return
-                taken = run.take()
+                taken = run.take() if share.searches_here() else None
                 if taken is not None:  # the next result is not ready: search meanwhile
                     number, chunk = taken
+                    started = time.perf_counter()
                     pool.answered[number] = process_chunk(index, chunk, options, source, compress, parts)
+                    share.searched(time.perf_counter() - started, len(chunk))
                 else:
                     pool.collect(block=True)  # a result, or input
         finally:
             pool.watch(None)
+
+
+class SearchShare:
+    """Whether the run's own process searches a chunk while it waits for the next result
+    (parallel_results), from what searching and writing have cost it so far in this run.
+
+    While it searches a chunk it receives and writes nothing, and each worker holds
+    CHUNKS_AHEAD chunks: in that time the workers answer about a chunk each, all of which it
+    must then receive and write before its next search.  Once writing a round of answers,
+    one chunk's of each process, takes longer than searching a chunk, the workers would
+    wait for it, and it only writes: with few workers it is one more process searching
+    (``--workers 2``: two busy cores), with many the one that writes (docs/performance.md,
+    "Many cores").  Measured per input line as the run goes, so that it holds for every
+    output format and -n."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.search_seconds = self.write_seconds = 0.0
+        self.lines_searched = self.lines_written = 0
+
+    def searches_here(self) -> bool:
+        if not self.lines_searched or not self.lines_written:
+            return True  # nothing measured yet
+        per_line_written = self.write_seconds / self.lines_written
+        return (self.workers + 1) * per_line_written < self.search_seconds / self.lines_searched
+
+    def searched(self, seconds: float, lines: int) -> None:
+        self.search_seconds += seconds
+        self.lines_searched += lines
+
+    def wrote(self, seconds: float, lines: int) -> None:
+        """Time spent receiving answers and writing them (``lines``: input lines written)."""
+        self.write_seconds += seconds
+        self.lines_written += lines
 
 
 class InOrder:

@@ -236,6 +236,69 @@ def test_each_process_of_a_run_opens_the_index_once(tmp_path: Path, tiny_index: 
     assert sorted(opens.values()) == [1] * min(workers, usable_cores())
 
 
+#: Runs fastsubs-query as its entry point does, writing the id of the process to the file
+#: named first on its command line for each chunk it searches.
+_COUNT_SEARCHES = """
+import os, sys
+from fastsubs.query import run
+log = sys.argv.pop(1)
+search = run.process_chunk
+def counted(*args):
+    with open(log, "a") as out:
+        out.write(f"{os.getpid()}\\n")
+    return search(*args)
+run.process_chunk = counted
+from fastsubs.query.cli import main
+main()
+"""
+
+#: Reads its input slowly, as a consumer busy with each line would, and keeps it whole.
+_SLOW_READER = """
+import sys, time
+with open(sys.argv[1], "wb") as out:
+    while piece := sys.stdin.buffer.read(16384):
+        out.write(piece)
+        time.sleep(0.01)
+"""
+
+
+def chunks_searched(tmp_path: Path, index: Path, text: bytes, slow_output: bool) -> tuple[Counter[int], int]:
+    """Chunks each process of a ``--workers 2`` run searched, and the run's own id; its
+    output checked against one process's."""
+    (tmp_path / "in.txt").write_bytes(text)
+    log, out = tmp_path / "searches", tmp_path / "out.txt"
+    log.unlink(missing_ok=True)
+    query = [sys.executable, "-c", _COUNT_SEARCHES, str(log), str(index), "-n", "20", "-w", "2",
+             "-i", str(tmp_path / "in.txt")]
+    if slow_output:
+        with subprocess.Popen([sys.executable, "-c", _SLOW_READER, str(out)], stdin=subprocess.PIPE) as reader:
+            with subprocess.Popen(query, stdout=reader.stdin, stderr=subprocess.PIPE) as run:
+                _, errors = run.communicate(timeout=300)
+            assert reader.stdin is not None
+            reader.stdin.close()
+    else:
+        with subprocess.Popen([*query, "-o", str(out)], stderr=subprocess.PIPE) as run:
+            _, errors = run.communicate(timeout=300)
+    assert run.returncode == 0, errors.decode()
+    assert out.read_bytes() == run_cli("fastsubs-query", index, "-n", "20", input=text).stdout
+    return Counter(int(pid) for pid in log.read_text().split()), run.pid
+
+
+@pytest.mark.skipif(usable_cores() < 2, reason="--workers 2 needs two cores")
+def test_the_run_searches_beside_its_worker_while_writing_leaves_it_time(tmp_path: Path, demo_index: Path) -> None:
+    """With output that is cheap to write, the run's own process searches chunks too (two
+    processes busy on two cores); with output a slow consumer takes, writing costs it more
+    than searching, and it leaves the chunks to its worker once it has measured that (a
+    worker would wait for it to write its answers while it searched)."""
+    text = b"the cat sat on the mat\n" * (48 * CHUNK_LINES)
+    fast, run = chunks_searched(tmp_path, demo_index, text, slow_output=False)
+    chunks = sum(fast.values())
+    assert len(fast) == 2 and fast[run] >= chunks // 4, fast
+    slow, run = chunks_searched(tmp_path, demo_index, text, slow_output=True)
+    assert sum(slow.values()) == chunks and len(slow) == 2
+    assert slow[run] <= chunks // 8, slow
+
+
 @pytest.mark.parametrize("field", [b"x" * 1_000_000, b"7" * 1_000_000])
 def test_a_message_quotes_a_short_prefix_of_a_huge_field(tiny_index: Path, field: bytes) -> None:
     """A position field of a megabyte (not a number, or a number far outside the text) is

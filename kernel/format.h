@@ -4,7 +4,7 @@
  * each of its entries).  The C core reads them as FS_<name>; fastsubs._kernel.FORMAT exports
  * every entry of every list under its name (module_format.c applies the same lists), so
  * Python reads the format from here and spells none of it.  The rules (widths, lengths, a
- * pattern's layout) are the inline functions below; encode.c writes every record, header
+ * pattern's layout) are the inline functions below; codec.c writes every record, header
  * and key with them and records.c, store.c and verify.c read with them.
  *
  * An index is one LMDB environment with these named databases:

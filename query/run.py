@@ -100,12 +100,12 @@ def parallel_results(index: Core, pool: WorkerProcesses, chunks: Iterable[Chunk]
     with ReadingThread(iter(chunks), most, stop_input) as reading:
         run = InOrder(pool, reading, most)
         pool.watch(reading.wake)
+        received = 0.0
         try:
             while True:
-                started = time.perf_counter()
                 pool.collect(block=False)
-                share.wrote(time.perf_counter() - started, 0)
-                reading.drain()
+                if reading.drain():
+                    pool.watch(None)
                 for chunk, result in run.ready():
                     started = time.perf_counter()
                     yield chunk, result  # written meanwhile
@@ -113,6 +113,8 @@ def parallel_results(index: Core, pool: WorkerProcesses, chunks: Iterable[Chunk]
                 run.top_up()  # with the chunks read so far: never waits for input
                 if run.finished:
                     return
+                share.wrote(pool.receiving - received, 0)
+                received = pool.receiving
                 taken = run.take() if share.searches_here() else None
                 if taken is not None:  # the next result is not ready: search meanwhile
                     number, chunk = taken

@@ -603,6 +603,10 @@ MUTATIONS = [
              "the run's own process only writes: --workers 2 searches on one core",
              "return (self.workers + 1) * per_line_written < self.search_seconds / self.lines_searched",
              "return False"),
+    Mutation("reading-pipe-watched-after-its-end", RUN,
+             "the reading thread's wake pipe stays watched once the thread has closed it: every wait for the "
+             "workers' answers ends at once, and the run's own process spins while they search the last chunks",
+             "if reading.drain():", "if reading.drain() and False:"),
     Mutation("resume-file-not-cut-back", OUTPUT_FILES,
              "a resumed file is not cut back to the recorded size: what came after the record stays in the output",
              "    stream.truncate(size)", "    pass"),

@@ -25,6 +25,7 @@ from fastsubs.pipeline.chunks import process_chunk
 from fastsubs.pipeline.formats import render_lines
 from fastsubs.pipeline.lines import CHUNK_LINES
 from fastsubs.pipeline.processes import usable_cores
+from fastsubs.query.run import CHUNKS_AHEAD
 from fastsubs.tokens import tokenize
 
 EOS = b"</s>"
@@ -236,42 +237,52 @@ def test_each_process_of_a_run_opens_the_index_once(tmp_path: Path, tiny_index: 
     assert sorted(opens.values()) == [1] * min(workers, usable_cores())
 
 
-#: Runs fastsubs-query as its entry point does, writing the id of the process to the file
-#: named first on its command line for each chunk it searches.
+#: Runs fastsubs-query as its entry point does, writing to the file named first on its
+#: command line "search PID" for each chunk a process searches and "collect PID" each time
+#: the run's own process looks for its workers' answers.
 _COUNT_SEARCHES = """
 import os, sys
+from fastsubs.pipeline import workers
 from fastsubs.query import run
 log = sys.argv.pop(1)
-search = run.process_chunk
-def counted(*args):
-    with open(log, "a") as out:
-        out.write(f"{os.getpid()}\\n")
-    return search(*args)
-run.process_chunk = counted
+def logged(what, call):
+    def counted(*args, **named):
+        with open(log, "a") as out:
+            out.write(f"{what} {os.getpid()}\\n")
+        return call(*args, **named)
+    return counted
+run.process_chunk = logged("search", run.process_chunk)
+workers.WorkerProcesses.collect = logged("collect", workers.WorkerProcesses.collect)
 from fastsubs.query.cli import main
 main()
 """
 
-#: Reads its input slowly, as a consumer busy with each line would, and keeps it whole.
+#: Reads its input slowly, as a consumer busy with each line would, up to the number of
+#: bytes its second argument gives, then at once; keeps it whole.
 _SLOW_READER = """
 import sys, time
+slow = int(sys.argv[2])
 with open(sys.argv[1], "wb") as out:
     while piece := sys.stdin.buffer.read(16384):
         out.write(piece)
-        time.sleep(0.01)
+        if out.tell() < slow:
+            time.sleep(0.01)
 """
 
 
-def chunks_searched(tmp_path: Path, index: Path, text: bytes, slow_output: bool) -> tuple[Counter[int], int]:
-    """Chunks each process of a ``--workers 2`` run searched, and the run's own id; its
-    output checked against one process's."""
+def chunks_searched(tmp_path: Path, index: Path, text: bytes, slow_output: bool) -> tuple[Counter[int], int, int]:
+    """Chunks each process of a ``--workers 2`` run searched, the run's own id, and how
+    often it looked for answers; its output checked against one process's.  A slow output
+    is taken slowly for its first three quarters, then at once."""
+    expected = run_cli("fastsubs-query", index, "-n", "20", input=text).stdout
     (tmp_path / "in.txt").write_bytes(text)
     log, out = tmp_path / "searches", tmp_path / "out.txt"
     log.unlink(missing_ok=True)
     query = [sys.executable, "-c", _COUNT_SEARCHES, str(log), str(index), "-n", "20", "-w", "2",
              "-i", str(tmp_path / "in.txt")]
     if slow_output:
-        with subprocess.Popen([sys.executable, "-c", _SLOW_READER, str(out)], stdin=subprocess.PIPE) as reader:
+        with subprocess.Popen([sys.executable, "-c", _SLOW_READER, str(out), str(len(expected) * 3 // 4)],
+                              stdin=subprocess.PIPE) as reader:
             with subprocess.Popen(query, stdout=reader.stdin, stderr=subprocess.PIPE) as run:
                 _, errors = run.communicate(timeout=300)
             assert reader.stdin is not None
@@ -280,8 +291,11 @@ def chunks_searched(tmp_path: Path, index: Path, text: bytes, slow_output: bool)
         with subprocess.Popen([*query, "-o", str(out)], stderr=subprocess.PIPE) as run:
             _, errors = run.communicate(timeout=300)
     assert run.returncode == 0, errors.decode()
-    assert out.read_bytes() == run_cli("fastsubs-query", index, "-n", "20", input=text).stdout
-    return Counter(int(pid) for pid in log.read_text().split()), run.pid
+    assert out.read_bytes() == expected
+    events = [line.split() for line in log.read_text().splitlines()]
+    searches = Counter(int(pid) for what, pid in events if what == "search")
+    assert {int(pid) for what, pid in events if what == "collect"} <= {run.pid}
+    return searches, run.pid, sum(what == "collect" for what, _ in events)
 
 
 @pytest.mark.skipif(usable_cores() < 2, reason="--workers 2 needs two cores")
@@ -289,14 +303,23 @@ def test_the_run_searches_beside_its_worker_while_writing_leaves_it_time(tmp_pat
     """With output that is cheap to write, the run's own process searches chunks too (two
     processes busy on two cores); with output a slow consumer takes, writing costs it more
     than searching, and it leaves the chunks to its worker once it has measured that (a
-    worker would wait for it to write its answers while it searched)."""
-    text = b"the cat sat on the mat\n" * (48 * CHUNK_LINES)
-    fast, run = chunks_searched(tmp_path, demo_index, text, slow_output=False)
+    worker would wait for it to write its answers while it searched).  Before it has
+    written anything it may search what its worker does not hold: at most
+    CHUNKS_AHEAD * 3 chunks (``most`` of parallel_results, less the worker's)."""
+    text = b"the cat sat on the mat\n" * (48 * CHUNK_LINES) + (b"the cat sat on the mat " * 50 + b"\n") * 8
+    before_measuring = CHUNKS_AHEAD * 3
+    fast, run, _ = chunks_searched(tmp_path, demo_index, text, slow_output=False)
     chunks = sum(fast.values())
-    assert len(fast) == 2 and fast[run] >= chunks // 4, fast
-    slow, run = chunks_searched(tmp_path, demo_index, text, slow_output=True)
+    assert len(fast) == 2 and fast[run] > before_measuring, fast
+    slow, run, looks = chunks_searched(tmp_path, demo_index, text, slow_output=True)
     assert sum(slow.values()) == chunks and len(slow) == 2
     assert slow[run] <= chunks // 8, slow
+    # Each round of its loop looks twice at most, and a round follows an answer, input
+    # read or a chunk searched.  Its last chunks (long lines), once the reading thread has
+    # read them all and the output is taken at once, find it waiting for its worker: a wait
+    # that ended at once (the thread's pipe, once closed, is always readable) would look
+    # hundreds of times more.
+    assert looks <= 4 * chunks + 8, looks
 
 
 @pytest.mark.parametrize("field", [b"x" * 1_000_000, b"7" * 1_000_000])

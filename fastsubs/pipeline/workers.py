@@ -25,6 +25,7 @@ import fcntl
 import gc
 import multiprocessing
 import select
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -115,6 +116,7 @@ class WorkerProcesses:
         for fd in self._by_fd:
             self._results.register(fd, select.POLLIN)
         self._watched: int | None = None
+        self.receiving = 0.0  # seconds spent receiving results (not waiting for them)
 
     def watch(self, fd: int | None) -> None:
         """Also end a blocking :meth:`collect` when ``fd`` becomes readable (the reading
@@ -161,6 +163,7 @@ class WorkerProcesses:
             if fd == self._watched:
                 continue
             worker = self._by_fd[fd]
+            started = time.perf_counter()
             try:
                 message = worker.results.recv()
             except (EOFError, OSError):
@@ -168,6 +171,7 @@ class WorkerProcesses:
                     raise FastsubsError(self.died) from None
                 self._results.unregister(fd)
                 continue
+            self.receiving += time.perf_counter() - started
             if isinstance(message, BaseException):
                 raise message
             self.answered[worker.held.popleft()] = message

@@ -361,6 +361,28 @@ def test_batch_holds_what_sentence_lists(demo_index: Path) -> None:
                         assert found.scores[start:end].tolist() == [s.logprob for s in subs]
 
 
+def test_substitutes_are_plain_named_tuples_the_collector_need_not_track(demo_index: Path) -> None:
+    """sentence()'s substitutes are ``Substitute`` tuples of a word, its log-probability and
+    p / sum p, which behave as the class's own constructor makes them (equal, hashed,
+    pickled alike); none is tracked by the garbage collector (it holds only a str and two
+    floats: nothing that could lead back to it), so that a hundred a position cost the
+    collector nothing, and a collection leaves every one whole."""
+    import gc
+    import pickle
+
+    with fastsubs.open_index(demo_index) as index:
+        found = index.sentence("the cat sat on the mat", n=50)
+        gc.collect()
+    subs = [sub for position in found for sub in position]
+    assert len(subs) == 7 * 50
+    for sub in subs:
+        assert type(sub) is fastsubs.Substitute and not gc.is_tracked(sub)
+        made = fastsubs.Substitute(sub.word, sub.logprob, sub.probability)
+        assert sub == made and hash(sub) == hash(made) and pickle.loads(pickle.dumps(sub)) == made
+        assert (type(sub.word), type(sub.logprob), type(sub.probability)) == (str, float, float)
+    assert sum(sub.probability for sub in found[0]) == pytest.approx(1.0)
+
+
 def test_threads_share_one_index_through_batches(demo_index: Path) -> None:
     """Four threads' batches on one open index give what one thread's give."""
     from conftest import demo_sentences

@@ -131,14 +131,15 @@ class SearchShare:
     """Whether the run's own process searches a chunk while it waits for the next result
     (parallel_results), from what searching and writing have cost it so far in this run.
 
-    While it searches a chunk it receives and writes nothing, and each worker holds
-    CHUNKS_AHEAD chunks: in that time the workers answer about a chunk each, all of which it
-    must then receive and write before its next search.  Once writing a round of answers,
-    one chunk's of each process, takes longer than searching a chunk, the workers would
-    wait for it, and it only writes: with few workers it is one more process searching
-    (``--workers 2``: two busy cores), with many the one that writes (docs/performance.md,
-    "Many cores").  Measured per input line as the run goes, so that it holds for every
-    output format and -n."""
+    It must receive and write its workers' answers as they come; only the time that leaves
+    can go to chunks of its own (whose answers it need not receive).  With w the seconds it
+    takes to receive and write an input line's answers, s to search one and N workers, their
+    answers take N w / s of its time: while that is below 1 it searches whenever it has
+    nothing to write (``--workers 2``: two busy cores), and once it is not (many workers, or
+    bulky output), a chunk of its own only holds their answers back while the workers wait
+    for it, and it only writes (docs/performance.md, "Many cores").  w and s are measured
+    per input line as the run goes, so that it holds for every output format, -n and
+    consumer."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
@@ -148,8 +149,8 @@ class SearchShare:
     def searches_here(self) -> bool:
         if not self.lines_searched or not self.lines_written:
             return True  # nothing measured yet
-        per_line_written = self.write_seconds / self.lines_written
-        return (self.workers + 1) * per_line_written < self.search_seconds / self.lines_searched
+        written = self.write_seconds / self.lines_written
+        return self.workers * written < self.search_seconds / self.lines_searched
 
     def searched(self, seconds: float, lines: int) -> None:
         self.search_seconds += seconds

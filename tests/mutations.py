@@ -605,7 +605,7 @@ MUTATIONS = [
              "taken = run.take() if share.searches_here() else None", "taken = run.take()"),
     Mutation("run-never-searches-beside-its-workers", RUN,
              "the run's own process only writes: --workers 2 searches on one core",
-             "return (self.workers + 1) * per_line_written < self.search_seconds / self.lines_searched",
+             "return self.workers * written < self.search_seconds / self.lines_searched",
              "return False"),
     Mutation("reading-pipe-watched-after-its-end", RUN,
              "the reading thread's wake pipe stays watched once the thread has closed it: every wait for the "

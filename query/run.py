@@ -133,13 +133,13 @@ class SearchShare:
 
     It must receive and write its workers' answers as they come; only the time that leaves
     can go to chunks of its own (whose answers it need not receive).  With w the seconds it
-    takes to receive and write an input line's answers, s to search one and N workers, their
-    answers take N w / s of its time: while that is below 1 it searches whenever it has
-    nothing to write (``--workers 2``: two busy cores), and once it is not (many workers, or
-    bulky output), a chunk of its own only holds their answers back while the workers wait
-    for it, and it only writes (docs/performance.md, "Many cores").  w and s are measured
-    per input line as the run goes, so that it holds for every output format, -n and
-    consumer."""
+    takes to receive and write an input line's answers, s to search one and W workers (it
+    forked ``--workers`` - 1), their answers take W w / s of its time: while that is below 1
+    it searches whenever it has nothing to write (``--workers 2``: two busy cores), and once
+    it is not (many workers, or bulky output), a chunk of its own only holds their answers
+    back while the workers wait for it, and it only writes (docs/performance.md, "Many
+    cores").  w and s are measured per input line as the run goes, so that it holds for
+    every output format, -n and consumer."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers

@@ -601,7 +601,7 @@ MUTATIONS = [
              "                os.unlink(path)", "                pass"),
     Mutation("run-searches-whatever-writing-costs", RUN,
              "the run's own process searches whenever a result is not ready, even when its workers then wait for "
-             "it to write their answers (16 cores: 76K positions/s at -n 100)",
+             "it to write their answers (16 cores, text to a file at -n 100: 76K positions/s)",
              "taken = run.take() if share.searches_here() else None", "taken = run.take()"),
     Mutation("run-never-searches-beside-its-workers", RUN,
              "the run's own process only writes: --workers 2 searches on one core",

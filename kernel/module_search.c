@@ -84,7 +84,7 @@ static PyObject *answer_records(EngineObject *self, const Scored *answers, const
             PyTuple_SET_ITEM(record, 2, PyFloat_FromDouble(probabilities[i]));
             if (!PyTuple_GET_ITEM(record, 0) || !PyTuple_GET_ITEM(record, 1) || !PyTuple_GET_ITEM(record, 2))
                 Py_CLEAR(record);  /* (a tuple's items may be NULL: dropped as such) */
-            else if (!cls->tp_dictoffset && PyObject_GC_IsTracked(record))
+            else if (!cls->tp_dictoffset)
                 PyObject_GC_UnTrack(record);  /* (an instance with a __dict__ could hold anything) */
         }
         if (!record) {

@@ -170,16 +170,13 @@ class ReadingThread:
             raise item
         return item
 
-    def drain(self) -> bool:
-        """Empties the wake pipe (its bytes only say that something is ready); True once the
-        thread has closed its end: it queues nothing more, and the pipe, at its end, would
-        end every wait at once."""
+    def drain(self) -> None:
+        """Empties the wake pipe (its bytes only say that something is ready)."""
         try:
             while os.read(self.wake, 4096):
                 pass
         except BlockingIOError:
-            return False
-        return True
+            pass
 
     def __enter__(self) -> ReadingThread:
         """Starts the thread, its stop signals blocked (it inherits the mask).  A signal

@@ -96,16 +96,14 @@ def parallel_results(index: Core, pool: WorkerProcesses, chunks: Iterable[Chunk]
     open has nothing more to give; ``stop_input`` stops it as the run ends.
     """
     most = CHUNKS_AHEAD * (len(pool.workers) + 1) * 2
-    share = SearchShare(len(pool.workers))
+    share = SearchShare(pool)
     with ReadingThread(iter(chunks), most, stop_input) as reading:
         run = InOrder(pool, reading, most)
         pool.watch(reading.wake)
-        received = 0.0
         try:
             while True:
                 pool.collect(block=False)
-                if reading.drain():
-                    pool.watch(None)
+                reading.drain()
                 for chunk, result in run.ready():
                     started = time.perf_counter()
                     yield chunk, result  # written meanwhile
@@ -113,8 +111,6 @@ def parallel_results(index: Core, pool: WorkerProcesses, chunks: Iterable[Chunk]
                 run.top_up()  # with the chunks read so far: never waits for input
                 if run.finished:
                     return
-                share.wrote(pool.receiving - received, 0)
-                received = pool.receiving
                 taken = run.take() if share.searches_here() else None
                 if taken is not None:  # the next result is not ready: search meanwhile
                     number, chunk = taken
@@ -141,23 +137,23 @@ class SearchShare:
     cores").  w and s are measured per input line as the run goes, so that it holds for
     every output format, -n and consumer."""
 
-    def __init__(self, workers: int) -> None:
-        self.workers = workers
+    def __init__(self, pool: WorkerProcesses) -> None:
+        self.pool = pool  # (it counts the seconds spent receiving)
         self.search_seconds = self.write_seconds = 0.0
         self.lines_searched = self.lines_written = 0
 
     def searches_here(self) -> bool:
         if not self.lines_searched or not self.lines_written:
             return True  # nothing measured yet
-        written = self.write_seconds / self.lines_written
-        return self.workers * written < self.search_seconds / self.lines_searched
+        written = (self.write_seconds + self.pool.receiving) / self.lines_written
+        return len(self.pool.workers) * written < self.search_seconds / self.lines_searched
 
     def searched(self, seconds: float, lines: int) -> None:
         self.search_seconds += seconds
         self.lines_searched += lines
 
     def wrote(self, seconds: float, lines: int) -> None:
-        """Time spent receiving answers and writing them (``lines``: input lines written)."""
+        """Time spent writing the answers of ``lines`` input lines."""
         self.write_seconds += seconds
         self.lines_written += lines
 

@@ -73,8 +73,8 @@ OUTPUT_FILES, PARQUET, PUBLISH, BUILD = "query/output_files.py", "fastsubs/pipel
 LONG_LINES = "fastsubs/pipeline/long_lines.py"
 #: --dask's runner: its tasks, and how they publish their files.
 CLUSTER = "query/cluster.py"
-#: ... and the run around them: its output's lock, the run itself.
-OUTPUT_LOCK, RUN = "query/output_lock.py", "query/run.py"
+#: ... and the run around them: its output's lock, the run itself, its worker processes.
+OUTPUT_LOCK, RUN, WORKERS = "query/output_lock.py", "query/run.py", "fastsubs/pipeline/workers.py"
 
 
 @dataclass(frozen=True)
@@ -605,12 +605,12 @@ MUTATIONS = [
              "taken = run.take() if share.searches_here() else None", "taken = run.take()"),
     Mutation("run-never-searches-beside-its-workers", RUN,
              "the run's own process only writes: --workers 2 searches on one core",
-             "return self.workers * written < self.search_seconds / self.lines_searched",
+             "return len(self.pool.workers) * written < self.search_seconds / self.lines_searched",
              "return False"),
-    Mutation("reading-pipe-watched-after-its-end", RUN,
+    Mutation("reading-pipe-watched-after-its-end", WORKERS,
              "the reading thread's wake pipe stays watched once the thread has closed it: every wait for the "
              "workers' answers ends at once, and the run's own process spins while they search the last chunks",
-             "if reading.drain():", "if reading.drain() and False:"),
+             "if event & select.POLLHUP:  # its writer is gone", "if False:  # its writer is gone"),
     Mutation("resume-file-not-cut-back", OUTPUT_FILES,
              "a resumed file is not cut back to the recorded size: what came after the record stays in the output",
              "    stream.truncate(size)", "    pass"),

@@ -159,8 +159,10 @@ class WorkerProcesses:
         A worker's result pipe ends when the worker does: an error while it still holds
         items, its normal end once it holds none."""
         busy = any(worker.held for worker in self.workers) or self._watched is not None
-        for fd, _ in self._results.poll(None if block and busy else 0):
+        for fd, event in self._results.poll(None if block and busy else 0):
             if fd == self._watched:
+                if event & select.POLLHUP:  # its writer is gone: it would end every wait at once
+                    self.watch(None)
                 continue
             worker = self._by_fd[fd]
             started = time.perf_counter()

@@ -546,7 +546,7 @@ MUTATIONS = [
              "Span field = whole;"),
     Mutation("substitutes-tracked-by-the-collector", "kernel/module_search.c",
              "sentence()'s substitutes stay tracked by the garbage collector: a hundred a position make its "
-             "passes run and walk them (29 us a position of objects against 10)",
+             "passes walk every one a program keeps (1,500 lines kept: 2.7-2.9 s against 1.39-1.45 s)",
              "PyObject_GC_UnTrack(record);", ";"),
     Mutation("search-never-asks-for-signals", "kernel/module_search.c",
              "a chunk's search never checks for a stop signal: SIGTERM waits for the end of a long line",

@@ -19,7 +19,19 @@ void cache_slot_pattern(const Store *s, const CacheSlot *rec, DiskPattern *out) 
     codec_pattern_fields(rec->data, rec->count, s->id_bytes,
                          store_beta_flag(s, rec->order) | (rec->has_joint ? PATTERN_HAS_JOINT : 0),
                          s->beta_table[rec->order], width, out);
+    if (rec->count == 1) {  /* its values as the slot keeps them (its one beta code: 0 of width 0) */
+        out->alpha = (const ix_f32 *)&rec->one.alpha;
+        out->beta_codes = NULL;
+        out->beta_width = 0;
+        if (out->beta_table)
+            out->beta_table += rec->one.beta_code;
+    }
     out->beta_sup = rec->beta_sup;
+}
+
+/* The SlotAids a slot keeps, or NULL (a slot of one word keeps its values instead). */
+static SlotAids *aids_of(const CacheSlot *rec) {
+    return rec->count == 1 ? NULL : rec->kept;
 }
 
 /* ---------------------------------------------------------------- rank maps shared by readers */
@@ -443,6 +455,8 @@ void cache_reader_seed(Reader *r, Reader *from) {
         copy->hash = have->hash;
         copy->data = have->data;
         copy->count = have->count;
+        if (have->count == 1)
+            copy->one = have->one;
         copy->beta_sup = have->beta_sup;
         copy->key_len = have->key_len;
         copy->has_joint = have->has_joint;
@@ -455,7 +469,7 @@ void cache_reader_seed(Reader *r, Reader *from) {
 
 void cache_reader_end_search(Reader *r) {
     for (int i = 0; i < r->n_spilled; i++) {
-        if (r->spilled[i]->kept)
+        if (aids_of(r->spilled[i]))
             free_kept(r, r->spilled[i]->kept);
         free(r->spilled[i]);
     }
@@ -520,6 +534,13 @@ static int read_record(Reader *r, CacheSlot *rec, int order, const uint8_t *key,
     rec->beta_sup = p.beta_sup;
     rec->has_joint = p.joint != NULL;
     rec->beta_width_place = (unsigned)fs_beta_width_place(p.beta_width) & 7;  /* (one of them: checked) */
+    if (p.count == 1) {  /* (checked: the code is within the order's table) */
+        rec->one.alpha = p.alpha[0];
+        rec->one.beta_code = p.beta_table ? (uint32_t)(p.beta_table - s->beta_table[order]) +
+                                                beta_code(p.beta_codes, p.beta_width, 0)
+                                          : 0;
+        rec->beta_width_place = 0;
+    }
     return 0;
 }
 
@@ -551,7 +572,7 @@ CacheSlot *cache_reader_pattern(Reader *r, int slot, const uint32_t *ids, int n)
                 rec = slot_rec;
             }
         }
-        if (rec && rec->kept)
+        if (rec && aids_of(rec))
             free_kept(r, rec->kept);
     }
     r->misses++;

@@ -55,7 +55,15 @@ typedef struct CacheSlot {
     uint64_t hash;              /* of the key; 0: an empty slot */
     uint64_t used;              /* the reader's search that used it last */
     const uint8_t *data;        /* NULL: the model has no such pattern */
-    SlotAids *kept;                 /* a big pattern's rank map and sorted prefix, or NULL */
+    union {
+        SlotAids *kept;         /* count > 1: a big pattern's rank map and sorted prefix, or NULL */
+        /* count 1: its alpha and beta code, where ever the pattern stores them (format.h):
+         * a search reads them from here, and looks up none more than once */
+        struct {
+            float alpha;
+            uint32_t beta_code;
+        } one;
+    };
     uint32_t count;
     float beta_sup;             /* max(0, largest stored back-off weight) */
     /* the key's bytes; the pattern carries a joint order; its n-grams' order; the width of
@@ -65,6 +73,7 @@ typedef struct CacheSlot {
     uint8_t key[SLOT_KEY_MAX];
 } CacheSlot;
 _Static_assert(FS_BETA_WIDTH_COUNT <= 8, "a beta width's place takes 3 bits of a CacheSlot");
+_Static_assert(sizeof(CacheSlot) == 64, "a CacheSlot is one cache line");
 
 /* The pattern a present CacheSlot holds, with every field's place. */
 void cache_slot_pattern(const Store *s, const CacheSlot *rec, DiskPattern *out);

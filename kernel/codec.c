@@ -20,13 +20,15 @@ const char *codec_hex(const uint8_t *key, size_t len, char out[65]) {
 
 /* Bytes of the data of a pattern of ``count`` words (``flags``), its beta codes ``beta_width`` bits each. */
 static uint64_t data_bytes(uint64_t count, unsigned id_bytes, unsigned flags, unsigned beta_width) {
-    FsPatternLayout at = fs_pattern_layout(count, id_bytes, (flags & PATTERN_HAS_JOINT) != 0);
+    FsPatternLayout at = fs_pattern_layout(count, id_bytes, (flags & PATTERN_HAS_JOINT) != 0,
+                                           (flags & PATTERN_VALUES_ELSEWHERE) != 0);
     return fs_pattern_end(at, count, (flags & PATTERN_HAS_BETA) != 0, beta_width);
 }
 
 int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count, unsigned id_bytes, unsigned flags,
                          unsigned beta_width) {
-    if (!fs_beta_width_ok(beta_width) || (!(flags & PATTERN_HAS_BETA) && beta_width))
+    if (!fs_beta_width_ok(beta_width) || (!(flags & PATTERN_HAS_BETA) && beta_width) ||
+        ((flags & PATTERN_VALUES_ELSEWHERE) && beta_width))
         return -1;
     uint64_t bytes = data_bytes(count, id_bytes, flags, beta_width);
     return bytes <= (uint64_t)(end - data) ? (int64_t)bytes : -1;
@@ -35,15 +37,15 @@ int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count
 void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
                           const ix_f32 *beta_table, unsigned beta_width, DiskPattern *p) {
     int has_joint = (flags & PATTERN_HAS_JOINT) != 0, has_beta = (flags & PATTERN_HAS_BETA) != 0;
-    FsPatternLayout at = fs_pattern_layout(count, id_bytes, has_joint);
+    FsPatternLayout at = fs_pattern_layout(count, id_bytes, has_joint, (flags & PATTERN_VALUES_ELSEWHERE) != 0);
     p->count = count;
     p->ids = data + at.ids;
     p->position_bits = at.position_bits;
     p->positions = at.position_bits ? data + at.positions : NULL;
-    p->alpha = (const ix_f32 *)(data + at.alpha);
+    p->alpha = at.values ? (const ix_f32 *)(data + at.alpha) : NULL;
     p->beta_table = has_beta ? beta_table : NULL;
     p->beta_width = has_beta ? beta_width : 0;
-    p->beta_codes = has_beta ? data + at.beta : NULL;
+    p->beta_codes = has_beta && at.values ? data + at.beta : NULL;
     p->joint = has_joint ? data + at.joint : NULL;
 }
 
@@ -147,7 +149,8 @@ int codec_read_entry(const DiskRecord *r, EntryCursor *c, unsigned id_bytes, uns
             e->beta_width = *p++;
         }
     }
-    int64_t bytes = codec_data_bytes(p, end, e->count, id_bytes, has_beta, e->beta_width);
+    e->flags = has_beta | codec_key_flags(key, len, id_bytes, e->count, 0);
+    int64_t bytes = codec_data_bytes(p, end, e->count, id_bytes, e->flags, e->beta_width);
     if (e->count == 0 || bytes < 0)
         return -1;
     e->data = p;
@@ -174,15 +177,22 @@ const uint8_t *codec_restart_key(const DiskRecord *r, const DiskBlock *b, size_t
     return (size_t)(end - p) >= len ? p : NULL;
 }
 
+int codec_padding_ok(const DiskRecord *r, const uint8_t *used_end, unsigned last_flags) {
+    const uint8_t *value = r->previous - FS_R_PREVIOUS;
+    uint64_t used = (uint64_t)(used_end - value);
+    return (uint64_t)(r->end - used_end) == fs_record_padding(used, (last_flags & PATTERN_VALUES_ELSEWHERE) != 0);
+}
+
 int codec_alone_pattern(const DiskRecord *r, unsigned id_bytes, unsigned has_beta, const ix_f32 *beta_table,
                         DiskPattern *out) {
     if (r->end - r->body < FS_PATTERN_DATA)
         return -1;
-    unsigned flags = has_beta | (r->has_joint ? PATTERN_HAS_JOINT : 0);
     uint32_t count = load_u32(r->body + FS_PATTERN_COUNT);
+    unsigned flags = has_beta | (r->has_joint ? PATTERN_HAS_JOINT : 0) |
+                     codec_key_flags(r->key, r->key_len, id_bytes, count, r->has_joint);
     unsigned width = r->body[FS_PATTERN_WIDTH];
     int64_t data = codec_data_bytes(r->body + FS_PATTERN_DATA, r->end, count, id_bytes, flags, width);
-    if (count == 0 || data < 0 || r->end - (r->body + FS_PATTERN_DATA + data) > 3)
+    if (count == 0 || data < 0 || !codec_padding_ok(r, r->body + FS_PATTERN_DATA + data, flags))
         return -1;
     codec_pattern_fields(r->body + FS_PATTERN_DATA, count, id_bytes, flags, beta_table, width, out);
     return 0;
@@ -203,7 +213,7 @@ int codec_next_entry(CodecWalk *w) {
     const DiskBlock *b = &w->block;
     const DiskRecord *r = w->record;
     if (w->entry == b->n_patterns)
-        return w->restart == b->n_restarts && (size_t)(r->end - w->cursor.at) <= 3 &&
+        return w->restart == b->n_restarts && codec_padding_ok(r, w->cursor.at, w->fields.flags) &&
                        !memcmp(w->key, r->key, r->key_len) ? 0 : -1;
     w->restarts = w->restart < b->n_restarts &&
                   w->cursor.at == b->entries + load_u16(b->restarts + FS_RESTART_BYTES * w->restart);
@@ -364,32 +374,40 @@ static uint64_t entry_bytes(uint64_t data, size_t key_len, unsigned delta, uint3
     return (escaped ? fs_entry_head_bytes(delta, count, has_beta) : 0u) + delta + data;
 }
 
-static unsigned pattern_flags(const CodecPattern *p) {
-    return (p->beta_codes ? PATTERN_HAS_BETA : 0) | (p->joint ? PATTERN_HAS_JOINT : 0);
+static unsigned pattern_flags(const CodecPattern *p, size_t key_len, unsigned id_bytes) {
+    return (p->beta_codes ? PATTERN_HAS_BETA : 0) | (p->joint ? PATTERN_HAS_JOINT : 0) |
+           codec_key_flags(p->key, key_len, id_bytes, p->count, p->joint != NULL);
 }
 
-static uint64_t pattern_data_bytes(const CodecPattern *p, unsigned id_bytes) {
-    return data_bytes(p->count, id_bytes, pattern_flags(p), p->beta_width);
+static uint64_t pattern_data_bytes(const CodecPattern *p, size_t key_len, unsigned id_bytes) {
+    return data_bytes(p->count, id_bytes, pattern_flags(p, key_len, id_bytes), p->beta_width);
+}
+
+/* ``used`` bytes of a record's value and its padding, its last pattern ``last``. */
+static uint64_t with_padding(uint64_t used, const CodecPattern *last, size_t key_len, unsigned id_bytes) {
+    int id_last = (pattern_flags(last, key_len, id_bytes) & PATTERN_VALUES_ELSEWHERE) != 0;
+    return used + fs_record_padding(used, id_last);
 }
 
 uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_bytes) {
     uint64_t head = FS_R_PREVIOUS + key_len;
     if (r->kind == FS_PATTERN && r->n_patterns) {
         const CodecPattern *p = &r->patterns[0];
-        return padded(head + FS_PATTERN_DATA + pattern_data_bytes(p, id_bytes));
+        return with_padding(head + FS_PATTERN_DATA + pattern_data_bytes(p, key_len, id_bytes), p, key_len, id_bytes);
     }
-    if (r->kind != FS_BLOCK)
+    if (r->kind != FS_BLOCK || !r->n_patterns)
         return padded(head);
     uint64_t restarts = 0, entries = 0;
     for (uint32_t i = 0, in_group = 0; i < r->n_patterns; i++, in_group++) {
         const CodecPattern *p = &r->patterns[i];
         restarts += p->restarts;
         in_group = p->restarts ? 0 : in_group;
-        entries += (in_group % 2 == 0) + entry_bytes(pattern_data_bytes(p, id_bytes), key_len,
+        entries += (in_group % 2 == 0) + entry_bytes(pattern_data_bytes(p, key_len, id_bytes), key_len,
                                                      entry_delta_bytes(r, i, key_len), p->count,
                                                      p->beta_codes != NULL, p->beta_width);
     }
-    return padded(head + FS_BLOCK_RESTART_TABLE + FS_RESTART_BYTES * restarts + entries);
+    return with_padding(head + FS_BLOCK_RESTART_TABLE + FS_RESTART_BYTES * restarts + entries,
+                        &r->patterns[r->n_patterns - 1], key_len, id_bytes);
 }
 
 /* Writes ``values`` little-endian, ``width`` bytes each (none when 0): 0, or -1 when one does not fit. */
@@ -418,15 +436,18 @@ static int write_packed(uint8_t *out, const uint32_t *codes, uint32_t count, uns
 
 /* A pattern's data (format.h) at zeroed ``out``: 0, or -1 when an id, a position or a beta
  * code does not fit its width. */
-static int write_data(uint8_t *out, const CodecPattern *p, unsigned id_bytes) {
-    FsPatternLayout at = fs_pattern_layout(p->count, id_bytes, p->joint != NULL);
+static int write_data(uint8_t *out, const CodecPattern *p, size_t key_len, unsigned id_bytes) {
+    unsigned flags = pattern_flags(p, key_len, id_bytes);
+    FsPatternLayout at = fs_pattern_layout(p->count, id_bytes, p->joint != NULL, (flags & PATTERN_VALUES_ELSEWHERE) != 0);
     if (write_narrow(out + at.ids, p->ids, p->count, id_bytes) < 0 ||
         (at.position_bits && write_packed(out + at.positions, p->positions, p->count, at.position_bits) < 0) ||
         (p->joint && at.position_bits && write_packed(out + at.joint, p->joint, p->count, at.position_bits) < 0) ||
-        (p->beta_codes && (p->beta_width > 0xFF || write_packed(out + at.beta, p->beta_codes, p->count,
-                                                                p->beta_width > 32 ? 32 : p->beta_width) < 0)))
+        (at.values && p->beta_codes &&
+         (p->beta_width > 0xFF ||
+          write_packed(out + at.beta, p->beta_codes, p->count, p->beta_width > 32 ? 32 : p->beta_width) < 0)))
         return -1;
-    memcpy(out + at.alpha, p->alpha, 4 * (size_t)p->count);
+    if (at.values)
+        memcpy(out + at.alpha, p->alpha, 4 * (size_t)p->count);
     return 0;
 }
 
@@ -480,11 +501,11 @@ static int write_block(const CodecRecord *r, size_t key_len, unsigned id_bytes, 
             if (has_beta)
                 *at++ = (uint8_t)p->beta_width;
         }
-        if (write_data(at, p, id_bytes) < 0) {
+        if (write_data(at, p, key_len, id_bytes) < 0) {
             *what = "an id, a position or a beta code does not fit its width";
             return -1;
         }
-        at += pattern_data_bytes(p, id_bytes);
+        at += pattern_data_bytes(p, key_len, id_bytes);
     }
     return 0;
 }
@@ -502,7 +523,7 @@ int codec_write_record(const CodecRecord *r, size_t key_len, unsigned id_bytes, 
     if (r->kind == FS_PATTERN && r->n_patterns == 1) {
         store_u32(body + FS_PATTERN_COUNT, r->patterns[0].count);
         body[FS_PATTERN_WIDTH] = (uint8_t)r->patterns[0].beta_width;
-        if (write_data(body + FS_PATTERN_DATA, &r->patterns[0], id_bytes) < 0)
+        if (write_data(body + FS_PATTERN_DATA, &r->patterns[0], key_len, id_bytes) < 0)
             what = "an id, a position or a beta code does not fit its width";
     } else if (r->kind == FS_BLOCK) {
         write_block(r, key_len, id_bytes, body, &what);
@@ -611,6 +632,7 @@ typedef struct {
     uint64_t data;              /* bytes of its data, joint order aside */
     unsigned beta_width;        /* of its beta codes */
     int alone, joint, periodic;
+    int elsewhere;              /* it stores its values elsewhere (fs_values_elsewhere) */
     int pair_first;             /* the first of a pair of entries (its code byte), counted from its run's first */
     unsigned run_at;            /* its place in its run of small patterns, modulo RUN_PHASES */
 } Group;
@@ -658,9 +680,12 @@ static void classify(Group *groups, size_t n_groups, const CodecRows *rows, cons
         uint32_t largest = 0;
         for (uint32_t i = 0; beta_codes && i < p->count; i++)
             largest = beta_codes[p->first + i] > largest ? beta_codes[p->first + i] : largest;
-        p->beta_width = fs_beta_width(largest);
-        p->data = data_bytes(p->count, rows->id_bytes, rows->has_beta ? PATTERN_HAS_BETA : 0, p->beta_width);
         p->joint = rows->unigram_alpha && p->count >= rows->joint_min;
+        p->elsewhere = fs_values_elsewhere(p->count, (unsigned)rows->slot, (unsigned)rows->order, p->joint);
+        p->beta_width = p->elsewhere ? 0u : fs_beta_width(largest);
+        p->data = data_bytes(p->count, rows->id_bytes,
+                             (rows->has_beta ? PATTERN_HAS_BETA : 0) | (p->elsewhere ? PATTERN_VALUES_ELSEWHERE : 0),
+                             p->beta_width);
         p->alone = p->count > FS_BLOCK_MAX_COUNT || p->joint ||
                    entry_bytes(p->data, key_len, (unsigned)key_len, p->count, rows->has_beta, p->beta_width) > ENTRY_MAX;
     }
@@ -724,7 +749,8 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
     run_end[n] = n;
     for (size_t g = n; g-- > 0;)
         run_end[g] = groups[g].alone ? g : run_end[g + 1];
-    int64_t block_head = (int64_t)(FS_R_PREVIOUS + key_len + FS_BLOCK_RESTART_TABLE);
+    /* (and room for the padding after an id that may end the block: fs_record_padding) */
+    int64_t block_head = (int64_t)(FS_R_PREVIOUS + key_len + FS_BLOCK_RESTART_TABLE + FS_ID_TAIL);
     unsigned page = rows->page_room;
     size_t r = 0, last = 0;
     unsigned page_before_last = page;
@@ -885,8 +911,8 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     b->values_bytes = b->offsets[b->n_records];
     uint64_t *parts = b->parts;
     parts[CODEC_PART_ids] = b->rows_done * rows->id_bytes;
-    parts[CODEC_PART_alpha] = 4 * b->rows_done;
     for (size_t g = 0; g < done; g++) {
+        parts[CODEC_PART_alpha] += groups[g].elsewhere ? 0 : 4u * groups[g].count;
         if (rows->has_beta)
             parts[CODEC_PART_beta] += fs_packed_bytes(groups[g].count, groups[g].beta_width);
         uint64_t positions = fs_packed_bytes(groups[g].count, fs_position_bits(groups[g].count));

@@ -66,6 +66,17 @@ static inline float pattern_beta(const DiskPattern *p, uint32_t i) {
 /* What a pattern's data holds besides ids, positions and alphas (codec_pattern_fields's ``flags``). */
 #define PATTERN_HAS_BETA 1u
 #define PATTERN_HAS_JOINT 2u
+/* a pattern of one word whose values lie in another pattern (fs_values_elsewhere): its
+ * data is its id, and the fields give no alpha and no beta codes (alpha NULL) */
+#define PATTERN_VALUES_ELSEWHERE 4u
+
+/* The PATTERN_VALUES_ELSEWHERE flag of the pattern of ``count`` words whose key is ``key``
+ * (``key_len`` bytes, ids of ``id_bytes``), with or without a joint order. */
+static inline unsigned codec_key_flags(const uint8_t *key, size_t key_len, unsigned id_bytes, uint64_t count,
+                                       int has_joint) {
+    return fs_values_elsewhere(count, key[0], fs_key_order(key_len, id_bytes), has_joint) ? PATTERN_VALUES_ELSEWHERE
+                                                                                        : 0u;
+}
 
 /* The bytes of the data of a pattern of ``count`` words (``flags``), its beta codes
  * ``beta_width`` bits each, that starts at ``data`` and may run to ``end``, or -1 when it
@@ -75,7 +86,9 @@ int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count
 
 /* The pattern of ``count`` words whose data starts at ``data`` (codec_data_bytes found it
  * whole), its beta codes ``beta_width`` bits each, fields in place (no byte of the data is
- * read); ``beta_table``: its order's back-off table (with PATTERN_HAS_BETA). */
+ * read); ``beta_table``: its order's back-off table (with PATTERN_HAS_BETA).  With
+ * PATTERN_VALUES_ELSEWHERE, alpha and beta_codes are NULL: the caller points them at the
+ * values (records.c). */
 void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
                           const ix_f32 *beta_table, unsigned beta_width, DiskPattern *p);
 
@@ -123,6 +136,7 @@ typedef struct {
     unsigned delta;             /* bytes of its key's delta (key_len at a restart) */
     uint32_t count;
     unsigned beta_width;
+    unsigned flags;             /* PATTERN_HAS_BETA as the order has it, PATTERN_VALUES_ELSEWHERE */
     const uint8_t *data;
 } EntryFields;
 
@@ -135,6 +149,10 @@ int codec_read_entry(const DiskRecord *r, EntryCursor *c, unsigned id_bytes, uns
 /* The key of the restart entry ``offset`` bytes into the block's entries (stored whole),
  * or NULL when the entry does not start a group with a whole key inside the record. */
 const uint8_t *codec_restart_key(const DiskRecord *r, const DiskBlock *b, size_t offset, unsigned has_beta);
+
+/* Whether what follows ``used_end`` in record ``r`` is its padding (fs_record_padding),
+ * the data of its last pattern (``last_flags``) ending there. */
+int codec_padding_ok(const DiskRecord *r, const uint8_t *used_end, unsigned last_flags);
 
 /* The pattern of a PATTERN record: 0, or -1 when its layout does not fit the record. */
 int codec_alone_pattern(const DiskRecord *r, unsigned id_bytes, unsigned has_beta, const ix_f32 *beta_table,

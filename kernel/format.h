@@ -1,4 +1,4 @@
-/* The on-disk index format, version 5: every constant and rule of it, once.
+/* The on-disk index format, version 6: every constant and rule of it, once.
  *
  * Each constant is written once, in one of the lists below (X-macros: a list applies X to
  * each of its entries).  The C core reads them as FS_<name>; fastsubs._kernel.FORMAT exports
@@ -81,7 +81,7 @@ enum { FS_ITEM_TYPES(FS_DECLARE_ITEM_TYPE) };
 /* ---------------------------------------------------------------- integer constants */
 
 #define FS_FORMAT_INTEGERS(X) \
-    X(FORMAT_VERSION, 5) \
+    X(FORMAT_VERSION, 6) \
     X(HEADER_MAGIC_BYTES, sizeof(FS_HEADER_MAGIC) - 1) \
     /* The first format version with the header: an index of an earlier one has none. */ \
     X(HEADER_SINCE, 3) \
@@ -120,13 +120,17 @@ enum { FS_ITEM_TYPES(FS_DECLARE_ITEM_TYPE) };
      *   u8[key_len]    the key of the last pattern of the record before (zeros for the first): \
      *                  a look-up checks that it landed where its key belongs, so a damaged \
      *                  B-tree is never read as "no such pattern" \
-     * and is zero-padded to a whole number of 4-byte words. */ \
+     * and is zero-padded to a whole number of 4-byte words, with at least FS_ID_TAIL bytes \
+     * of padding where its last pattern's data ends with an id (fs_record_padding). */ \
     X(R_CHECKSUM, 0) \
     X(R_KIND, 4) \
     X(R_FLAGS, 5) \
     X(R_PREVIOUS, 6) \
     X(HAS_PREVIOUS, 1) \
     X(HAS_JOINT, 2) \
+    /* Bytes a reader may load past a word id's last byte (it loads every id as 4 bytes): \
+     * every id of a record is followed by at least this many bytes of it. */ \
+    X(ID_TAIL, 3) \
     /* Many small patterns, keyed by the last one's key.  After the common part (the body): \
      *   u16 patterns, u16 restarts, u16 restart[restarts] (where each restart entry starts, \
      *   counted from the first entry), then one entry per pattern, in key order.  Each \
@@ -313,21 +317,42 @@ static inline uint64_t fs_packed_bytes(uint64_t count, unsigned bits) {
  *                     by the PATTERN record.
  * Every field but the codes lies where the count alone says; the codes' length needs the
  * width (fs_pattern_end).  The packed orders come before the alphas, so that at least 8
- * bytes of the pattern follow each of them (load_packed reads up to 7 past its end). */
+ * bytes of the pattern follow each of them (load_packed reads up to 7 past its end).
+ *
+ * A pattern of one word outside its order's last slot, with no joint order
+ * (fs_values_elsewhere), holds its id alone: no alpha and no beta code (its width 0).
+ * Its n-gram's alpha and beta are stored once more, in the pattern of the n-gram's first
+ * order - 1 words (the slot last), at the n-gram's last word, where a reader takes them
+ * (kn4-64k: 14.0M of its 15.95M 4-gram patterns hold one word; their values were a sixth
+ * of its index). */
 typedef struct {
     uint64_t ids, positions, joint, alpha, beta;
     unsigned position_bits;
+    int values;                 /* the data holds alphas and beta codes */
 } FsPatternLayout;
 
-static inline FsPatternLayout fs_pattern_layout(uint64_t count, unsigned id_bytes, int has_joint) {
+/* Does a pattern of ``count`` words of order ``order``, ``slot`` words left of its slot,
+ * store its values elsewhere (above)? */
+static inline int fs_values_elsewhere(uint64_t count, unsigned slot, unsigned order, int has_joint) {
+    return count == 1 && slot + 1u < order && !has_joint;
+}
+
+/* The order of the n-grams of a pattern whose key takes ``key_len`` bytes. */
+static inline unsigned fs_key_order(size_t key_len, unsigned id_bytes) {
+    return (unsigned)((key_len - 1u) / id_bytes) + 1u;
+}
+
+static inline FsPatternLayout fs_pattern_layout(uint64_t count, unsigned id_bytes, int has_joint,
+                                                int values_elsewhere) {
     FsPatternLayout at;
     at.position_bits = fs_position_bits(count);
     uint64_t positions = fs_packed_bytes(count, at.position_bits);
+    at.values = !values_elsewhere;
     at.ids = 0;
     at.positions = count * id_bytes;
     at.joint = at.positions + positions;
     at.alpha = at.joint + (has_joint ? positions : 0u);
-    at.beta = at.alpha + 4u * count;
+    at.beta = at.alpha + (at.values ? 4u * count : 0u);
     return at;
 }
 
@@ -363,7 +388,15 @@ static inline unsigned fs_beta_width(uint32_t largest) {
 
 /* Where the data of ``at`` ends, its beta codes ``beta_width`` bits each (has_beta) or none. */
 static inline uint64_t fs_pattern_end(FsPatternLayout at, uint64_t count, int has_beta, unsigned beta_width) {
-    return at.beta + (has_beta ? fs_packed_bytes(count, beta_width) : 0u);
+    return at.beta + (has_beta && at.values ? fs_packed_bytes(count, beta_width) : 0u);
+}
+
+/* Bytes of zero padding after ``used`` bytes of a record's value whose last pattern's data
+ * ends with an id (``id_last``: it stores its values elsewhere) or not: to a whole number of
+ * 4-byte words, at least FS_ID_TAIL of them after an id. */
+static inline uint64_t fs_record_padding(uint64_t used, int id_last) {
+    uint64_t tail = id_last ? FS_ID_TAIL : 0u;
+    return (used + tail + 3u) / 4u * 4u - used;
 }
 
 /* The joint key of a word whose unigram alpha is ``unigram`` and whose alpha in the pattern

@@ -270,12 +270,17 @@ static PyObject *float_list(const ix_f32 *at, uint32_t count) {
     return list;
 }
 
-/* One pattern as decode_record gives it. */
+/* One pattern as decode_record gives it (``has_beta``: its order stores beta codes).  A
+ * pattern that stores its values elsewhere (format.h) has alpha None and, where its order
+ * stores beta codes, none of them: [] of width 0. */
 static PyObject *pattern_dict(const uint8_t *key, size_t key_len, int restarts, unsigned delta, const DiskPattern *p,
-                              unsigned id_bytes) {
+                              unsigned id_bytes, int has_beta) {
     PyObject *joint = p->joint ? packed_list(p->joint, p->count, p->position_bits) : Py_NewRef(Py_None);
     PyObject *codes = Py_None, *width = Py_None;
-    if (p->beta_codes) {
+    if (has_beta && !p->alpha) {
+        codes = PyList_New(0);
+        width = PyLong_FromLong(0);
+    } else if (p->beta_codes) {
         codes = PyList_New(p->count);
         for (uint32_t i = 0; codes && i < p->count; i++) {
             PyObject *item = PyLong_FromUnsignedLong(beta_code(p->beta_codes, p->beta_width, i));
@@ -325,7 +330,7 @@ static PyObject *decode_record(PyObject *module, PyObject *args) {
         if (codec_alone_pattern(&r, id_bytes, beta_flag, NULL, &p) < 0)
             PyErr_SetString(PyExc_ValueError, "decode_record: a PATTERN record's layout does not fit it");
         else
-            one = pattern_dict(r.key, key_len, 0, 0, &p, id_bytes);
+            one = pattern_dict(r.key, key_len, 0, 0, &p, id_bytes, has_beta);
         if (!one || PyList_Append(patterns, one) < 0) {
             Py_XDECREF(one);
             goto out;
@@ -335,8 +340,9 @@ static PyObject *decode_record(PyObject *module, PyObject *args) {
         CodecWalk walk;
         int next = codec_walk_block(&walk, &r, id_bytes, beta_flag) < 0 ? -1 : 1;
         while (next > 0 && (next = codec_next_entry(&walk)) > 0) {
-            codec_pattern_fields(walk.fields.data, walk.fields.count, id_bytes, beta_flag, NULL, walk.fields.beta_width, &p);
-            PyObject *one = pattern_dict(walk.key, key_len, walk.restarts, walk.fields.delta, &p, id_bytes);
+            codec_pattern_fields(walk.fields.data, walk.fields.count, id_bytes, walk.fields.flags, NULL,
+                                 walk.fields.beta_width, &p);
+            PyObject *one = pattern_dict(walk.key, key_len, walk.restarts, walk.fields.delta, &p, id_bytes, has_beta);
             if (!one || PyList_Append(patterns, one) < 0) {
                 Py_XDECREF(one);
                 goto out;
@@ -416,7 +422,7 @@ static int field_array(PyObject *pattern, const char *name, Py_ssize_t count, in
 }
 
 /* One pattern of encode_record's ``patterns`` into ``p`` (its arrays held by ``h``): 0, or -1. */
-static int read_pattern(PyObject *pattern, size_t key_len, CodecPattern *p, HeldPattern *h) {
+static int read_pattern(PyObject *pattern, size_t key_len, unsigned id_bytes, CodecPattern *p, HeldPattern *h) {
     if (!PyDict_Check(pattern)) {
         PyErr_SetString(PyExc_TypeError, "encode_record: each pattern is a dict, as decode_record gives it");
         return -1;
@@ -430,11 +436,17 @@ static int read_pattern(PyObject *pattern, size_t key_len, CodecPattern *p, Held
         return -1;
     }
     h->key = Py_NewRef(key);
+    PyObject *joint = PyDict_GetItemString(pattern, "joint");  /* borrowed; one word: [] */
+    int has_joint = joint && joint != Py_None;
+    /* a pattern that stores its values elsewhere is given none (decode_record's alpha None,
+     * and beta codes [] where its order has them) */
+    Py_ssize_t values = codec_key_flags((const uint8_t *)PyBytes_AS_STRING(key), key_len, id_bytes, (uint64_t)count,
+                                        has_joint) ? 0 : count;
     if (field_array(pattern, "ids", count, 0, 0, (void **)&h->ids) < 0 ||
         (fs_position_bits((uint64_t)count) &&
          field_array(pattern, "positions", count, 0, 0, (void **)&h->positions) < 0) ||
-        field_array(pattern, "alpha", count, 1, 0, (void **)&h->alpha) < 0 ||
-        field_array(pattern, "beta_codes", count, 0, 1, (void **)&h->beta_codes) < 0 ||
+        (values && field_array(pattern, "alpha", count, 1, 0, (void **)&h->alpha) < 0) ||
+        field_array(pattern, "beta_codes", values, 0, 1, (void **)&h->beta_codes) < 0 ||
         (fs_position_bits((uint64_t)count) && field_array(pattern, "joint", count, 0, 1, (void **)&h->joint) < 0))
         return -1;
     long width = 0;
@@ -447,8 +459,7 @@ static int read_pattern(PyObject *pattern, size_t key_len, CodecPattern *p, Held
             return -1;
         }
     }
-    PyObject *joint = PyDict_GetItemString(pattern, "joint");  /* borrowed; one word: [] */
-    if (joint && joint != Py_None && !h->joint && !(h->joint = PyMem_Malloc(4))) {
+    if (has_joint && !h->joint && !(h->joint = PyMem_Malloc(4))) {
         PyErr_NoMemory();
         return -1;
     }
@@ -494,7 +505,7 @@ static PyObject *encode_record(PyObject *module, PyObject *args) {
         goto out;
     }
     for (Py_ssize_t i = 0; i < n; i++)
-        if (read_pattern(PySequence_Fast_GET_ITEM(patterns, i), key_len, &fields[i], &held[i]) < 0)
+        if (read_pattern(PySequence_Fast_GET_ITEM(patterns, i), key_len, id_bytes, &fields[i], &held[i]) < 0)
             goto out;
     codec_entry_deltas(fields, (uint32_t)n, key_len);
     CodecRecord r = {.kind = (int)PyLong_AsLong(kind), .flags = (unsigned)PyLong_AsUnsignedLong(flags),

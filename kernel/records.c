@@ -203,8 +203,11 @@ no_memory:
 }
 
 
-int records_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
-                       DiskPattern *out, Failure *failure) {
+/* Looks the pattern ``key`` up as records_find_pattern does, checking the record it lands on
+ * but not the pattern: 1 found (*out, and its flags into *flags: PATTERN_VALUES_ELSEWHERE
+ * leaves its values to find), 0 none, -1 with the failure set. */
+static int locate_pattern(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
+                          DiskPattern *out, unsigned *flags, Failure *failure) {
     MDB_val k = {key_len, (void *)key}, v;
     char shown[65];
     int rc = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE);
@@ -234,7 +237,8 @@ int records_find_pattern(const Store *s, MDB_cursor *cursor, int order, const ui
             return 0;
         if (codec_alone_pattern(&r, s->id_bytes, has_beta, s->beta_table[order], out) < 0)
             goto malformed;
-        return records_check_pattern(s, out, order, failure, key, key_len) < 0 ? -1 : 1;
+        *flags = codec_key_flags(key, key_len, s->id_bytes, out->count, out->joint != NULL);
+        return 1;
     }
     DiskBlock b;
     if (codec_open_block(&r, &b) < 0)
@@ -259,15 +263,17 @@ int records_find_pattern(const Store *s, MDB_cursor *cursor, int order, const ui
     uint8_t entry_key[1 + 4 * FS_MAX_ORDER];
     memset(entry_key, 0, key_len);
     EntryCursor at = codec_restart_cursor(b.entries + first);
-    /* (the last group ends where the record's padding, under 4 bytes, begins) */
-    while (at.at < stop && !(stop == r.end && r.end - at.at < 4)) {
+    /* (the last entry's key is the record's, which is at least ``key``: a scan that reaches
+     * the record's padding is of a malformed record) */
+    while (at.at < stop) {
         EntryFields e;
         if (codec_read_entry(&r, &at, s->id_bytes, has_beta, entry_key, &e) < 0)
             goto malformed;
         int c = records_key_compare(entry_key, key, key_len);
         if (c == 0) {
-            store_pattern_at(s, e.data, e.count, order, 0, e.beta_width, out);
-            return records_check_pattern(s, out, order, failure, key, key_len) < 0 ? -1 : 1;
+            codec_pattern_fields(e.data, e.count, s->id_bytes, e.flags, s->beta_table[order], e.beta_width, out);
+            *flags = e.flags;
+            return 1;
         }
         if (c > 0)
             return 0;
@@ -279,4 +285,66 @@ malformed:
     common_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d at key %s has a malformed layout", order,
          codec_hex(r.key, key_len, shown));
     return -1;
+}
+
+/* records_find_values: the pattern that holds the values of a pattern of one word outside
+ * the last slot is that of its n-gram's first order - 1 words, the slot last
+ * (fs_values_elsewhere), which never stores its own elsewhere.  Its record is checked as
+ * every look-up checks one (its checksum, that the look-up landed where its key belongs, its
+ * layout); the one entry read is checked here (its beta code: FS_EDAMAGED when past the
+ * order's table) and by records_check_pattern with p (its alpha); the rest of that pattern
+ * when a search reads it, and by verify.  So a first pass pays a B-tree descent and a
+ * checksum per such pattern, not a check of the whole pattern that holds its values. */
+int records_find_values(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
+                        DiskPattern *p, Failure *failure) {
+    unsigned slot = key[0], n = (unsigned)order - 1, width = s->id_bytes;
+    uint32_t ngram[FS_MAX_ORDER];  /* the fixed words, with p's word put in at the slot */
+    for (unsigned i = 0, w = 0; i <= n; i++) {
+        if (i == slot) {
+            ngram[i] = pattern_id(s, p, 0);
+            continue;
+        }
+        uint32_t id = 0;
+        for (unsigned b = 0; b < width; b++)
+            id = id << 8 | key[1 + w * width + b];
+        ngram[i] = id;
+        w++;
+    }
+    uint8_t context[1 + 4 * FS_MAX_ORDER];
+    char shown[65], context_shown[65];
+    codec_pattern_key((int)n, ngram, (int)n, width, context);
+    DiskPattern c;
+    unsigned flags = 0;
+    int found = locate_pattern(s, cursor, order, context, key_len, &c, &flags, failure);
+    if (found < 0)
+        return -1;
+    int32_t at = found ? pattern_find(s, &c, ngram[n]) : -1;
+    if (at < 0) {
+        common_fail(failure, FS_EDAMAGED, "damaged index: pattern %s: its n-gram is missing from pattern %s, which "
+                    "holds its values", codec_hex(key, key_len, shown), codec_hex(context, key_len, context_shown));
+        return -1;
+    }
+    p->alpha = c.alpha + at;
+    if (c.beta_table) {
+        uint32_t code = beta_code(c.beta_codes, c.beta_width, (uint32_t)at);
+        if (code >= s->beta_table_len[order]) {
+            common_fail(failure, FS_EDAMAGED, "damaged index: pattern %s: its beta code %u in pattern %s is past its "
+                        "order's back-off table", codec_hex(key, key_len, shown), code,
+                        codec_hex(context, key_len, context_shown));
+            return -1;
+        }
+        p->beta_table = c.beta_table + code;  /* (its one code is 0: width 0) */
+    }
+    return 0;
+}
+
+int records_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
+                         DiskPattern *out, Failure *failure) {
+    unsigned flags = 0;
+    int found = locate_pattern(s, cursor, order, key, key_len, out, &flags, failure);
+    if (found <= 0)
+        return found;
+    if ((flags & PATTERN_VALUES_ELSEWHERE) && records_find_values(s, cursor, order, key, key_len, out, failure) < 0)
+        return -1;
+    return records_check_pattern(s, out, order, failure, key, key_len) < 0 ? -1 : 1;
 }

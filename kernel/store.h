@@ -83,15 +83,6 @@ static inline unsigned store_beta_flag(const Store *s, int order) {
     return order < s->order ? PATTERN_HAS_BETA : 0;
 }
 
-/* The pattern of ``order`` and ``count`` words whose data (format.h) starts at ``data``,
- * its beta codes ``beta_width`` bits each, fields in place; ``has_joint``: it carries a
- * joint order. */
-static inline void store_pattern_at(const Store *s, const uint8_t *data, uint32_t count, int order, int has_joint,
-                                    unsigned beta_width, DiskPattern *p) {
-    codec_pattern_fields(data, count, s->id_bytes, store_beta_flag(s, order) | (has_joint ? PATTERN_HAS_JOINT : 0),
-                         s->beta_table[order], beta_width, p);
-}
-
 static inline uint32_t pattern_id(const Store *s, const DiskPattern *p, uint32_t i) {
     return load_narrow(p->ids, i, s->id_bytes, s->id_mask);
 }

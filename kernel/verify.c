@@ -24,11 +24,25 @@ static int wants_joint(const Store *s, int order, const uint8_t *key, uint32_t c
     return order == 2 && key[0] == 0 && count >= s->joint_min;
 }
 
+/* Checks pattern ``p`` (``flags``), key ``key``, as a look-up would check it, its values first
+ * found through ``lookup`` where it stores them elsewhere (format.h): so the pattern that
+ * holds them must hold its n-gram.  0, or -1 with the failure set. */
+static int check_pattern(const Store *s, MDB_cursor *lookup, int order, DiskPattern *p, unsigned flags,
+                         const uint8_t *key, size_t key_len, Failure *failure) {
+    if ((flags & PATTERN_VALUES_ELSEWHERE) && records_find_values(s, lookup, order, key, key_len, p, failure) < 0)
+        return -1;
+    return records_check_pattern(s, p, order, failure, key, key_len);
+}
+
 int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *counts, Failure *failure) {
-    MDB_cursor *cursor;
+    MDB_cursor *cursor, *lookup;
     int rc = mdb_cursor_open(txn, s->patterns[order], &cursor);
     if (rc)
         return store_read_failed(failure, txn, rc, "patterns%d", order);
+    if ((rc = mdb_cursor_open(txn, s->patterns[order], &lookup))) {
+        mdb_cursor_close(cursor);
+        return store_read_failed(failure, txn, rc, "patterns%d", order);
+    }
     memset(counts, 0, sizeof(*counts));
     size_t key_len = fs_key_bytes((unsigned)order, s->id_bytes);
     uint8_t last[1 + 4 * FS_MAX_ORDER], key[1 + 4 * FS_MAX_ORDER];
@@ -61,7 +75,8 @@ int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *coun
                 goto disorder;
             if (codec_alone_pattern(&r, s->id_bytes, has_beta, s->beta_table[order], &p) < 0)
                 goto malformed;
-            if (records_check_pattern(s, &p, order, failure, key, key_len) < 0)
+            if (check_pattern(s, lookup, order, &p, codec_key_flags(key, key_len, s->id_bytes, p.count, r.has_joint),
+                              key, key_len, failure) < 0)
                 goto out;
             if (wants_joint(s, order, key, p.count) != (p.joint != NULL))
                 goto joint;
@@ -80,8 +95,9 @@ int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *coun
                     goto disorder;
                 memcpy(last, key, key_len);
                 has_last = 1;
-                store_pattern_at(s, walk.fields.data, walk.fields.count, order, 0, walk.fields.beta_width, &p);
-                if (records_check_pattern(s, &p, order, failure, key, key_len) < 0)
+                codec_pattern_fields(walk.fields.data, walk.fields.count, s->id_bytes, walk.fields.flags,
+                                     s->beta_table[order], walk.fields.beta_width, &p);
+                if (check_pattern(s, lookup, order, &p, walk.fields.flags, key, key_len, failure) < 0)
                     goto out;
                 if (wants_joint(s, order, key, walk.fields.count))
                     goto joint;
@@ -127,6 +143,7 @@ joint:
     common_fail(failure, FS_EDAMAGED, "damaged index: pattern %s %s a joint order, against the header's threshold of %u "
          "words", codec_hex(key, key_len, shown), p.joint ? "has" : "lacks", s->joint_min);
 out:
+    mdb_cursor_close(lookup);
     mdb_cursor_close(cursor);
     return result;
 }

@@ -187,7 +187,30 @@ MUTATIONS = [
     Mutation("pattern-tie-order-not-checked", RECORDS,
              "tied scores (keys) listed higher id first are taken: ties are listed out of the promised order",
              "if (i && before_key == key && before >= at)", "if (0)"),
+    # records.c and cache.c: a pattern of one word outside the last slot reads its values in
+    # the pattern of its n-gram's first words (format 6; forged in tests/test_forged_records.py)
+    Mutation("values-missing-where-they-lie-read-anyway", RECORDS,
+             "a pattern of one word whose n-gram the pattern holding its values lacks reads the entry before "
+             "where it would be: a forged word gives an answer",
+             "    if (at < 0) {", "    if (0) {"),
+    Mutation("beta-code-where-values-lie-not-checked", RECORDS,
+             "the beta code a pattern of one word reads in the pattern holding its values is not checked against "
+             "its order's table: a forged code reads past it",
+             "if (code >= s->beta_table_len[order]) {", "if (0) {"),
+    Mutation("one-word-slot-beta-code-without-its-place", CACHE,
+             "the cache keeps a pattern of one word's beta code as the code of its own data, not of its "
+             "n-gram's place in the table: every such back-off weight is the table's first",
+             "rec->one.beta_code = p.beta_table ? (uint32_t)(p.beta_table - s->beta_table[order]) +",
+             "rec->one.beta_code = p.beta_table ? 0u +"),
+    Mutation("seeded-reader-without-one-word-values", CACHE,
+             "a reader seeded for another thread copies a one-word slot without the values it keeps: that "
+             "thread reads alpha 0",
+             "copy->one = have->one;", "(void)have;"),
     # format.h: the format's rules, which the writer and the readers share (codec.c)
+    Mutation("record-padding-without-id-tail", FORMAT,
+             "a record that ends with an id is padded to a whole word alone: a reader's 4-byte load of that id "
+             "reads past the record (past the map, at the end of the file)",
+             "uint64_t tail = id_last ? FS_ID_TAIL : 0u;", "uint64_t tail = 0u;"),
     Mutation("position-bits-one-too-many", FORMAT,
              "a pattern's positions packed one bit wider than count - 1 needs where count is a power of two: "
              "indexes of other builds read wrong",
@@ -380,8 +403,8 @@ MUTATIONS = [
     # tests/test_damaged_index.py forge each)
     Mutation("beta-width-not-checked", CODEC,
              "a beta width the format has not (3, 12, 64 bits) is read: codes straddle bytes or are cut",
-             "if (!fs_beta_width_ok(beta_width) || (!(flags & PATTERN_HAS_BETA) && beta_width))",
-             "if (!(flags & PATTERN_HAS_BETA) && beta_width)"),
+             "if (!fs_beta_width_ok(beta_width) || (!(flags & PATTERN_HAS_BETA) && beta_width) ||",
+             "if ((!(flags & PATTERN_HAS_BETA) && beta_width) ||"),
     Mutation("beta-code-past-table-not-checked", RECORDS,
              "a beta code past its order's back-off table is taken: the search reads past the table",
              "if (code >= table_len)", "if (0)"),

@@ -327,10 +327,24 @@ def entry_offsets(value: bytes, where: Located, id_bytes: int) -> list[int]:
         if (pattern["delta"], pattern["count"], width) not in given:
             at += 1 + (pattern["delta"] >= 15) + (pattern["count"] > 15) + where.has_beta
         count = pattern["count"]
-        at += pattern["delta"] + count * (id_bytes + 4) + (count * fmt.position_bits(count) + 7) // 8
-        at += (count * width + 7) // 8
+        at += pattern["delta"] + count * id_bytes + (count * fmt.position_bits(count) + 7) // 8
+        if not stores_values_elsewhere(pattern, where.order):  # an alpha and a beta code a word
+            at += 4 * count + (count * width + 7) // 8
         in_group += 1
     return offsets + [at]
+
+
+def stores_values_elsewhere(pattern: dict, order: int) -> bool:
+    """A pattern of one word outside its order's last slot, with no joint order, stores no
+    values (kernel/format.h): its data is its id."""
+    return pattern["count"] == 1 and pattern["key"][0] < order - 1 and pattern["joint"] is None
+
+
+def padding(used: int, id_last: bool) -> int:
+    """The zero bytes after ``used`` bytes of a record: to a whole number of 4-byte words, and
+    3 at least after an id that ends it (a reader loads an id as 4 bytes)."""
+    tail = 3 if id_last else 0
+    return -(used + tail) % 4 + tail
 
 
 def restart_candidate(forgeable: Forgeable) -> tuple[Located, bytes, list[int], int, list[str]]:
@@ -379,12 +393,156 @@ def test_a_restart_at_an_entry_whose_key_is_a_delta_is_a_malformed_record(forgea
     start = body + 4 + 2 * len(table)
     end = entry_offsets(value, where, forgeable.id_bytes)[-1]
     assert int.from_bytes(value[body + 2:body + 4], "little") == len(table)
-    assert len(value) - 4 < start + end <= len(value)  # the entries end where the padding begins
+    last = fmt.decode_record(where.record_key, value, where.order, forgeable.id_bytes, where.has_beta)["patterns"][-1]
+    id_last = stores_values_elsewhere(last, where.order)
+    assert len(value) == start + end + padding(start + end, id_last)  # the entries end where the padding begins
     forged_table = sorted(table + [at])
     forged = bytearray(value[:body + 2]) + len(forged_table).to_bytes(2, "little")
     forged += b"".join(offset.to_bytes(2, "little") for offset in forged_table) + value[start:start + end]
-    forged += bytes(-len(forged) % 4)
+    forged += bytes(padding(len(forged), id_last))
     forged[:4] = fmt.checksum(where.record_key, bytes(forged[4:])).to_bytes(4, "little")
     put(copy, fmt.patterns_db_name(where.order), where.record_key, bytes(forged))
     assert_named_everywhere(copy, Target(where, sentence), f"damaged index: a record of patterns{where.order} at "
                                                            f"key {where.record_key.hex()} has a malformed layout")
+
+
+# ---------------------------------------------------------------- values stored elsewhere
+
+def test_every_record_pads_past_an_id_that_ends_it(forgeable: Forgeable) -> None:
+    """Readers load a word id as 4 bytes (kernel/common.h, load_narrow), so every id of a
+    record is followed by 3 bytes of it at least.  Only a pattern that stores its values
+    elsewhere ends with an id; a record that ends with one has that much padding, by
+    format.h's rules as this test computes them (entry_offsets), and every other record the
+    padding to a whole word alone."""
+    seen = {True: 0, False: 0}
+    with Core(forgeable.path) as index:
+        env = lmdb.open(str(forgeable.path), readonly=True, lock=False, max_dbs=64)
+        with env.begin() as txn:
+            for m in range(2, index.order + 1):
+                for record_key, value in txn.cursor(db=env.open_db(fmt.patterns_db_name(m), txn=txn, create=False)):
+                    located = list(patterns_of(record_key, value, m, forgeable.id_bytes, m < index.order))
+                    if not located or located[0].kind != fmt.BLOCK:
+                        continue
+                    record = fmt.decode_record(record_key, value, m, forgeable.id_bytes, m < index.order)
+                    id_last = stores_values_elsewhere(record["patterns"][-1], m)
+                    restarts = sum(p["restarts"] for p in record["patterns"])
+                    start = fmt.R_PREVIOUS + len(located[0].key) + 4 + 2 * restarts
+                    used = start + entry_offsets(value, located[0], forgeable.id_bytes)[-1]
+                    assert len(value) == used + padding(used, id_last), (m, record_key.hex())
+                    seen[id_last] += 1
+        env.close()
+    assert seen[True] > 10 and seen[False] > 10, seen
+
+
+@dataclass(frozen=True)
+class Singleton:
+    """An index, a 3-gram pattern of one word in it that stores its values elsewhere (its
+    order has beta codes), a sentence whose search reads it, and where its values lie: the
+    pattern of its n-gram's first words (the slot last) and the n-gram's place there."""
+
+    path: Path
+    id_bytes: int
+    beta_table_len: int  # of order 3
+    target: Target
+    word: int
+    holder: Located
+    place: int
+
+    def fixed(self) -> tuple[int, ...]:
+        return fixed_ids(self.target.where.key, self.id_bytes)
+
+    def ngram(self, word: int) -> tuple[int, ...]:
+        return ngram_of(self.target.where.key, word, self.id_bytes)
+
+
+def fixed_ids(key: bytes, id_bytes: int) -> tuple[int, ...]:
+    """The fixed words' ids of the pattern ``key``."""
+    return tuple(int.from_bytes(key[i:i + id_bytes], "big") for i in range(1, len(key), id_bytes))
+
+
+def ngram_of(key: bytes, word: int, id_bytes: int) -> tuple[int, ...]:
+    """The n-gram of ``word`` in the pattern ``key``."""
+    fixed = fixed_ids(key, id_bytes)
+    return (*fixed[:key[0]], word, *fixed[key[0]:])
+
+
+def holder_key(ngram: tuple[int, ...], id_bytes: int) -> bytes:
+    """The key of the pattern that holds the values of ``ngram``'s patterns of one word: its
+    first words, the slot last."""
+    return bytes([len(ngram) - 1]) + b"".join(i.to_bytes(id_bytes, "big") for i in ngram[:-1])
+
+
+@pytest.fixture(scope="module")
+def singleton(tmp_path_factory: pytest.TempPathFactory) -> Singleton:
+    folder = tmp_path_factory.mktemp("singleton")
+    write_model(folder / "model.arpa", vocab_size=400, higher=[3000, 3000, 2000], seed=3, hubs=6, hub_fanout=300)
+    path = folder / "model.fsidx"
+    fastsubs.build_index(folder / "model.arpa", path)
+    with Core(path) as index:
+        id_bytes = index.id_bytes
+        env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=64)
+        with env.begin() as txn:
+            records = list(txn.cursor(db=env.open_db(fmt.patterns_db_name(3), txn=txn, create=False)))
+        env.close()
+        located = {where.key: (where, value) for record_key, value in records
+                   for where in patterns_of(record_key, value, 3, id_bytes, True)}
+        for where, value in located.values():
+            _, pattern = decoded(value, where, id_bytes)
+            if stores_values_elsewhere(pattern, 3) and (sentence := query_sentence(index, where)) is not None:
+                ngram = ngram_of(where.key, pattern["ids"][0], id_bytes)
+                holder, holder_value = located[holder_key(ngram, id_bytes)]
+                place = decoded(holder_value, holder, id_bytes)[1]["ids"].index(ngram[-1])
+                return Singleton(path, id_bytes, len(beta_tables(path)[3]), Target(where, sentence),
+                                 pattern["ids"][0], holder, place)
+    raise AssertionError("no pattern of one word to forge")
+
+
+def forge_pattern(copy: Path, where: Located, id_bytes: int, forge: Callable[[dict], object]) -> None:
+    """Does ``forge`` to pattern ``where``'s decoded fields in the index at ``copy``, its record's
+    checksum made right again."""
+    env = lmdb.open(str(copy), readonly=True, lock=False, max_dbs=64)
+    with env.begin() as txn:
+        value = txn.get(where.record_key, db=env.open_db(fmt.patterns_db_name(where.order), txn=txn, create=False))
+    env.close()
+    record, pattern = decoded(value, where, id_bytes)
+    forge(pattern)
+    put(copy, fmt.patterns_db_name(where.order), where.record_key, encoded(record, where, id_bytes))
+
+
+def test_a_pattern_whose_values_are_missing_where_they_lie_is_named(singleton: Singleton, tmp_path: Path) -> None:
+    """A pattern of one word reads its values in the pattern of its n-gram's first words.  Its
+    word forged to one whose n-gram the model lacks (the id still in the vocabulary), the
+    search, the command line and verify name the damage; never a value read from another
+    entry."""
+    where = singleton.target.where
+    with Core(singleton.path) as index:
+        assert index.ngram(singleton.ngram(singleton.word)) is not None
+        lacking = next(w for w in range(index.vocab_size) if index.ngram(singleton.ngram(w)) is None)
+    copy = tmp_path / "forged.fsidx"
+    shutil.copytree(singleton.path, copy)
+    forge_pattern(copy, where, singleton.id_bytes, lambda pattern: pattern.update(ids=[lacking]))
+    key = holder_key(singleton.ngram(lacking), singleton.id_bytes)
+    assert_named_everywhere(copy, singleton.target, f"damaged index: pattern {where.key.hex()}: its n-gram is missing "
+                                                    f"from pattern {key.hex()}, which holds its values")
+
+
+def test_a_beta_code_past_the_table_where_values_lie_is_named(singleton: Singleton, tmp_path: Path) -> None:
+    """The beta code a pattern of one word reads in the pattern that holds its values is
+    checked against its order's table when it is read, even where that pattern itself is
+    never read whole: the look-up of the one pattern names the damage, and verify."""
+    copy = tmp_path / "forged.fsidx"
+    shutil.copytree(singleton.path, copy)
+
+    def past_the_table(pattern: dict) -> None:
+        pattern["beta_width"] = 32
+        pattern["beta_codes"][singleton.place] = singleton.beta_table_len
+
+    forge_pattern(copy, singleton.holder, singleton.id_bytes, past_the_table)
+    where = singleton.target.where
+    expected = (f"damaged index: pattern {where.key.hex()}: its beta code {singleton.beta_table_len} in pattern "
+                f"{singleton.holder.key.hex()} is past its order's back-off table")
+    with Core(copy) as index, pytest.raises(fastsubs.DamagedIndexError) as raised:
+        index.pattern(where.key[0], singleton.fixed())
+    assert str(raised.value) == f"{copy}: {expected}"
+    verified = run_cli("fastsubs-index", "verify", copy, check=False)
+    assert verified.returncode == 1 and expected in verified.stderr.decode(), verified.stderr.decode()

@@ -199,25 +199,42 @@ def test_every_record_decodes_and_encodes_back_to_its_bytes(which: str, demo_ind
     assert kinds == {(fmt.BLOCK, False), (fmt.PATTERN, False), (fmt.PATTERN, True), (fmt.END, False)}
 
 
+def key_ids(key: bytes, id_bytes: int) -> tuple[int, ...]:
+    """The fixed words' ids of a pattern key (its slot byte aside)."""
+    return tuple(int.from_bytes(key[i:i + id_bytes], "big") for i in range(1, len(key), id_bytes))
+
+
 def test_a_decoded_record_is_what_a_look_up_reads(joint_index: Path) -> None:
     """Each pattern decode_record finds (walking its record) is the pattern the core's look-up
-    finds by its key (a binary search of the block's restarts): ids, scores and positions."""
+    finds by its key (a binary search of the block's restarts): ids, scores and positions.  A
+    pattern of one word outside the last slot stores no values (format.h): the look-up gives
+    its n-gram's, as the pattern of the n-gram's first words (slot last) stores them."""
     tables = beta_tables(joint_index)
     with Core(joint_index) as index:
         id_bytes = fmt.id_bytes(index.vocab_size)
-        for order, model_order, key, value in every_record(joint_index):
-            record = fmt.decode_record(key, value, order, id_bytes, order < model_order)
-            for pattern in record["patterns"]:
-                slot, fixed = pattern["key"][0], pattern["key"][1:]
-                ids = tuple(int.from_bytes(fixed[i:i + id_bytes], "big") for i in range(0, len(fixed), id_bytes))
-                words, alpha, beta, positions = index.pattern(slot, ids)
-                assert np.frombuffer(words, np.uint32).tolist() == pattern["ids"]
-                assert np.frombuffer(alpha, np.float32).tolist() == pattern["alpha"]
-                assert (beta is None) == (pattern["beta_codes"] is None) == (order == model_order)
-                if beta is not None:
-                    assert np.frombuffer(beta, np.float32).tolist() == pattern_betas(pattern, tables[order])
-                if pattern["count"] > 1:
-                    assert np.frombuffer(positions, np.uint32).tolist() == pattern["positions"]
+        patterns = {(order, pattern["key"]): pattern for order, model_order, key, value in every_record(joint_index)
+                    for pattern in fmt.decode_record(key, value, order, id_bytes, order < model_order)["patterns"]}
+        elsewhere = 0
+        for (order, key), pattern in patterns.items():
+            slot, ids = key[0], key_ids(key, id_bytes)
+            holder, at = pattern, slice(None)
+            if pattern["alpha"] is None:
+                assert pattern["count"] == 1 and slot < order - 1 and pattern["joint"] is None
+                ngram = (*ids[:slot], *pattern["ids"], *ids[slot:])
+                context = bytes([order - 1]) + b"".join(i.to_bytes(id_bytes, "big") for i in ngram[:-1])
+                holder = patterns[order, context]
+                place = holder["ids"].index(ngram[-1])
+                at = slice(place, place + 1)
+                elsewhere += 1
+            words, alpha, beta, positions = index.pattern(slot, ids)
+            assert np.frombuffer(words, np.uint32).tolist() == pattern["ids"]
+            assert np.frombuffer(alpha, np.float32).tolist() == holder["alpha"][at]
+            assert (beta is None) == (pattern["beta_codes"] is None) == (order == index.order)
+            if beta is not None:
+                assert np.frombuffer(beta, np.float32).tolist() == pattern_betas(holder, tables[order])[at]
+            if pattern["count"] > 1:
+                assert np.frombuffer(positions, np.uint32).tolist() == pattern["positions"]
+    assert elsewhere > 1000
 
 
 def test_a_record_is_refused_where_a_field_does_not_fit(joint_index: Path) -> None:
@@ -357,16 +374,17 @@ def test_a_batch_whose_rows_are_out_of_key_order_is_refused() -> None:
 def test_a_batch_whose_back_off_weight_is_not_in_its_table_is_refused() -> None:
     """Each back-off weight is written as its entry of the order's table, found by its
     float32 bits: one missing from the table (here -0.0 beside 0.0, and 0.5) is an error,
-    never a code of another value."""
+    never a code of another value.  (The patterns "5 _" and "6 _": the slot last, where a
+    pattern of one word stores its values too.)"""
     ids = np.array([[5, 1], [5, 2], [6, 3]], np.uint32)
     alpha = np.full(3, -1.0, np.float32)
     index = fmt.beta_index(np.array([0.0, -0.25], np.float32))  # (one for every batch, as a build's slot has)
     for missing in (-0.0, 0.5):
         beta = np.array([0.0, -0.25, missing], np.float32)
         with pytest.raises(ValueError, match=f"back-off weight {missing:g} is not in the order's back-off table"):
-            fmt.encode_patterns(ids, alpha, beta, order=2, slot=0, has_beta=True, id_bytes=2, beta_index=index)
+            fmt.encode_patterns(ids, alpha, beta, order=2, slot=1, has_beta=True, id_bytes=2, beta_index=index)
     keys, offsets, values, *_ = fmt.encode_patterns(ids, alpha, np.array([0.0, -0.25, -0.25], np.float32), order=2,
-                                                      slot=0, has_beta=True, id_bytes=2, beta_index=index)
+                                                      slot=1, has_beta=True, id_bytes=2, beta_index=index)
     record = fmt.decode_record(keys, values, 2, 2, True)
     assert [p["beta_codes"] for p in record["patterns"]] == [[0, 1], [1]]
 

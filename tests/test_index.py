@@ -124,7 +124,8 @@ def test_nothing_reads_the_map_after_close(demo_index: Path) -> None:
 
 def test_threads_share_one_index(demo_index: Path) -> None:
     """Four threads searching one index at once (each search takes a searcher of its
-    own, without the GIL) list what one thread lists."""
+    own, without the GIL) list what one thread lists.  The searchers made for the others
+    start with the records the first one read (cache_reader_seed), all of these lines'."""
     from conftest import demo_text
 
     lines = demo_text(24).splitlines()
@@ -136,7 +137,7 @@ def test_threads_share_one_index(demo_index: Path) -> None:
             for i in range(start, len(lines), 4):
                 got[i] = answers(index, [lines[i]], (100,))
 
-        in_four_threads(work)
+        in_four_threads_at_once(index, work)
         assert [got[i] for i in range(len(lines))] == expected
 
 

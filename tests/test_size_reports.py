@@ -41,17 +41,21 @@ def test_the_size_report_accounts_for_every_stored_byte(generated_index: Path) -
     try:
         for m in range(2, order + 1):
             line, ngrams = lines[f"{m}-grams"], meta["counts"][m - 1]
-            # every n-gram is stored once per slot: m ids and alphas; below the top order, each
-            # pattern's beta codes (a width-bit code per word, packed in whole bytes; the width,
-            # where an entry's code does not give it, is structure)
+            # every n-gram is stored once per slot: m ids; an alpha a word of each pattern but
+            # those of one word outside the last slot (format.h: their values are their
+            # n-gram's, in the last slot's pattern); below the top order, each pattern's beta
+            # codes (a width-bit code per word, packed in whole bytes; the width, where an
+            # entry's code does not give it, is structure)
             assert line["ngrams"] == ngrams
-            assert (line["ids"], line["alpha"]) == (m * ngrams * id_bytes, 4 * m * ngrams)
             db = env.open_db(fmt.patterns_db_name(m))
             with env.begin(db=db) as txn:
                 stored = sum(len(key) + len(value) for key, value in txn.cursor())
                 stat = txn.stat(db)
                 patterns = [p for key, value in txn.cursor() for p in
                             fmt.decode_record(key, value, m, id_bytes, m < order)["patterns"]]
+            one_word = [p for p in patterns if p["count"] == 1 and p["key"][0] < m - 1 and p["joint"] is None]
+            assert one_word and all(p["alpha"] is None for p in one_word)
+            assert (line["ids"], line["alpha"]) == (m * ngrams * id_bytes, 4 * (m * ngrams - len(one_word)))
             assert line["beta"] == (sum(-(-p["count"] * p["beta_width"] // 8) for p in patterns)
                                     if m < order else 0)
             # positions by score: count - 1's bits each (none for one word), packed in whole bytes

@@ -14,6 +14,7 @@ stored m times, once per slot, so its ids, alphas and betas cost m times their w
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import fastsubs
@@ -35,7 +36,8 @@ def report(index: Path) -> str:
     total_ngrams = sum(meta["counts"])
     columns = (*fmt.PARTS, "lmdb", "total")
     lines = [f"{index}: {meta['order']}-gram model, {meta['vocab_size']:,} words, {total_ngrams:,} n-grams, "
-             f"{meta['id_bytes']}-byte ids; bytes per n-gram of each order",
+             f"{meta['id_bytes']}-byte ids in keys, {fmt.id_bits(meta['vocab_size'])} bits in patterns; bytes per "
+             "n-gram of each order",
              f"{'':>10} {'n-grams':>12} {'records':>10} " + " ".join(f"{c:>9}" for c in columns)]
     for line in sizes:
         if line["part"] == "arrays":
@@ -60,7 +62,10 @@ def main() -> None:
     args = parser.parse_args()
     print(f"fastsubs {fastsubs.__version__}")
     for index in args.indexes:
-        print(report(index))
+        try:
+            print(report(index))
+        except fastsubs.FastsubsError as error:  # (an index of another format, damage: its one line)
+            sys.exit(f"index_size: {error}")
 
 
 if __name__ == "__main__":

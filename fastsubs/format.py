@@ -29,6 +29,7 @@ from fastsubs._kernel import (  # noqa: F401  (the core's codec, re-exported as 
     encode_header,
     encode_patterns,
     encode_record,
+    id_bits,
     id_bytes,
     key_bytes,
     name_previous,

@@ -100,7 +100,8 @@ def _read_model(model_path: Path, directory: Path, progress: Progress, jobs: Job
         if done.betas is not None:
             beta_tables[done.order] = done.betas.table()
         slot_jobs = [jobs.submit(encode_slot, SlotJob(
-            done.path, done.order, slot, len(reader.counts), done.id_bytes, rows, directory, str(model_path),
+            done.path, done.order, slot, len(reader.counts), done.id_bytes, len(reader.words), rows, directory,
+            str(model_path),
             done.first_line, joint_alpha if slot == 0 else None, joint_min,
             beta_tables.get(done.order))) for slot in range(done.order)]
         writer.add(done.order, reader.counts[done.order - 1], done.path, done.id_bytes, slot_jobs)

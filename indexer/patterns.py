@@ -73,15 +73,15 @@ class RecordWriter:
     joint order.
     """
 
-    def __init__(self, order: int, model_order: int, id_bytes: int, unigram_alpha: np.ndarray | None = None,
+    def __init__(self, order: int, model_order: int, vocab_size: int, unigram_alpha: np.ndarray | None = None,
                  joint_min: int = fmt.JOINT_MIN_DEFAULT, beta_table: np.ndarray | None = None) -> None:
         self.order = order
         self.has_beta = order < model_order
         # (made once: the codec's hash of a table of millions of values, made for each batch,
         # cost a pass over the table per batch)
         self.beta_index = fmt.beta_index(beta_table) if self.has_beta else None
-        self.id_bytes = id_bytes
-        self.key_length = fmt.key_bytes(order, id_bytes)
+        self.vocab_size = vocab_size
+        self.key_length = fmt.key_bytes(order, fmt.id_bytes(vocab_size))
         self.unigram_alpha = None if unigram_alpha is None else np.ascontiguousarray(unigram_alpha, fmt.SCORE_DTYPE)
         self.joint_min = joint_min
         self.last_key: bytes | None = None
@@ -113,7 +113,7 @@ class RecordWriter:
         ids, alpha, beta = columns
         keys, offsets, values, parts, value_bound, self.page_room, self.run_phase, done = fmt.encode_patterns(
             ids, alpha, beta, order=self.order, slot=slot, has_beta=self.has_beta,
-            id_bytes=self.id_bytes, previous=self.last_key, unigram_alpha=self.unigram_alpha,
+            vocab_size=self.vocab_size, previous=self.last_key, unigram_alpha=self.unigram_alpha,
             joint_min=self.joint_min, beta_index=self.beta_index, page_room=self.page_room,
             run_phase=self.run_phase, more=more)
         self.open_rows = None if done == len(alpha) else (ids[done:].copy(), alpha[done:].copy(),

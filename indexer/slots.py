@@ -38,7 +38,8 @@ class SlotJob:
     order: int
     slot: int
     model_order: int
-    id_bytes: int
+    id_bytes: int  # of the spilled rows' ids
+    vocab_size: int
     run_rows: int
     directory: Path
     model_path: str
@@ -95,7 +96,7 @@ def encode_slot(job: SlotJob) -> SlotRecords:
     renamed to :func:`records_file`'s name once written."""
     joint = job.order == 2 and job.slot == 0
     has_beta = job.order < job.model_order
-    writer = RecordWriter(job.order, job.model_order, job.id_bytes, job.unigram_alpha if joint else None,
+    writer = RecordWriter(job.order, job.model_order, job.vocab_size, job.unigram_alpha if joint else None,
                           job.joint_min, job.beta_table)
     writing = job.directory / f"{job.order}-{job.slot}.records.part"
     files, ngrams = 0, 0

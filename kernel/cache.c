@@ -16,7 +16,7 @@
 
 void cache_slot_pattern(const Store *s, const CacheSlot *rec, DiskPattern *out) {
     unsigned width = FS_BETA_WIDTH_LIST[rec->beta_width_place];
-    codec_pattern_fields(rec->data, rec->count, s->id_bytes,
+    codec_pattern_fields(rec->data, rec->count, s->id_bits,
                          store_beta_flag(s, rec->order) | (rec->has_joint ? PATTERN_HAS_JOINT : 0),
                          s->beta_table[rec->order], width, out);
     if (rec->count == 1) {  /* its values as the slot keeps them (its one beta code: 0 of width 0) */

@@ -19,25 +19,25 @@ const char *codec_hex(const uint8_t *key, size_t len, char out[65]) {
 }
 
 /* Bytes of the data of a pattern of ``count`` words (``flags``), its beta codes ``beta_width`` bits each. */
-static uint64_t data_bytes(uint64_t count, unsigned id_bytes, unsigned flags, unsigned beta_width) {
-    FsPatternLayout at = fs_pattern_layout(count, id_bytes, (flags & PATTERN_HAS_JOINT) != 0,
+static uint64_t data_bytes(uint64_t count, unsigned id_bits, unsigned flags, unsigned beta_width) {
+    FsPatternLayout at = fs_pattern_layout(count, id_bits, (flags & PATTERN_HAS_JOINT) != 0,
                                            (flags & PATTERN_VALUES_ELSEWHERE) != 0);
     return fs_pattern_end(at, count, (flags & PATTERN_HAS_BETA) != 0, beta_width);
 }
 
-int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count, unsigned id_bytes, unsigned flags,
+int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count, unsigned id_bits, unsigned flags,
                          unsigned beta_width) {
     if (!fs_beta_width_ok(beta_width) || (!(flags & PATTERN_HAS_BETA) && beta_width) ||
         ((flags & PATTERN_VALUES_ELSEWHERE) && beta_width))
         return -1;
-    uint64_t bytes = data_bytes(count, id_bytes, flags, beta_width);
+    uint64_t bytes = data_bytes(count, id_bits, flags, beta_width);
     return bytes <= (uint64_t)(end - data) ? (int64_t)bytes : -1;
 }
 
-void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
+void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bits, unsigned flags,
                           const ix_f32 *beta_table, unsigned beta_width, DiskPattern *p) {
     int has_joint = (flags & PATTERN_HAS_JOINT) != 0, has_beta = (flags & PATTERN_HAS_BETA) != 0;
-    FsPatternLayout at = fs_pattern_layout(count, id_bytes, has_joint, (flags & PATTERN_VALUES_ELSEWHERE) != 0);
+    FsPatternLayout at = fs_pattern_layout(count, id_bits, has_joint, (flags & PATTERN_VALUES_ELSEWHERE) != 0);
     p->count = count;
     p->ids = data + at.ids;
     p->position_bits = at.position_bits;
@@ -54,6 +54,7 @@ int codec_open_record(const uint8_t *key, size_t key_len, const uint8_t *value, 
     char shown[65];
     r->key = key;
     r->key_len = pattern_key_len;
+    r->order = order;
     if (key_len != pattern_key_len && key_len != pattern_key_len + 1) {  /* a pattern's key, or an END record's */
         common_fail(failure, FS_EDAMAGED, "damaged index: a record of patterns%d has a key of %zu bytes, not %zu "
                 "(bytes flipped?)", order, key_len, pattern_key_len);
@@ -105,7 +106,7 @@ static int add_delta(uint8_t *key, size_t len, const uint8_t *delta, unsigned n)
     return carry ? -1 : 0;
 }
 
-int codec_read_entry(const DiskRecord *r, EntryCursor *c, unsigned id_bytes, unsigned has_beta, uint8_t *key,
+int codec_read_entry(const DiskRecord *r, EntryCursor *c, unsigned id_bits, unsigned has_beta, uint8_t *key,
                      EntryFields *e) {
     size_t len = r->key_len;
     const uint8_t *p = c->at, *end = r->end;
@@ -149,8 +150,8 @@ int codec_read_entry(const DiskRecord *r, EntryCursor *c, unsigned id_bytes, uns
             e->beta_width = *p++;
         }
     }
-    e->flags = has_beta | codec_key_flags(key, len, id_bytes, e->count, 0);
-    int64_t bytes = codec_data_bytes(p, end, e->count, id_bytes, e->flags, e->beta_width);
+    e->flags = has_beta | codec_key_flags(key, r->order, e->count, 0);
+    int64_t bytes = codec_data_bytes(p, end, e->count, id_bits, e->flags, e->beta_width);
     if (e->count == 0 || bytes < 0)
         return -1;
     e->data = p;
@@ -183,24 +184,24 @@ int codec_padding_ok(const DiskRecord *r, const uint8_t *used_end, unsigned last
     return (uint64_t)(r->end - used_end) == fs_record_padding(used, (last_flags & PATTERN_VALUES_ELSEWHERE) != 0);
 }
 
-int codec_alone_pattern(const DiskRecord *r, unsigned id_bytes, unsigned has_beta, const ix_f32 *beta_table,
+int codec_alone_pattern(const DiskRecord *r, unsigned id_bits, unsigned has_beta, const ix_f32 *beta_table,
                         DiskPattern *out) {
     if (r->end - r->body < FS_PATTERN_DATA)
         return -1;
     uint32_t count = load_u32(r->body + FS_PATTERN_COUNT);
     unsigned flags = has_beta | (r->has_joint ? PATTERN_HAS_JOINT : 0) |
-                     codec_key_flags(r->key, r->key_len, id_bytes, count, r->has_joint);
+                     codec_key_flags(r->key, r->order, count, r->has_joint);
     unsigned width = r->body[FS_PATTERN_WIDTH];
-    int64_t data = codec_data_bytes(r->body + FS_PATTERN_DATA, r->end, count, id_bytes, flags, width);
+    int64_t data = codec_data_bytes(r->body + FS_PATTERN_DATA, r->end, count, id_bits, flags, width);
     if (count == 0 || data < 0 || !codec_padding_ok(r, r->body + FS_PATTERN_DATA + data, flags))
         return -1;
-    codec_pattern_fields(r->body + FS_PATTERN_DATA, count, id_bytes, flags, beta_table, width, out);
+    codec_pattern_fields(r->body + FS_PATTERN_DATA, count, id_bits, flags, beta_table, width, out);
     return 0;
 }
 
-int codec_walk_block(CodecWalk *w, const DiskRecord *r, unsigned id_bytes, unsigned has_beta) {
+int codec_walk_block(CodecWalk *w, const DiskRecord *r, unsigned id_bits, unsigned has_beta) {
     w->record = r;
-    w->id_bytes = id_bytes;
+    w->id_bits = id_bits;
     w->has_beta = has_beta;
     w->entry = w->restart = 0;
     if (codec_open_block(r, &w->block) < 0)
@@ -226,7 +227,7 @@ int codec_next_entry(CodecWalk *w) {
         w->cursor = codec_restart_cursor(w->cursor.at);
         memset(w->key, 0, r->key_len);
     }
-    if (codec_read_entry(r, &w->cursor, w->id_bytes, w->has_beta, w->key, &w->fields) < 0)
+    if (codec_read_entry(r, &w->cursor, w->id_bits, w->has_beta, w->key, &w->fields) < 0)
         return -1;
     w->entry++;
     return 1;
@@ -360,7 +361,7 @@ static unsigned entry_delta_bytes(const CodecRecord *r, uint32_t i, size_t key_l
 
 void codec_entry_deltas(CodecPattern *patterns, uint32_t n, size_t key_len) {
     uint8_t diff[1 + 4 * FS_MAX_ORDER];
-    CodecRecord r = {FS_BLOCK, 0, NULL, patterns, n};
+    CodecRecord r = {.kind = FS_BLOCK, .patterns = patterns, .n_patterns = n};
     for (uint32_t i = 0; i < n; i++)
         patterns[i].delta = entry_delta(&r, i, key_len, diff);
 }
@@ -374,26 +375,26 @@ static uint64_t entry_bytes(uint64_t data, size_t key_len, unsigned delta, uint3
     return (escaped ? fs_entry_head_bytes(delta, count, has_beta) : 0u) + delta + data;
 }
 
-static unsigned pattern_flags(const CodecPattern *p, size_t key_len, unsigned id_bytes) {
+/* What pattern ``p`` of a record of ``order`` holds (codec_pattern_fields's flags). */
+static unsigned pattern_flags(const CodecPattern *p, int order) {
     return (p->beta_codes ? PATTERN_HAS_BETA : 0) | (p->joint ? PATTERN_HAS_JOINT : 0) |
-           codec_key_flags(p->key, key_len, id_bytes, p->count, p->joint != NULL);
+           codec_key_flags(p->key, order, p->count, p->joint != NULL);
 }
 
-static uint64_t pattern_data_bytes(const CodecPattern *p, size_t key_len, unsigned id_bytes) {
-    return data_bytes(p->count, id_bytes, pattern_flags(p, key_len, id_bytes), p->beta_width);
+static uint64_t pattern_data_bytes(const CodecPattern *p, int order, unsigned id_bits) {
+    return data_bytes(p->count, id_bits, pattern_flags(p, order), p->beta_width);
 }
 
 /* ``used`` bytes of a record's value and its padding, its last pattern ``last``. */
-static uint64_t with_padding(uint64_t used, const CodecPattern *last, size_t key_len, unsigned id_bytes) {
-    int id_last = (pattern_flags(last, key_len, id_bytes) & PATTERN_VALUES_ELSEWHERE) != 0;
-    return used + fs_record_padding(used, id_last);
+static uint64_t with_padding(uint64_t used, const CodecPattern *last, int order) {
+    return used + fs_record_padding(used, (pattern_flags(last, order) & PATTERN_VALUES_ELSEWHERE) != 0);
 }
 
-uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_bytes) {
+uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_bits) {
     uint64_t head = FS_R_PREVIOUS + key_len;
     if (r->kind == FS_PATTERN && r->n_patterns) {
         const CodecPattern *p = &r->patterns[0];
-        return with_padding(head + FS_PATTERN_DATA + pattern_data_bytes(p, key_len, id_bytes), p, key_len, id_bytes);
+        return with_padding(head + FS_PATTERN_DATA + pattern_data_bytes(p, r->order, id_bits), p, r->order);
     }
     if (r->kind != FS_BLOCK || !r->n_patterns)
         return padded(head);
@@ -402,23 +403,12 @@ uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_by
         const CodecPattern *p = &r->patterns[i];
         restarts += p->restarts;
         in_group = p->restarts ? 0 : in_group;
-        entries += (in_group % 2 == 0) + entry_bytes(pattern_data_bytes(p, key_len, id_bytes), key_len,
+        entries += (in_group % 2 == 0) + entry_bytes(pattern_data_bytes(p, r->order, id_bits), key_len,
                                                      entry_delta_bytes(r, i, key_len), p->count,
                                                      p->beta_codes != NULL, p->beta_width);
     }
     return with_padding(head + FS_BLOCK_RESTART_TABLE + FS_RESTART_BYTES * restarts + entries,
-                        &r->patterns[r->n_patterns - 1], key_len, id_bytes);
-}
-
-/* Writes ``values`` little-endian, ``width`` bytes each (none when 0): 0, or -1 when one does not fit. */
-static int write_narrow(uint8_t *out, const uint32_t *values, uint32_t count, unsigned width) {
-    uint32_t mask = width_mask(width);
-    for (uint32_t i = 0; width && i < count; i++) {
-        if (values[i] > mask)
-            return -1;
-        memcpy(out + (size_t)i * width, &values[i], width);  /* little-endian: the low bytes first */
-    }
-    return 0;
+                        &r->patterns[r->n_patterns - 1], r->order);
 }
 
 /* Packs ``count`` integers of ``width`` bits (at most 32) from the low bits of each byte up
@@ -436,10 +426,10 @@ static int write_packed(uint8_t *out, const uint32_t *codes, uint32_t count, uns
 
 /* A pattern's data (format.h) at zeroed ``out``: 0, or -1 when an id, a position or a beta
  * code does not fit its width. */
-static int write_data(uint8_t *out, const CodecPattern *p, size_t key_len, unsigned id_bytes) {
-    unsigned flags = pattern_flags(p, key_len, id_bytes);
-    FsPatternLayout at = fs_pattern_layout(p->count, id_bytes, p->joint != NULL, (flags & PATTERN_VALUES_ELSEWHERE) != 0);
-    if (write_narrow(out + at.ids, p->ids, p->count, id_bytes) < 0 ||
+static int write_data(uint8_t *out, const CodecPattern *p, int order, unsigned id_bits) {
+    unsigned flags = pattern_flags(p, order);
+    FsPatternLayout at = fs_pattern_layout(p->count, id_bits, p->joint != NULL, (flags & PATTERN_VALUES_ELSEWHERE) != 0);
+    if (write_packed(out + at.ids, p->ids, p->count, id_bits) < 0 ||
         (at.position_bits && write_packed(out + at.positions, p->positions, p->count, at.position_bits) < 0) ||
         (p->joint && at.position_bits && write_packed(out + at.joint, p->joint, p->count, at.position_bits) < 0) ||
         (at.values && p->beta_codes &&
@@ -452,7 +442,7 @@ static int write_data(uint8_t *out, const CodecPattern *p, size_t key_len, unsig
 }
 
 /* A BLOCK's table and entries at ``body``: 0, or -1 with ``*what`` naming what does not fit. */
-static int write_block(const CodecRecord *r, size_t key_len, unsigned id_bytes, uint8_t *body, const char **what) {
+static int write_block(const CodecRecord *r, size_t key_len, unsigned id_bits, uint8_t *body, const char **what) {
     uint32_t restarts = 0;
     for (uint32_t i = 0; i < r->n_patterns; i++)
         restarts += r->patterns[i].restarts;
@@ -501,18 +491,18 @@ static int write_block(const CodecRecord *r, size_t key_len, unsigned id_bytes, 
             if (has_beta)
                 *at++ = (uint8_t)p->beta_width;
         }
-        if (write_data(at, p, key_len, id_bytes) < 0) {
+        if (write_data(at, p, r->order, id_bits) < 0) {
             *what = "an id, a position or a beta code does not fit its width";
             return -1;
         }
-        at += pattern_data_bytes(p, key_len, id_bytes);
+        at += pattern_data_bytes(p, r->order, id_bits);
     }
     return 0;
 }
 
-int codec_write_record(const CodecRecord *r, size_t key_len, unsigned id_bytes, const uint8_t *record_key,
+int codec_write_record(const CodecRecord *r, size_t key_len, unsigned id_bits, const uint8_t *record_key,
                        size_t record_key_len, uint8_t *out, Failure *failure) {
-    uint64_t size = codec_record_bytes(r, key_len, id_bytes);
+    uint64_t size = codec_record_bytes(r, key_len, id_bits);
     const char *what = NULL;
     memset(out, 0, size);
     out[FS_R_KIND] = (uint8_t)r->kind;
@@ -523,10 +513,10 @@ int codec_write_record(const CodecRecord *r, size_t key_len, unsigned id_bytes, 
     if (r->kind == FS_PATTERN && r->n_patterns == 1) {
         store_u32(body + FS_PATTERN_COUNT, r->patterns[0].count);
         body[FS_PATTERN_WIDTH] = (uint8_t)r->patterns[0].beta_width;
-        if (write_data(body + FS_PATTERN_DATA, &r->patterns[0], key_len, id_bytes) < 0)
+        if (write_data(body + FS_PATTERN_DATA, &r->patterns[0], r->order, id_bits) < 0)
             what = "an id, a position or a beta code does not fit its width";
     } else if (r->kind == FS_BLOCK) {
-        write_block(r, key_len, id_bytes, body, &what);
+        write_block(r, key_len, id_bits, body, &what);
     } else if (r->n_patterns) {
         what = "a PATTERN record holds one pattern, an END record none";
     }
@@ -543,7 +533,7 @@ size_t codec_end_bytes(size_t key_len) {
 }
 
 void codec_write_end(size_t key_len, const uint8_t *previous, uint8_t *key, uint8_t *value) {
-    CodecRecord end = {FS_END, previous ? FS_HAS_PREVIOUS : 0, previous, NULL, 0};
+    CodecRecord end = {.kind = FS_END, .flags = previous ? FS_HAS_PREVIOUS : 0, .previous = previous};
     Failure unused;
     memset(key, FS_END_KEY_BYTE, key_len + 1);
     codec_write_record(&end, key_len, 0, key, key_len + 1, value, &unused);  /* (an END record always fits) */
@@ -683,7 +673,7 @@ static void classify(Group *groups, size_t n_groups, const CodecRows *rows, cons
         p->joint = rows->unigram_alpha && p->count >= rows->joint_min;
         p->elsewhere = fs_values_elsewhere(p->count, (unsigned)rows->slot, (unsigned)rows->order, p->joint);
         p->beta_width = p->elsewhere ? 0u : fs_beta_width(largest);
-        p->data = data_bytes(p->count, rows->id_bytes,
+        p->data = data_bytes(p->count, fs_id_bits(rows->vocab_size),
                              (rows->has_beta ? PATTERN_HAS_BETA : 0) | (p->elsewhere ? PATTERN_VALUES_ELSEWHERE : 0),
                              p->beta_width);
         p->alone = p->count > FS_BLOCK_MAX_COUNT || p->joint ||
@@ -772,9 +762,10 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
             kind = FS_BLOCK;
         }
         CodecRecord *record = &b->records[r];
-        *record = (CodecRecord){.kind = kind, .patterns = b->patterns + i, .n_patterns = (uint32_t)(end - i)};
+        *record = (CodecRecord){.kind = kind, .order = rows->order, .patterns = b->patterns + i,
+                                .n_patterns = (uint32_t)(end - i)};
         b->patterns[i].restarts = 1;
-        uint64_t bytes = codec_record_bytes(record, key_len, rows->id_bytes);
+        uint64_t bytes = codec_record_bytes(record, key_len, fs_id_bits(rows->vocab_size));
         b->offsets[r + 1] = b->offsets[r] + bytes;
         unsigned taken = leaf_bytes(key_len, bytes);
         page = taken <= page ? page - taken : CODEC_FRESH_PAGE - taken;
@@ -910,8 +901,8 @@ int codec_plan_batch(CodecBatch *b, const CodecRows *rows, Failure *failure) {
     }
     b->values_bytes = b->offsets[b->n_records];
     uint64_t *parts = b->parts;
-    parts[CODEC_PART_ids] = b->rows_done * rows->id_bytes;
     for (size_t g = 0; g < done; g++) {
+        parts[CODEC_PART_ids] += fs_packed_bytes(groups[g].count, fs_id_bits(rows->vocab_size));
         parts[CODEC_PART_alpha] += groups[g].elsewhere ? 0 : 4u * groups[g].count;
         if (rows->has_beta)
             parts[CODEC_PART_beta] += fs_packed_bytes(groups[g].count, groups[g].beta_width);
@@ -964,7 +955,7 @@ int codec_write_batch(CodecBatch *b, uint8_t *keys, uint64_t *offsets, uint8_t *
         order_by_score(p->alpha, p->count, scratch, b->positions + first);
         if (p->joint) {
             for (uint32_t i = 0; i < p->count && rc == 0; i++) {
-                if (p->ids[i] >= rows->vocab_size) {
+                if (p->ids[i] >= rows->n_unigrams) {
                     common_fail(failure, FS_EARGUMENT, "cannot write the records: word id %u is past the unigrams",
                             p->ids[i]);
                     rc = -1;
@@ -982,7 +973,8 @@ int codec_write_batch(CodecBatch *b, uint8_t *keys, uint64_t *offsets, uint8_t *
         const uint8_t *key = record->patterns[record->n_patterns - 1].key;
         memcpy(keys + r * b->key_len, key, b->key_len);
         offsets[r] = b->offsets[r];
-        rc = codec_write_record(record, b->key_len, rows->id_bytes, key, b->key_len, values + b->offsets[r], failure);
+        rc = codec_write_record(record, b->key_len, fs_id_bits(rows->vocab_size), key, b->key_len,
+                                values + b->offsets[r], failure);
     }
     offsets[b->n_records] = b->offsets[b->n_records];
     free(words);

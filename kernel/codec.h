@@ -17,7 +17,7 @@
 
 /* ---------------------------------------------------------------- parsing, in place */
 
-/* One pattern's data, in place (format.h): ``count`` ids (``id_bytes`` each), positions by
+/* One pattern's data, in place (format.h): ``count`` ids (packed, id_bits each), positions by
  * score (none when count is 1), alphas, beta codes, and for a pattern "_ d" that has one,
  * its joint order (the reader computes the keys: fs_joint_key). */
 typedef struct {
@@ -70,18 +70,16 @@ static inline float pattern_beta(const DiskPattern *p, uint32_t i) {
  * data is its id, and the fields give no alpha and no beta codes (alpha NULL) */
 #define PATTERN_VALUES_ELSEWHERE 4u
 
-/* The PATTERN_VALUES_ELSEWHERE flag of the pattern of ``count`` words whose key is ``key``
- * (``key_len`` bytes, ids of ``id_bytes``), with or without a joint order. */
-static inline unsigned codec_key_flags(const uint8_t *key, size_t key_len, unsigned id_bytes, uint64_t count,
-                                       int has_joint) {
-    return fs_values_elsewhere(count, key[0], fs_key_order(key_len, id_bytes), has_joint) ? PATTERN_VALUES_ELSEWHERE
-                                                                                        : 0u;
+/* The PATTERN_VALUES_ELSEWHERE flag of the pattern of ``count`` words of ``order`` whose key
+ * is ``key``, with or without a joint order. */
+static inline unsigned codec_key_flags(const uint8_t *key, int order, uint64_t count, int has_joint) {
+    return fs_values_elsewhere(count, key[0], (unsigned)order, has_joint) ? PATTERN_VALUES_ELSEWHERE : 0u;
 }
 
 /* The bytes of the data of a pattern of ``count`` words (``flags``), its beta codes
  * ``beta_width`` bits each, that starts at ``data`` and may run to ``end``, or -1 when it
  * does not fit there or the width is none of the format's. */
-int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count, unsigned id_bytes, unsigned flags,
+int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count, unsigned id_bits, unsigned flags,
                          unsigned beta_width);
 
 /* The pattern of ``count`` words whose data starts at ``data`` (codec_data_bytes found it
@@ -89,12 +87,13 @@ int64_t codec_data_bytes(const uint8_t *data, const uint8_t *end, uint64_t count
  * read); ``beta_table``: its order's back-off table (with PATTERN_HAS_BETA).  With
  * PATTERN_VALUES_ELSEWHERE, alpha and beta_codes are NULL: the caller points them at the
  * values (records.c). */
-void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bytes, unsigned flags,
+void codec_pattern_fields(const uint8_t *data, uint32_t count, unsigned id_bits, unsigned flags,
                           const ix_f32 *beta_table, unsigned beta_width, DiskPattern *p);
 
 /* A record as every kind starts. */
 typedef struct {
     int kind, has_previous, has_joint;
+    int order;                  /* of the database's n-grams */
     const uint8_t *key, *previous, *body, *end;  /* body: after the common part; end: of the value */
     size_t key_len;             /* of the database's pattern keys */
 } DiskRecord;
@@ -143,7 +142,7 @@ typedef struct {
 /* Decodes the block entry at ``c`` (the key of the entry before it in ``key``, zeros at a
  * restart, which it turns into its own) into ``e`` and moves ``c`` to the next entry: 0,
  * or -1 when it does not fit the record (a delta past the key's first byte included). */
-int codec_read_entry(const DiskRecord *r, EntryCursor *c, unsigned id_bytes, unsigned has_beta, uint8_t *key,
+int codec_read_entry(const DiskRecord *r, EntryCursor *c, unsigned id_bits, unsigned has_beta, uint8_t *key,
                      EntryFields *e);
 
 /* The key of the restart entry ``offset`` bytes into the block's entries (stored whole),
@@ -155,7 +154,7 @@ const uint8_t *codec_restart_key(const DiskRecord *r, const DiskBlock *b, size_t
 int codec_padding_ok(const DiskRecord *r, const uint8_t *used_end, unsigned last_flags);
 
 /* The pattern of a PATTERN record: 0, or -1 when its layout does not fit the record. */
-int codec_alone_pattern(const DiskRecord *r, unsigned id_bytes, unsigned has_beta, const ix_f32 *beta_table,
+int codec_alone_pattern(const DiskRecord *r, unsigned id_bits, unsigned has_beta, const ix_f32 *beta_table,
                         DiskPattern *out);
 
 /* Every entry of a BLOCK record in order, each checked to lie where the block's table puts
@@ -166,7 +165,7 @@ typedef struct {
     DiskBlock block;
     const uint8_t *at;
     uint32_t entry, restart;
-    unsigned id_bytes, has_beta;
+    unsigned id_bits, has_beta;
     EntryCursor cursor;
     uint8_t key[1 + 4 * FS_MAX_ORDER];  /* the entry's key */
     int restarts;               /* the entry restarts a group (its key whole) */
@@ -174,7 +173,7 @@ typedef struct {
 } CodecWalk;
 
 /* Starts walking BLOCK record ``r``: 0, or -1 when its table does not fit. */
-int codec_walk_block(CodecWalk *w, const DiskRecord *r, unsigned id_bytes, unsigned has_beta);
+int codec_walk_block(CodecWalk *w, const DiskRecord *r, unsigned id_bits, unsigned has_beta);
 /* The next entry into ``w``: 1, 0 after the last (the record well formed), -1 malformed. */
 int codec_next_entry(CodecWalk *w);
 
@@ -220,10 +219,11 @@ typedef struct {
     const uint32_t *joint;      /* NULL: no joint order */
 } CodecPattern;
 
-/* One record's fields: its kind, flags (written as they are), the previous record's last key
- * (NULL: zeros) and its patterns (one for a PATTERN record, none for an END record). */
+/* One record's fields: its kind, the order of its database's n-grams, flags (written as
+ * they are), the previous record's last key (NULL: zeros) and its patterns (one for a
+ * PATTERN record, none for an END record). */
 typedef struct {
-    int kind;
+    int kind, order;
     unsigned flags;
     const uint8_t *previous;
     const CodecPattern *patterns;
@@ -235,11 +235,11 @@ typedef struct {
 void codec_entry_deltas(CodecPattern *patterns, uint32_t n, size_t key_len);
 
 /* The length of the value of ``r`` in a database of ``key_len``-byte pattern keys. */
-uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_bytes);
+uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_bits);
 /* Writes the value of ``r`` (codec_record_bytes of it) to ``out``, checksummed with its LMDB key
  * ``record_key`` (``record_key_len`` bytes): 0, or -1 with FS_EARGUMENT when a field does not
  * fit its width (an id, a position, a count, a restart offset). */
-int codec_write_record(const CodecRecord *r, size_t key_len, unsigned id_bytes, const uint8_t *record_key,
+int codec_write_record(const CodecRecord *r, size_t key_len, unsigned id_bits, const uint8_t *record_key,
                        size_t record_key_len, uint8_t *out, Failure *failure);
 
 /* The END record of a database of ``key_len``-byte pattern keys after the pattern key
@@ -283,13 +283,15 @@ void codec_beta_index_free(CodecBetaIndex *index);
  * ``slot`` and then by the word in the slot, whole patterns only. */
 typedef struct {
     int order, slot, has_beta;
-    unsigned id_bytes;
+    unsigned id_bytes;          /* of the keys (the data's ids take fs_id_bits(vocab_size)) */
     size_t n;
     const uint32_t *ids;        /* n x order: the fixed words in key order, then the slot's word */
     const float *alpha, *beta;  /* n each (beta read only with has_beta) */
     const CodecBetaIndex *beta_index; /* with has_beta: the order's back-off table, which holds every beta */
     const float *unigram_alpha; /* for joint orders (order 2, slot 0), else NULL */
-    uint32_t vocab_size, joint_min;
+    uint32_t n_unigrams;        /* unigram_alpha's length */
+    uint32_t vocab_size;        /* the model's (its ids take fs_id_bits(vocab_size) in the data) */
+    uint32_t joint_min;
     const uint8_t *previous;    /* the last pattern key before the batch, or NULL */
     /* bytes free in the LMDB leaf page that the batch's first record goes to (the writer
      * sizes its blocks to fill pages; CODEC_FRESH_PAGE when the batch starts a page) */

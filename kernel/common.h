@@ -50,12 +50,15 @@ static inline uint64_t load_u64(const uint8_t *p) {
     return v;
 }
 
-/* Element ``i`` of an array of unsigned integers ``width`` (1 ... 4) bytes wide: the 4
- * bytes there, masked (``mask``: the low ``width`` bytes).  It reads up to 3 bytes past the
- * element, so every such array of the format is followed by at least 3 more bytes of its
- * record (a pattern's ids and positions are followed by its alphas). */
-static inline uint32_t load_narrow(const uint8_t *array, uint32_t i, unsigned width, uint32_t mask) {
-    return load_u32(array + (size_t)i * width) & mask;
+/* Word id ``i`` of a pattern's ids, packed ``bits`` bits each (format.h, fs_id_bits: 16 ...
+ * 25, or 32) from the low bits of each byte up: the 4 bytes from its first byte, shifted and
+ * masked (``mask``: the low ``bits`` bits).  It reads up to 3 bytes past the id's last byte,
+ * so every id of the format is followed by at least FS_ID_TAIL more bytes of its record. */
+static inline uint32_t load_id(const uint8_t *array, uint32_t i, unsigned bits, uint32_t mask) {
+    if (bits == 16)  /* (every vocabulary of up to 65,536 words: one branch the CPU predicts) */
+        return load_u16(array + 2 * (size_t)i);
+    uint64_t bit = (uint64_t)i * bits;
+    return (load_u32(array + (bit >> 3)) >> (bit & 7)) & mask;
 }
 
 /* Element ``i`` of an array of unsigned integers of ``bits`` bits (1 ... 32) packed from the

@@ -128,8 +128,9 @@ enum { FS_ITEM_TYPES(FS_DECLARE_ITEM_TYPE) };
     X(R_PREVIOUS, 6) \
     X(HAS_PREVIOUS, 1) \
     X(HAS_JOINT, 2) \
-    /* Bytes a reader may load past a word id's last byte (it loads every id as 4 bytes): \
-     * every id of a record is followed by at least this many bytes of it. */ \
+    /* Bytes a reader may load past a word id's last byte (it loads every id as the 4 bytes \
+     * from its first: fs_id_bits): every id of a record is followed by at least this many \
+     * bytes of it. */ \
     X(ID_TAIL, 3) \
     /* Many small patterns, keyed by the last one's key.  After the common part (the body): \
      *   u16 patterns, u16 restarts, u16 restart[restarts] (where each restart entry starts, \
@@ -209,9 +210,20 @@ FS_FORMAT_REALS(FS_DECLARE_REAL)
 
 /* ---------------------------------------------------------------- rules */
 
-/* Bytes of each word id in keys and records: the fewest that hold every id of V words. */
+/* Bytes of each word id in keys: the fewest that hold every id of V words. */
 static inline unsigned fs_id_bytes(uint64_t vocab_size) {
     return vocab_size <= (1u << 16) ? 2u : vocab_size <= (1u << 24) ? 3u : 4u;
+}
+
+/* Bits of each word id in a pattern's data: 16 up to 65,536 words (whole bytes, which a
+ * reader loads as they are: kn4-64k's search reads ids 16 bits wide as fast as before they
+ * were packed), the fewest that hold every id of V words up to 2^25, 32 above (a reader
+ * loads an id as the 4 bytes from its first byte, shifted: the bit it starts at in that
+ * byte, plus its bits, must fit 32).  Bigger vocabularies are where ids cost: 19 bits
+ * instead of 24 for kn4-338k-pruned's 338,528 words. */
+static inline unsigned fs_id_bits(uint64_t vocab_size) {
+    unsigned bits = vocab_size <= 2u ? 1u : 64u - (unsigned)__builtin_clzll(vocab_size - 1u);
+    return bits <= 16u ? 16u : bits <= 25u ? bits : 32u;
 }
 
 /* Bytes of a pattern key of n-grams of ``order``: the slot and order - 1 ids. */
@@ -296,7 +308,8 @@ static inline uint64_t fs_packed_bytes(uint64_t count, unsigned bits) {
 }
 
 /* A pattern's data, for ``count`` words, as offsets from its start:
- *   ids[count]        id_bytes each, strictly increasing
+ *   ids[count]        word ids, strictly increasing, packed fs_id_bits(V) bits each
+ *                     (fs_packed_bytes)
  *   by_score[count]   positions into ids, alpha descending, ties by lower id, packed
  *                     fs_position_bits(count) bits each (fs_packed_bytes; none for one word)
  * then, for a pattern "_ d" (order 2, the slot first) of at least the header's joint_min
@@ -337,19 +350,14 @@ static inline int fs_values_elsewhere(uint64_t count, unsigned slot, unsigned or
     return count == 1 && slot + 1u < order && !has_joint;
 }
 
-/* The order of the n-grams of a pattern whose key takes ``key_len`` bytes. */
-static inline unsigned fs_key_order(size_t key_len, unsigned id_bytes) {
-    return (unsigned)((key_len - 1u) / id_bytes) + 1u;
-}
-
-static inline FsPatternLayout fs_pattern_layout(uint64_t count, unsigned id_bytes, int has_joint,
+static inline FsPatternLayout fs_pattern_layout(uint64_t count, unsigned id_bits, int has_joint,
                                                 int values_elsewhere) {
     FsPatternLayout at;
     at.position_bits = fs_position_bits(count);
     uint64_t positions = fs_packed_bytes(count, at.position_bits);
     at.values = !values_elsewhere;
     at.ids = 0;
-    at.positions = count * id_bytes;
+    at.positions = fs_packed_bytes(count, id_bits);
     at.joint = at.positions + positions;
     at.alpha = at.joint + (has_joint ? positions : 0u);
     at.beta = at.alpha + (at.values ? 4u * count : 0u);

@@ -98,14 +98,14 @@ static PyObject *beta_index(PyObject *module, PyObject *table_arg) {
 
 static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
-    static char *names[] = {"ids", "alpha", "beta", "order", "slot", "has_beta", "id_bytes", "previous",
+    static char *names[] = {"ids", "alpha", "beta", "order", "slot", "has_beta", "vocab_size", "previous",
                             "unigram_alpha", "joint_min", "beta_index", "page_room", "run_phase", "more", NULL};
     PyObject *ids_arg, *alpha_arg, *beta_arg, *previous_arg = Py_None, *unigram_arg = Py_None, *index_arg = Py_None;
     int order, slot, has_beta;
-    unsigned id_bytes, joint_min = FS_JOINT_MIN_DEFAULT, page_room = CODEC_FRESH_PAGE, run_phase = 0;
+    unsigned words, joint_min = FS_JOINT_MIN_DEFAULT, page_room = CODEC_FRESH_PAGE, run_phase = 0;
     int more = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOiipI|OOIOIIp:encode_patterns", names, &ids_arg, &alpha_arg,
-                                     &beta_arg, &order, &slot, &has_beta, &id_bytes, &previous_arg, &unigram_arg,
+                                     &beta_arg, &order, &slot, &has_beta, &words, &previous_arg, &unigram_arg,
                                      &joint_min, &index_arg, &page_room, &run_phase, &more))
         return NULL;
     const CodecBetaIndex *index = NULL;
@@ -115,13 +115,14 @@ static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwa
                                           "(beta_index(table))");
         return NULL;
     }
-    if (order < 2 || order > FS_MAX_ORDER || slot < 0 || slot >= order || id_bytes < 2 || id_bytes > 4 ||
+    if (order < 2 || order > FS_MAX_ORDER || slot < 0 || slot >= order || words < 1 || words == FS_NO_WORD ||
         joint_min < 1 || page_room > CODEC_FRESH_PAGE) {
-        PyErr_SetString(PyExc_ValueError, "encode_patterns: order, slot, id_bytes, joint_min or page_room out of range");
+        PyErr_SetString(PyExc_ValueError, "encode_patterns: order, slot, vocab_size, joint_min or page_room out of range");
         return NULL;
     }
+    unsigned id_bytes = fs_id_bytes(words);
     Py_buffer ids = {0}, alpha = {0}, beta = {0}, unigram = {0};
-    Py_ssize_t n = -1, rows_ids = -1, vocab_size = -1;
+    Py_ssize_t n = -1, rows_ids = -1, n_unigrams = -1;
     PyObject *result = NULL, *keys = NULL, *offsets = NULL, *values = NULL, *parts = NULL;
     CodecBatch batch = {0};
     CodecRows rows = {.order = order, .slot = slot, .has_beta = has_beta, .id_bytes = id_bytes,
@@ -132,7 +133,7 @@ static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwa
     if (module_get_array(ids_arg, &ids, 4, &rows_ids, "ids (order uint32 per row)") < 0 ||
         beta_rows(has_beta, beta_arg, &beta, &n) < 0 ||
         optional_key(previous_arg, fs_key_bytes((unsigned)order, id_bytes), &rows.previous, "previous") < 0 ||
-        (unigram_arg != Py_None && module_get_array(unigram_arg, &unigram, 4, &vocab_size, "unigram_alpha") < 0))
+        (unigram_arg != Py_None && module_get_array(unigram_arg, &unigram, 4, &n_unigrams, "unigram_alpha") < 0))
         goto out;
     rows.n = (size_t)n;
     rows.ids = ids.buf;
@@ -140,7 +141,8 @@ static PyObject *encode_patterns(PyObject *module, PyObject *args, PyObject *kwa
     rows.beta = beta.buf;
     rows.beta_index = index;
     rows.unigram_alpha = unigram.buf;
-    rows.vocab_size = vocab_size < 0 ? 0 : (uint32_t)vocab_size;
+    rows.vocab_size = words;
+    rows.n_unigrams = n_unigrams < 0 ? 0 : (uint32_t)n_unigrams;
     Failure failure = {0};
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -225,22 +227,6 @@ static PyObject *name_previous(PyObject *module, PyObject *args) {
 
 /* ---------------------------------------------------------------- one record: the reference codec */
 
-/* ``count`` unsigned integers of ``width`` bytes at ``at`` as a list. */
-static PyObject *narrow_list(const uint8_t *at, uint32_t count, unsigned width) {
-    PyObject *list = PyList_New(at && width ? count : 0);
-    uint32_t mask = width_mask(width);
-    for (uint32_t i = 0; list && at && width && i < count; i++) {
-        uint32_t v = 0;
-        memcpy(&v, at + (size_t)i * width, width);
-        PyObject *item = PyLong_FromUnsignedLong(v & mask);
-        if (!item)
-            Py_CLEAR(list);
-        else
-            PyList_SET_ITEM(list, i, item);
-    }
-    return list;
-}
-
 /* ``count`` integers of ``bits`` bits packed at ``at`` (fs_packed_bytes) as a list (empty
  * when ``at`` is NULL or ``bits`` 0). */
 static PyObject *packed_list(const uint8_t *at, uint32_t count, unsigned bits) {
@@ -270,11 +256,25 @@ static PyObject *float_list(const ix_f32 *at, uint32_t count) {
     return list;
 }
 
+/* ``count`` word ids of ``bits`` bits packed at ``at`` as a list (load_id: as a reader reads them). */
+static PyObject *id_list(const uint8_t *at, uint32_t count, unsigned bits) {
+    PyObject *list = PyList_New(count);
+    uint32_t mask = (uint32_t)((1ull << bits) - 1u);
+    for (uint32_t i = 0; list && i < count; i++) {
+        PyObject *item = PyLong_FromUnsignedLong(load_id(at, i, bits, mask));
+        if (!item)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
 /* One pattern as decode_record gives it (``has_beta``: its order stores beta codes).  A
  * pattern that stores its values elsewhere (format.h) has alpha None and, where its order
  * stores beta codes, none of them: [] of width 0. */
 static PyObject *pattern_dict(const uint8_t *key, size_t key_len, int restarts, unsigned delta, const DiskPattern *p,
-                              unsigned id_bytes, int has_beta) {
+                              unsigned id_bits, int has_beta) {
     PyObject *joint = p->joint ? packed_list(p->joint, p->count, p->position_bits) : Py_NewRef(Py_None);
     PyObject *codes = Py_None, *width = Py_None;
     if (has_beta && !p->alpha) {
@@ -296,7 +296,7 @@ static PyObject *pattern_dict(const uint8_t *key, size_t key_len, int restarts, 
     }
     return Py_BuildValue("{sy#sIsOsIsNsNsNsNsNsN}", "key", key, (Py_ssize_t)key_len, "count", p->count,
                          "restarts", restarts ? Py_True : Py_False, "delta", delta,
-                         "ids", narrow_list(p->ids, p->count, id_bytes),
+                         "ids", id_list(p->ids, p->count, id_bits),
                          "positions", packed_list(p->positions, p->count, p->position_bits),
                          "alpha", float_list(p->alpha, p->count), "beta_width", width, "beta_codes", codes,
                          "joint", joint);
@@ -306,19 +306,20 @@ static PyObject *decode_record(PyObject *module, PyObject *args) {
     (void)module;
     Py_buffer key, value;
     int order, has_beta;
-    unsigned id_bytes;
-    if (!PyArg_ParseTuple(args, "y*y*iIp:decode_record", &key, &value, &order, &id_bytes, &has_beta))
+    unsigned vocab_size;
+    if (!PyArg_ParseTuple(args, "y*y*iIp:decode_record", &key, &value, &order, &vocab_size, &has_beta))
         return NULL;
     PyObject *patterns = NULL, *result = NULL;
     Failure failure = {0};
     DiskRecord r;
     DiskPattern p = {0};
     unsigned beta_flag = has_beta ? PATTERN_HAS_BETA : 0;
-    if (order < 2 || order > FS_MAX_ORDER || id_bytes < 2 || id_bytes > 4 || value.len % 4) {
-        PyErr_SetString(PyExc_ValueError, "decode_record: order or id_bytes out of range, or a value not of words");
+    if (order < 2 || order > FS_MAX_ORDER || vocab_size < 1 || vocab_size == FS_NO_WORD || value.len % 4) {
+        PyErr_SetString(PyExc_ValueError, "decode_record: order or vocab_size out of range, or a value not of words");
         goto out;
     }
-    size_t key_len = fs_key_bytes((unsigned)order, id_bytes);
+    unsigned id_bits = fs_id_bits(vocab_size);
+    size_t key_len = fs_key_bytes((unsigned)order, fs_id_bytes(vocab_size));
     if (codec_open_record(key.buf, (size_t)key.len, value.buf, (size_t)value.len, order, key_len, &r, &failure) < 0) {
         raise_failure(&failure);
         goto out;
@@ -327,10 +328,10 @@ static PyObject *decode_record(PyObject *module, PyObject *args) {
         goto out;
     if (r.kind == FS_PATTERN) {
         PyObject *one = NULL;
-        if (codec_alone_pattern(&r, id_bytes, beta_flag, NULL, &p) < 0)
+        if (codec_alone_pattern(&r, id_bits, beta_flag, NULL, &p) < 0)
             PyErr_SetString(PyExc_ValueError, "decode_record: a PATTERN record's layout does not fit it");
         else
-            one = pattern_dict(r.key, key_len, 0, 0, &p, id_bytes, has_beta);
+            one = pattern_dict(r.key, key_len, 0, 0, &p, id_bits, has_beta);
         if (!one || PyList_Append(patterns, one) < 0) {
             Py_XDECREF(one);
             goto out;
@@ -338,11 +339,11 @@ static PyObject *decode_record(PyObject *module, PyObject *args) {
         Py_DECREF(one);
     } else if (r.kind == FS_BLOCK) {
         CodecWalk walk;
-        int next = codec_walk_block(&walk, &r, id_bytes, beta_flag) < 0 ? -1 : 1;
+        int next = codec_walk_block(&walk, &r, id_bits, beta_flag) < 0 ? -1 : 1;
         while (next > 0 && (next = codec_next_entry(&walk)) > 0) {
-            codec_pattern_fields(walk.fields.data, walk.fields.count, id_bytes, walk.fields.flags, NULL,
+            codec_pattern_fields(walk.fields.data, walk.fields.count, id_bits, walk.fields.flags, NULL,
                                  walk.fields.beta_width, &p);
-            PyObject *one = pattern_dict(walk.key, key_len, walk.restarts, walk.fields.delta, &p, id_bytes, has_beta);
+            PyObject *one = pattern_dict(walk.key, key_len, walk.restarts, walk.fields.delta, &p, id_bits, has_beta);
             if (!one || PyList_Append(patterns, one) < 0) {
                 Py_XDECREF(one);
                 goto out;
@@ -422,7 +423,7 @@ static int field_array(PyObject *pattern, const char *name, Py_ssize_t count, in
 }
 
 /* One pattern of encode_record's ``patterns`` into ``p`` (its arrays held by ``h``): 0, or -1. */
-static int read_pattern(PyObject *pattern, size_t key_len, unsigned id_bytes, CodecPattern *p, HeldPattern *h) {
+static int read_pattern(PyObject *pattern, size_t key_len, int order, CodecPattern *p, HeldPattern *h) {
     if (!PyDict_Check(pattern)) {
         PyErr_SetString(PyExc_TypeError, "encode_record: each pattern is a dict, as decode_record gives it");
         return -1;
@@ -440,8 +441,9 @@ static int read_pattern(PyObject *pattern, size_t key_len, unsigned id_bytes, Co
     int has_joint = joint && joint != Py_None;
     /* a pattern that stores its values elsewhere is given none (decode_record's alpha None,
      * and beta codes [] where its order has them) */
-    Py_ssize_t values = codec_key_flags((const uint8_t *)PyBytes_AS_STRING(key), key_len, id_bytes, (uint64_t)count,
-                                        has_joint) ? 0 : count;
+    Py_ssize_t values = codec_key_flags((const uint8_t *)PyBytes_AS_STRING(key), order, (uint64_t)count, has_joint)
+                            ? 0
+                            : count;
     if (field_array(pattern, "ids", count, 0, 0, (void **)&h->ids) < 0 ||
         (fs_position_bits((uint64_t)count) &&
          field_array(pattern, "positions", count, 0, 0, (void **)&h->positions) < 0) ||
@@ -475,18 +477,19 @@ static PyObject *encode_record(PyObject *module, PyObject *args) {
     Py_buffer record_key;
     PyObject *record;
     int order;
-    unsigned id_bytes;
-    if (!PyArg_ParseTuple(args, "y*O!iI:encode_record", &record_key, &PyDict_Type, &record, &order, &id_bytes))
+    unsigned vocab_size;
+    if (!PyArg_ParseTuple(args, "y*O!iI:encode_record", &record_key, &PyDict_Type, &record, &order, &vocab_size))
         return NULL;
     PyObject *result = NULL, *patterns = NULL;
     CodecPattern *fields = NULL;
     HeldPattern *held = NULL;
     Py_ssize_t n = 0;
-    if (order < 2 || order > FS_MAX_ORDER || id_bytes < 2 || id_bytes > 4) {
-        PyErr_SetString(PyExc_ValueError, "encode_record: order or id_bytes out of range");
+    if (order < 2 || order > FS_MAX_ORDER || vocab_size < 1 || vocab_size == FS_NO_WORD) {
+        PyErr_SetString(PyExc_ValueError, "encode_record: order or vocab_size out of range");
         goto out;
     }
-    size_t key_len = fs_key_bytes((unsigned)order, id_bytes);
+    unsigned id_bits = fs_id_bits(vocab_size);
+    size_t key_len = fs_key_bytes((unsigned)order, fs_id_bytes(vocab_size));
     PyObject *kind = PyDict_GetItemString(record, "kind"), *flags = PyDict_GetItemString(record, "flags");
     PyObject *previous_arg = PyDict_GetItemString(record, "previous"), *list = PyDict_GetItemString(record, "patterns");
     const uint8_t *previous;
@@ -505,16 +508,16 @@ static PyObject *encode_record(PyObject *module, PyObject *args) {
         goto out;
     }
     for (Py_ssize_t i = 0; i < n; i++)
-        if (read_pattern(PySequence_Fast_GET_ITEM(patterns, i), key_len, id_bytes, &fields[i], &held[i]) < 0)
+        if (read_pattern(PySequence_Fast_GET_ITEM(patterns, i), key_len, order, &fields[i], &held[i]) < 0)
             goto out;
     codec_entry_deltas(fields, (uint32_t)n, key_len);
-    CodecRecord r = {.kind = (int)PyLong_AsLong(kind), .flags = (unsigned)PyLong_AsUnsignedLong(flags),
+    CodecRecord r = {.kind = (int)PyLong_AsLong(kind), .order = order, .flags = (unsigned)PyLong_AsUnsignedLong(flags),
                       .previous = previous, .patterns = fields, .n_patterns = (uint32_t)n};
     if (PyErr_Occurred())
         goto out;
     Failure failure = {0};
-    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)codec_record_bytes(&r, key_len, id_bytes));
-    if (result && codec_write_record(&r, key_len, id_bytes, record_key.buf, (size_t)record_key.len,
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)codec_record_bytes(&r, key_len, id_bits));
+    if (result && codec_write_record(&r, key_len, id_bits, record_key.buf, (size_t)record_key.len,
                                      (uint8_t *)PyBytes_AS_STRING(result), &failure) < 0) {
         Py_CLEAR(result);
         raise_failure(&failure);
@@ -706,16 +709,28 @@ out:
     return result;
 }
 
+/* The vocabulary size ``arg``: 0, or -1 with an exception set (not one that 32-bit ids hold). */
+static int vocabulary_size(PyObject *arg, unsigned long long *vocab_size) {
+    *vocab_size = PyLong_AsUnsignedLongLong(arg);
+    if (*vocab_size == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    if (*vocab_size < 1 || *vocab_size >= FS_NO_WORD) {
+        PyErr_Format(PyExc_ValueError, "a vocabulary of %llu words does not fit 32-bit ids", *vocab_size);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *id_bytes(PyObject *module, PyObject *arg) {
     (void)module;
-    unsigned long long vocab_size = PyLong_AsUnsignedLongLong(arg);
-    if (vocab_size == (unsigned long long)-1 && PyErr_Occurred())
-        return NULL;
-    if (vocab_size < 1 || vocab_size >= FS_NO_WORD) {
-        PyErr_Format(PyExc_ValueError, "a vocabulary of %llu words does not fit 32-bit ids", vocab_size);
-        return NULL;
-    }
-    return PyLong_FromUnsignedLong(fs_id_bytes(vocab_size));
+    unsigned long long vocab_size;
+    return vocabulary_size(arg, &vocab_size) < 0 ? NULL : PyLong_FromUnsignedLong(fs_id_bytes(vocab_size));
+}
+
+static PyObject *id_bits(PyObject *module, PyObject *arg) {
+    (void)module;
+    unsigned long long vocab_size;
+    return vocabulary_size(arg, &vocab_size) < 0 ? NULL : PyLong_FromUnsignedLong(fs_id_bits(vocab_size));
 }
 
 static PyObject *position_bits(PyObject *module, PyObject *arg) {
@@ -752,7 +767,7 @@ static PyObject *checksum(PyObject *module, PyObject *args) {
 
 PyMethodDef module_codec_methods[] = {
     {"encode_patterns", (PyCFunction)(void (*)(void))encode_patterns, METH_VARARGS | METH_KEYWORDS,
-     "encode_patterns(ids, alpha, beta, order, slot, has_beta, id_bytes, previous=None, unigram_alpha=None,\n"
+     "encode_patterns(ids, alpha, beta, order, slot, has_beta, vocab_size, previous=None, unigram_alpha=None,\n"
      "joint_min=JOINT_MIN_DEFAULT, beta_index=None, page_room=FRESH_PAGE, run_phase=0, more=False) -> (keys,\n"
      "offsets, values, parts, value_bound, page_room, run_phase, rows_done): the records of a batch of n-grams\n"
      "sorted by pattern key then word (ids: order\n"
@@ -772,12 +787,12 @@ PyMethodDef module_codec_methods[] = {
     {"name_previous", name_previous, METH_VARARGS,
      "name_previous(record_key, value, previous) -> bytes: the record naming previous as the key before it."},
     {"decode_record", decode_record, METH_VARARGS,
-     "decode_record(record_key, value, order, id_bytes, has_beta) -> dict: kind, flags, previous and patterns\n"
+     "decode_record(record_key, value, order, vocab_size, has_beta) -> dict: kind, flags, previous and patterns\n"
      "(each: key, count, restarts, delta, ids, positions, alpha, beta_width, beta_codes, joint) of\n"
      "one record, as the\n"
      "reader parses it; ValueError when its checksum or layout fails."},
     {"encode_record", encode_record, METH_VARARGS,
-     "encode_record(record_key, record, order, id_bytes) -> bytes: the value of a record given as decode_record\n"
+     "encode_record(record_key, record, order, vocab_size) -> bytes: the value of a record given as decode_record\n"
      "gives it (fields written as they are, the checksum made): decode_record's inverse."},
     {"decode_header", decode_header, METH_O, "decode_header(bytes) -> dict: the header's fields."},
     {"encode_header", encode_header, METH_O,
@@ -785,7 +800,8 @@ PyMethodDef module_codec_methods[] = {
      "when absent), its length and checksum made."},
     {"pattern_key", pattern_key, METH_VARARGS,
      "pattern_key(slot, ids, id_bytes) -> bytes: the key of the pattern of the fixed words ids, the slot before ids[slot]."},
-    {"id_bytes", id_bytes, METH_O, "id_bytes(vocab_size) -> int: bytes of each word id of a vocabulary that size."},
+    {"id_bytes", id_bytes, METH_O, "id_bytes(vocab_size) -> int: bytes of each word id of a vocabulary that size in keys."},
+    {"id_bits", id_bits, METH_O, "id_bits(vocab_size) -> int: bits of each word id of a vocabulary that size in a pattern's data."},
     {"position_bits", position_bits, METH_O,
      "position_bits(count) -> int: bits of each position of a pattern of count words (by score, joint)."},
     {"key_bytes", key_bytes, METH_VARARGS, "key_bytes(order, id_bytes) -> int: bytes of a pattern key of that order."},

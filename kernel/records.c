@@ -27,7 +27,7 @@ enum { PAST_VOCABULARY = 1, NOT_INCREASING = 2, BEYOND_BOUND = 4 };
 /* The first read of a big pattern checks thousands of entries: these checks were a
  * quarter of the instructions of a cold pass (300 held-out lines, K = 10; issue 51).  So
  * the two functions below look at an entry with as few instructions as they can, and
- * report only the first fault; the ids' is inlined once per width of the ids (by_width):
+ * report only the first fault; the ids' is inlined for ids of 16 bits (by_bits):
  * with the width a constant, an id is one load, not a multiply and a mask. */
 
 /* The first entry of ``order`` (positions into p's arrays, p->position_bits each) that does not
@@ -74,17 +74,17 @@ static inline int beyond_bound(float v, float bound) {
 }
 
 /* The first entry of p whose id is outside the vocabulary or not above the one before,
- * or whose value is beyond the header's value bound (ids ``width`` bytes), and what is
+ * or whose value is beyond the header's value bound (ids ``bits`` bits), and what is
  * wrong with it (*problem), or p->count when none. */
 static inline __attribute__((always_inline)) uint32_t first_bad_entry(const Store *s, const DiskPattern *p,
-                                                                      unsigned width, unsigned *problem) {
-    uint32_t mask = width_mask(width);
+                                                                      unsigned bits, unsigned *problem) {
+    uint32_t mask = (uint32_t)((1ull << bits) - 1u);
     int64_t previous = -1;
     float bound = (float)s->value_bound;  /* rounded to nearest: down to the float within it */
     if ((double)bound > s->value_bound)
         bound = nextafterf(bound, 0.0f);
     for (uint32_t i = 0; i < p->count; i++) {
-        uint32_t id = load_narrow(p->ids, i, width, mask);
+        uint32_t id = load_id(p->ids, i, bits, mask);
         unsigned found = 0;
         if (id >= s->vocab_size)
             found |= PAST_VOCABULARY;
@@ -101,9 +101,9 @@ static inline __attribute__((always_inline)) uint32_t first_bad_entry(const Stor
     return p->count;
 }
 
-/* ``call`` with its width argument a constant of the widths the format uses for ids (2
- * and 3 bytes), else ``width``. */
-#define by_width(width, call) ((width) == 2 ? call(2) : (width) == 3 ? call(3) : call(width))
+/* ``call`` with its bits argument the constant 16 where ids take 16 bits (a vocabulary of
+ * 32,769 to 65,536 words: one load and a mask), else ``bits``. */
+#define by_bits(bits, call) ((bits) == 16 ? call(16) : call(bits))
 
 /* Checks that ``order`` (positions into the pattern's arrays, ``p->position_bits`` each)
  * is a permutation that sorts ``keys`` (keys[i] of entry i when ``in_order``, else
@@ -165,8 +165,8 @@ int records_check_pattern(const Store *s, DiskPattern *p, int order, Failure *fa
     char shown[65], what[96] = "";
     unsigned problem = 0;
     float sup = 0.0f;
-#define BAD_ENTRY_AS(width) first_bad_entry(s, p, width, &problem)
-    uint32_t entry = by_width(s->id_bytes, BAD_ENTRY_AS);
+#define BAD_ENTRY_AS(bits) first_bad_entry(s, p, bits, &problem)
+    uint32_t entry = by_bits(s->id_bits, BAD_ENTRY_AS);
 #undef BAD_ENTRY_AS
     if (problem & PAST_VOCABULARY)
         snprintf(what, sizeof(what), "word id %u (entry %u) is outside the vocabulary", pattern_id(s, p, entry), entry);
@@ -235,9 +235,9 @@ static int locate_pattern(const Store *s, MDB_cursor *cursor, int order, const u
     if (r.kind == FS_PATTERN) {
         if (records_key_compare(r.key, key, key_len))
             return 0;
-        if (codec_alone_pattern(&r, s->id_bytes, has_beta, s->beta_table[order], out) < 0)
+        if (codec_alone_pattern(&r, s->id_bits, has_beta, s->beta_table[order], out) < 0)
             goto malformed;
-        *flags = codec_key_flags(key, key_len, s->id_bytes, out->count, out->joint != NULL);
+        *flags = codec_key_flags(key, order, out->count, out->joint != NULL);
         return 1;
     }
     DiskBlock b;
@@ -267,11 +267,11 @@ static int locate_pattern(const Store *s, MDB_cursor *cursor, int order, const u
      * the record's padding is of a malformed record) */
     while (at.at < stop) {
         EntryFields e;
-        if (codec_read_entry(&r, &at, s->id_bytes, has_beta, entry_key, &e) < 0)
+        if (codec_read_entry(&r, &at, s->id_bits, has_beta, entry_key, &e) < 0)
             goto malformed;
         int c = records_key_compare(entry_key, key, key_len);
         if (c == 0) {
-            codec_pattern_fields(e.data, e.count, s->id_bytes, e.flags, s->beta_table[order], e.beta_width, out);
+            codec_pattern_fields(e.data, e.count, s->id_bits, e.flags, s->beta_table[order], e.beta_width, out);
             *flags = e.flags;
             return 1;
         }

@@ -13,7 +13,7 @@
 static inline int32_t locate(const Searcher *searcher, const SearchPattern *p, uint32_t word) {
     if (p->member && !(searcher->flags[word] & p->member))
         return -1;
-    return find_id(p->data.ids, p->count, word, searcher->reader.store->id_bytes, searcher->reader.store->id_mask);
+    return find_id(p->data.ids, p->count, word, searcher->reader.store->id_bits, searcher->reader.store->id_mask);
 }
 
 /* Where a step's back-off weight comes from, for step_loop: the kinds of SearchStep.beta,

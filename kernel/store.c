@@ -255,7 +255,8 @@ static int read_header(Store *s, MDB_dbi meta, CodecHeader *fields, Failure *fai
     s->order = (int)fields->order;
     s->vocab_size = vocab_size;
     s->id_bytes = fs_id_bytes(vocab_size);
-    s->id_mask = width_mask(s->id_bytes);
+    s->id_bits = fs_id_bits(vocab_size);
+    s->id_mask = (uint32_t)((1ull << s->id_bits) - 1u);
     s->bos = fields->bos;
     s->eos = fields->eos;
     s->unk = fields->unk;

@@ -30,7 +30,8 @@ typedef struct Store {
     MDB_dbi patterns[FS_MAX_ORDER + 1];  /* patterns[m]: order m (2 ... order) */
     int order;
     unsigned id_bytes, key_len; /* a pattern key of order m is 1 + id_bytes (m - 1) bytes */
-    uint32_t id_mask;
+    unsigned id_bits;           /* of each id of a pattern's data (fs_id_bits) */
+    uint32_t id_mask;           /* its low id_bits bits */
     uint32_t vocab_size;
     uint32_t bos, eos, unk;     /* FS_NO_WORD: the model has no such word */
     uint64_t counts[FS_MAX_ORDER + 1], records[FS_MAX_ORDER + 1];  /* n-grams of order m; records of patterns<m> */
@@ -84,7 +85,7 @@ static inline unsigned store_beta_flag(const Store *s, int order) {
 }
 
 static inline uint32_t pattern_id(const Store *s, const DiskPattern *p, uint32_t i) {
-    return load_narrow(p->ids, i, s->id_bytes, s->id_mask);
+    return load_id(p->ids, i, s->id_bits, s->id_mask);
 }
 
 /* The joint key of entry ``i`` of a pattern "_ d" (format.h: computed, not stored). */
@@ -92,21 +93,21 @@ static inline float pattern_joint_key(const Store *s, const DiskPattern *p, uint
     return fs_joint_key(s->unigram_alpha[pattern_id(s, p, i)], p->alpha[i]);
 }
 
-/* Position of ``word`` in ``count`` (>= 1) ascending ids of ``width`` bytes, or -1.  A
+/* Position of ``word`` in ``count`` (>= 1) ascending ids of ``bits`` bits, or -1.  A
  * branch-free lower bound: no mispredictions, so the CPU overlaps the searches of a
  * batch's words. */
-static inline int32_t find_id(const uint8_t *ids, uint32_t count, uint32_t word, unsigned width, uint32_t mask) {
+static inline int32_t find_id(const uint8_t *ids, uint32_t count, uint32_t word, unsigned bits, uint32_t mask) {
     uint32_t first = 0, len = count;
     while (len > 1) {
         uint32_t half = len >> 1;
-        first += load_narrow(ids, first + half - 1, width, mask) < word ? half : 0;
+        first += load_id(ids, first + half - 1, bits, mask) < word ? half : 0;
         len -= half;
     }
-    return load_narrow(ids, first, width, mask) == word ? (int32_t)first : -1;
+    return load_id(ids, first, bits, mask) == word ? (int32_t)first : -1;
 }
 
 static inline int32_t pattern_find(const Store *s, const DiskPattern *p, uint32_t word) {
-    return find_id(p->ids, p->count, word, s->id_bytes, s->id_mask);
+    return find_id(p->ids, p->count, word, s->id_bits, s->id_mask);
 }
 
 /* Position i of the sorted list: where its word is in the id-sorted arrays. */

@@ -73,9 +73,9 @@ int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *coun
             memcpy(key, r.key, key_len);
             if (has_last && memcmp(last, key, key_len) >= 0)
                 goto disorder;
-            if (codec_alone_pattern(&r, s->id_bytes, has_beta, s->beta_table[order], &p) < 0)
+            if (codec_alone_pattern(&r, s->id_bits, has_beta, s->beta_table[order], &p) < 0)
                 goto malformed;
-            if (check_pattern(s, lookup, order, &p, codec_key_flags(key, key_len, s->id_bytes, p.count, r.has_joint),
+            if (check_pattern(s, lookup, order, &p, codec_key_flags(key, order, p.count, r.has_joint),
                               key, key_len, failure) < 0)
                 goto out;
             if (wants_joint(s, order, key, p.count) != (p.joint != NULL))
@@ -87,7 +87,7 @@ int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *coun
         } else {
             CodecWalk walk;
             int next;
-            if (codec_walk_block(&walk, &r, s->id_bytes, has_beta) < 0)
+            if (codec_walk_block(&walk, &r, s->id_bits, has_beta) < 0)
                 goto malformed;
             while ((next = codec_next_entry(&walk)) > 0) {
                 memcpy(key, walk.key, key_len);
@@ -95,7 +95,7 @@ int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *coun
                     goto disorder;
                 memcpy(last, key, key_len);
                 has_last = 1;
-                codec_pattern_fields(walk.fields.data, walk.fields.count, s->id_bytes, walk.fields.flags,
+                codec_pattern_fields(walk.fields.data, walk.fields.count, s->id_bits, walk.fields.flags,
                                      s->beta_table[order], walk.fields.beta_width, &p);
                 if (check_pattern(s, lookup, order, &p, walk.fields.flags, key, key_len, failure) < 0)
                     goto out;

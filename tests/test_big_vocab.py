@@ -23,6 +23,7 @@ from exhaustive_vectorized import VectorizedOracle
 from fastsubs import format as fmt
 from fastsubs.bench.arpa_text import synthesize
 from fastsubs.bench.synth import order_counts
+from fastsubs.core import Core
 from fastsubs.errors import BuildCheckError
 from fastsubs.indexer import arpa, build, runs, slots
 from fastsubs.indexer.publish import TEMP_PREFIX
@@ -96,10 +97,12 @@ def test_back_off_codes_of_24_bits_search_exactly(tmp_path: Path) -> None:
     model_path, index_path = tmp_path / "synth.arpa", tmp_path / "synth.fsidx"
     synthesize(model_path, order_counts(600_000, 3), seed=5)
     fastsubs.build_index(model_path, index_path)
+    with Core(index_path) as index:
+        vocab_size = index.vocab_size
     env = lmdb.open(str(index_path), readonly=True, lock=False, max_dbs=fmt.MAX_ORDER + 2)
     with env.begin(db=env.open_db(fmt.patterns_db_name(2), create=False)) as txn:
         widths = {pattern["beta_width"] for key, value in txn.cursor() if key[0] != fmt.END_KEY_BYTE
-                  for pattern in fmt.decode_record(key, value, 2, 2, True)["patterns"]}
+                  for pattern in fmt.decode_record(key, value, 2, vocab_size, True)["patterns"]}
     env.close()
     assert 24 in widths
     model = ArpaModel.from_file(str(model_path))

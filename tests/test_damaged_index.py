@@ -401,17 +401,17 @@ def test_verify_names_a_score_that_is_no_log_probability(demo_index: Path, tmp_p
     copy = tmp_path / "positive.fsidx"
     shutil.copytree(demo_index, copy)
     with Core(copy) as index:
-        id_bytes, order = index.id_bytes, index.order
+        vocab_size, order = index.vocab_size, index.order
     env = lmdb.open(str(copy), max_dbs=64)
     with env.begin(write=True, db=env.open_db(fmt.patterns_db_name(order))) as txn:
         for record_key, value in txn.cursor():
-            record = fmt.decode_record(record_key, value, order, id_bytes, False)
+            record = fmt.decode_record(record_key, value, order, vocab_size, False)
             if record["patterns"] and 2 <= (first := record["patterns"][0])["count"] <= 256:
                 break
         else:
             raise AssertionError(f"no record of patterns{order} starts with a pattern of 2-256 words")
         first["alpha"][first["positions"][0]] = 0.5
-        txn.put(record_key, fmt.encode_record(record_key, record, order, id_bytes))
+        txn.put(record_key, fmt.encode_record(record_key, record, order, vocab_size))
     env.close()
     result = run_cli("fastsubs-index", "verify", copy, check=False)
     assert result.returncode == 1 and b"holds a score that is no log-probability" in result.stderr
@@ -427,12 +427,12 @@ def test_a_record_with_a_valid_checksum_and_broken_fields_is_named(demo_index: P
     copy = tmp_path / "forged.fsidx"
     shutil.copytree(demo_index, copy)
     with Core(copy) as index:
-        id_bytes = index.id_bytes
+        vocab_size, id_bytes = index.vocab_size, index.id_bytes
     env = lmdb.open(str(copy), max_dbs=64)
     db = env.open_db(fmt.patterns_db_name(4))
     with env.begin(write=True, db=db) as txn:
         for record_key, value in txn.cursor():
-            record = fmt.decode_record(record_key, value, 4, id_bytes, False)
+            record = fmt.decode_record(record_key, value, 4, vocab_size, False)
             first = record["patterns"][0] if record["kind"] == fmt.BLOCK else {"count": 0}
             if 2 <= first["count"] <= 256:
                 break
@@ -443,7 +443,7 @@ def test_a_record_with_a_valid_checksum_and_broken_fields_is_named(demo_index: P
             first["positions"][1] = first["positions"][0]
         else:  # the best word's score lowered below the worst
             first["alpha"][first["positions"][0]] = -99.0
-        txn.put(record_key, fmt.encode_record(record_key, record, 4, id_bytes))
+        txn.put(record_key, fmt.encode_record(record_key, record, 4, vocab_size))
     env.close()
     with Core(copy) as index, fastsubs.open_index(copy) as api:
         slot, fixed = key[0], tuple(int.from_bytes(key[1 + i * id_bytes:1 + (i + 1) * id_bytes], "big")

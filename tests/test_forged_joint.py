@@ -64,17 +64,17 @@ class Joint:
         return joint_keys(self.unigram_alpha, self.ids, self.alphas)[self.positions]
 
 
-def read_joint(value: bytes, where: Located, id_bytes: int, unigram_alpha: np.ndarray) -> Joint:
-    _, pattern = decoded(value, where, id_bytes)
+def read_joint(value: bytes, where: Located, vocab_size: int, unigram_alpha: np.ndarray) -> Joint:
+    _, pattern = decoded(value, where, vocab_size)
     return Joint(pattern["joint"], pattern["ids"], pattern["alpha"], pattern["positions"], unigram_alpha)
 
 
-def write_joint(value: bytes, where: Located, id_bytes: int, joint: Joint) -> bytes:
+def write_joint(value: bytes, where: Located, vocab_size: int, joint: Joint) -> bytes:
     """``value`` with the joint order (and the alphas, positions by score) replaced and the
     record's checksum made right."""
-    record, pattern = decoded(value, where, id_bytes)
+    record, pattern = decoded(value, where, vocab_size)
     pattern.update(joint=joint.positions, alpha=joint.alphas, positions=joint.by_score)
-    return encoded(record, where, id_bytes)
+    return encoded(record, where, vocab_size)
 
 
 def first(pairs: list[tuple[float, float]], relation: Callable[[float, float], bool]) -> int:
@@ -126,7 +126,7 @@ FORGERIES = {f.__name__.replace("_", " "): f for f in (
 @dataclass(frozen=True)
 class JointIndex:
     path: Path
-    id_bytes: int
+    vocab_size: int
     where: Located  # a pattern "_ d" with a joint order that a search reads
     sentence: list[str]
     block: Located  # a pattern of order 2 in a BLOCK record
@@ -145,17 +145,17 @@ def joint_index(tmp_path_factory: pytest.TempPathFactory) -> JointIndex:
     fastsubs.build_index(folder / "model.arpa", path, joint_min=8)
     found: dict[str, tuple[Located, list[str]]] = {}
     with Core(path) as index:
-        id_bytes = index.id_bytes
+        vocab_size = index.vocab_size
         unigram_alpha = np.frombuffer(index.unigrams()[0], np.float32).copy()
         env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=64)
         with env.begin() as txn:
             for record_key, value in txn.cursor(db=env.open_db(fmt.patterns_db_name(2), txn=txn, create=False)):
-                for where in patterns_of(record_key, value, 2, id_bytes, True):
+                for where in patterns_of(record_key, value, 2, vocab_size, True):
                     if where.key[0] != 0 or where.count < 2 or where.count == 256:
                         continue
-                    if fmt.decode_record(record_key, value, 2, id_bytes, True)["flags"] & fmt.HAS_JOINT \
+                    if fmt.decode_record(record_key, value, 2, vocab_size, True)["flags"] & fmt.HAS_JOINT \
                             and "joint" not in found:
-                        keys = read_joint(value, where, id_bytes, unigram_alpha).keys()
+                        keys = read_joint(value, where, vocab_size, unigram_alpha).keys()
                         if not any(a > b for a, b in zip(keys, keys[1:])):
                             continue
                         name = "joint"
@@ -168,7 +168,7 @@ def joint_index(tmp_path_factory: pytest.TempPathFactory) -> JointIndex:
                         found[name] = (where, sentence)
         env.close()
     assert set(found) == {"joint", "block"}, found
-    return JointIndex(path, id_bytes, *found["joint"], *found["block"], unigram_alpha)
+    return JointIndex(path, vocab_size, *found["joint"], *found["block"], unigram_alpha)
 
 
 def record_of(index: Path, where: Located) -> bytes:
@@ -197,9 +197,9 @@ def test_a_forged_joint_order_is_named_by_the_search_and_by_verify(joint_index: 
     shutil.copytree(joint_index.path, copy)
     where = joint_index.where
     value = record_of(copy, where)
-    joint = read_joint(value, where, joint_index.id_bytes, joint_index.unigram_alpha)
+    joint = read_joint(value, where, joint_index.vocab_size, joint_index.unigram_alpha)
     damage = FORGERIES[forgery](joint)
-    put(copy, fmt.patterns_db_name(2), where.record_key, write_joint(value, where, joint_index.id_bytes, joint))
+    put(copy, fmt.patterns_db_name(2), where.record_key, write_joint(value, where, joint_index.vocab_size, joint))
     assert_named(copy, joint_index.sentence, f"damaged index: pattern {where.key.hex()}: {damage}")
 
 
@@ -209,9 +209,9 @@ def test_a_joint_flag_on_a_block_is_a_malformed_record(joint_index: JointIndex, 
     copy = tmp_path / "forged.fsidx"
     shutil.copytree(joint_index.path, copy)
     where = joint_index.block
-    record, _ = decoded(record_of(copy, where), where, joint_index.id_bytes)
+    record, _ = decoded(record_of(copy, where), where, joint_index.vocab_size)
     record["flags"] |= fmt.HAS_JOINT
-    put(copy, fmt.patterns_db_name(2), where.record_key, encoded(record, where, joint_index.id_bytes))
+    put(copy, fmt.patterns_db_name(2), where.record_key, encoded(record, where, joint_index.vocab_size))
     assert_named(copy, joint_index.block_sentence,
                  "damaged index: a record of patterns2 has a malformed key or kind")
 
@@ -222,10 +222,10 @@ def test_verify_names_a_pattern_whose_joint_order_is_missing(joint_index: JointI
     copy = tmp_path / "forged.fsidx"
     shutil.copytree(joint_index.path, copy)
     where = joint_index.where
-    record, pattern = decoded(record_of(copy, where), where, joint_index.id_bytes)
+    record, pattern = decoded(record_of(copy, where), where, joint_index.vocab_size)
     pattern.update(joint=None)
     record["flags"] &= ~fmt.HAS_JOINT
-    put(copy, fmt.patterns_db_name(2), where.record_key, encoded(record, where, joint_index.id_bytes))
+    put(copy, fmt.patterns_db_name(2), where.record_key, encoded(record, where, joint_index.vocab_size))
     with fastsubs.open_index(joint_index.path) as index:
         expected = [[(s.word, s.logprob) for s in position] for position in index.sentence(joint_index.sentence, n=5)]
     with fastsubs.open_index(copy) as index:
@@ -265,9 +265,9 @@ def test_a_value_beyond_the_bound_is_named_where_it_is_read(joint_index: JointIn
     with env.begin(db=env.open_db(fmt.META_DB, create=False)) as txn:
         bound = fmt.decode_header(txn.get(fmt.HEADER_KEY))["value_bound"]
     env.close()
-    record, pattern = decoded(record_of(copy, where), where, joint_index.id_bytes)
+    record, pattern = decoded(record_of(copy, where), where, joint_index.vocab_size)
     pattern["alpha"][0] = -2 * bound - 1
-    put(copy, fmt.patterns_db_name(2), where.record_key, encoded(record, where, joint_index.id_bytes))
+    put(copy, fmt.patterns_db_name(2), where.record_key, encoded(record, where, joint_index.vocab_size))
     assert_named(copy, joint_index.sentence, f"damaged index: pattern {where.key.hex()}: a value of entry 0 is "
                                              "beyond the header's value bound")
 
@@ -278,10 +278,10 @@ def test_a_value_a_hair_beyond_the_bound_is_named(joint_index: JointIndex, tmp_p
     copy = tmp_path / "forged.fsidx"
     shutil.copytree(joint_index.path, copy)
     where = joint_index.where
-    record, pattern = decoded(record_of(copy, where), where, joint_index.id_bytes)
+    record, pattern = decoded(record_of(copy, where), where, joint_index.vocab_size)
     magnitude = float(np.float32(1000.0))
     pattern["alpha"][0] = -magnitude
-    put(copy, fmt.patterns_db_name(2), where.record_key, encoded(record, where, joint_index.id_bytes))
+    put(copy, fmt.patterns_db_name(2), where.record_key, encoded(record, where, joint_index.vocab_size))
     forge_value_bound(copy, math.nextafter(magnitude, 0.0))  # rounds to ``magnitude`` as a float
     assert_named(copy, joint_index.sentence, f"damaged index: pattern {where.key.hex()}: a value of entry 0 is "
                                              "beyond the header's value bound")

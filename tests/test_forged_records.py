@@ -54,23 +54,24 @@ class Located:
     delta: int
 
 
-def patterns_of(record_key: bytes, value: bytes, order: int, id_bytes: int, has_beta: bool) -> Iterator[Located]:
-    """Every pattern of one record, in key order, as the core's reference decoder reads it."""
-    record = fmt.decode_record(record_key, value, order, id_bytes, has_beta)
+def patterns_of(record_key: bytes, value: bytes, order: int, vocab_size: int, has_beta: bool) -> Iterator[Located]:
+    """Every pattern of one record of an index of ``vocab_size`` words, in key order, as the
+    core's reference decoder reads it."""
+    record = fmt.decode_record(record_key, value, order, vocab_size, has_beta)
     for pattern in record["patterns"]:
         yield Located(order, has_beta, record["kind"], record_key, pattern["key"], pattern["count"],
                       pattern["delta"])
 
 
-def decoded(value: bytes, where: Located, id_bytes: int) -> tuple[dict, dict]:
+def decoded(value: bytes, where: Located, vocab_size: int) -> tuple[dict, dict]:
     """The record holding ``where`` as the core decodes it, and the pattern's entry in it."""
-    record = fmt.decode_record(where.record_key, value, where.order, id_bytes, where.has_beta)
+    record = fmt.decode_record(where.record_key, value, where.order, vocab_size, where.has_beta)
     return record, next(p for p in record["patterns"] if p["key"] == where.key)
 
 
-def encoded(record: dict, where: Located, id_bytes: int) -> bytes:
+def encoded(record: dict, where: Located, vocab_size: int) -> bytes:
     """The record's bytes as the core encodes them (its fields as they are, the checksum made right)."""
-    return fmt.encode_record(where.record_key, record, where.order, id_bytes)
+    return fmt.encode_record(where.record_key, record, where.order, vocab_size)
 
 
 @dataclass
@@ -86,19 +87,19 @@ class Fields:
     beta_table_len: int
 
 
-def read_fields(value: bytes, where: Located, id_bytes: int, beta_table_len: int) -> Fields:
+def read_fields(value: bytes, where: Located, vocab_size: int, beta_table_len: int) -> Fields:
     """The fields of a pattern of 2+ words (one word has no positions by score)."""
-    _, pattern = decoded(value, where, id_bytes)
+    _, pattern = decoded(value, where, vocab_size)
     return Fields(pattern["ids"], pattern["positions"], pattern["alpha"], pattern["beta_codes"],
                   pattern["beta_width"], beta_table_len)
 
 
-def write_fields(value: bytes, where: Located, id_bytes: int, fields: Fields) -> bytes:
+def write_fields(value: bytes, where: Located, vocab_size: int, fields: Fields) -> bytes:
     """``value`` with the pattern's fields replaced and the record's checksum made right."""
-    record, pattern = decoded(value, where, id_bytes)
+    record, pattern = decoded(value, where, vocab_size)
     pattern.update(ids=fields.ids, positions=fields.positions, alpha=fields.alphas, beta_codes=fields.beta_codes,
                    beta_width=fields.beta_width)
-    return encoded(record, where, id_bytes)
+    return encoded(record, where, vocab_size)
 
 
 def tied(fields: Fields) -> int | None:
@@ -225,11 +226,11 @@ def forgeable(tmp_path_factory: pytest.TempPathFactory) -> Forgeable:
         with env.begin() as txn:
             for m in [2]:
                 for record_key, value in txn.cursor(db=env.open_db(fmt.patterns_db_name(m), txn=txn, create=False)):
-                    for where in patterns_of(record_key, value, m, id_bytes, m < order):
+                    for where in patterns_of(record_key, value, m, vocab_size, m < order):
                         if where.kind in targets or (where.kind == fmt.BLOCK and where.delta == len(where.key)) \
                                 or where.count < 2 or where.count == 256:
                             continue
-                        fields = read_fields(value, where, id_bytes, 0)
+                        fields = read_fields(value, where, vocab_size, 0)
                         if tied(fields) is None or descending(fields) is None:
                             continue
                         sentence = query_sentence(index, where)
@@ -261,9 +262,9 @@ def forged_copy(forgeable: Forgeable, where: Located, tmp_path: Path, forge: Cal
     with env.begin() as txn:
         value = txn.get(where.record_key, db=env.open_db(fmt.patterns_db_name(where.order), txn=txn, create=False))
     env.close()
-    fields = read_fields(value, where, forgeable.id_bytes, forgeable.beta_table_len)
+    fields = read_fields(value, where, forgeable.vocab_size, forgeable.beta_table_len)
     forge(fields)
-    put(copy, fmt.patterns_db_name(where.order), where.record_key, write_fields(value, where, forgeable.id_bytes,
+    put(copy, fmt.patterns_db_name(where.order), where.record_key, write_fields(value, where, forgeable.vocab_size,
                                                                                   fields))
     return copy
 
@@ -310,12 +311,12 @@ def test_a_beta_width_the_format_has_not_is_a_malformed_record(forgeable: Forgea
                                           f"{target.where.record_key.hex()} has a malformed layout")
 
 
-def entry_offsets(value: bytes, where: Located, id_bytes: int) -> list[int]:
+def entry_offsets(value: bytes, where: Located, vocab_size: int) -> list[int]:
     """Where each entry of the BLOCK record ``value`` starts, counted from the first entry,
     and where the last ends, by format.h's rules (a code byte before the first of each pair,
     a head where no code gives the fields), from the fields decode_record reads."""
-    record = fmt.decode_record(where.record_key, value, where.order, id_bytes, where.has_beta)
-    key_len = len(where.key)
+    record = fmt.decode_record(where.record_key, value, where.order, vocab_size, where.has_beta)
+    key_len, id_bits = len(where.key), fmt.id_bits(vocab_size)
     table = fmt.ENTRY_CODES_BETA if where.has_beta else fmt.ENTRY_CODES_TOP
     given = [(delta or key_len, count, width) for delta, count, width in table]
     offsets, at, in_group = [], 0, 0
@@ -327,7 +328,7 @@ def entry_offsets(value: bytes, where: Located, id_bytes: int) -> list[int]:
         if (pattern["delta"], pattern["count"], width) not in given:
             at += 1 + (pattern["delta"] >= 15) + (pattern["count"] > 15) + where.has_beta
         count = pattern["count"]
-        at += pattern["delta"] + count * id_bytes + (count * fmt.position_bits(count) + 7) // 8
+        at += pattern["delta"] + (count * id_bits + 7) // 8 + (count * fmt.position_bits(count) + 7) // 8
         if not stores_values_elsewhere(pattern, where.order):  # an alpha and a beta code a word
             at += 4 * count + (count * width + 7) // 8
         in_group += 1
@@ -358,13 +359,13 @@ def restart_candidate(forgeable: Forgeable) -> tuple[Located, bytes, list[int], 
                 has_beta = m < index.order
                 table = fmt.ENTRY_CODES_BETA if has_beta else fmt.ENTRY_CODES_TOP
                 for record_key, value in txn.cursor(db=env.open_db(fmt.patterns_db_name(m), txn=txn, create=False)):
-                    record = fmt.decode_record(record_key, value, m, forgeable.id_bytes, has_beta)
+                    record = fmt.decode_record(record_key, value, m, forgeable.vocab_size, has_beta)
                     if record["kind"] != fmt.BLOCK:
                         continue
-                    located = list(patterns_of(record_key, value, m, forgeable.id_bytes, has_beta))
+                    located = list(patterns_of(record_key, value, m, forgeable.vocab_size, has_beta))
                     key_len = len(located[0].key)
                     coded = {(delta or key_len, count, width) for delta, count, width in table}
-                    offsets = entry_offsets(value, located[0], forgeable.id_bytes)
+                    offsets = entry_offsets(value, located[0], forgeable.vocab_size)
                     group_start = 0
                     for i, (where, pattern) in enumerate(zip(located, record["patterns"])):
                         group_start = i if pattern["restarts"] else group_start
@@ -391,9 +392,9 @@ def test_a_restart_at_an_entry_whose_key_is_a_delta_is_a_malformed_record(forgea
     shutil.copytree(forgeable.path, copy)
     body = fmt.R_PREVIOUS + len(where.key)
     start = body + 4 + 2 * len(table)
-    end = entry_offsets(value, where, forgeable.id_bytes)[-1]
+    end = entry_offsets(value, where, forgeable.vocab_size)[-1]
     assert int.from_bytes(value[body + 2:body + 4], "little") == len(table)
-    last = fmt.decode_record(where.record_key, value, where.order, forgeable.id_bytes, where.has_beta)["patterns"][-1]
+    last = fmt.decode_record(where.record_key, value, where.order, forgeable.vocab_size, where.has_beta)["patterns"][-1]
     id_last = stores_values_elsewhere(last, where.order)
     assert len(value) == start + end + padding(start + end, id_last)  # the entries end where the padding begins
     forged_table = sorted(table + [at])
@@ -420,18 +421,18 @@ def test_every_record_pads_past_an_id_that_ends_it(forgeable: Forgeable) -> None
         with env.begin() as txn:
             for m in range(2, index.order + 1):
                 for record_key, value in txn.cursor(db=env.open_db(fmt.patterns_db_name(m), txn=txn, create=False)):
-                    located = list(patterns_of(record_key, value, m, forgeable.id_bytes, m < index.order))
+                    located = list(patterns_of(record_key, value, m, forgeable.vocab_size, m < index.order))
                     if not located or located[0].kind != fmt.BLOCK:
                         continue
-                    record = fmt.decode_record(record_key, value, m, forgeable.id_bytes, m < index.order)
+                    record = fmt.decode_record(record_key, value, m, forgeable.vocab_size, m < index.order)
                     id_last = stores_values_elsewhere(record["patterns"][-1], m)
                     restarts = sum(p["restarts"] for p in record["patterns"])
                     start = fmt.R_PREVIOUS + len(located[0].key) + 4 + 2 * restarts
-                    used = start + entry_offsets(value, located[0], forgeable.id_bytes)[-1]
+                    used = start + entry_offsets(value, located[0], forgeable.vocab_size)[-1]
                     assert len(value) == used + padding(used, id_last), (m, record_key.hex())
                     seen[id_last] += 1
         env.close()
-    assert seen[True] > 10 and seen[False] > 10, seen
+    assert seen[True] >= 5 and seen[False] >= 5, seen
 
 
 @dataclass(frozen=True)
@@ -441,6 +442,7 @@ class Singleton:
     pattern of its n-gram's first words (the slot last) and the n-gram's place there."""
 
     path: Path
+    vocab_size: int
     id_bytes: int
     beta_table_len: int  # of order 3
     target: Target
@@ -479,34 +481,34 @@ def singleton(tmp_path_factory: pytest.TempPathFactory) -> Singleton:
     path = folder / "model.fsidx"
     fastsubs.build_index(folder / "model.arpa", path)
     with Core(path) as index:
-        id_bytes = index.id_bytes
+        vocab_size, id_bytes = index.vocab_size, index.id_bytes
         env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=64)
         with env.begin() as txn:
             records = list(txn.cursor(db=env.open_db(fmt.patterns_db_name(3), txn=txn, create=False)))
         env.close()
         located = {where.key: (where, value) for record_key, value in records
-                   for where in patterns_of(record_key, value, 3, id_bytes, True)}
+                   for where in patterns_of(record_key, value, 3, vocab_size, True)}
         for where, value in located.values():
-            _, pattern = decoded(value, where, id_bytes)
+            _, pattern = decoded(value, where, vocab_size)
             if stores_values_elsewhere(pattern, 3) and (sentence := query_sentence(index, where)) is not None:
                 ngram = ngram_of(where.key, pattern["ids"][0], id_bytes)
                 holder, holder_value = located[holder_key(ngram, id_bytes)]
-                place = decoded(holder_value, holder, id_bytes)[1]["ids"].index(ngram[-1])
-                return Singleton(path, id_bytes, len(beta_tables(path)[3]), Target(where, sentence),
+                place = decoded(holder_value, holder, vocab_size)[1]["ids"].index(ngram[-1])
+                return Singleton(path, vocab_size, id_bytes, len(beta_tables(path)[3]), Target(where, sentence),
                                  pattern["ids"][0], holder, place)
     raise AssertionError("no pattern of one word to forge")
 
 
-def forge_pattern(copy: Path, where: Located, id_bytes: int, forge: Callable[[dict], object]) -> None:
+def forge_pattern(copy: Path, where: Located, vocab_size: int, forge: Callable[[dict], object]) -> None:
     """Does ``forge`` to pattern ``where``'s decoded fields in the index at ``copy``, its record's
     checksum made right again."""
     env = lmdb.open(str(copy), readonly=True, lock=False, max_dbs=64)
     with env.begin() as txn:
         value = txn.get(where.record_key, db=env.open_db(fmt.patterns_db_name(where.order), txn=txn, create=False))
     env.close()
-    record, pattern = decoded(value, where, id_bytes)
+    record, pattern = decoded(value, where, vocab_size)
     forge(pattern)
-    put(copy, fmt.patterns_db_name(where.order), where.record_key, encoded(record, where, id_bytes))
+    put(copy, fmt.patterns_db_name(where.order), where.record_key, encoded(record, where, vocab_size))
 
 
 def test_a_pattern_whose_values_are_missing_where_they_lie_is_named(singleton: Singleton, tmp_path: Path) -> None:
@@ -520,7 +522,7 @@ def test_a_pattern_whose_values_are_missing_where_they_lie_is_named(singleton: S
         lacking = next(w for w in range(index.vocab_size) if index.ngram(singleton.ngram(w)) is None)
     copy = tmp_path / "forged.fsidx"
     shutil.copytree(singleton.path, copy)
-    forge_pattern(copy, where, singleton.id_bytes, lambda pattern: pattern.update(ids=[lacking]))
+    forge_pattern(copy, where, singleton.vocab_size, lambda pattern: pattern.update(ids=[lacking]))
     key = holder_key(singleton.ngram(lacking), singleton.id_bytes)
     assert_named_everywhere(copy, singleton.target, f"damaged index: pattern {where.key.hex()}: its n-gram is missing "
                                                     f"from pattern {key.hex()}, which holds its values")
@@ -537,7 +539,7 @@ def test_a_beta_code_past_the_table_where_values_lie_is_named(singleton: Singlet
         pattern["beta_width"] = 32
         pattern["beta_codes"][singleton.place] = singleton.beta_table_len
 
-    forge_pattern(copy, singleton.holder, singleton.id_bytes, past_the_table)
+    forge_pattern(copy, singleton.holder, singleton.vocab_size, past_the_table)
     where = singleton.target.where
     expected = (f"damaged index: pattern {where.key.hex()}: its beta code {singleton.beta_table_len} in pattern "
                 f"{singleton.holder.key.hex()} is past its order's back-off table")

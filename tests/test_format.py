@@ -95,12 +95,17 @@ def test_the_reading_of_spellings_finds_one() -> None:
 
 
 def test_the_rules_are_their_definitions() -> None:
-    """Word ids take the fewest bytes that hold ids 0 ... V - 1; a key is the slot and the
-    fixed words' ids; the header's length follows from the order (format.h's comments)."""
-    for vocab_size in (1, 65535, 65536, 65537, 16777215, 16777216, 16777217, 4294967294):
+    """Word ids take the fewest bytes that hold ids 0 ... V - 1 in keys (2 at least), and the
+    fewest bits in a pattern's data (16 at least; 32 past 25); a key is the slot and the fixed
+    words' ids; the header's length follows from the order (format.h's comments)."""
+    for vocab_size in (1, 2, 3, 20003, 65535, 65536, 65537, 16777215, 16777216, 16777217, 33554432, 33554433,
+                       4294967294):
         assert fmt.id_bytes(vocab_size) == next(w for w in (2, 3, 4) if vocab_size - 1 < 256 ** w)
-    with pytest.raises(ValueError, match="does not fit 32-bit ids"):
-        fmt.id_bytes(4294967295)
+        bits = next(b for b in range(1, 33) if vocab_size - 1 < 2 ** b)
+        assert fmt.id_bits(vocab_size) == (16 if bits <= 16 else bits if bits <= 25 else 32)
+    for rule in (fmt.id_bytes, fmt.id_bits):
+        with pytest.raises(ValueError, match="does not fit 32-bit ids"):
+            rule(4294967295)
     for order in range(1, 9):
         for width in (2, 3, 4):
             assert fmt.key_bytes(order, width) == 1 + width * (order - 1)
@@ -191,11 +196,11 @@ def test_every_record_decodes_and_encodes_back_to_its_bytes(which: str, demo_ind
     """decode_record and encode_record are each other's inverse on every record of an index
     (END records, blocks with their restarts, PATTERN records with joint orders)."""
     path = demo_index if which == "demo" else joint_index
-    kinds, id_bytes = set(), fmt.id_bytes(Core(path).vocab_size)
+    kinds, vocab_size = set(), Core(path).vocab_size
     for order, model_order, key, value in every_record(path):
-        record = fmt.decode_record(key, value, order, id_bytes, order < model_order)
+        record = fmt.decode_record(key, value, order, vocab_size, order < model_order)
         kinds.add((record["kind"], bool(record["flags"] & fmt.HAS_JOINT)))
-        assert fmt.encode_record(key, record, order, id_bytes) == value, (order, key.hex())
+        assert fmt.encode_record(key, record, order, vocab_size) == value, (order, key.hex())
     assert kinds == {(fmt.BLOCK, False), (fmt.PATTERN, False), (fmt.PATTERN, True), (fmt.END, False)}
 
 
@@ -211,9 +216,9 @@ def test_a_decoded_record_is_what_a_look_up_reads(joint_index: Path) -> None:
     its n-gram's, as the pattern of the n-gram's first words (slot last) stores them."""
     tables = beta_tables(joint_index)
     with Core(joint_index) as index:
-        id_bytes = fmt.id_bytes(index.vocab_size)
+        vocab_size, id_bytes = index.vocab_size, index.id_bytes
         patterns = {(order, pattern["key"]): pattern for order, model_order, key, value in every_record(joint_index)
-                    for pattern in fmt.decode_record(key, value, order, id_bytes, order < model_order)["patterns"]}
+                    for pattern in fmt.decode_record(key, value, order, vocab_size, order < model_order)["patterns"]}
         elsewhere = 0
         for (order, key), pattern in patterns.items():
             slot, ids = key[0], key_ids(key, id_bytes)
@@ -240,16 +245,16 @@ def test_a_decoded_record_is_what_a_look_up_reads(joint_index: Path) -> None:
 def test_a_record_is_refused_where_a_field_does_not_fit(joint_index: Path) -> None:
     """The encoder never truncates: a position past its width, an id past its, is an error."""
     order, model_order, key, value = next(r for r in every_record(joint_index) if r[0] == 2)
-    id_bytes = fmt.id_bytes(Core(joint_index).vocab_size)
-    record = fmt.decode_record(key, value, order, id_bytes, order < model_order)
+    vocab_size = Core(joint_index).vocab_size
+    record = fmt.decode_record(key, value, order, vocab_size, order < model_order)
     pattern = next(p for p in record["patterns"] if 2 <= p["count"] <= 256)
     pattern["positions"][0] = 256
     with pytest.raises(ValueError, match="does not fit its width"):
-        fmt.encode_record(key, record, order, id_bytes)
+        fmt.encode_record(key, record, order, vocab_size)
     pattern["positions"][0] = 0
-    pattern["ids"][0] = 256 ** id_bytes
+    pattern["ids"][0] = 2 ** fmt.id_bits(vocab_size)
     with pytest.raises(ValueError, match="does not fit its width"):
-        fmt.encode_record(key, record, order, id_bytes)
+        fmt.encode_record(key, record, order, vocab_size)
 
 
 def test_every_joint_order_is_by_the_definition_of_the_key(joint_index: Path) -> None:
@@ -258,10 +263,10 @@ def test_every_joint_order_is_by_the_definition_of_the_key(joint_index: Path) ->
     and its alpha in the pattern (format.h), computed here with numpy."""
     with Core(joint_index) as index:
         unigram_alpha = np.frombuffer(index.unigrams()[0], np.float32).copy()
-        id_bytes = fmt.id_bytes(index.vocab_size)
+        vocab_size = index.vocab_size
     checked = 0
     for order, model_order, key, value in every_record(joint_index):
-        for pattern in fmt.decode_record(key, value, order, id_bytes, order < model_order)["patterns"]:
+        for pattern in fmt.decode_record(key, value, order, vocab_size, order < model_order)["patterns"]:
             if pattern["joint"] is None:
                 continue
             assert pattern["joint"] == by_key(joint_keys(unigram_alpha, pattern["ids"], pattern["alpha"]))
@@ -276,14 +281,14 @@ def test_a_batch_whose_words_are_past_the_unigrams_is_refused() -> None:
     ids = np.array([[5, 1], [5, 2], [5, 3]], np.uint32)  # the pattern "_ 5" (order 2, slot 0) of words 1, 2, 3
     alpha = np.full(3, -1.0, np.float32)
     table = np.array([-1.0], np.float32)
-    unigram_alpha = np.array([0.0, -3.0, -2.0, -1.0], np.float32)
+    unigram_alpha = np.array([0.0, -3.0, -2.0, -1.0, -4.0, -4.0, -4.0, -4.0], np.float32)
     keys, offsets, values, parts, bound, *_ = fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True,
-                                                              id_bytes=2, unigram_alpha=unigram_alpha,
+                                                              vocab_size=8, unigram_alpha=unigram_alpha,
                                                               joint_min=3, beta_index=fmt.beta_index(table))
-    record = fmt.decode_record(keys, values, 2, 2, True)
+    record = fmt.decode_record(keys, values, 2, 8, True)
     assert record["flags"] & fmt.HAS_JOINT and record["patterns"][0]["joint"] == [2, 1, 0]
     with pytest.raises(ValueError, match="word id 3 is past the unigrams"):
-        fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, id_bytes=2,
+        fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, vocab_size=3,
                             unigram_alpha=np.zeros(3, np.float32), joint_min=3, beta_index=fmt.beta_index(table))
 
 
@@ -303,8 +308,10 @@ def test_block_entries_take_a_code_nibble_or_an_escaped_head() -> None:
     width, else the code is 15 and a head (delta << 4 | count, each escaped to a byte of its
     own when it does not fit its nibble) and the width follow (format.h).  An order-10 batch
     (19-byte keys) whose keys differ by deltas of 1 to 19 bytes, of 1 ... 20 words, read here
-    from the bytes with this docstring's rules, and by decode_record."""
-    order, id_bytes, key_len = 10, 2, fmt.key_bytes(10, 2)
+    from the bytes with this docstring's rules, and by decode_record.  (A vocabulary of
+    100,000 words: 3-byte ids in keys, 17 bits in a pattern's data.)"""
+    order, vocab_size, id_bytes, id_bits = 10, 100_000, 3, 17
+    key_len = fmt.key_bytes(order, id_bytes)
     contexts = [[1] * 7 + [2, 3], [1] * 7 + [2, 4], [1] * 7 + [2, 300], [1] * 7 + [5, 1], [1] * 8 + [6], [2] * 9,
                 [2] * 8 + [3], [2] * 8 + [4]]
     counts = [1, 15, 1, 16, 3, 20, 2, 1]
@@ -316,9 +323,9 @@ def test_block_entries_take_a_code_nibble_or_an_escaped_head() -> None:
     beta = np.zeros(len(rows), np.float32)
     index = fmt.beta_index(np.zeros(1, np.float32))
     keys, offsets, values, *_ = fmt.encode_patterns(ids, alpha, beta, order=order, slot=order - 1, has_beta=True,
-                                                      id_bytes=id_bytes, beta_index=index)
+                                                      vocab_size=vocab_size, beta_index=index)
     assert len(keys) == key_len  # one block, one restart
-    record = fmt.decode_record(keys, values, order, id_bytes, True)
+    record = fmt.decode_record(keys, values, order, vocab_size, True)
     assert record["kind"] == fmt.BLOCK
     expected_keys = [fmt.pattern_key(order - 1, context, id_bytes) for context in contexts]
     deltas = [key_delta(key, before) for key, before in zip(expected_keys, [None, *expected_keys])]
@@ -353,7 +360,7 @@ def test_block_entries_take_a_code_nibble_or_an_escaped_head() -> None:
             assert values[at] == 0  # the width of its beta codes
             at += 1
         positions = (count * fmt.position_bits(count) + 7) // 8
-        at += count * (id_bytes + 4) + positions  # ids, alphas, positions; codes of width 0
+        at += (count * id_bits + 7) // 8 + 4 * count + positions  # ids, alphas, positions; codes of width 0
     assert values[at:] == bytes(len(values) - at) and len(values) - at < 4  # padding
     used = {len(delta) for delta in deltas}
     assert {1, 2, key_len} <= used and max(counts) >= 16 and fmt.ENTRY_ESCAPED in {
@@ -367,7 +374,7 @@ def test_a_batch_whose_rows_are_out_of_key_order_is_refused() -> None:
     ids = np.array([[6, 1], [5, 2]], np.uint32)  # the pattern "_ 6" before "_ 5"
     alpha = np.full(2, -1.0, np.float32)
     with pytest.raises(ValueError, match="the rows are not sorted by pattern key"):
-        fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, id_bytes=2,
+        fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, vocab_size=400,
                             beta_index=fmt.beta_index(np.array([-1.0], np.float32)))
 
 
@@ -382,10 +389,10 @@ def test_a_batch_whose_back_off_weight_is_not_in_its_table_is_refused() -> None:
     for missing in (-0.0, 0.5):
         beta = np.array([0.0, -0.25, missing], np.float32)
         with pytest.raises(ValueError, match=f"back-off weight {missing:g} is not in the order's back-off table"):
-            fmt.encode_patterns(ids, alpha, beta, order=2, slot=1, has_beta=True, id_bytes=2, beta_index=index)
+            fmt.encode_patterns(ids, alpha, beta, order=2, slot=1, has_beta=True, vocab_size=400, beta_index=index)
     keys, offsets, values, *_ = fmt.encode_patterns(ids, alpha, np.array([0.0, -0.25, -0.25], np.float32), order=2,
-                                                      slot=1, has_beta=True, id_bytes=2, beta_index=index)
-    record = fmt.decode_record(keys, values, 2, 2, True)
+                                                      slot=1, has_beta=True, vocab_size=400, beta_index=index)
+    record = fmt.decode_record(keys, values, 2, 400, True)
     assert [p["beta_codes"] for p in record["patterns"]] == [[0, 1], [1]]
 
 
@@ -397,4 +404,4 @@ def test_a_batch_with_back_off_weights_needs_its_tables_index(given: object) -> 
     ids = np.array([[5, 1]], np.uint32)
     alpha = np.full(1, -1.0, np.float32)
     with pytest.raises(ValueError, match="needs its beta_index"):
-        fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, id_bytes=2, beta_index=given)
+        fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, vocab_size=400, beta_index=given)

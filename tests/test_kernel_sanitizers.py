@@ -340,17 +340,19 @@ def test_a_flipped_byte_in_a_pattern_record_ends_the_driver_with_the_damage(kern
 def test_ids_outside_the_vocabulary_under_a_valid_checksum_end_the_driver_with_the_damage(kernel_check: Path,
                                                                                           copy: Copy) -> None:
     with Core(copy.path) as index:
-        vocab_size, id_bytes = index.vocab_size, index.id_bytes
+        vocab_size = index.vocab_size
     env = lmdb.open(str(copy.path), max_dbs=16, map_size=2 * (copy.path / "data.mdb").stat().st_size)
     with env.begin(write=True, db=env.open_db(fmt.patterns_db_name(2))) as txn:
-        record = fmt.decode_record(copy.key, txn.get(copy.key), 2, id_bytes, True)
+        record = fmt.decode_record(copy.key, txn.get(copy.key), 2, vocab_size, True)
         pattern = record["patterns"][0]
         count = pattern["count"]
-        pattern["ids"][-1] = vocab_size + 5  # the largest id: still increasing
-        txn.put(copy.key, fmt.encode_record(copy.key, record, 2, id_bytes))
+        past = (1 << fmt.id_bits(vocab_size)) - 1  # the largest id its bits hold: still increasing
+        assert past >= vocab_size
+        pattern["ids"][-1] = past
+        txn.put(copy.key, fmt.encode_record(copy.key, record, 2, vocab_size))
     env.close()
     message = copy.damage_message(kernel_check)
-    assert f"damaged index: pattern {copy.key.hex()}: word id {vocab_size + 5} (entry {count - 1}) is outside the " \
+    assert f"damaged index: pattern {copy.key.hex()}: word id {past} (entry {count - 1}) is outside the " \
            "vocabulary" in message
 
 

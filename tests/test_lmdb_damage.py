@@ -35,11 +35,11 @@ from test_forged_records import patterns_of, query_error, query_sentence
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
     """An index with every kind of LMDB page (branch, leaf, overflow: arrays of 600 words and
-    patterns of 300 words are values too big for a page) and sentences that read its
+    patterns of 500 words are values too big for a page) and sentences that read its
     patterns."""
     folder = tmp_path_factory.mktemp("lmdb-damage")
     model = folder / "model.arpa"
-    write_model(model, 600, [3000, 3000], seed=34)
+    write_model(model, 600, [3000, 3000], seed=34, hub_fanout=500)
     index = folder / "model.fsidx"
     run_cli("fastsubs-index", "build", model, "-o", index)
     sentences = model_sentences(ArpaModel.from_file(str(model)), 12, seed=34)
@@ -284,7 +284,7 @@ def test_a_root_key_lowered_into_the_last_leaf_of_a_lower_branch(demo_index: Pat
         with env.begin() as txn:
             value = txn.get(last_key, db=env.open_db(db.encode(), txn=txn, create=False))
         env.close()
-        where = list(patterns_of(last_key, value, 2, index.id_bytes, True))[-1]
+        where = list(patterns_of(last_key, value, 2, index.vocab_size, True))[-1]
         sentence = query_sentence(index, where)
     assert where.key == last_key and sentence is not None
     assert "the look-up of pattern" in query_error(copy.path, sentence)

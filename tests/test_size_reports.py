@@ -34,14 +34,16 @@ def generated_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_size_report_accounts_for_every_stored_byte(generated_index: Path) -> None:
     with Core(generated_index) as index:
         meta = index.meta
-    order, id_bytes = meta["order"], meta["id_bytes"]
+    order, vocab_size = meta["order"], meta["vocab_size"]
+    id_bits = max(16, (vocab_size - 1).bit_length())  # (fewer than 2^25 words)
     lines = {line["part"]: line for line in meta["sizes"]}
     assert list(lines) == ["arrays", *(f"{m}-grams" for m in range(2, order + 1))]
     env = lmdb.open(str(generated_index), readonly=True, lock=False, max_dbs=order + 2)
     try:
         for m in range(2, order + 1):
             line, ngrams = lines[f"{m}-grams"], meta["counts"][m - 1]
-            # every n-gram is stored once per slot: m ids; an alpha a word of each pattern but
+            # every n-gram is stored once per slot: m ids, packed in each pattern in the fewest
+            # bits that hold the vocabulary's ids (in whole bytes); an alpha a word of each pattern but
             # those of one word outside the last slot (format.h: their values are their
             # n-gram's, in the last slot's pattern); below the top order, each pattern's beta
             # codes (a width-bit code per word, packed in whole bytes; the width, where an
@@ -52,10 +54,12 @@ def test_the_size_report_accounts_for_every_stored_byte(generated_index: Path) -
                 stored = sum(len(key) + len(value) for key, value in txn.cursor())
                 stat = txn.stat(db)
                 patterns = [p for key, value in txn.cursor() for p in
-                            fmt.decode_record(key, value, m, id_bytes, m < order)["patterns"]]
+                            fmt.decode_record(key, value, m, vocab_size, m < order)["patterns"]]
             one_word = [p for p in patterns if p["count"] == 1 and p["key"][0] < m - 1 and p["joint"] is None]
             assert one_word and all(p["alpha"] is None for p in one_word)
-            assert (line["ids"], line["alpha"]) == (m * ngrams * id_bytes, 4 * (m * ngrams - len(one_word)))
+            assert sum(p["count"] for p in patterns) == m * ngrams
+            assert line["ids"] == sum(-(-p["count"] * id_bits // 8) for p in patterns)
+            assert line["alpha"] == 4 * (m * ngrams - len(one_word))
             assert line["beta"] == (sum(-(-p["count"] * p["beta_width"] // 8) for p in patterns)
                                     if m < order else 0)
             # positions by score: count - 1's bits each (none for one word), packed in whole bytes

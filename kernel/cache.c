@@ -422,7 +422,9 @@ int cache_reader_init(Reader *r, const Store *s, MapTable *maps, size_t records,
     while (sets * SLOT_WAYS < records)
         sets *= 2;
     r->n_sets = sets;
-    if (!(r->slots = calloc(sets * SLOT_WAYS, sizeof(CacheSlot)))) {
+    if (!(r->slots = calloc(sets * SLOT_WAYS, sizeof(CacheSlot))) || !(r->checked = calloc(1, sizeof(CheckedRecords)))) {
+        free(r->slots);
+        r->slots = NULL;
         common_fail(&r->failure, FS_ENOMEM, "out of memory");
         return -1;
     }
@@ -488,6 +490,7 @@ void cache_reader_free(Reader *r) {
     if (r->slots)
         pthread_mutex_destroy(&r->slots_lock);
     free(r->slots);
+    free(r->checked);
     free(r->spilled);
     memset(r, 0, sizeof(*r));
 }
@@ -526,7 +529,7 @@ static int read_record(Reader *r, CacheSlot *rec, int order, const uint8_t *key,
         }
     }
     DiskPattern p;
-    int found = records_find_pattern(s, r->cursors[order], order, key, key_len, &p, &r->failure);
+    int found = records_find_pattern(s, r->cursors[order], r->checked, order, key, key_len, &p, &r->failure);
     if (found <= 0)
         return found;
     rec->data = p.ids;

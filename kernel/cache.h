@@ -108,6 +108,7 @@ typedef struct Reader {
     MapTable *maps;
     MDB_txn *txn;
     MDB_cursor *cursors[FS_MAX_ORDER + 1];  /* per order, opened on first use */
+    CheckedRecords *checked;    /* the records whose checksums it found right */
     CacheSlot *slots;              /* n_sets * SLOT_WAYS */
     size_t n_sets;              /* a power of 2 */
     CacheSlot **spilled;           /* this search's records that found no slot */

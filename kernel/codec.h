@@ -101,9 +101,11 @@ typedef struct {
 /* The common part of the record ``value`` (``value_len`` bytes) whose LMDB key is ``key``
  * (``key_len`` bytes: a pattern key of the database's ``pattern_key_len``, or an END key one
  * longer), in the database of ``order``: 0, or -1 with the failure set (FS_EDAMAGED: its
- * key's length, its checksum, its kind, or a joint flag where none may be). */
+ * key's length, its checksum, its kind, or a joint flag where none may be).  Without
+ * ``sum`` its checksum is not summed again: the caller found it right (records_find_pattern's
+ * CheckedRecords). */
 int codec_open_record(const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len, int order,
-                      size_t pattern_key_len, DiskRecord *r, Failure *failure);
+                      size_t pattern_key_len, int sum, DiskRecord *r, Failure *failure);
 
 /* A key as hex, for messages (at most the first 32 bytes). */
 const char *codec_hex(const uint8_t *key, size_t len, char out[65]);

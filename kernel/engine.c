@@ -189,7 +189,7 @@ int engine_find_pattern(Engine *ix, int slot, const uint32_t *ids, int n, DiskPa
     }
     int found = -1;
     if ((rc = mdb_cursor_open(txn, s->patterns[n + 1], &cursor)) == 0) {
-        found = records_find_pattern(s, cursor, n + 1, key, key_len, out, failure);
+        found = records_find_pattern(s, cursor, NULL, n + 1, key, key_len, out, failure);
         mdb_cursor_close(cursor);
     } else {
         store_read_failed(failure, txn, rc, "patterns%d", n + 1);

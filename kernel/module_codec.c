@@ -320,7 +320,7 @@ static PyObject *decode_record(PyObject *module, PyObject *args) {
     }
     unsigned id_bits = fs_id_bits(vocab_size);
     size_t key_len = fs_key_bytes((unsigned)order, fs_id_bytes(vocab_size));
-    if (codec_open_record(key.buf, (size_t)key.len, value.buf, (size_t)value.len, order, key_len, &r, &failure) < 0) {
+    if (codec_open_record(key.buf, (size_t)key.len, value.buf, (size_t)value.len, order, key_len, 1, &r, &failure) < 0) {
         raise_failure(&failure);
         goto out;
     }

@@ -206,8 +206,14 @@ no_memory:
 /* Looks the pattern ``key`` up as records_find_pattern does, checking the record it lands on
  * but not the pattern: 1 found (*out, and its flags into *flags: PATTERN_VALUES_ELSEWHERE
  * leaves its values to find), 0 none, -1 with the failure set. */
-static int locate_pattern(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
-                          DiskPattern *out, unsigned *flags, Failure *failure) {
+/* The place in ``checked`` of the record whose value is at ``value``. */
+static size_t checked_place(const uint8_t *value) {
+    uint64_t h = (uint64_t)(uintptr_t)value * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 52) & (CHECKED_RECORDS - 1);
+}
+
+static int locate_pattern(const Store *s, MDB_cursor *cursor, CheckedRecords *checked, int order, const uint8_t *key,
+                          size_t key_len, DiskPattern *out, unsigned *flags, Failure *failure) {
     MDB_val k = {key_len, (void *)key}, v;
     char shown[65];
     int rc = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE);
@@ -218,9 +224,13 @@ static int locate_pattern(const Store *s, MDB_cursor *cursor, int order, const u
     if (rc)
         return store_read_failed(failure, mdb_cursor_txn(cursor), rc, "patterns%d", order);
     DiskRecord r;
+    size_t place = checked ? checked_place(v.mv_data) : 0;
+    int summed = checked && checked->values[place] == v.mv_data;
     if (codec_open_record(k.mv_data, k.mv_size, v.mv_data, v.mv_size, order, fs_key_bytes((unsigned)order, s->id_bytes),
-                          &r, failure) < 0)
+                          !summed, &r, failure) < 0)
         return -1;
+    if (checked)
+        checked->values[place] = v.mv_data;
     /* The record must be the one whose keys span ``key``: after the previous record's last
      * key, at most its own.  A damaged B-tree may land elsewhere; never read that as absence. */
     if ((r.has_previous && records_key_compare(r.previous, key, key_len) >= 0) ||
@@ -287,35 +297,29 @@ malformed:
     return -1;
 }
 
-/* records_find_values: the pattern that holds the values of a pattern of one word outside
- * the last slot is that of its n-gram's first order - 1 words, the slot last
- * (fs_values_elsewhere), which never stores its own elsewhere.  Its record is checked as
- * every look-up checks one (its checksum, that the look-up landed where its key belongs, its
- * layout); the one entry read is checked here (its beta code: FS_EDAMAGED when past the
- * order's table) and by records_check_pattern with p (its alpha); the rest of that pattern
- * when a search reads it, and by verify.  So a first pass pays a B-tree descent and a
- * checksum per such pattern, not a check of the whole pattern that holds its values. */
-int records_find_values(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
-                        DiskPattern *p, Failure *failure) {
+/* Points the values of ``p``, the pattern ``key`` of one word that stores them elsewhere
+ * (format.h), at its n-gram's entry in the pattern that holds them, looked up through
+ * ``cursor``: 0, or -1 with the failure set (FS_EDAMAGED: that pattern lacks the n-gram,
+ * or its beta code there is past the order's table).  That pattern is the one of its
+ * n-gram's first order - 1 words, the slot last (fs_values_elsewhere), which never stores
+ * its own elsewhere.  Its record is checked as every look-up checks one (its checksum,
+ * that the look-up landed where its key belongs, its layout); the one entry read is
+ * checked here (its beta code) and by records_check_pattern with p (its alpha), the rest
+ * of that pattern when a search reads it, and by verify.  So a first pass pays a B-tree
+ * descent and at most a checksum per such pattern, not a check of the whole pattern that
+ * holds its values. */
+static int find_values(const Store *s, MDB_cursor *cursor, CheckedRecords *checked, int order, const uint8_t *key,
+                       size_t key_len, DiskPattern *p, Failure *failure) {
     unsigned slot = key[0], n = (unsigned)order - 1, width = s->id_bytes;
     uint32_t ngram[FS_MAX_ORDER];  /* the fixed words, with p's word put in at the slot */
-    for (unsigned i = 0, w = 0; i <= n; i++) {
-        if (i == slot) {
-            ngram[i] = pattern_id(s, p, 0);
-            continue;
-        }
-        uint32_t id = 0;
-        for (unsigned b = 0; b < width; b++)
-            id = id << 8 | key[1 + w * width + b];
-        ngram[i] = id;
-        w++;
-    }
+    for (unsigned i = 0; i <= n; i++)
+        ngram[i] = i == slot ? pattern_id(s, p, 0) : load_key_id(key, i < slot ? i : i - 1, width);
     uint8_t context[1 + 4 * FS_MAX_ORDER];
     char shown[65], context_shown[65];
     codec_pattern_key((int)n, ngram, (int)n, width, context);
     DiskPattern c;
     unsigned flags = 0;
-    int found = locate_pattern(s, cursor, order, context, key_len, &c, &flags, failure);
+    int found = locate_pattern(s, cursor, checked, order, context, key_len, &c, &flags, failure);
     if (found < 0)
         return -1;
     int32_t at = found ? pattern_find(s, &c, ngram[n]) : -1;
@@ -338,13 +342,14 @@ int records_find_values(const Store *s, MDB_cursor *cursor, int order, const uin
     return 0;
 }
 
-int records_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
-                         DiskPattern *out, Failure *failure) {
+int records_find_pattern(const Store *s, MDB_cursor *cursor, CheckedRecords *checked, int order, const uint8_t *key,
+                         size_t key_len, DiskPattern *out, Failure *failure) {
     unsigned flags = 0;
-    int found = locate_pattern(s, cursor, order, key, key_len, out, &flags, failure);
+    int found = locate_pattern(s, cursor, checked, order, key, key_len, out, &flags, failure);
     if (found <= 0)
         return found;
-    if ((flags & PATTERN_VALUES_ELSEWHERE) && records_find_values(s, cursor, order, key, key_len, out, failure) < 0)
+    if ((flags & PATTERN_VALUES_ELSEWHERE) &&
+        find_values(s, cursor, checked, order, key, key_len, out, failure) < 0)
         return -1;
     return records_check_pattern(s, out, order, failure, key, key_len) < 0 ? -1 : 1;
 }

@@ -84,6 +84,14 @@ static inline unsigned store_beta_flag(const Store *s, int order) {
     return order < s->order ? PATTERN_HAS_BETA : 0;
 }
 
+/* Fixed word ``i`` of a pattern key (big-endian ids of ``width`` bytes after the slot). */
+static inline uint32_t load_key_id(const uint8_t *key, unsigned i, unsigned width) {
+    uint32_t id = 0;
+    for (unsigned b = 0; b < width; b++)
+        id = id << 8 | key[1 + i * width + b];
+    return id;
+}
+
 static inline uint32_t pattern_id(const Store *s, const DiskPattern *p, uint32_t i) {
     return load_id(p->ids, i, s->id_bits, s->id_mask);
 }
@@ -125,11 +133,24 @@ static inline uint32_t joint_at(const DiskPattern *p, uint32_t i) {
  * fixed word is outside the vocabulary (NO_WORD: it matches no n-gram). */
 size_t records_pattern_key(const Store *s, int slot, const uint32_t *ids, int n, uint8_t *key);
 
+/* The records whose checksums a reader has found right, by where their values lie in the
+ * map, direct-mapped: a look-up that lands on one again does not sum its bytes again (the
+ * map is read-only and an index never changes once built).  A first pass looks most
+ * records up many times (a block holds a hundred patterns; a pattern of one word outside
+ * the last slot looks up the one that holds its values), and verify looks up the pattern
+ * holding the values of every such pattern. */
+#define CHECKED_RECORDS 4096
+typedef struct {
+    const uint8_t *values[CHECKED_RECORDS];
+} CheckedRecords;
+
 /* Looks the pattern ``key`` of order ``order`` up through ``cursor`` (opened on
- * s->patterns[order] in the caller's read transaction): 1 found (*out), 0 the model has
- * no such pattern, -1 with the failure set (FS_EDAMAGED, FS_ELMDB). */
-int records_find_pattern(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
-                       DiskPattern *out, Failure *failure);
+ * s->patterns[order] in the caller's read transaction), skipping the checksums of the
+ * records ``checked`` holds (NULL: sums every record it lands on) and adding those it
+ * sums: 1 found (*out), 0 the model has no such pattern, -1 with the failure set
+ * (FS_EDAMAGED, FS_ELMDB). */
+int records_find_pattern(const Store *s, MDB_cursor *cursor, CheckedRecords *checked, int order, const uint8_t *key,
+                         size_t key_len, DiskPattern *out, Failure *failure);
 
 /* What verify_patterns counted. */
 typedef struct {

@@ -26,9 +26,5 @@ int records_key_compare(const uint8_t *a, const uint8_t *b, size_t len);
  * on the back-off weights: 0, or -1 with the failure set. */
 int records_check_pattern(const Store *s, DiskPattern *p, int order, Failure *failure, const uint8_t *key,
                           size_t key_len);
-/* Points the values of ``p``, the pattern ``key`` of one word that stores them elsewhere
- * (format.h), at its n-gram's entry in the pattern that holds them, looked up through
- * ``cursor``: 0, or -1 with the failure set (that pattern lacks the n-gram). */
-int records_find_values(const Store *s, MDB_cursor *cursor, int order, const uint8_t *key, size_t key_len,
-                        DiskPattern *p, Failure *failure);
+
 #endif

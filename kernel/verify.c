@@ -24,25 +24,60 @@ static int wants_joint(const Store *s, int order, const uint8_t *key, uint32_t c
     return order == 2 && key[0] == 0 && count >= s->joint_min;
 }
 
-/* Checks pattern ``p`` (``flags``), key ``key``, as a look-up would check it, its values first
- * found through ``lookup`` where it stores them elsewhere (format.h): so the pattern that
- * holds them must hold its n-gram.  0, or -1 with the failure set. */
-static int check_pattern(const Store *s, MDB_cursor *lookup, int order, DiskPattern *p, unsigned flags,
-                         const uint8_t *key, size_t key_len, Failure *failure) {
-    if ((flags & PATTERN_VALUES_ELSEWHERE) && records_find_values(s, lookup, order, key, key_len, p, failure) < 0)
-        return -1;
+/* What the patterns of one slot of an order hold: the sum of a 128-bit hash of each n-gram
+ * (two 64-bit lanes).  Every slot holds every n-gram of its order once (format.h), so every
+ * slot's sum is the last slot's: verify reads each n-gram once per slot and keeps nothing
+ * else, however many n-grams the order has.  That is how it checks that a pattern of one
+ * word outside the last slot, which stores no values (fs_values_elsewhere), has its n-gram
+ * where its values lie: the pattern of its first order - 1 words, in the last slot. */
+typedef struct {
+    uint64_t lane[2];
+} NgramSum;
+
+static uint64_t mix64(uint64_t h) {  /* MurmurHash3's finalizer */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+
+/* Adds the n-grams of pattern ``p`` (key ``key`` of ``order``) to its slot's sum. */
+static void add_ngrams(const Store *s, const uint8_t *key, int order, const DiskPattern *p, NgramSum *sums) {
+    unsigned slot = key[0], n = (unsigned)order - 1, width = s->id_bytes;
+    uint64_t before = 0x243F6A8885A308D3ull;  /* the hash of the words left of the slot */
+    for (unsigned i = 0; i < slot; i++)
+        before = mix64(before ^ load_key_id(key, i, width));
+    for (uint32_t w = 0; w < p->count; w++) {
+        uint64_t h = mix64(before ^ pattern_id(s, p, w));
+        for (unsigned i = slot; i < n; i++)
+            h = mix64(h ^ load_key_id(key, i, width));
+        sums[slot].lane[0] += h;
+        sums[slot].lane[1] += mix64(h ^ 0x13198A2E03707344ull);
+    }
+}
+
+/* Checks pattern ``p`` (``flags``), key ``key``, as a look-up would check it, and adds its
+ * n-grams to their slot's sum.  A pattern that stores its values elsewhere is checked
+ * without them: they are its n-gram's in the last slot, checked there.  0, or -1 with the
+ * failure set. */
+static int check_pattern(const Store *s, int order, DiskPattern *p, unsigned flags, const uint8_t *key,
+                         size_t key_len, NgramSum *sums, Failure *failure) {
+    static const float no_values = 0.0f;  /* (what records_check_pattern reads of a pattern without values) */
+    if (flags & PATTERN_VALUES_ELSEWHERE) {
+        p->alpha = (const ix_f32 *)&no_values;
+        p->beta_table = NULL;
+    }
+    add_ngrams(s, key, order, p, sums);
     return records_check_pattern(s, p, order, failure, key, key_len);
 }
 
 int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *counts, Failure *failure) {
-    MDB_cursor *cursor, *lookup;
+    MDB_cursor *cursor;
     int rc = mdb_cursor_open(txn, s->patterns[order], &cursor);
     if (rc)
         return store_read_failed(failure, txn, rc, "patterns%d", order);
-    if ((rc = mdb_cursor_open(txn, s->patterns[order], &lookup))) {
-        mdb_cursor_close(cursor);
-        return store_read_failed(failure, txn, rc, "patterns%d", order);
-    }
+    NgramSum sums[FS_MAX_ORDER] = {{{0, 0}}};
     memset(counts, 0, sizeof(*counts));
     size_t key_len = fs_key_bytes((unsigned)order, s->id_bytes);
     uint8_t last[1 + 4 * FS_MAX_ORDER], key[1 + 4 * FS_MAX_ORDER];
@@ -57,7 +92,7 @@ int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *coun
             store_damaged(failure, "records follow the END record");
             goto out;
         }
-        if (codec_open_record(k.mv_data, k.mv_size, v.mv_data, v.mv_size, order, key_len, &r, failure) < 0)
+        if (codec_open_record(k.mv_data, k.mv_size, v.mv_data, v.mv_size, order, key_len, 1, &r, failure) < 0)
             goto out;
         counts->records++;
         if (r.has_previous != has_last || (has_last && memcmp(r.previous, last, key_len))) {
@@ -75,8 +110,8 @@ int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *coun
                 goto disorder;
             if (codec_alone_pattern(&r, s->id_bits, has_beta, s->beta_table[order], &p) < 0)
                 goto malformed;
-            if (check_pattern(s, lookup, order, &p, codec_key_flags(key, order, p.count, r.has_joint),
-                              key, key_len, failure) < 0)
+            if (check_pattern(s, order, &p, codec_key_flags(key, order, p.count, r.has_joint), key, key_len, sums,
+                              failure) < 0)
                 goto out;
             if (wants_joint(s, order, key, p.count) != (p.joint != NULL))
                 goto joint;
@@ -97,7 +132,7 @@ int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *coun
                 has_last = 1;
                 codec_pattern_fields(walk.fields.data, walk.fields.count, s->id_bits, walk.fields.flags,
                                      s->beta_table[order], walk.fields.beta_width, &p);
-                if (check_pattern(s, lookup, order, &p, walk.fields.flags, key, key_len, failure) < 0)
+                if (check_pattern(s, order, &p, walk.fields.flags, key, key_len, sums, failure) < 0)
                     goto out;
                 if (wants_joint(s, order, key, walk.fields.count))
                     goto joint;
@@ -118,6 +153,12 @@ int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *coun
         common_fail(failure, FS_EDAMAGED, "damaged index: patterns%d has no END record", order);
         goto out;
     }
+    for (int slot = 0; slot < order - 1; slot++)
+        if (memcmp(&sums[slot], &sums[order - 1], sizeof(NgramSum))) {
+            common_fail(failure, FS_EDAMAGED, "damaged index: the patterns of slot %d of patterns%d do not hold the "
+                        "n-grams its last slot holds", slot, order);
+            goto out;
+        }
     /* the records are sound in key order: now the branch keys a look-up follows, which that
      * walk of the leaves never reads (a flipped one sends a search to the wrong leaf) */
     if ((rc = mdb_tree_check(txn, s->patterns[order])))
@@ -143,7 +184,6 @@ joint:
     common_fail(failure, FS_EDAMAGED, "damaged index: pattern %s %s a joint order, against the header's threshold of %u "
          "words", codec_hex(key, key_len, shown), p.joint ? "has" : "lacks", s->joint_min);
 out:
-    mdb_cursor_close(lookup);
     mdb_cursor_close(cursor);
     return result;
 }

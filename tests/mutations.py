@@ -123,7 +123,7 @@ MUTATIONS = [
              "for (int b = (int)id_bytes - 1; b >= 0; b--)", "for (int b = 0; b < (int)id_bytes; b++)"),
     Mutation("checksum-not-checked", CODEC,
              "a record's checksum is computed but never compared: a flipped byte is read as an answer",
-             "!= load_u32(value + FS_R_CHECKSUM)) {", "!= load_u32(value + FS_R_CHECKSUM) && 0) {"),
+             "!= load_u32(value + FS_R_CHECKSUM))) {", "!= load_u32(value + FS_R_CHECKSUM) && 0)) {"),
     Mutation("record-has-beta-for-every-order", STORE_H,
              "records of the highest order decoded as if they stored back-off weights",
              "return order < s->order ? PATTERN_HAS_BETA : 0;",
@@ -207,6 +207,16 @@ MUTATIONS = [
              "n-gram's place in the table: every such back-off weight is the table's first",
              "rec->one.beta_code = p.beta_table ? (uint32_t)(p.beta_table - s->beta_table[order]) +",
              "rec->one.beta_code = p.beta_table ? 0u +"),
+    Mutation("record-remembered-before-its-checksum", RECORDS,
+             "a reader remembers a record as summed before it sums it: a record that failed its checksum is read "
+             "without one at the next look-up",
+             "    int summed = checked && checked->values[place] == v.mv_data;",
+             "    int summed = checked && (checked->values[place] == v.mv_data ||\n"
+             "                             (checked->values[place] = v.mv_data, 0));"),
+    Mutation("verify-slot-sums-not-compared", VERIFY,
+             "verify sums each slot's n-grams but never compares the sums: a pattern of one word whose n-gram is "
+             "not where its values lie passes",
+             "if (memcmp(&sums[slot], &sums[order - 1], sizeof(NgramSum))) {", "if (0) {"),
     Mutation("seeded-reader-without-one-word-values", CACHE,
              "a reader seeded for another thread copies a one-word slot without the values it keeps: that "
              "thread reads alpha 0",

@@ -514,8 +514,9 @@ def forge_pattern(copy: Path, where: Located, vocab_size: int, forge: Callable[[
 def test_a_pattern_whose_values_are_missing_where_they_lie_is_named(singleton: Singleton, tmp_path: Path) -> None:
     """A pattern of one word reads its values in the pattern of its n-gram's first words.  Its
     word forged to one whose n-gram the model lacks (the id still in the vocabulary), the
-    search, the command line and verify name the damage; never a value read from another
-    entry."""
+    search and the command line name the missing n-gram, never a value read from another
+    entry; verify, which reads each slot's n-grams once and no pattern's values twice, finds
+    that the slot no longer holds the n-grams of the last."""
     where = singleton.target.where
     with Core(singleton.path) as index:
         assert index.ngram(singleton.ngram(singleton.word)) is not None
@@ -524,14 +525,23 @@ def test_a_pattern_whose_values_are_missing_where_they_lie_is_named(singleton: S
     shutil.copytree(singleton.path, copy)
     forge_pattern(copy, where, singleton.vocab_size, lambda pattern: pattern.update(ids=[lacking]))
     key = holder_key(singleton.ngram(lacking), singleton.id_bytes)
-    assert_named_everywhere(copy, singleton.target, f"damaged index: pattern {where.key.hex()}: its n-gram is missing "
-                                                    f"from pattern {key.hex()}, which holds its values")
+    expected = f"damaged index: pattern {where.key.hex()}: its n-gram is missing from pattern {key.hex()}, which " \
+               "holds its values"
+    with fastsubs.open_index(copy) as index:
+        with pytest.raises(fastsubs.DamagedIndexError) as raised:
+            index.sentence(singleton.target.sentence, n=5)
+    assert str(raised.value) == f"{copy}: {expected}"
+    assert expected in query_error(copy, singleton.target.sentence)
+    verified = run_cli("fastsubs-index", "verify", copy, check=False)
+    assert verified.returncode == 1 and f"damaged index: the patterns of slot {where.key[0]} of patterns3 do not " \
+                                        "hold the n-grams its last slot holds" in verified.stderr.decode()
 
 
 def test_a_beta_code_past_the_table_where_values_lie_is_named(singleton: Singleton, tmp_path: Path) -> None:
     """The beta code a pattern of one word reads in the pattern that holds its values is
     checked against its order's table when it is read, even where that pattern itself is
-    never read whole: the look-up of the one pattern names the damage, and verify."""
+    never read whole: the look-up of the one pattern names the damage; verify names it in
+    the pattern that holds it."""
     copy = tmp_path / "forged.fsidx"
     shutil.copytree(singleton.path, copy)
 
@@ -547,4 +557,6 @@ def test_a_beta_code_past_the_table_where_values_lie_is_named(singleton: Singlet
         index.pattern(where.key[0], singleton.fixed())
     assert str(raised.value) == f"{copy}: {expected}"
     verified = run_cli("fastsubs-index", "verify", copy, check=False)
-    assert verified.returncode == 1 and expected in verified.stderr.decode(), verified.stderr.decode()
+    named = (f"damaged index: pattern {singleton.holder.key.hex()}: its beta code {singleton.beta_table_len} (entry "
+             f"{singleton.place}) is past its order's back-off table")
+    assert verified.returncode == 1 and named in verified.stderr.decode(), verified.stderr.decode()

@@ -90,7 +90,7 @@ static Known *known_patterns(const Store *s, int *n) {
             Failure failure = {0};
             k->word = w;
             k->key_len = records_pattern_key(s, 1, &w, 1, k->key);
-            int found = records_find_pattern(s, cursor, 2, k->key, k->key_len, &k->data, &failure);
+            int found = records_find_pattern(s, cursor, NULL, 2, k->key, k->key_len, &k->data, &failure);
             check(found >= 0, "the look-up of pattern %u _ failed: %s", w, failure.message);
             *n += found == 1;
         }
@@ -313,7 +313,7 @@ static void a_closed_index_outlives_its_search(const char *path, const Known *kn
         cache_reader_begin_search(&k->reader);
         CacheSlot *rec = look_up(&k->reader, known);
         check(rec && rec->count == known->data.count &&
-              !memcmp(rec->data, known->data.ids, (size_t)known->data.count * ix.store.id_bytes),
+              !memcmp(rec->data, known->data.ids, fs_packed_bytes(known->data.count, ix.store.id_bits)),
               "a search holding a closed index does not read pattern %u _", known->word);
         cache_reader_end_search(&k->reader);
         Failure refused = {0};

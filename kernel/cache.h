@@ -57,7 +57,7 @@ typedef struct CacheSlot {
     const uint8_t *data;        /* NULL: the model has no such pattern */
     union {
         SlotAids *kept;         /* count > 1: a big pattern's rank map and sorted prefix, or NULL */
-        /* count 1: its alpha and beta code, where ever the pattern stores them (format.h):
+        /* count 1: its alpha and beta code, wherever the pattern stores them (format.h):
          * a search reads them from here, and looks up none more than once */
         struct {
             float alpha;

@@ -396,8 +396,10 @@ uint64_t codec_record_bytes(const CodecRecord *r, size_t key_len, unsigned id_bi
         const CodecPattern *p = &r->patterns[0];
         return with_padding(head + FS_PATTERN_DATA + pattern_data_bytes(p, r->order, id_bits), p, r->order);
     }
-    if (r->kind != FS_BLOCK || !r->n_patterns)
+    if (r->kind != FS_BLOCK)
         return padded(head);
+    if (!r->n_patterns)  /* (a forger's: its two counts, 0) */
+        return padded(head + FS_BLOCK_RESTART_TABLE);
     uint64_t restarts = 0, entries = 0;
     for (uint32_t i = 0, in_group = 0; i < r->n_patterns; i++, in_group++) {
         const CodecPattern *p = &r->patterns[i];

@@ -22,6 +22,9 @@
  * its joint order (the reader computes the keys: fs_joint_key). */
 typedef struct {
     const uint8_t *ids, *positions;
+    /* (a pattern that stores its values elsewhere, format.h, has alpha at its n-gram's alpha
+     * in the pattern holding it, or in its cache slot, and beta_table at its code's entry of
+     * the table, beta_width 0 and no beta_codes) */
     const ix_f32 *alpha;
     const uint8_t *beta_codes;  /* beta_width bits each (pattern_beta) */
     const ix_f32 *beta_table;   /* the order's back-off table; NULL: the highest order stores none (they are 0) */

@@ -51,9 +51,10 @@ static inline uint64_t load_u64(const uint8_t *p) {
 }
 
 /* Word id ``i`` of a pattern's ids, packed ``bits`` bits each (format.h, fs_id_bits: 16 ...
- * 25, or 32) from the low bits of each byte up: the 4 bytes from its first byte, shifted and
- * masked (``mask``: the low ``bits`` bits).  It reads up to 3 bytes past the id's last byte,
- * so every id of the format is followed by at least FS_ID_TAIL more bytes of its record. */
+ * 25, or 32) from the low bits of each byte up: of 16 bits, the 2 bytes there; else the 4
+ * bytes from its first byte, shifted and masked (``mask``: the low ``bits`` bits), which
+ * reads up to a byte past an id of 17 to 25 bits.  Every id of the format is followed by at
+ * least FS_ID_TAIL bytes of its record (format.h): room for an id loaded as 4 bytes. */
 static inline uint32_t load_id(const uint8_t *array, uint32_t i, unsigned bits, uint32_t mask) {
     if (bits == 16)  /* (every vocabulary of up to 65,536 words: one branch the CPU predicts) */
         return load_u16(array + 2 * (size_t)i);

@@ -321,7 +321,8 @@ static PyGetSetDef Engine_getset[] = {
     GETTER("bos_id", BOS_ID, "The id of <s>, or None."),
     GETTER("eos_id", EOS_ID, "The id of </s>, or None."),
     GETTER("unk_id", UNK_ID, "The id of <unk>, or None."),
-    GETTER("id_bytes", ID_BYTES, "Bytes per word id in the index's keys and records."),
+    GETTER("id_bytes", ID_BYTES, "Bytes per word id in the index's keys (a pattern's data packs its ids: "
+                                 "fastsubs.format.id_bits(vocab_size) bits each)."),
     GETTER("counts", COUNTS, "N-grams per order, 1 ... N."),
     GETTER("records", RECORDS, "Records of each pattern database, orders 2 ... N."),
     GETTER("searchers", SEARCHERS, "Searchers made so far: one per thread that searched while the others were busy."),

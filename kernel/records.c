@@ -101,8 +101,8 @@ static inline __attribute__((always_inline)) uint32_t first_bad_entry(const Stor
     return p->count;
 }
 
-/* ``call`` with its bits argument the constant 16 where ids take 16 bits (a vocabulary of
- * 32,769 to 65,536 words: one load and a mask), else ``bits``. */
+/* ``call`` with its bits argument the constant 16 where ids take 16 bits (a vocabulary of up
+ * to 65,536 words: one 2-byte load), else ``bits``. */
 #define by_bits(bits, call) ((bits) == 16 ? call(16) : call(bits))
 
 /* Checks that ``order`` (positions into the pattern's arrays, ``p->position_bits`` each)
@@ -203,15 +203,15 @@ no_memory:
 }
 
 
-/* Looks the pattern ``key`` up as records_find_pattern does, checking the record it lands on
- * but not the pattern: 1 found (*out, and its flags into *flags: PATTERN_VALUES_ELSEWHERE
- * leaves its values to find), 0 none, -1 with the failure set. */
 /* The place in ``checked`` of the record whose value is at ``value``. */
 static size_t checked_place(const uint8_t *value) {
     uint64_t h = (uint64_t)(uintptr_t)value * 0x9E3779B97F4A7C15ull;
     return (size_t)(h >> 52) & (CHECKED_RECORDS - 1);
 }
 
+/* Looks the pattern ``key`` up as records_find_pattern does, checking the record it lands on
+ * but not the pattern: 1 found (*out, and its flags into *flags: PATTERN_VALUES_ELSEWHERE
+ * leaves its values to find), 0 none, -1 with the failure set. */
 static int locate_pattern(const Store *s, MDB_cursor *cursor, CheckedRecords *checked, int order, const uint8_t *key,
                           size_t key_len, DiskPattern *out, unsigned *flags, Failure *failure) {
     MDB_val k = {key_len, (void *)key}, v;
@@ -281,6 +281,10 @@ static int locate_pattern(const Store *s, MDB_cursor *cursor, CheckedRecords *ch
             goto malformed;
         int c = records_key_compare(entry_key, key, key_len);
         if (c == 0) {
+            /* (an id that ends its data is followed by FS_ID_TAIL bytes of the record: the
+             * padding, or the next entry; a forged record may not, and an id is loaded as 4) */
+            if ((e.flags & PATTERN_VALUES_ELSEWHERE) && r.end - at.at < FS_ID_TAIL)
+                goto malformed;
             codec_pattern_fields(e.data, e.count, s->id_bits, e.flags, s->beta_table[order], e.beta_width, out);
             *flags = e.flags;
             return 1;

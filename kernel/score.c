@@ -126,7 +126,7 @@ static void score_term(const Searcher *searcher, const SearchTerm *t, const uint
 static inline void prefetch_values(const SearchPattern *p, int32_t at) {
     if (at >= 0) {
         __builtin_prefetch(&p->alpha[at]);
-        if (p->data.beta_table)
+        if (p->data.beta_codes)  /* (none for a pattern whose one value the slot keeps) */
             __builtin_prefetch(&p->data.beta_codes[(size_t)at * p->data.beta_width / 8]);
     }
 }

@@ -136,9 +136,8 @@ size_t records_pattern_key(const Store *s, int slot, const uint32_t *ids, int n,
 /* The records whose checksums a reader has found right, by where their values lie in the
  * map, direct-mapped: a look-up that lands on one again does not sum its bytes again (the
  * map is read-only and an index never changes once built).  A first pass looks most
- * records up many times (a block holds a hundred patterns; a pattern of one word outside
- * the last slot looks up the one that holds its values), and verify looks up the pattern
- * holding the values of every such pattern. */
+ * records up many times: a block holds a hundred patterns, and a pattern of one word
+ * outside the last slot looks up the one that holds its values. */
 #define CHECKED_RECORDS 4096
 typedef struct {
     const uint8_t *values[CHECKED_RECORDS];

@@ -25,7 +25,7 @@ static int wants_joint(const Store *s, int order, const uint8_t *key, uint32_t c
 }
 
 /* What the patterns of one slot of an order hold: the sum of a 128-bit hash of each n-gram
- * (two 64-bit lanes).  Every slot holds every n-gram of its order once (format.h), so every
+ * (two 64-bit hashes, each chained over the n-gram's words from a seed of its own).  Every slot holds every n-gram of its order once (format.h), so every
  * slot's sum is the last slot's: verify reads each n-gram once per slot and keeps nothing
  * else, however many n-grams the order has.  That is how it checks that a pattern of one
  * word outside the last slot, which stores no values (fs_values_elsewhere), has its n-gram
@@ -42,18 +42,21 @@ static uint64_t mix64(uint64_t h) {  /* MurmurHash3's finalizer */
     return h ^ (h >> 33);
 }
 
-/* Adds the n-grams of pattern ``p`` (key ``key`` of ``order``) to its slot's sum. */
+/* Adds the n-grams of pattern ``p`` (key ``key`` of ``order``, its slot below the order) to
+ * its slot's sum. */
 static void add_ngrams(const Store *s, const uint8_t *key, int order, const DiskPattern *p, NgramSum *sums) {
+    static const uint64_t seeds[2] = {0x243F6A8885A308D3ull, 0x13198A2E03707344ull};
     unsigned slot = key[0], n = (unsigned)order - 1, width = s->id_bytes;
-    uint64_t before = 0x243F6A8885A308D3ull;  /* the hash of the words left of the slot */
-    for (unsigned i = 0; i < slot; i++)
-        before = mix64(before ^ load_key_id(key, i, width));
-    for (uint32_t w = 0; w < p->count; w++) {
-        uint64_t h = mix64(before ^ pattern_id(s, p, w));
-        for (unsigned i = slot; i < n; i++)
-            h = mix64(h ^ load_key_id(key, i, width));
-        sums[slot].lane[0] += h;
-        sums[slot].lane[1] += mix64(h ^ 0x13198A2E03707344ull);
+    for (int lane = 0; lane < 2; lane++) {
+        uint64_t before = seeds[lane];  /* the hash of the words left of the slot */
+        for (unsigned i = 0; i < slot; i++)
+            before = mix64(before ^ load_key_id(key, i, width));
+        for (uint32_t w = 0; w < p->count; w++) {
+            uint64_t h = mix64(before ^ pattern_id(s, p, w));
+            for (unsigned i = slot; i < n; i++)
+                h = mix64(h ^ load_key_id(key, i, width));
+            sums[slot].lane[lane] += h;
+        }
     }
 }
 
@@ -64,6 +67,12 @@ static void add_ngrams(const Store *s, const uint8_t *key, int order, const Disk
 static int check_pattern(const Store *s, int order, DiskPattern *p, unsigned flags, const uint8_t *key,
                          size_t key_len, NgramSum *sums, Failure *failure) {
     static const float no_values = 0.0f;  /* (what records_check_pattern reads of a pattern without values) */
+    if (key[0] >= (unsigned)order) {  /* (a forged key's slot: no slot of the order) */
+        char shown[65];
+        common_fail(failure, FS_EDAMAGED, "damaged index: pattern %s of patterns%d has no such slot",
+                    codec_hex(key, key_len, shown), order);
+        return -1;
+    }
     if (flags & PATTERN_VALUES_ELSEWHERE) {
         p->alpha = (const ix_f32 *)&no_values;
         p->beta_table = NULL;

@@ -213,6 +213,11 @@ MUTATIONS = [
              "    int summed = checked && checked->values[place] == v.mv_data;",
              "    int summed = checked && (checked->values[place] == v.mv_data ||\n"
              "                             (checked->values[place] = v.mv_data, 0));"),
+    Mutation("verify-reads-any-slot", VERIFY,
+             "verify takes a pattern key's slot byte as it is: a forged slot of 254 reads 254 words of a key of one "
+             "and adds to a sum past its order's",
+             "    if (key[0] >= (unsigned)order) {  /* (a forged key's slot: no slot of the order) */",
+             "    if (0) {"),
     Mutation("verify-slot-sums-not-compared", VERIFY,
              "verify sums each slot's n-grams but never compares the sums: a pattern of one word whose n-gram is "
              "not where its values lie passes",

@@ -422,6 +422,36 @@ def test_verify_names_a_score_that_is_no_log_probability(demo_index: Path, tmp_p
     assert result.returncode == 1 and b"holds a score that is no log-probability" in result.stderr
 
 
+def test_verify_names_a_pattern_key_whose_slot_the_order_has_not(demo_index: Path, tmp_path: Path) -> None:
+    """A pattern key's first byte is its slot, below the order.  The last record of
+    patterns2 forged so that its last pattern's key has slot 254 (still after every other
+    key, before the END record, which names it; checksums made right): verify names it, never
+    reads the words of 254 slots of a key of one."""
+    copy = tmp_path / "slot.fsidx"
+    shutil.copytree(demo_index, copy)
+    with Core(copy) as index:
+        vocab_size = index.vocab_size
+    env = lmdb.open(str(copy), max_dbs=64)
+    with env.begin(write=True, db=env.open_db(fmt.patterns_db_name(2))) as txn:
+        cursor = txn.cursor()
+        assert cursor.last()
+        end_key = bytes(cursor.key())
+        assert cursor.prev()
+        record_key, value = bytes(cursor.key()), bytes(cursor.value())
+        record = fmt.decode_record(record_key, value, 2, vocab_size, True)
+        forged_key = bytes([254]) + record_key[1:]
+        record["patterns"][-1]["key"] = forged_key
+        assert txn.delete(record_key)
+        txn.put(forged_key, fmt.encode_record(forged_key, record, 2, vocab_size))
+        new_end_key, new_end_value = fmt.encode_end(2, fmt.id_bytes(vocab_size), forged_key)
+        assert new_end_key == end_key
+        txn.put(end_key, new_end_value)
+    env.close()
+    result = run_cli("fastsubs-index", "verify", copy, check=False)
+    assert result.returncode == 1 and f"damaged index: pattern {forged_key.hex()} of patterns2 has no such " \
+                                      "slot" in result.stderr.decode(), result.stderr.decode()
+
+
 @pytest.mark.parametrize("break_it", ["ids", "positions", "order of scores"])
 def test_a_record_with_a_valid_checksum_and_broken_fields_is_named(demo_index: Path, tmp_path: Path,
                                                                   break_it: str) -> None:

@@ -242,6 +242,15 @@ def test_a_decoded_record_is_what_a_look_up_reads(joint_index: Path) -> None:
     assert elsewhere > 1000
 
 
+def test_an_empty_block_is_written_with_its_two_counts() -> None:
+    """A BLOCK of no patterns (a forger's: the writer makes none) is sized for the two u16
+    counts it writes after the common part, and read back as such."""
+    key_len = fmt.key_bytes(2, 2)
+    value = fmt.encode_record(bytes(key_len), {"kind": fmt.BLOCK, "flags": 0, "patterns": []}, 2, 400)
+    assert len(value) == -(-(fmt.R_PREVIOUS + key_len + 4) // 4) * 4
+    assert value[fmt.R_PREVIOUS + key_len:fmt.R_PREVIOUS + key_len + 4] == bytes(4)
+
+
 def test_a_record_is_refused_where_a_field_does_not_fit(joint_index: Path) -> None:
     """The encoder never truncates: a position past its width, an id past its, is an error."""
     order, model_order, key, value = next(r for r in every_record(joint_index) if r[0] == 2)

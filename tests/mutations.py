@@ -213,6 +213,11 @@ MUTATIONS = [
              "    int summed = checked && checked->values[place] == v.mv_data;",
              "    int summed = checked && (checked->values[place] == v.mv_data ||\n"
              "                             (checked->values[place] = v.mv_data, 0));"),
+    Mutation("id-tail-not-checked-by-the-look-up", RECORDS,
+             "a look-up takes a pattern whose id ends its record without the 3 bytes a reader may load past it "
+             "(a forged record): the load reads past the record",
+             "            if ((e.flags & PATTERN_VALUES_ELSEWHERE) && r.end - at.at < FS_ID_TAIL)",
+             "            if (0)"),
     Mutation("verify-reads-any-slot", VERIFY,
              "verify takes a pattern key's slot byte as it is: a forged slot of 254 reads 254 words of a key of one "
              "and adds to a sum past its order's",

@@ -560,3 +560,40 @@ def test_a_beta_code_past_the_table_where_values_lie_is_named(singleton: Singlet
     named = (f"damaged index: pattern {singleton.holder.key.hex()}: its beta code {singleton.beta_table_len} (entry "
              f"{singleton.place}) is past its order's back-off table")
     assert verified.returncode == 1 and named in verified.stderr.decode(), verified.stderr.decode()
+
+
+def test_a_record_whose_last_id_lacks_its_tail_is_refused_by_the_look_up(singleton: Singleton,
+                                                                          tmp_path: Path) -> None:
+    """An id that ends a record is followed by 3 bytes of padding at least (a reader loads an
+    id as 4 bytes).  A record of patterns3 whose last pattern stores its values elsewhere,
+    cut by 4 bytes of its padding, its checksum made right (a forger's: the writer pads it):
+    the look-up of that pattern names a malformed record, and verify too."""
+    with Core(singleton.path) as index:
+        vocab_size = index.vocab_size
+    env = lmdb.open(str(singleton.path), readonly=True, lock=False, max_dbs=64)
+    with env.begin() as txn:
+        records = list(txn.cursor(db=env.open_db(fmt.patterns_db_name(3), txn=txn, create=False)))
+    env.close()
+    for record_key, value in records:
+        located = list(patterns_of(record_key, value, 3, vocab_size, True))
+        if not located or located[0].kind != fmt.BLOCK:
+            continue
+        record = fmt.decode_record(record_key, value, 3, vocab_size, True)
+        restarts = sum(p["restarts"] for p in record["patterns"])
+        used = fmt.R_PREVIOUS + len(record_key) + 4 + 2 * restarts + entry_offsets(value, located[0], vocab_size)[-1]
+        if stores_values_elsewhere(record["patterns"][-1], 3) and len(value) - used >= 4:
+            break
+    else:
+        raise AssertionError("no record ends with a pattern of one word and 4 bytes of padding or more")
+    cut = bytearray(value[:-4])
+    cut[:4] = fmt.checksum(record_key, bytes(cut[4:])).to_bytes(4, "little")
+    copy = tmp_path / "cut.fsidx"
+    shutil.copytree(singleton.path, copy)
+    put(copy, fmt.patterns_db_name(3), record_key, bytes(cut))
+    last = located[-1].key
+    expected = f"damaged index: a record of patterns3 at key {record_key.hex()} has a malformed layout"
+    with Core(copy) as index, pytest.raises(fastsubs.DamagedIndexError) as raised:
+        index.pattern(last[0], fixed_ids(last, singleton.id_bytes))
+    assert str(raised.value) == f"{copy}: {expected}"
+    verified = run_cli("fastsubs-index", "verify", copy, check=False)
+    assert verified.returncode == 1 and expected in verified.stderr.decode(), verified.stderr.decode()

@@ -185,17 +185,16 @@ int codec_padding_ok(const DiskRecord *r, const uint8_t *used_end, unsigned last
 }
 
 int codec_alone_pattern(const DiskRecord *r, unsigned id_bits, unsigned has_beta, const ix_f32 *beta_table,
-                        DiskPattern *out) {
+                        DiskPattern *out, unsigned *flags) {
     if (r->end - r->body < FS_PATTERN_DATA)
         return -1;
     uint32_t count = load_u32(r->body + FS_PATTERN_COUNT);
-    unsigned flags = has_beta | (r->has_joint ? PATTERN_HAS_JOINT : 0) |
-                     codec_key_flags(r->key, r->order, count, r->has_joint);
+    *flags = has_beta | (r->has_joint ? PATTERN_HAS_JOINT : 0) | codec_key_flags(r->key, r->order, count, r->has_joint);
     unsigned width = r->body[FS_PATTERN_WIDTH];
-    int64_t data = codec_data_bytes(r->body + FS_PATTERN_DATA, r->end, count, id_bits, flags, width);
-    if (count == 0 || data < 0 || !codec_padding_ok(r, r->body + FS_PATTERN_DATA + data, flags))
+    int64_t data = codec_data_bytes(r->body + FS_PATTERN_DATA, r->end, count, id_bits, *flags, width);
+    if (count == 0 || data < 0 || !codec_padding_ok(r, r->body + FS_PATTERN_DATA + data, *flags))
         return -1;
-    codec_pattern_fields(r->body + FS_PATTERN_DATA, count, id_bits, flags, beta_table, width, out);
+    codec_pattern_fields(r->body + FS_PATTERN_DATA, count, id_bits, *flags, beta_table, width, out);
     return 0;
 }
 

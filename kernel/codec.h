@@ -158,9 +158,10 @@ const uint8_t *codec_restart_key(const DiskRecord *r, const DiskBlock *b, size_t
  * the data of its last pattern (``last_flags``) ending there. */
 int codec_padding_ok(const DiskRecord *r, const uint8_t *used_end, unsigned last_flags);
 
-/* The pattern of a PATTERN record: 0, or -1 when its layout does not fit the record. */
+/* The pattern of a PATTERN record, and what its data holds (codec_pattern_fields's flags)
+ * into *flags: 0, or -1 when its layout does not fit the record. */
 int codec_alone_pattern(const DiskRecord *r, unsigned id_bits, unsigned has_beta, const ix_f32 *beta_table,
-                        DiskPattern *out);
+                        DiskPattern *out, unsigned *flags);
 
 /* Every entry of a BLOCK record in order, each checked to lie where the block's table puts
  * it: the first entry restarts, restarts are where the table says, the table is used up and

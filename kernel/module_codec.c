@@ -328,7 +328,8 @@ static PyObject *decode_record(PyObject *module, PyObject *args) {
         goto out;
     if (r.kind == FS_PATTERN) {
         PyObject *one = NULL;
-        if (codec_alone_pattern(&r, id_bits, beta_flag, NULL, &p) < 0)
+        unsigned flags;
+        if (codec_alone_pattern(&r, id_bits, beta_flag, NULL, &p, &flags) < 0)
             PyErr_SetString(PyExc_ValueError, "decode_record: a PATTERN record's layout does not fit it");
         else
             one = pattern_dict(r.key, key_len, 0, 0, &p, id_bits, has_beta);

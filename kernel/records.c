@@ -245,9 +245,8 @@ static int locate_pattern(const Store *s, MDB_cursor *cursor, CheckedRecords *ch
     if (r.kind == FS_PATTERN) {
         if (records_key_compare(r.key, key, key_len))
             return 0;
-        if (codec_alone_pattern(&r, s->id_bits, has_beta, s->beta_table[order], out) < 0)
+        if (codec_alone_pattern(&r, s->id_bits, has_beta, s->beta_table[order], out, flags) < 0)
             goto malformed;
-        *flags = codec_key_flags(key, order, out->count, out->joint != NULL);
         return 1;
     }
     DiskBlock b;

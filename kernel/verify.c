@@ -117,10 +117,10 @@ int verify_patterns(const Store *s, MDB_txn *txn, int order, PatternCounts *coun
             memcpy(key, r.key, key_len);
             if (has_last && memcmp(last, key, key_len) >= 0)
                 goto disorder;
-            if (codec_alone_pattern(&r, s->id_bits, has_beta, s->beta_table[order], &p) < 0)
+            unsigned flags;
+            if (codec_alone_pattern(&r, s->id_bits, has_beta, s->beta_table[order], &p, &flags) < 0)
                 goto malformed;
-            if (check_pattern(s, order, &p, codec_key_flags(key, order, p.count, r.has_joint), key, key_len, sums,
-                              failure) < 0)
+            if (check_pattern(s, order, &p, flags, key, key_len, sums, failure) < 0)
                 goto out;
             if (wants_joint(s, order, key, p.count) != (p.joint != NULL))
                 goto joint;

@@ -143,6 +143,12 @@ int codec_read_entry(const DiskRecord *r, EntryCursor *c, unsigned id_bits, unsi
     if (code == FS_ENTRY_ESCAPED) {
         if (escaped_count)
             e->count = p < end ? *p++ : 0u;
+        if (escaped_count && e->count == FS_ENTRY_WIDE_COUNT) {  /* (a count of 256 or more, in a u32) */
+            if (end - p < 4)
+                return -1;
+            e->count = load_u32(p);
+            p += 4;
+        }
         e->beta_width = 0;
         if (has_beta) {
             if (p >= end)
@@ -468,8 +474,8 @@ static int write_block(const CodecRecord *r, size_t key_len, unsigned id_bits, u
             store_u16(table + FS_RESTART_BYTES * restart++, (uint32_t)(at - entries));
             in_group = 0;
         }
-        if (p->count > FS_BLOCK_MAX_COUNT || p->joint) {
-            *what = "a block entry holds at most 255 words and no joint order";
+        if (p->joint) {
+            *what = "a block entry holds no joint order";
             return -1;
         }
         unsigned code = fs_entry_code_of(has_beta, delta, key_len, p->count, p->beta_width);
@@ -487,8 +493,13 @@ static int write_block(const CodecRecord *r, size_t key_len, unsigned id_bits, u
         memcpy(at, diff + key_len - delta, delta);
         at += delta;
         if (code == FS_ENTRY_ESCAPED) {
-            if (p->count > 15u)
+            if (p->count > 0xFFu) {
+                *at++ = FS_ENTRY_WIDE_COUNT;
+                store_u32(at, p->count);
+                at += 4;
+            } else if (p->count > 15u) {
                 *at++ = (uint8_t)p->count;
+            }
             if (has_beta)
                 *at++ = (uint8_t)p->beta_width;
         }
@@ -563,8 +574,19 @@ void codec_name_previous(uint8_t *value, size_t value_len, const uint8_t *record
 #define PAGE_POINTER 2
 #define BLOCK_MIN 64
 /* A pattern whose entry (key, count and data) is longer than this gets a PATTERN record of
- * its own: blocks then end within a few bytes of the room they fill. */
+ * its own, or leads a big block: small blocks then end within a few bytes of the room they
+ * fill. */
 #define ENTRY_MAX 480
+/* LMDB keeps a value too big for its leaf page in overflow pages of its own: a page header,
+ * then the value (PAGE_HEADER + value bytes, rounded up to whole pages).  A pattern record
+ * there left the rest of its last page empty, 2 KB on average: 36.6 MB, 0.9 bytes per
+ * n-gram, of the generated 40M-n-gram model's index.  So such a pattern leads a big block
+ * instead, which takes the patterns after it up to BIG_BLOCK_MAX bytes and ends where its
+ * last page is fullest (big_block_end); its first read sums its checksum, a few
+ * microseconds at that size. */
+#define PAGE_BYTES 4096
+#define PAGE_HEADER 16
+#define BIG_BLOCK_MAX 32768
 
 /* Bytes a record of ``value`` bytes takes in its leaf page. */
 static unsigned leaf_bytes(size_t key_len, uint64_t value) {
@@ -723,13 +745,56 @@ static size_t fitting_end(const Group *groups, const int64_t *total, size_t n, s
     return low;
 }
 
-/* The records of the groups: a PATTERN record for each pattern alone, the others packed into
- * BLOCK records that fill the leaf pages (above), a block ending before the next pattern
- * alone.  Fills b->records (patterns and kind, the first entry of each block restarting;
- * flags and previous keys later), b->offsets (where each record's value starts: their
- * sizes do not depend on the flags), b->page_room and b->groups_done; their number.
- * With rows->more, the last block is left out (b->groups_done stops before it): the next
- * batch's rows may still go into it, and a block is the same whichever batch it began in. */
+/* Bytes of the last of its overflow pages that a value of ``value`` bytes leaves empty. */
+static uint64_t overflow_slack(uint64_t value) {
+    uint64_t pages = (PAGE_HEADER + value + PAGE_BYTES - 1) / PAGE_BYTES;
+    return pages * PAGE_BYTES - PAGE_HEADER - value;
+}
+
+/* Does a PATTERN record of group ``i`` alone go to overflow pages? */
+static int overflows_alone(CodecBatch *b, size_t i, int order, unsigned id_bits) {
+    CodecRecord alone = {.kind = FS_PATTERN, .order = order, .patterns = b->patterns + i, .n_patterns = 1};
+    return NODE_HEADER + b->key_len + codec_record_bytes(&alone, b->key_len, id_bits) > NODE_MAX;
+}
+
+/* The end of the big block that group ``i`` leads: of the ends that keep it within
+ * BIG_BLOCK_MAX bytes (i + 1 whatever its size), before the next joint order (only a PATTERN
+ * record holds one) and with every restart within the reach of the block's table, the one
+ * that leaves least of its last page empty, the first of those.  *open: the ends went on
+ * past the batch's groups (the next batch's may end it elsewhere).  (The block's first entry
+ * restarts where its run does, as a pattern alone begins a run: total counts its bytes.) */
+static size_t big_block_end(const Group *groups, const int64_t *total, size_t n, size_t i, size_t key_len,
+                            int *open) {
+    uint64_t head = FS_R_PREVIOUS + key_len + FS_BLOCK_RESTART_TABLE, best_slack = UINT64_MAX;
+    size_t best = i + 1;
+    *open = 0;
+    for (size_t end = i + 1; end <= n; end++) {
+        uint64_t used = head + (uint64_t)(total[end] - total[i]);
+        uint64_t value = used + fs_record_padding(used, groups[end - 1].elsewhere);
+        if (end > i + 1 && value > BIG_BLOCK_MAX)
+            break;
+        uint64_t slack = overflow_slack(value);
+        if (slack < best_slack) {
+            best = end;
+            best_slack = slack;
+        }
+        *open = end == n;
+        if (end == n || slack == 0 || groups[end].joint || end - i == 0xFFFF ||
+            (groups[end].periodic && total[end] - total[i] > 0xFFFF))
+            break;
+    }
+    return best;
+}
+
+/* The records of the groups: a PATTERN record for each pattern alone (a big block instead
+ * where that record would go to overflow pages, above), the others packed into BLOCK records
+ * that fill the leaf pages (above), a block ending before the next pattern alone.  Fills
+ * b->records (patterns and kind, the first entry of each block restarting; flags and
+ * previous keys later), b->offsets (where each record's value starts: their sizes do not
+ * depend on the flags), b->page_room and b->groups_done; their number.  With rows->more,
+ * the last block is left out (b->groups_done stops before it), and so is a big block whose
+ * end the batch's last groups decided, and what follows it: the next batch's rows may still
+ * go into them, and a block is the same whichever batch it began in. */
 static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, int64_t *total, size_t *run_end) {
     size_t n = b->n_groups, key_len = b->key_len;
     /* what each entry takes in a block that it does not start, its restart offset counted
@@ -742,16 +807,25 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
         run_end[g] = groups[g].alone ? g : run_end[g + 1];
     /* (and room for the padding after an id that may end the block: fs_record_padding) */
     int64_t block_head = (int64_t)(FS_R_PREVIOUS + key_len + FS_BLOCK_RESTART_TABLE + FS_ID_TAIL);
-    unsigned page = rows->page_room;
+    unsigned page = rows->page_room, id_bits = fs_id_bits(rows->vocab_size);
     size_t r = 0, last = 0;
     unsigned page_before_last = page;
     b->offsets[0] = 0;
+    b->groups_done = n;
     for (size_t i = 0; i < n; r++) {
         last = i;
         page_before_last = page;
         size_t end = i + 1;
         int kind = FS_PATTERN;
-        if (!groups[i].alone) {
+        if (groups[i].alone && !groups[i].joint && overflows_alone(b, i, rows->order, id_bits)) {
+            int open;
+            end = big_block_end(groups, total, n, i, key_len, &open);
+            if (open && rows->more) {
+                b->groups_done = i;
+                break;
+            }
+            kind = FS_BLOCK;
+        } else if (!groups[i].alone) {
             int64_t room = value_room(key_len, page);
             end = room >= BLOCK_MIN ? fitting_end(groups, total, n, i, room - block_head, key_len, rows->has_beta) : i;
             if (end == i) {  /* (not even the first entry fits the page's rest: a block starts a page) */
@@ -766,13 +840,16 @@ static size_t pack(CodecBatch *b, const Group *groups, const CodecRows *rows, in
         *record = (CodecRecord){.kind = kind, .order = rows->order, .patterns = b->patterns + i,
                                 .n_patterns = (uint32_t)(end - i)};
         b->patterns[i].restarts = 1;
-        uint64_t bytes = codec_record_bytes(record, key_len, fs_id_bits(rows->vocab_size));
+        uint64_t bytes = codec_record_bytes(record, key_len, id_bits);
         b->offsets[r + 1] = b->offsets[r] + bytes;
         unsigned taken = leaf_bytes(key_len, bytes);
         page = taken <= page ? page - taken : CODEC_FRESH_PAGE - taken;
         i = end;
     }
-    b->groups_done = n;
+    if (b->groups_done < n) {  /* (a big block left open: the records before it stand) */
+        b->page_room = page;
+        return r;
+    }
     if (rows->more && r && b->records[r - 1].kind == FS_BLOCK) {
         r--;
         page = page_before_last;

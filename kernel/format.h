@@ -151,15 +151,23 @@ enum { FS_ITEM_TYPES(FS_DECLARE_ITEM_TYPE) };
      *                    else escaped: \
      *     [u8 delta]     when the head's delta nibble is FS_ENTRY_ESCAPED_DELTA (15 or more) \
      *     u8[delta]      the delta \
-     *     [u8 count]     when the head's count nibble is FS_ENTRY_ESCAPED_COUNT (16 or more) \
+     *     [u8 count]     when the head's count nibble is FS_ENTRY_ESCAPED_COUNT (16 or more; \
+     *                    FS_ENTRY_WIDE_COUNT: the count follows in a u32, 256 or more) \
+     *     [u32 count]    when the count byte is FS_ENTRY_WIDE_COUNT \
      *     [u8 width]     below the highest order: the width of its beta codes \
      *     data \
      * (half a byte of structure for most entries: most patterns hold a word or two, with \
      * keys a byte or two from the one before; the tables are the commonest of kn4-64k's). \
-     * The first entry restarts. */ \
+     * The first entry restarts.  A block is either small, sized to fill what its LMDB leaf \
+     * page has left, or big: led by a pattern too big for a leaf's block (over \
+     * FS_BLOCK_MAX_COUNT words, or a long entry), whose record LMDB keeps in overflow pages of \
+     * their own, and taking the patterns after it until the block ends near the end of its \
+     * last page (codec.c: pack).  A pattern too big for a leaf's block that would otherwise \
+     * leave most of its last overflow page empty (2 KB on average) shares its pages with its \
+     * neighbours instead. */ \
     X(BLOCK, 1) \
     X(BLOCK_RESTART, 32)       /* the writer restarts every this many entries of a run of small patterns */ \
-    X(BLOCK_MAX_COUNT, 255) \
+    X(BLOCK_MAX_COUNT, 255)    /* the most words of a pattern in a small block */ \
     X(BLOCK_PATTERNS, 0)       /* body offset of the u16 count of patterns */ \
     X(BLOCK_RESTARTS, 2)       /* body offset of the u16 count of restarts */ \
     X(BLOCK_RESTART_TABLE, 4)  /* body offset of the restart table */ \
@@ -167,6 +175,7 @@ enum { FS_ITEM_TYPES(FS_DECLARE_ITEM_TYPE) };
     X(ENTRY_ESCAPED, 15)       /* the code of an entry that gives its fields in a head */ \
     X(ENTRY_ESCAPED_DELTA, 15) /* the head's delta nibble when the delta's length follows in a byte */ \
     X(ENTRY_ESCAPED_COUNT, 0)  /* the head's count nibble when the count follows the key in a byte */ \
+    X(ENTRY_WIDE_COUNT, 0)     /* that byte when the count follows it in a u32 */ \
     /* One pattern, keyed by its own key: u32 count, u8 width of its beta codes (0 at the \
      * highest order), then data (and a joint order, below). */ \
     X(PATTERN, 2) \
@@ -251,7 +260,7 @@ static inline uint8_t fs_entry_head(unsigned delta, unsigned count) {
 /* Bytes of an escaped block entry's head and fields for a delta of ``delta`` bytes and
  * ``count`` words (its width's byte with ``has_beta``), the delta and code aside. */
 static inline unsigned fs_entry_head_bytes(unsigned delta, unsigned count, int has_beta) {
-    return 1u + (delta >= FS_ENTRY_ESCAPED_DELTA) + (count > 15u) + (has_beta ? 1u : 0u);
+    return 1u + (delta >= FS_ENTRY_ESCAPED_DELTA) + (count > 15u) + (count > 255u ? 4u : 0u) + (has_beta ? 1u : 0u);
 }
 
 /* The code tables of block entries (the layout above): the fields code c gives, as

@@ -129,11 +129,27 @@ static int open_environment(Store *s, const char *path, Failure *failure) {
     return -1;
 }
 
+/* Is the entry (k, v) one of an index's own databases' (read as the main database's from a
+ * page of theirs): an array, the header, or a record whose checksum is right? */
+static int an_index_entry(const MDB_val *k, const MDB_val *v) {
+#define NAMED(name, spelled, type) || (k->mv_size == sizeof(spelled) - 1 && !memcmp(k->mv_data, spelled, k->mv_size))
+    if (0 FS_ARRAYS(NAMED))
+        return 1;
+#undef NAMED
+    if (k->mv_size == strlen(FS_HEADER_KEY) && !memcmp(k->mv_data, FS_HEADER_KEY, k->mv_size))
+        return v->mv_size >= FS_HEADER_MAGIC_BYTES && !memcmp(v->mv_data, FS_HEADER_MAGIC, FS_HEADER_MAGIC_BYTES);
+    return v->mv_size >= FS_R_PREVIOUS &&
+           load_u32(v->mv_data) == common_checksum(k->mv_data, k->mv_size, (const uint8_t *)v->mv_data + 4,
+                                                   v->mv_size - 4);
+}
+
 /* Why there is no metadata record (no meta database, or nothing in it).  A build writes it
  * in its last transaction and publishes the index only then, so an environment holding an
  * index's other databases without it is damaged: a flipped byte in one of LMDB's meta pages
  * has LMDB read an older transaction of the build, or the wrong root page (the main
- * database then disagrees with its own count of entries).  Without them it is no index. */
+ * database then disagrees with its own count of entries, or holds another database's
+ * entries: a page of pattern records holds as few entries as the main database's).
+ * Without them it is no index. */
 static int no_metadata(Store *s, Failure *failure) {
     MDB_dbi main_db;
     MDB_stat declared;
@@ -151,7 +167,8 @@ static int no_metadata(Store *s, Failure *failure) {
     for (rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
         entries++;
         ours |= (k.mv_size == strlen(FS_ARRAYS_DB) && !memcmp(k.mv_data, FS_ARRAYS_DB, k.mv_size)) ||
-                (k.mv_size > 8 && !memcmp(k.mv_data, FS_PATTERNS_DB, 8));  /* "patterns%d" */
+                (k.mv_size > 8 && !memcmp(k.mv_data, FS_PATTERNS_DB, 8)) ||  /* "patterns%d" */
+                an_index_entry(&k, &v);
     }
     mdb_cursor_close(cursor);
     if (rc != MDB_NOTFOUND)

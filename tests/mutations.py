@@ -141,6 +141,25 @@ MUTATIONS = [
              "was carried: the records depend on where the sort's batches fall (--memory, --jobs)",
              "if (rows->more && r && b->records[r - 1].kind == FS_BLOCK) {",
              "if (0 && rows->more && r && b->records[r - 1].kind == FS_BLOCK) {"),
+    Mutation("main-database-read-from-a-records-page-is-no-index", STORE,
+             "a meta page's main database root flipped to a page of pattern records, which holds as many "
+             "entries as the main database counts, is read as an environment without an index's databases: "
+             "'not a fastsubs index' rather than damage",
+             "                an_index_entry(&k, &v);", "                0;"),
+    Mutation("big-block-decided-at-a-batch-end", CODEC,
+             "the writer ends a big block with the batch's last patterns, when the next batch's could have "
+             "taken it further: the records depend on where the sort's batches fall (--memory, --jobs)",
+             "if (open && rows->more) {", "if (0 && open && rows->more) {"),
+    Mutation("big-pattern-alone-in-overflow-pages", CODEC,
+             "a pattern whose record goes to LMDB's overflow pages gets a PATTERN record of its own again: "
+             "no big block fills the rest of its last page (0.9 bytes per n-gram of a 40M-n-gram model)",
+             "codec_record_bytes(&alone, b->key_len, id_bits) > NODE_MAX;",
+             "codec_record_bytes(&alone, b->key_len, id_bits) > NODE_MAX && 0;"),
+    Mutation("wide-entry-count-read-as-a-byte", CODEC,
+             "a block entry's count of 256 words or more is read as its escape byte, 0: the look-up refuses "
+             "every big block",
+             "        if (escaped_count && e->count == FS_ENTRY_WIDE_COUNT) {",
+             "        if (0) {"),
     Mutation("run-phase-restarted-at-each-batch", CODEC,
              "a batch's first pattern is taken to start its run: the open block carried into it restarts "
              "and pairs its entries at other places than one batch would",

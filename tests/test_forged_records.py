@@ -14,8 +14,8 @@ the one that names its damage, so removing any one of them changes what is repor
 (tests/mutations.py removes each).
 
 The index is built here from a generated model (no shared data): a vocabulary of a few
-hundred words, with contexts of hundreds of continuations (PATTERN records, 2-byte
-positions) and scores rounded so that many tie.
+hundred words, with contexts of a hundred continuations and more (PATTERN records, big
+blocks) and scores rounded so that many tie.
 """
 
 from __future__ import annotations
@@ -212,11 +212,13 @@ def query_sentence(index: Core, where: Located) -> list[str] | None:
 @pytest.fixture(scope="module")
 def forgeable(tmp_path_factory: pytest.TempPathFactory) -> Forgeable:
     """A generated order-3 model's index, and for each record kind a pattern of it to forge:
-    a 2-gram's (its back-off weights are codes), with 2+ words (not 256: a position past it
-    must fit its 1-byte positions), a tie and a strict descent in its scores, that a sentence
-    can read; in a BLOCK, one whose key is a delta from the one before."""
+    a 2-gram's (its back-off weights are codes), with 2+ words (not a power of two: a position
+    past them must fit the bits of its positions), a tie and a strict descent in its scores,
+    that a sentence can read; in a BLOCK, one whose key is a delta from the one before.  Its
+    hubs hold 150 words: PATTERN records that fit their leaf pages (a bigger pattern without a
+    joint order leads a big block)."""
     folder = tmp_path_factory.mktemp("forgeable")
-    write_model(folder / "model.arpa", vocab_size=400, higher=[3000, 3000], seed=3, hubs=6, hub_fanout=300)
+    write_model(folder / "model.arpa", vocab_size=400, higher=[3000, 3000], seed=3, hubs=6, hub_fanout=150)
     path = folder / "model.fsidx"
     fastsubs.build_index(folder / "model.arpa", path)
     targets: dict[int, Target] = {}
@@ -228,7 +230,7 @@ def forgeable(tmp_path_factory: pytest.TempPathFactory) -> Forgeable:
                 for record_key, value in txn.cursor(db=env.open_db(fmt.patterns_db_name(m), txn=txn, create=False)):
                     for where in patterns_of(record_key, value, m, vocab_size, m < order):
                         if where.kind in targets or (where.kind == fmt.BLOCK and where.delta == len(where.key)) \
-                                or where.count < 2 or where.count == 256:
+                                or where.count < 2 or where.count & (where.count - 1) == 0:
                             continue
                         fields = read_fields(value, where, vocab_size, 0)
                         if tied(fields) is None or descending(fields) is None:
@@ -326,7 +328,7 @@ def entry_offsets(value: bytes, where: Located, vocab_size: int) -> list[int]:
         at += in_group % 2 == 0  # the code byte
         width = pattern["beta_width"] or 0
         if (pattern["delta"], pattern["count"], width) not in given:
-            at += 1 + (pattern["delta"] >= 15) + (pattern["count"] > 15) + where.has_beta
+            at += 1 + (pattern["delta"] >= 15) + (pattern["count"] > 15) + 4 * (pattern["count"] > 255) + where.has_beta
         count = pattern["count"]
         at += pattern["delta"] + (count * id_bits + 7) // 8 + (count * fmt.position_bits(count) + 7) // 8
         if not stores_values_elsewhere(pattern, where.order):  # an alpha and a beta code a word

@@ -27,6 +27,8 @@ from conftest import beta_tables, pattern_betas
 from fastsubs import _kernel
 from fastsubs import format as fmt
 from fastsubs.core import Core
+from fastsubs.indexer.patterns import RecordWriter
+from fastsubs.indexer.runs import row_dtype
 from generated_models import write_model
 from test_forged_joint import by_key, joint_keys
 
@@ -194,14 +196,20 @@ def joint_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("which", ["demo", "joint"])
 def test_every_record_decodes_and_encodes_back_to_its_bytes(which: str, demo_index: Path, joint_index: Path) -> None:
     """decode_record and encode_record are each other's inverse on every record of an index
-    (END records, blocks with their restarts, PATTERN records with joint orders)."""
+    (END records, blocks with their restarts, small and big ones, the big ones with patterns
+    of 256+ words, PATTERN records with and without joint orders)."""
     path = demo_index if which == "demo" else joint_index
     kinds, vocab_size = set(), Core(path).vocab_size
     for order, model_order, key, value in every_record(path):
         record = fmt.decode_record(key, value, order, vocab_size, order < model_order)
-        kinds.add((record["kind"], bool(record["flags"] & fmt.HAS_JOINT)))
+        overflow = 8 + len(key) + len(value) > 2038  # (LMDB keeps it in overflow pages)
+        wide = any(pattern["count"] > 255 for pattern in record["patterns"]) and record["kind"] == fmt.BLOCK
+        kinds.add((record["kind"], bool(record["flags"] & fmt.HAS_JOINT), overflow, wide))
         assert fmt.encode_record(key, record, order, vocab_size) == value, (order, key.hex())
-    assert kinds == {(fmt.BLOCK, False), (fmt.PATTERN, False), (fmt.PATTERN, True), (fmt.END, False)}
+    both = {(fmt.BLOCK, False, False, False), (fmt.BLOCK, False, True, True), (fmt.PATTERN, True, False, False),
+            (fmt.END, False, False, False)}
+    assert kinds >= both | ({(fmt.PATTERN, False, False, False), (fmt.PATTERN, True, True, False)}
+                            if which == "demo" else set())
 
 
 def key_ids(key: bytes, id_bytes: int) -> tuple[int, ...]:
@@ -414,3 +422,36 @@ def test_a_batch_with_back_off_weights_needs_its_tables_index(given: object) -> 
     alpha = np.full(1, -1.0, np.float32)
     with pytest.raises(ValueError, match="needs its beta_index"):
         fmt.encode_patterns(ids, alpha, alpha, order=2, slot=0, has_beta=True, vocab_size=400, beta_index=given)
+
+
+def slot_records(rows: np.ndarray, splits: list[int], vocab_size: int) -> list[tuple[bytes, bytes]]:
+    """The records of a slot whose sorted ``rows`` reach the writer in batches cut at ``splits``."""
+    writer = RecordWriter(2, 2, vocab_size)
+    records = []
+    for batch in np.split(rows, splits):
+        records += writer.records(batch, slot=1).items()
+    return records + list(writer.finish(slot=1).items())
+
+
+def test_a_slot_s_records_are_the_same_wherever_its_batches_are_cut() -> None:
+    """The writer keeps a slot's last block open for the next batch's rows, and a big block
+    whose end the batch's last patterns decided: an index does not depend on where the
+    sort's batches fall (--memory, --jobs).  Here the patterns "a _" of 2-grams, mostly of a
+    word or a few, a few of hundreds or thousands (each leads a big block, which takes the
+    patterns after it), cut into batches between random patterns, give the same records as
+    one batch, and those hold big blocks."""
+    rng = np.random.default_rng(5)
+    vocab_size = 5000
+    counts = np.where(rng.random(3000) < 0.02, rng.integers(300, 3000, 3000), rng.integers(1, 4, 3000))
+    ids = np.concatenate([np.stack([np.full(c, a), np.sort(rng.choice(vocab_size, c, replace=False))], axis=1)
+                          for a, c in enumerate(counts)])
+    rows = np.zeros(len(ids), row_dtype(2, 2, False))
+    rows["ids"] = ids
+    rows["alpha"] = -rng.random(len(ids)).astype(np.float32) * 5
+    whole = slot_records(rows, [], vocab_size)
+    big = [value for _, value in whole if value[fmt.R_KIND] == fmt.BLOCK and len(value) > 4096]
+    assert len(big) >= 20
+    starts = np.cumsum(counts)[:-1]  # (a batch holds whole patterns)
+    for cuts in range(1, 40):
+        splits = sorted(rng.choice(starts, cuts, replace=False).tolist())
+        assert slot_records(rows, splits, vocab_size) == whole, splits

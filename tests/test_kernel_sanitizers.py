@@ -299,9 +299,9 @@ def test_two_level_rank_maps_under_the_sanitizers_equal_the_module(kernel_check_
 
 @dataclass(frozen=True)
 class Copy:
-    """A copy of the bundled demo model's index to damage, the key of the pattern ``<s> _``
-    (the first position of any sentence reads it; a pattern record of its own: it holds
-    thousands of words) and a query that reads it."""
+    """A copy of the bundled demo model's index to damage, the key of the pattern ``_ </s>``
+    (the last position of any sentence reads it; a PATTERN record of its own: it holds
+    thousands of words and a joint order) and a query that reads it."""
 
     path: Path
     key: bytes
@@ -321,7 +321,7 @@ def copy(demo_index: Path, tmp_path: Path) -> Copy:
     path = tmp_path / "copy.fsidx"
     shutil.copytree(demo_index, path)
     with Core(path) as index:
-        key = fmt.pattern_key(1, (index.bos_id,), index.id_bytes)
+        key = fmt.pattern_key(0, (index.eos_id,), index.id_bytes)
         line = (REPO / "examples" / "sentences.txt").read_text().splitlines()[0]
         lines = [Query(sentence_ids(index, line.encode().split()), 10).line()]
     return Copy(path, key, lines)
@@ -357,7 +357,7 @@ def test_ids_outside_the_vocabulary_under_a_valid_checksum_end_the_driver_with_t
 
 
 def lmdb_field(copy: Copy, where: str) -> int:
-    """Offset of a field of LMDB's own on the way to the pattern ``<s> _`` of patterns2:
+    """Offset of a field of LMDB's own on the way to the pattern ``_ </s>`` of patterns2:
     ``where`` is "root: FIELD" (patterns2's root page; "node" is the node the look-up
     follows), "leaf: FIELD" (the leaf holding its node; "node" is its node), "meta: OFFSET"
     (in the newer meta, after the page header); "+1" at its end: the field's second byte."""
@@ -380,7 +380,7 @@ def lmdb_field(copy: Copy, where: str) -> int:
     return next(f.offset for f in page.fields if f.what.endswith(name)) + second
 
 
-#: LMDB's structures a look-up of ``<s> _`` follows (mdb.c's "fastsubs:" checks), the XOR that
+#: LMDB's structures a look-up of ``_ </s>`` follows (mdb.c's "fastsubs:" checks), the XOR that
 #: damages them and what the message says: the driver ends with the damage, and no report
 #: (no read outside a page, nothing unaligned).
 LMDB_DAMAGE = {"root: header lower +1": (0xFF, "the page's free-space bounds"),

@@ -14,7 +14,7 @@ void common_fail(Failure *failure, int code, const char *format, ...) {
     failure->code = code;
 }
 
-uint32_t common_checksum(const uint8_t *key, size_t key_len, const uint8_t *body, size_t body_len) {
+VECTOR_CLONES uint32_t common_checksum(const uint8_t *key, size_t key_len, const uint8_t *body, size_t body_len) {
     uint32_t total = 0, weight = FS_VALUE_WEIGHT, step = 2u * FS_VALUE_WEIGHT;
     size_t whole = body_len / 4;
     for (size_t i = 0; i < whole; i++, weight += step)  /* (2i + 1) * w mod 2^32 */

@@ -46,15 +46,18 @@ static uint64_t mix64(uint64_t h) {  /* MurmurHash3's finalizer */
  * its slot's sum. */
 static void add_ngrams(const Store *s, const uint8_t *key, int order, const DiskPattern *p, NgramSum *sums) {
     static const uint64_t seeds[2] = {0x243F6A8885A308D3ull, 0x13198A2E03707344ull};
-    unsigned slot = key[0], n = (unsigned)order - 1, width = s->id_bytes;
+    unsigned slot = key[0], n = (unsigned)order - 1;
+    uint32_t fixed[FS_MAX_ORDER];  /* the key's words, read once for all of p's */
+    for (unsigned i = 0; i < n; i++)
+        fixed[i] = load_key_id(key, i, s->id_bytes);
     for (int lane = 0; lane < 2; lane++) {
         uint64_t before = seeds[lane];  /* the hash of the words left of the slot */
         for (unsigned i = 0; i < slot; i++)
-            before = mix64(before ^ load_key_id(key, i, width));
+            before = mix64(before ^ fixed[i]);
         for (uint32_t w = 0; w < p->count; w++) {
             uint64_t h = mix64(before ^ pattern_id(s, p, w));
             for (unsigned i = slot; i < n; i++)
-                h = mix64(h ^ load_key_id(key, i, width));
+                h = mix64(h ^ fixed[i]);
             sums[slot].lane[lane] += h;
         }
     }

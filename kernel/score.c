@@ -6,6 +6,8 @@
  * "Rounding"). */
 #include "score.h"
 
+#include <string.h>
+
 /* ---------------------------------------------------------------- exact scores */
 
 /* Position of ``word`` in pattern p's id-sorted arrays, or -1, in a pattern without a
@@ -37,6 +39,19 @@ static inline __attribute__((always_inline)) uint32_t step_code(const SearchStep
     return beta_code(step->beta_codes, width, at);
 }
 
+/* ``when`` (-1 or 0) ? a : b, by masks: GCC makes the conditional a branch, and whether a
+ * pattern holds a candidate is a coin toss for the predictor (a misprediction costs more
+ * than the loads both sides take, which locate_live has prefetched). */
+static inline double select_double(int32_t when, double a, double b) {
+    uint64_t mask = (uint64_t)(int64_t)when, bits_a, bits_b;
+    memcpy(&bits_a, &a, sizeof(a));
+    memcpy(&bits_b, &b, sizeof(b));
+    uint64_t bits = (bits_a & mask) | (bits_b & ~mask);
+    double out;
+    memcpy(&out, &bits, sizeof(out));
+    return out;
+}
+
 /* One step for the live words: value = alpha of the step's pattern if it holds x (when
  * the step has one), else beta + value.  Inlined once per (kind, has_alpha) pair, so
  * each loop is of one kind with no dispatch per word; the choice "is x in this
@@ -54,18 +69,16 @@ static inline __attribute__((always_inline)) void step_loop(const Searcher *sear
         } else if (from == FROM_UNIGRAM) {
             beta = (double)unigram[words[c]].beta;
         } else if (from != FROM_ZERO) {  /* FROM_CODES_*: the code of x's entry in its order's table */
-            int32_t pos = step->beta_pos[c];
-            uint32_t code = step_code(step, from, pos < 0 ? 0 : (uint32_t)pos);
-            double stored = (double)step->beta_table[code];
-            beta = pos < 0 ? 0.0 : stored;
+            int32_t pos = step->beta_pos[c], absent = pos >> 31;
+            uint32_t code = step_code(step, from, (uint32_t)(pos & ~absent));
+            beta = select_double(absent, 0.0, (double)step->beta_table[code]);
         } else {  /* a pattern without back-off weights: they are 0 */
             beta = 0.0;
         }
         double backed_off = beta + value[c];
         if (has_alpha) {
-            int32_t pos = step->alpha_pos[c];
-            double alpha = (double)step->alpha_values[pos < 0 ? 0 : pos];
-            value[c] = pos < 0 ? backed_off : alpha;
+            int32_t pos = step->alpha_pos[c], absent = pos >> 31;
+            value[c] = select_double(absent, backed_off, (double)step->alpha_values[pos & ~absent]);
         } else {
             value[c] = backed_off;
         }
@@ -122,8 +135,11 @@ static void score_term(const Searcher *searcher, const SearchTerm *t, const uint
     }
 }
 
-/* Prefetches the alpha and beta entries of position ``at`` of p, which score_term reads. */
-static inline void prefetch_values(const SearchPattern *p, int32_t at) {
+/* Prefetches the alpha and beta entries of position ``at`` of p, which score_term reads.
+ * Always inlined: GCC finds a function that only prefetches "pure" (a prefetch changes no
+ * memory), and drops every call of a pure function whose result is unused, so a call that
+ * is not inlined before that analysis prefetches nothing (GCC 12 did so here). */
+static inline __attribute__((always_inline)) void prefetch_values(const SearchPattern *p, int32_t at) {
     if (at >= 0) {
         __builtin_prefetch(&p->alpha[at]);
         if (p->data.beta_codes)  /* (none for a pattern whose one value the slot keeps) */

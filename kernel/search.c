@@ -146,7 +146,9 @@ static double bound(Searcher *searcher, int n_terms) {
 /* ---------------------------------------------------------------- pending heap */
 
 static inline int before(const Scored *a, const Scored *b) {  /* a ranks before b */
-    return a->score > b->score || (a->score == b->score && a->word < b->word);
+    /* (bitwise, without a branch: which of two heap entries ranks first is a coin toss for
+     * the branch predictor, and the heaps ask it at every level) */
+    return (a->score > b->score) | ((a->score == b->score) & (a->word < b->word));
 }
 
 static void heap_push(Scored *heap, int64_t *n, Scored e) {
@@ -188,8 +190,7 @@ static void best_sift_down(Scored *heap, int64_t n, int64_t i, Scored e) {
         int64_t child = 2 * i + 1;
         if (child >= n)
             break;
-        if (child + 1 < n && before(&heap[child], &heap[child + 1]))
-            child++;  /* the worse child */
+        child += child + 1 < n && before(&heap[child], &heap[child + 1]);  /* the worse child */
         if (!before(&e, &heap[child]))
             break;
         heap[i] = heap[child];

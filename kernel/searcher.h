@@ -160,10 +160,12 @@ static inline const RankBlock *map_block(const RankBlock *map, const RankSuper *
 }
 
 /* Position of ``word`` in the id-sorted arrays of a pattern, by ``block``, the RankBlock
- * of ``word`` in its rank map (map_block), or -1. */
+ * of ``word`` in its rank map (map_block), or -1.  Without a branch: whether a candidate
+ * is in a pattern is a coin toss for the branch predictor. */
 static inline int32_t block_rank(const RankBlock *block, uint32_t word) {
-    uint64_t bit = 1ull << (word & 63);
-    return block->bits & bit ? (int32_t)(block->rank + popcount64(block->bits & (bit - 1))) : -1;
+    uint64_t bits = block->bits, below = bits & ((1ull << (word & 63)) - 1);
+    int32_t held = -(int32_t)(bits >> (word & 63) & 1);  /* -1 when the block holds word, else 0 */
+    return ((int32_t)(block->rank + popcount64(below)) & held) | ~held;
 }
 
 /* Position of ``word`` in the id-sorted arrays of a pattern by its rank map, or -1. */

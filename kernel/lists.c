@@ -309,11 +309,14 @@ int lists_read_terms(Searcher *searcher, int *n_pats) {
     if (GROW(searcher->lists, searcher->cap_lists, most) < 0 || GROW(searcher->binds, searcher->cap_binds, most) < 0 ||
         GROW(searcher->keep, searcher->cap_keep, most) < 0 ||
         GROW(searcher->binding, searcher->cap_binding, most) < 0 ||
-        GROW(searcher->pos, searcher->cap_pos, *n_pats * MAX_BATCH) < 0)
+        GROW(searcher->pos, searcher->cap_pos, *n_pats * MAX_BATCH) < 0 ||
+        GROW(searcher->held, searcher->cap_held, *n_pats * MAX_BATCH) < 0)
         return -1;
     for (int i = 0; i < n_steps; i++) {
         SearchStep *step = &searcher->steps[i];
         step->alpha_pos = step->alpha == NONE ? NULL : &searcher->pos[step->alpha * MAX_BATCH];
+        step->alpha_held = step->alpha == NONE ? NULL : &searcher->held[step->alpha * MAX_BATCH];
+        step->alpha_n_held = step->alpha == NONE ? NULL : &searcher->pats[step->alpha].n_held;
         step->alpha_values = step->alpha == NONE ? NULL : searcher->pats[step->alpha].alpha;
         step->beta_pos = step->beta < 0 ? NULL : &searcher->pos[step->beta * MAX_BATCH];
         const DiskPattern *beta = step->beta < 0 ? NULL : &searcher->pats[step->beta].data;

@@ -53,7 +53,9 @@ static inline double select_double(int32_t when, double a, double b) {
 }
 
 /* One step for the live words: value = alpha of the step's pattern if it holds x (when
- * the step has one), else beta + value.  Inlined once per (kind, has_alpha) pair, so
+ * the step has one), else beta + value: beta + value for every word, then the alpha for
+ * those the pattern holds (listed by locate_live: most words of a batch are in few of a
+ * term's patterns, so this reads and selects no alpha for the others).  Inlined once per (kind, has_alpha) pair, so
  * each loop is of one kind with no dispatch per word; the choice "is x in this
  * pattern" is a select in the source (which steps hold a word is a coin toss for the
  * predictor; the loads it skips are located and prefetched). */
@@ -75,13 +77,12 @@ static inline __attribute__((always_inline)) void step_loop(const Searcher *sear
         } else {  /* a pattern without back-off weights: they are 0 */
             beta = 0.0;
         }
-        double backed_off = beta + value[c];
-        if (has_alpha) {
-            int32_t pos = step->alpha_pos[c], absent = pos >> 31;
-            value[c] = select_double(absent, backed_off, (double)step->alpha_values[pos & ~absent]);
-        } else {
-            value[c] = backed_off;
-        }
+        value[c] = beta + value[c];
+    }
+    if (has_alpha) {  /* then the words the pattern holds take its alpha instead */
+        const uint8_t *held = step->alpha_held;
+        for (int k = 0, n = *step->alpha_n_held; k < n; k++)
+            value[held[k]] = (double)step->alpha_values[step->alpha_pos[held[k]]];
     }
 }
 
@@ -147,8 +148,17 @@ static inline __attribute__((always_inline)) void prefetch_values(const SearchPa
     }
 }
 
-/* Positions in pattern i of the live words of the current batch, once per batch (live
- * words only get fewer, so those located for an earlier term cover the later ones),
+/* Appends batch column c to the ``n_held`` columns ``held`` when its word is at position
+ * ``at`` of the pattern (at >= 0), without a branch; returns their count. */
+static inline int hold(uint8_t *held, int n_held, int c, int32_t at) {
+    held[n_held] = (uint8_t)c;
+    return n_held + (at >= 0);
+}
+
+/* Positions in pattern i of the live words of the current batch, and the batch columns of
+ * those it holds, once per batch (live words only get fewer, so those located for an
+ * earlier term cover the later ones; a later term may rewrite the value of a word dropped
+ * since, which nothing reads),
  * prefetching the alpha and beta entries score_term will read.  The loops' loads are
  * independent across words, so the CPU overlaps their cache misses; with a rank map,
  * in two passes: every word's RankBlock is prefetched before any is read, so the
@@ -161,6 +171,8 @@ TARGET_CLONES static void locate_live(Searcher *searcher, int i, const uint32_t 
         return;
     p->located = searcher->batch_stamp;
     int32_t *pos = &searcher->pos[i * MAX_BATCH];
+    uint8_t *held = &searcher->held[i * MAX_BATCH];
+    int n_held = 0;
     if (p->map) {
         const RankBlock *block[MAX_BATCH];
         for (int j = 0; j < n_live; j++) {
@@ -170,13 +182,16 @@ TARGET_CLONES static void locate_live(Searcher *searcher, int i, const uint32_t 
         for (int j = 0; j < n_live; j++) {
             int c = live[j];
             prefetch_values(p, pos[c] = block_rank(block[j], words[c]));
+            n_held = hold(held, n_held, c, pos[c]);
         }
-        return;
+    } else {
+        for (int j = 0; j < n_live; j++) {
+            int c = live[j];
+            prefetch_values(p, pos[c] = locate(searcher, p, words[c]));
+            n_held = hold(held, n_held, c, pos[c]);
+        }
     }
-    for (int j = 0; j < n_live; j++) {
-        int c = live[j];
-        prefetch_values(p, pos[c] = locate(searcher, p, words[c]));
-    }
+    p->n_held = n_held;
 }
 
 /* Keeps the live words whose partial sum after term t, plus the later terms' bounds, is

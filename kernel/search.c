@@ -275,6 +275,10 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
     int64_t n_top = 0, top_size = count < vocab_size ? count : vocab_size;
     double mass_sum = 0.0, batch_scores[MAX_BATCH];
     int one_heap = !use_mass;  /* -n alone: best_push's heap (n_pending words of pending) */
+    /* -p keeps the best ``count`` scores apart (top), for the drop and the stop; with -p alone
+     * (count capped at candidates - 1) that heap would fill only once every word but one is
+     * scored, too late to drop or stop anything: then it is not kept (n_top stays 0). */
+    int keep_top = !one_heap && count < candidates - 1;
     int unigram = searcher->unigram_list, done = count <= 0, live[MAX_BATCH];
     int need_bound = 1;  /* the binding lists may have changed since the bound was computed */
     int least_batch = count < MIN_BATCH ? MIN_BATCH : count > MAX_BATCH ? MAX_BATCH : (int)count;
@@ -317,7 +321,8 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
                 best_push(searcher->pending, &n_pending, count, e);
             } else {
                 heap_push(searcher->pending, &n_pending, e);
-                top_push(searcher->top, &n_top, top_size, e.score);
+                if (keep_top)
+                    top_push(searcher->top, &n_top, top_size, e.score);
             }
         }
         n_evaluated += n;
@@ -490,6 +495,7 @@ void search_searcher_free(Searcher *searcher) {
     free(searcher->term_sup);
     free(searcher->batch_sup);
     free(searcher->pos);
+    free(searcher->held);
     for (int i = 0; i < FS_MAX_ORDER; i++) {
         free(searcher->pair_own[i].words);
         free(searcher->pair_own[i].alphas);

@@ -53,6 +53,7 @@ typedef struct SearchPattern {
     uint8_t member;          /* its bit in Searcher.flags, or 0 */
     int list;                /* the sorted list reading this pattern by alpha, or NONE */
     uint64_t located;        /* the batch whose live words have their positions in Searcher.pos */
+    int n_held;              /* how many of them it holds: their columns in Searcher.held */
 } SearchPattern;
 
 typedef struct SearchStep {
@@ -62,10 +63,13 @@ typedef struct SearchStep {
     double beta_const;  /* the constant, when beta == STEP_CONST */
     double beta_sup;    /* upper bound on the back-off weight over unread x */
     /* for scoring, set once the patterns are known: the alpha pattern's row of batch
-     * positions (Searcher.pos) and its alphas, NULL without one; the same for the beta
+     * positions (Searcher.pos), the columns of those it holds (Searcher.held) and their
+     * count, and its alphas, NULL without one; the same for the beta
      * pattern, its beta codes and its order's back-off table (beta_table NULL: its
      * back-off weights are all 0) */
     const int32_t *alpha_pos, *beta_pos;
+    const uint8_t *alpha_held;
+    const int *alpha_n_held;
     const ix_f32 *alpha_values, *beta_table;
     const uint8_t *beta_codes;
     unsigned beta_width;

@@ -366,6 +366,10 @@ MUTATIONS = [
              "a word absent from a step's back-off pattern takes the weight stored at position 0, not 0",
              "beta = select_double(absent, 0.0, (double)step->beta_table[code]);",
              "beta = (double)step->beta_table[code];"),
+    Mutation("held-list-misses-position-0", SCORE,
+             "a word at position 0 of a pattern is not listed among those it holds: it backs off instead of "
+             "taking its alpha",
+             "return n_held + (at >= 0);", "return n_held + (at > 0);"),
     Mutation("select-swapped", SCORE,
              "the masked select takes the other side: a word in a step's pattern backs off, one absent takes its alpha",
              "(bits_a & mask) | (bits_b & ~mask)", "(bits_a & ~mask) | (bits_b & mask)"),

@@ -136,16 +136,25 @@ static void score_term(const Searcher *searcher, const SearchTerm *t, const uint
     }
 }
 
-/* Prefetches the alpha and beta entries of position ``at`` of p, which score_term reads.
+/* The alpha and back-off arrays of a pattern that locate_live prefetches from, in locals
+ * (its stores of bytes may alias anything, so fields read through the pattern would be
+ * loaded again for each word). */
+typedef struct {
+    const ix_f32 *alpha;
+    const uint8_t *codes;  /* NULL for a pattern whose one value the slot keeps */
+    unsigned width;
+} Values;
+
+/* Prefetches the alpha and beta entries of position ``at`` (of an absent word: position 0,
+ * so that there is no branch, a coin toss for the predictor), which score_term reads.
  * Always inlined: GCC finds a function that only prefetches "pure" (a prefetch changes no
  * memory), and drops every call of a pure function whose result is unused, so a call that
  * is not inlined before that analysis prefetches nothing (GCC 12 did so here). */
-static inline __attribute__((always_inline)) void prefetch_values(const SearchPattern *p, int32_t at) {
-    if (at >= 0) {
-        __builtin_prefetch(&p->alpha[at]);
-        if (p->data.beta_codes)  /* (none for a pattern whose one value the slot keeps) */
-            __builtin_prefetch(&p->data.beta_codes[(size_t)at * p->data.beta_width / 8]);
-    }
+static inline __attribute__((always_inline)) void prefetch_values(const Values *v, int32_t at) {
+    uint32_t i = (uint32_t)(at & ~(at >> 31));
+    __builtin_prefetch(&v->alpha[i]);
+    if (v->codes)
+        __builtin_prefetch(&v->codes[(size_t)i * v->width / 8]);
 }
 
 /* Appends batch column c to the ``n_held`` columns ``held`` when its word is at position
@@ -173,6 +182,7 @@ TARGET_CLONES static void locate_live(Searcher *searcher, int i, const uint32_t 
     int32_t *pos = &searcher->pos[i * MAX_BATCH];
     uint8_t *held = &searcher->held[i * MAX_BATCH];
     int n_held = 0;
+    const Values values = {p->alpha, p->data.beta_codes, p->data.beta_width};
     if (p->map) {
         const RankBlock *block[MAX_BATCH];
         for (int j = 0; j < n_live; j++) {
@@ -181,13 +191,13 @@ TARGET_CLONES static void locate_live(Searcher *searcher, int i, const uint32_t 
         }
         for (int j = 0; j < n_live; j++) {
             int c = live[j];
-            prefetch_values(p, pos[c] = block_rank(block[j], words[c]));
+            prefetch_values(&values, pos[c] = block_rank(block[j], words[c]));
             n_held = hold(held, n_held, c, pos[c]);
         }
     } else {
         for (int j = 0; j < n_live; j++) {
             int c = live[j];
-            prefetch_values(p, pos[c] = locate(searcher, p, words[c]));
+            prefetch_values(&values, pos[c] = locate(searcher, p, words[c]));
             n_held = hold(held, n_held, c, pos[c]);
         }
     }

@@ -305,11 +305,14 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
                 uint32_t word = lists_read(searcher, &searcher->lists[l]);
                 reads++;
                 need_bound |= searcher->lists[l].sup <= searcher->keep[l];
-                if (word < vocab_size && !(searcher->flags[word] & SEEN)) {
-                    searcher->flags[word] |= SEEN;
-                    batch[n++] = word;
-                    __builtin_prefetch(&searcher->reader.store->unigram[word]);
-                }
+                /* a new word joins the batch, without a branch (whether a list's next word
+                 * was read already is a coin toss): ids >= V (none) stand for word 0 */
+                uint32_t known = word < vocab_size ? word : 0;
+                unsigned fresh = (word < vocab_size) & !(searcher->flags[known] & SEEN);
+                searcher->flags[known] |= (uint8_t)(fresh * SEEN);
+                batch[n] = known;
+                n += (int)fresh;
+                __builtin_prefetch(&searcher->reader.store->unigram[known]);
             }
         }
         double threshold = one_heap ? (n_pending == count ? searcher->pending[0].score : -INFINITY)
@@ -462,7 +465,7 @@ int search_searcher_init(Searcher *searcher, const Store *s, MapTable *maps, siz
         return -1;
     size_t v = s->vocab_size;
     searcher->flags = calloc(v, 1);
-    searcher->evaluated = malloc(v * sizeof(uint32_t));
+    searcher->evaluated = malloc((v + 1) * sizeof(uint32_t));  /* (+1: the read loop writes one past) */
     searcher->pending = malloc(v * sizeof(Scored));
     searcher->listed = malloc(v * sizeof(Scored));
     searcher->top = malloc(v * sizeof(double));

@@ -158,7 +158,8 @@ static inline const RankBlock *map_block(const RankBlock *map, const RankSuper *
     if (supers) {
         RankSuper super = supers[word / SUPER_WORDS];
         uint64_t j = at & 63;
-        at = super.present >> j & 1 ? super.first + popcount64(super.present & ((1ull << j) - 1)) : 0;
+        /* (without a branch: whether a word's RankBlock holds any word is a coin toss) */
+        at = (super.first + popcount64(super.present & ((1ull << j) - 1))) & (0 - (super.present >> j & 1));
     }
     return &map[at];
 }

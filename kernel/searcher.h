@@ -30,8 +30,9 @@
  * are never read in vain) and at least MIN_BATCH (a few more words read at K = 1 cost
  * less than batches too small to overlap their misses).  The measurements that chose
  * these: docs/performance.md, "Tuning". */
-#define MAX_BATCH 64
+#define MAX_BATCH 128
 #define MIN_BATCH 8
+_Static_assert(MAX_BATCH <= 256, "a batch column is a byte (Searcher.held)");
 
 /* Per-word flags of the current search (one byte per vocabulary word): SEEN marks words
  * read already (and <s>, always); each other bit marks the words of one small pattern,

@@ -269,7 +269,7 @@ def sentences(draw, model: GeneratedModel, max_size: int = 8) -> list[str]:
 # The strategies above draw at most 27 plain words, far below the size at which the
 # search kernel changes its ways (RANK_MIN_COUNT = 256 words in one pattern: rank maps,
 # sorted prefixes kept between searches and evicted beyond a byte budget, batches of up
-# to 64 words, K much smaller than V).  ``big_models`` draws the *shape* of a model with
+# to 128 words, K much smaller than V).  ``big_models`` draws the *shape* of a model with
 # 300-3,000 words (order, size, how many distinct numbers, how many positive back-offs,
 # how many "hub" contexts whose patterns hold 256+ words) and a seed; the model itself
 # is filled in by ``random.Random(seed)``, so an example is a few dozen numbers for

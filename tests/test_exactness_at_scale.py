@@ -4,7 +4,7 @@
 ways from 256 words in a pattern on (``RANK_MIN_COUNT`` in ``kernel/search.c``: rank
 maps instead of binary searches, the read part of a sorted list kept in score order
 between searches, both evicted least recently used beyond a byte budget), reads words
-in batches of up to 64, and stops long before V when K is small.  Here hypothesis draws
+in batches of up to 128, and stops long before V when K is small.  Here hypothesis draws
 models of 300-3,000 words whose hub contexts hold 200-900 words in every slot, with
 positive and negative back-off weights, few distinct numbers (so many exact ties) and
 decimals whose float32 is above them; K runs from 1 to V - 1, with and without ``-p``,

@@ -281,7 +281,7 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
     int keep_top = !one_heap && count < candidates - 1;
     int unigram = searcher->unigram_list, done = count <= 0, live[MAX_BATCH];
     int need_bound = 1;  /* the binding lists may have changed since the bound was computed */
-    int least_batch = count < MIN_BATCH ? MIN_BATCH : count > MAX_BATCH ? MAX_BATCH : (int)count;
+    int least_batch = count < MIN_BATCH ? MIN_BATCH : count > MAX_FIRST_BATCH ? MAX_FIRST_BATCH : (int)count;
     while (!done) {
         /* Read new words into a batch: rounds of one entry from each binding list. */
         uint32_t *batch = &searcher->evaluated[n_evaluated];

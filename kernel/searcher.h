@@ -26,11 +26,13 @@
 /* New words are scored in batches of up to this many: the look-ups of a batch are
  * independent loads whose cache misses the CPU overlaps.  A batch is an eighth of the
  * words scored so far (so the search reads at most ~1/8 more than one word at a time
- * would), but at least ``count`` (every search scores at least ``count`` words, so those
- * are never read in vain) and at least MIN_BATCH (a few more words read at K = 1 cost
+ * would), but at least ``count`` up to MAX_FIRST_BATCH (every search scores at least
+ * ``count`` words, so those are never read in vain; a first batch of 128 read 6-10% more
+ * words on small models) and at least MIN_BATCH (a few more words read at K = 1 cost
  * less than batches too small to overlap their misses).  The measurements that chose
  * these: docs/performance.md, "Tuning". */
 #define MAX_BATCH 128
+#define MAX_FIRST_BATCH 64
 #define MIN_BATCH 8
 _Static_assert(MAX_BATCH <= 256, "a batch column is a byte (Searcher.held)");
 

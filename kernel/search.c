@@ -284,7 +284,9 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
     int least_batch = count < MIN_BATCH ? MIN_BATCH : count > MAX_FIRST_BATCH ? MAX_FIRST_BATCH : (int)count;
     while (!done) {
         /* Read new words into a batch: rounds of one entry from each binding list. */
-        uint32_t *batch = &searcher->evaluated[n_evaluated];
+        /* (the read loop writes each word it reads at batch[n], n < size, new or not: here, not
+         * in ``evaluated``, whose V entries all hold words once every word is read) */
+        uint32_t batch[MAX_BATCH];
         int n = 0, size = (int)(n_evaluated / 8 < MAX_BATCH ? n_evaluated / 8 : MAX_BATCH);
         size = size < least_batch ? least_batch : size;
         while (n < size && searcher->lists[unigram].depth < vocab_size) {
@@ -328,6 +330,7 @@ static int run_search(Searcher *searcher, int64_t count, int use_mass, double ma
                     top_push(searcher->top, &n_top, top_size, e.score);
             }
         }
+        memcpy(&searcher->evaluated[n_evaluated], batch, (size_t)n * sizeof(uint32_t));
         n_evaluated += n;
         /* Pending words above the bound on unread words are final, best first. */
         int everything = searcher->lists[unigram].depth == vocab_size;
@@ -465,7 +468,7 @@ int search_searcher_init(Searcher *searcher, const Store *s, MapTable *maps, siz
         return -1;
     size_t v = s->vocab_size;
     searcher->flags = calloc(v, 1);
-    searcher->evaluated = malloc((v + 1) * sizeof(uint32_t));  /* (+1: the read loop writes one past) */
+    searcher->evaluated = malloc(v * sizeof(uint32_t));
     searcher->pending = malloc(v * sizeof(Scored));
     searcher->listed = malloc(v * sizeof(Scored));
     searcher->top = malloc(v * sizeof(double));

@@ -63,8 +63,7 @@ typedef struct Searcher {
     double *batch_sup; int cap_batch_sup;  /* per term: its bound before the current batch */
     int32_t *pos; int cap_pos;       /* [pattern][MAX_BATCH]: positions of the batch's words */
     uint8_t *held; int cap_held;     /* [pattern][MAX_BATCH]: the batch columns of those it holds */
-    /* each holds at most V entries (evaluated V + 1: the read loop writes one past its
-     * words); pages are touched only as far as searches reach */
+    /* each holds at most V entries; pages are touched only as far as searches reach */
     double *top;                     /* min-heap of the best ``count`` scores so far */
     uint32_t *evaluated;
     Scored *pending;

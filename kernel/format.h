@@ -28,6 +28,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------- names and strings */
 
@@ -417,11 +418,19 @@ static inline uint64_t fs_record_padding(uint64_t used, int id_last) {
 }
 
 /* The joint key of a word whose unigram alpha is ``unigram`` and whose alpha in the pattern
- * is ``alpha``: the smallest float32 at or above their float64 sum. */
+ * is ``alpha``: the smallest float32 at or above their float64 sum.  When the sum rounded
+ * down, the next float32 up is one step of its bits, up for a key of sign 0 and down for a
+ * key of sign 1 (toward zero): nextafterf(key, INFINITY) for every key a sum can round to
+ * (the infinities and -0.0 included), without its call or a branch (a search computes a key
+ * for every entry of a joint order it reads, and the sums round down half the time). */
 static inline float fs_joint_key(float unigram, float alpha) {
     double exact = (double)unigram + (double)alpha;
     float key = (float)exact;
-    return (double)key < exact ? nextafterf(key, INFINITY) : key;
+    uint32_t bits, up = (double)key < exact;
+    memcpy(&bits, &key, sizeof(bits));
+    bits += up - (up & bits >> 31) * 2u;
+    memcpy(&key, &bits, sizeof(key));
+    return key;
 }
 
 #endif

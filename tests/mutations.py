@@ -435,7 +435,7 @@ MUTATIONS = [
     Mutation("joint-key-not-rounded-up", FORMAT,
              "joint keys rounded to nearest, not up (ordered, checked and read so): a key below its word's sum "
              "lets the joint bound pass over the word",
-             "return (double)key < exact ? nextafterf(key, INFINITY) : key;", "return key;"),
+             "uint32_t bits, up = (double)key < exact;", "uint32_t bits, up = 0;"),
     Mutation("joint-order-taken-on-trust", RECORDS,
              "a joint order read without checking that it sorts its words' keys: a word listed late is a wrong "
              "answer, and verify says OK",

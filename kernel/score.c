@@ -53,12 +53,12 @@ static inline double select_double(int32_t when, double a, double b) {
 }
 
 /* One step for the live words: value = alpha of the step's pattern if it holds x (when
- * the step has one), else beta + value: beta + value for every word, then the alpha for
- * those the pattern holds (listed by locate_live: most words of a batch are in few of a
- * term's patterns, so this reads and selects no alpha for the others).  Inlined once per (kind, has_alpha) pair, so
- * each loop is of one kind with no dispatch per word; the choice "is x in this
- * pattern" is a select in the source (which steps hold a word is a coin toss for the
- * predictor; the loads it skips are located and prefetched). */
+ * the step has one), else beta + value.  Inlined once per (kind, has_alpha) pair, so each
+ * loop is of one kind with no dispatch per word.  Every word takes beta + value, its beta
+ * chosen by a mask where it comes from a pattern (whether the pattern holds x is a coin
+ * toss for the predictor: select_double); then the words the step's pattern holds, which
+ * locate_live listed, take its alpha instead (most words of a batch are in few of a term's
+ * patterns, so no alpha is read for the others). */
 static inline __attribute__((always_inline)) void step_loop(const Searcher *searcher, const SearchStep *step, int from,
                                                             int has_alpha, const uint32_t *words, const int *live,
                                                             int n_live, double *value) {
@@ -167,8 +167,7 @@ static inline int hold(uint8_t *held, int n_held, int c, int32_t at) {
 /* Positions in pattern i of the live words of the current batch, and the batch columns of
  * those it holds, once per batch (live words only get fewer, so those located for an
  * earlier term cover the later ones; a later term may rewrite the value of a word dropped
- * since, which nothing reads),
- * prefetching the alpha and beta entries score_term will read.  The loops' loads are
+ * since, which nothing reads), prefetching the alpha and beta entries score_term will read.  The loops' loads are
  * independent across words, so the CPU overlaps their cache misses; with a rank map,
  * in two passes: every word's RankBlock is prefetched before any is read, so the
  * misses on the blocks overlap as well as those on the values (1.05-1.15x CPU time at

@@ -275,6 +275,14 @@ static SharedMap *build_map(const Store *s, const DiskPattern *p, size_t bytes) 
     return m;
 }
 
+TARGET_CLONES int32_t cache_slot_find(const Store *s, const CacheSlot *rec, uint32_t word) {
+    if (rec->count > 1 && rec->kept && rec->kept->map)
+        return map_rank(rec->kept->map->map, rec->kept->map->supers, word);
+    DiskPattern p;
+    cache_slot_pattern(s, rec, &p);
+    return pattern_find(s, &p, word);
+}
+
 const RankBlock *cache_slot_rank_map(Reader *r, CacheSlot *rec, const RankSuper **supers) {
     SlotAids *k = kept_of(r, rec);
     if (!k)

@@ -154,33 +154,6 @@ static inline double alternative(const Searcher *searcher, const SearchTerm *ter
     return upper_term(&searcher->steps[term->first], alt->n_longer, searcher->lists[alt->list].sup);
 }
 
-/* The RankBlock of ``word`` in a rank map (of two levels when ``supers``: map[0], which is
- * empty, when the directory has no bit for it). */
-static inline const RankBlock *map_block(const RankBlock *map, const RankSuper *supers, uint32_t word) {
-    size_t at = word >> 6;
-    if (supers) {
-        RankSuper super = supers[word / SUPER_WORDS];
-        uint64_t j = at & 63;
-        /* (without a branch: whether a word's RankBlock holds any word is a coin toss) */
-        at = (super.first + popcount64(super.present & ((1ull << j) - 1))) & (0 - (super.present >> j & 1));
-    }
-    return &map[at];
-}
-
-/* Position of ``word`` in the id-sorted arrays of a pattern, by ``block``, the RankBlock
- * of ``word`` in its rank map (map_block), or -1.  Without a branch: whether a candidate
- * is in a pattern is a coin toss for the branch predictor. */
-static inline int32_t block_rank(const RankBlock *block, uint32_t word) {
-    uint64_t bits = block->bits, below = bits & ((1ull << (word & 63)) - 1);
-    int32_t held = -(int32_t)(bits >> (word & 63) & 1);  /* -1 when the block holds word, else 0 */
-    return ((int32_t)(block->rank + popcount64(below)) & held) | ~held;
-}
-
-/* Position of ``word`` in the id-sorted arrays of a pattern by its rank map, or -1. */
-static inline int32_t map_rank(const RankBlock *map, const RankSuper *supers, uint32_t word) {
-    return block_rank(map_block(map, supers, word), word);
-}
-
 /* Is the pattern of ``count`` words big (see RANK_MIN_COUNT)? */
 static inline int is_big(uint32_t count, uint32_t vocab_size) {
     return count >= RANK_MIN_COUNT && count >= vocab_size / SUPER_WORDS;

@@ -19,11 +19,11 @@ static int ngram(Reader *r, const uint32_t *ids, int n, double *alpha, double *b
     const CacheSlot *rec = cache_reader_pattern(r, n - 1, ids, n - 1);
     if (!rec)
         return r->failure.code ? -1 : 0;
-    DiskPattern p;
-    cache_slot_pattern(s, rec, &p);
-    int32_t at = ids[n - 1] < s->vocab_size ? pattern_find(s, &p, ids[n - 1]) : -1;
+    int32_t at = ids[n - 1] < s->vocab_size ? cache_slot_find(s, rec, ids[n - 1]) : -1;
     if (at < 0)
         return 0;
+    DiskPattern p;
+    cache_slot_pattern(s, rec, &p);
     *alpha = p.alpha[at];
     *beta = p.beta_table ? (double)pattern_beta(&p, (uint32_t)at) : 0.0;
     return 1;

@@ -58,6 +58,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: The kernel's files the mutations change (compiled by setup.py into ``fastsubs._kernel``).
 FORMAT, STORE, CACHE, ENGINE = "kernel/format.h", "kernel/store.c", "kernel/cache.c", "kernel/engine.c"
+CACHE_H = "kernel/cache.h"
 RECORDS, VERIFY, CODEC = "kernel/records.c", "kernel/verify.c", "kernel/codec.c"
 TERMS, SEARCH = "kernel/terms.c", "kernel/search.c"
 LISTS, JOINT, SCORE, SEARCHER = "kernel/lists.c", "kernel/joint.c", "kernel/score.c", "kernel/searcher.h"
@@ -344,21 +345,29 @@ MUTATIONS = [
              "value = betas[--n_betas] + value;",
              "{ double sum = 0.0; for (int i = 0; i < n_betas; i++) sum += betas[i]; value = sum + value; "
              "n_betas = 0; }"),
-    # the search (searcher.h, lists.c, score.c, search.c): locating words, the bound, batches, ties, the cap,
+    Mutation("ngram-map-read-flat", CACHE,
+             "a fixed n-gram found through its pattern's rank map reads a two-level map as a flat one",
+             "return map_rank(rec->kept->map->map, rec->kept->map->supers, word);",
+             "return map_rank(rec->kept->map->map, NULL, word);"),
+    Mutation("ngram-map-of-a-one-word-slot", CACHE,
+             "a fixed n-gram's look-up takes a one-word slot's alpha and beta code for its rank map",
+             "if (rec->count > 1 && rec->kept && rec->kept->map)",
+             "if (rec->kept && rec->kept->map)"),
+    # the search (searcher.h, cache.h, lists.c, score.c, search.c): locating words, the bound, batches, ties, the cap,
     # -p and --exclude
-    Mutation("rank-map-off-by-one", SEARCHER,
+    Mutation("rank-map-off-by-one", CACHE_H,
              "a look-up through a rank map counts the word's own bit: every big-pattern position is one too far",
              "below = bits & ((1ull << (word & 63)) - 1);", "below = bits & ((2ull << (word & 63)) - 1);"),
-    Mutation("rank-map-finds-absent-words", SEARCHER,
+    Mutation("rank-map-finds-absent-words", CACHE_H,
              "a look-up through a rank map gives a word its block does not hold the position it would have",
              "return ((int32_t)(block->rank + popcount64(below)) & held) | ~held;",
              "return (int32_t)(block->rank + popcount64(below));"),
-    Mutation("two-level-map-off-by-one", SEARCHER,
+    Mutation("two-level-map-off-by-one", CACHE_H,
              "a look-up through a two-level map counts the word's own RankBlock: sparse big patterns read the next "
              "RankBlock",
              "super.first + popcount64(super.present & ((1ull << j) - 1))",
              "super.first + popcount64(super.present & ((2ull << j) - 1))"),
-    Mutation("two-level-map-absent-block-read", SEARCHER,
+    Mutation("two-level-map-absent-block-read", CACHE_H,
              "a word whose RankBlock a two-level map lacks reads the next block the map has, not the empty one",
              "(super.first + popcount64(super.present & ((1ull << j) - 1))) & (0 - (super.present >> j & 1));",
              "(super.first + popcount64(super.present & ((1ull << j) - 1)));"),

@@ -22,6 +22,7 @@ words in the same order (ties lowest word id first) with the same scores, bit fo
 from __future__ import annotations
 
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -116,15 +117,33 @@ def pattern_sizes(index_path: Path, lines: list[str]) -> list[int]:
     return [size for sizes in position_pattern_sizes(index_path, lines) for size in sizes]
 
 
-def test_two_level_rank_maps_equal_exhaustive_scoring(tmp_path: Path) -> None:
+def sparse_hub_bigram(text: str, vocab_size: int) -> list[str]:
+    """Words ``h x`` of a bigram with a nonzero back-off weight whose pattern ``h _`` holds
+    256 words or more but fewer than V/256 (so it gets a two-level rank map), from the
+    model's ARPA text."""
+    bigrams = text.split("\\2-grams:")[1].split("\\")[0].split("\n")
+    fields = [line.split("\t") for line in bigrams if "\t" in line]
+    counts = Counter(words.split()[0] for _, words, *_ in fields)
+    return next(words.split() for _, words, *weight in fields
+                if BIG_PATTERN <= counts[words.split()[0]] < vocab_size // 256 and weight and float(weight[0]) != 0.0
+                and not {"<s>", "</s>"} & set(words.split()))
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_two_level_rank_maps_equal_exhaustive_scoring(tmp_path: Path, order: int) -> None:
     """Past 65,536 words a big pattern holding fewer than V/256 words gets a two-level
-    rank map (kernel/cache.c, FLAT_MAP_RATIO): 70,000 words, hubs of 256-272 words."""
-    shape = BigModelShape(seed=7, order=2, words=70000, has_unk=True, shuffled=True, distinct_alphas=5,
+    rank map (kernel/cache.c, FLAT_MAP_RATIO): 70,000 words, hubs of 256-272 words.  At
+    order 3 the search of a sentence ``h x y`` reads ``h _`` at x (building its map) and
+    then finds the fixed bigram ``h x`` of y's history, and its back-off weight, through
+    that map (cache_slot_find)."""
+    shape = BigModelShape(seed=7, order=order, words=70000, has_unk=True, shuffled=True, distinct_alphas=5,
                           positive_backoffs=0.5, rounding=0.5, hubs=3, sentences=1, big=(256, 272))
     text, vocab, sentences = shape.build()
+    if order == 3:
+        sentences = sentences + [sparse_hub_bigram(text, len(vocab)) + [vocab[-1]]]
     (tmp_path / "model.arpa").write_text(text)
     fastsubs.build_index(tmp_path / "model.arpa", tmp_path / "model.fsidx", joint_min=1)
-    sizes = set(pattern_sizes(tmp_path / "model.fsidx", [" ".join(sentences[0])]))
+    sizes = set(pattern_sizes(tmp_path / "model.fsidx", [" ".join(sentence) for sentence in sentences]))
     assert any(BIG_PATTERN <= size < len(vocab) // 256 for size in sizes), sorted(sizes)
     check_big_model(shape, 0, [(1, None), (9, None), (65, None), (300, None), (20, 0.9), (None, 0.5)],
                     built=(text, vocab, sentences), index_path=tmp_path / "model.fsidx")

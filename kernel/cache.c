@@ -555,6 +555,13 @@ static int read_record(Reader *r, CacheSlot *rec, int order, const uint8_t *key,
     return 0;
 }
 
+void cache_reader_prefetch(const Reader *r, int slot, const uint32_t *ids, int n) {
+    uint8_t key[1 + 4 * FS_MAX_ORDER];
+    size_t key_len = n + 1 >= 2 && n + 1 <= r->store->order ? records_pattern_key(r->store, slot, ids, n, key) : 0;
+    if (key_len && key_len <= SLOT_KEY_MAX)
+        __builtin_prefetch(&r->slots[(hash_key(key, key_len) & (r->n_sets - 1)) * SLOT_WAYS]);
+}
+
 CacheSlot *cache_reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
     const Store *s = r->store;
     int order = n + 1;

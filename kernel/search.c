@@ -380,6 +380,8 @@ int search_position(Searcher *searcher, const uint32_t *sentence, int n, int tar
     int use_mass = limits->use_mass && limits->mass < 1.0;
     cache_reader_begin_search(&searcher->reader);
     int rc = terms_position(&searcher->reader, sentence, n, target, &searcher->position);
+    if (target + 1 < n)  /* (the next position's look-ups, while this search runs) */
+        terms_prefetch(&searcher->reader, sentence, n, target + 1);
     if (rc == 0)
         rc = run_search(searcher, limits->count, use_mass, limits->mass, limits->excluded, limits->n_excluded);
     cache_reader_end_search(&searcher->reader);

@@ -120,6 +120,43 @@ static int context_term(Reader *r, const uint32_t *left, int n_left, const uint3
     return logprob(r, word, right, n_right, &term->base);
 }
 
+/* The cache slots of the patterns terms_position looks up for ``target``, prefetched: the
+ * patterns of each term's steps (context_term's and predicting_term's) and of the fixed
+ * n-grams (ngram's, logprob's every back-off level: it stops at the first it finds). */
+void terms_prefetch(const Reader *r, const uint32_t *sentence, int n, int target) {
+    int order = r->store->order;
+    int end = target + order < n ? target + order : n;
+    for (int j = target; j < end; j++) {
+        int first = j - order + 1 > 0 ? j - order + 1 : 0, n_left = target - first;
+        const uint32_t *left = sentence + first;
+        if (j == target) {
+            for (int k = 0; k < n_left; k++) {
+                cache_reader_prefetch(r, n_left - k - 1, left + k, n_left - k - 1);
+                cache_reader_prefetch(r, n_left - k, left + k, n_left - k);
+            }
+            continue;
+        }
+        uint32_t ids[256];
+        const uint32_t *right = sentence + target + 1;
+        int n_right = j - target - 1;
+        for (int k = n_left; k >= 0; k--) {  /* (in any order: these only prefetch) */
+            int slot = n_left - k, m = slot + n_right;
+            memcpy(ids, left + k, (size_t)slot * sizeof(uint32_t));
+            memcpy(ids + slot, right, (size_t)n_right * sizeof(uint32_t));
+            ids[m] = sentence[j];
+            cache_reader_prefetch(r, slot, ids, m + 1);
+            cache_reader_prefetch(r, slot, ids, m);
+        }
+        for (int start = 0; start <= n_right; start++) {
+            int len = n_right - start;
+            memcpy(ids, right + start, (size_t)len * sizeof(uint32_t));
+            ids[len] = sentence[j];
+            cache_reader_prefetch(r, len, ids, len);
+            cache_reader_prefetch(r, len - 1, right + start, len - 1);
+        }
+    }
+}
+
 int terms_position(Reader *r, const uint32_t *sentence, int n, int target, PositionTerms *out) {
     int order = r->store->order;
     int last = target + order < n ? target + order : n;

@@ -39,6 +39,9 @@ typedef struct {
  * included): 0, or -1 with r->failure set.  The records they use are pinned for the
  * reader's current search. */
 int terms_position(Reader *r, const uint32_t *sentence, int n, int target, PositionTerms *out);
+/* Prefetches what terms_position(target) first reads of the reader's cache: called a
+ * position ahead, while the search of the one before runs. */
+void terms_prefetch(const Reader *r, const uint32_t *sentence, int n, int target);
 void terms_position_free(PositionTerms *t);
 
 #define UNKNOWN_WORD_LOGPROB FS_UNKNOWN_WORD_LOGPROB

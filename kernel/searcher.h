@@ -28,12 +28,13 @@
  * words scored so far (so the search reads at most ~1/8 more than one word at a time
  * would), but at least ``count`` up to MAX_FIRST_BATCH (every search scores at least
  * ``count`` words, so those are never read in vain; a first batch of 128 read 6-10% more
- * words on small models) and at least MIN_BATCH (a few more words read at K = 1 cost
- * less than batches too small to overlap their misses).  The measurements that chose
- * these: docs/performance.md, "Tuning". */
+ * words on small models) and at least MIN_BATCH (a few more words read at K = 1 and 10
+ * cost less than small batches: each batch computes the bound and walks every pattern of
+ * the position's terms once, whatever its size).  The measurements that chose these:
+ * docs/performance.md, "Tuning". */
 #define MAX_BATCH 128
 #define MAX_FIRST_BATCH 64
-#define MIN_BATCH 8
+#define MIN_BATCH 24
 _Static_assert(MAX_BATCH <= 256, "a batch column is a byte (Searcher.held)");
 
 /* Per-word flags of the current search (one byte per vocabulary word): SEEN marks words

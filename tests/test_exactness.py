@@ -88,8 +88,8 @@ def bigram_model(folder: Path, unigrams: list[str], bigrams: list[str]) -> tuple
 
 def fillers(alpha: str, beta: str, count: int = 100) -> list[str]:
     """Unigram lines of words read before the ones a test is about: a search reads at
-    least 8 words in its first batch, so in a smaller model it would read every word and
-    the bound would never be tested."""
+    least MIN_BATCH (24) words in its first batch, so in a smaller model it would read
+    every word and the bound would never be tested."""
     return [f"{alpha}\tf{i}\t{beta}" for i in range(count)]
 
 

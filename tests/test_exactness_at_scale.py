@@ -53,7 +53,7 @@ def limits_for(vocab_size: int, drawn_k: int) -> list[Limit]:
     """K = 1, the batch sizes' edges, a drawn K, V - 2 and V - 1 (everything); -p alone
     and with -n."""
     most = vocab_size - 1
-    counts = sorted({1, 2, 8, 9, 63, 64, 65, 100, 257, min(drawn_k, most), most - 1, most})
+    counts = sorted({1, 2, 23, 24, 25, 63, 64, 65, 100, 257, min(drawn_k, most), most - 1, most})
     return [(k, None) for k in counts] + [(None, 0.5), (None, 0.99), (20, 0.9), (most, 0.999)]
 
 

@@ -196,28 +196,30 @@ def test_model_c_the_bound_is_summed_as_the_score() -> None:
 #: beta(b) = -1, and it is in "_ d" with alpha(x d) = a: its score, as the definition rounds
 #: it, is (-1 + a) + a = -1.0 exactly.  Its joint key a + a is exact in float32, yet -1 + (a +
 #: a), the joint sum without slack, rounds to -1 - 2**-52: below x's score.  y ("b y": -1,
-#: "y d": 0) ties x at -1.0 with a higher id; w1 ... w8 (alpha 2a, "w d": 0) fill the first
-#: batch from the joint order, ahead of x (equal keys, lower ids), and f1 ... f8 (alpha 0)
-#: keep x from the top of the unigram list.  Without the slack, y is listed above a bound of
-#: -1 - 2**-52 before x is read; x must come first.
-MODEL_E = """\\data\\
-ngram 1=22
-ngram 2=11
+#: "y d": 0) ties x at -1.0 with a higher id; w1 ... w64 (alpha 2a, "w d": 0) fill the first
+#: batch from the joint order, ahead of x (equal keys, lower ids), and f1 ... f64 (alpha 0)
+#: keep x from the top of the unigram list (a first batch takes at least MIN_BATCH, at most
+#: MAX_FIRST_BATCH words: kernel/searcher.h).  Without the slack, y is listed above a bound
+#: of -1 - 2**-52 before x is read; x must come first.
+FILLERS = 64
+MODEL_E = f"""\\data\\
+ngram 1={6 + 2 * FILLERS}
+ngram 2={3 + FILLERS}
 
 \\1-grams:
 -99\t<s>
 -3\t</s>
 -3\tb\t-1
 -50\td
-""" + "".join(f"0\tf{i}\n" for i in range(1, 9)) + "".join(
-    f"-2.203098814490545e-16\tw{i}\n" for i in range(1, 9)) + """-1.1015494072452725e-16\tx
+""" + "".join(f"0\tf{i}\n" for i in range(1, FILLERS + 1)) + "".join(
+    f"-2.203098814490545e-16\tw{i}\n" for i in range(1, FILLERS + 1)) + """-1.1015494072452725e-16\tx
 -5\ty
 
 \\2-grams:
 -1\tb y
 0\ty d
 -1.1015494072452725e-16\tx d
-""" + "".join(f"0\tw{i} d\n" for i in range(1, 9)) + """
+""" + "".join(f"0\tw{i} d\n" for i in range(1, FILLERS + 1)) + """
 \\end\\
 """
 

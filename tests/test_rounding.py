@@ -259,13 +259,14 @@ def test_search_equals_exhaustive_scoring_whatever_the_magnitudes_long_run(case)
 
 
 #: Model D: "x c d", order 3.  x and y tie at the first position, as rounded (x first: the
-#: lower id).  y is read first (its bigram "<s> y"), x in a later batch, from the unigrams;
+#: lower id).  y is read first (its bigram "<s> y"), x in a later batch, from the unigrams
+#: (after FILLERS words f0 ... f63 of a higher alpha, more than a first batch takes);
 #: x's later terms equal their bounds (its unigram back-off is the largest, nothing else
 #: depends on x), so x's partial sum after its first term plus those bounds, summed as the
 #: score sums them, is exactly y's score: x must be kept.  Summed in another order, or
 #: compared with the threshold less the bounds, that rounds below y's score.
-MODEL_D = """\\data\\
-ngram 1=14
+MODEL_D = f"""\\data\\
+ngram 1={6 + FILLERS}
 ngram 2=2
 ngram 3=1
 
@@ -276,7 +277,7 @@ ngram 3=1
 -5\ty\t6.245004513516506e-17
 0\tc\t-10
 -5\td
-""" + "".join(f"-0.5\tf{i}\t-10\n" for i in range(8)) + """
+""" + "".join(f"-0.5\tf{i}\t-10\n" for i in range(FILLERS)) + """
 \\2-grams:
 -0.25\t<s> y\t-0.75
 -3.3306690738754696e-15\tc d

@@ -555,27 +555,37 @@ static int read_record(Reader *r, CacheSlot *rec, int order, const uint8_t *key,
     return 0;
 }
 
+/* The key of the pattern of order n + 1 that cache_reader_pattern looks up, into ``key``:
+ * its length, or 0 when the index can hold no such pattern (an order it lacks, or an
+ * unknown word, NO_WORD, which matches no n-gram). */
+static size_t pattern_key(const Store *s, int slot, const uint32_t *ids, int n, uint8_t *key) {
+    return n + 1 >= 2 && n + 1 <= s->order ? records_pattern_key(s, slot, ids, n, key) : 0;
+}
+
+/* The SLOT_WAYS slots where a key of hash ``hash`` may be kept. */
+static CacheSlot *slot_set(const Reader *r, uint64_t hash) {
+    return &r->slots[(hash & (r->n_sets - 1)) * SLOT_WAYS];
+}
+
 void cache_reader_prefetch(const Reader *r, int slot, const uint32_t *ids, int n) {
     uint8_t key[1 + 4 * FS_MAX_ORDER];
-    size_t key_len = n + 1 >= 2 && n + 1 <= r->store->order ? records_pattern_key(r->store, slot, ids, n, key) : 0;
+    size_t key_len = pattern_key(r->store, slot, ids, n, key);
     if (key_len && key_len <= SLOT_KEY_MAX)
-        __builtin_prefetch(&r->slots[(hash_key(key, key_len) & (r->n_sets - 1)) * SLOT_WAYS]);
+        __builtin_prefetch(slot_set(r, hash_key(key, key_len)));
 }
 
 CacheSlot *cache_reader_pattern(Reader *r, int slot, const uint32_t *ids, int n) {
     const Store *s = r->store;
     int order = n + 1;
-    if (order < 2 || order > s->order)
-        return NULL;
     uint8_t key[1 + 4 * FS_MAX_ORDER];
-    size_t key_len = records_pattern_key(s, slot, ids, n, key);
-    if (!key_len)  /* NO_WORD: an unknown word matches no n-gram */
+    size_t key_len = pattern_key(s, slot, ids, n, key);
+    if (!key_len)
         return NULL;
     r->lookups++;
     uint64_t hash = hash_key(key, key_len);
     CacheSlot *rec = NULL;
     if (key_len <= SLOT_KEY_MAX) {
-        CacheSlot *set = &r->slots[(hash & (r->n_sets - 1)) * SLOT_WAYS];
+        CacheSlot *set = slot_set(r, hash);
         for (int w = 0; w < SLOT_WAYS; w++) {
             CacheSlot *slot_rec = &set[w];
             if (slot_rec->hash == hash && slot_rec->key_len == key_len && !memcmp(slot_rec->key, key, key_len)) {

@@ -25,7 +25,6 @@
 #ifndef FASTSUBS_FORMAT_H
 #define FASTSUBS_FORMAT_H
 
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>

@@ -391,6 +391,17 @@ PairOrder *cache_slot_pair_order(Reader *r, CacheSlot *rec, const uint8_t *filte
     return o;
 }
 
+void cache_reader_pair_census(const Reader *r, unsigned long long census[4]) {
+    for (const SlotAids *k = r->oldest; k; k = k->newer)
+        for (uint32_t i = 0; i < k->n_pair_sets; i++)
+            for (const PairOrder *o = k->pair_sets[i]; o; o = o->next) {
+                census[0]++;
+                census[1] += o->len;
+                census[2] += o->cap;
+                census[3] += o->cap > 2 * o->len && o->cap > 16;
+            }
+}
+
 int cache_resize_words(uint32_t **words, float **alphas, uint32_t cap) {
     uint32_t *moved = realloc(*words, (size_t)cap * sizeof(uint32_t));
     if (!moved)

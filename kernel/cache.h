@@ -185,6 +185,11 @@ PairOrder *cache_slot_pair_order(Reader *r, CacheSlot *rec, const uint8_t *filte
 /* Makes room for ``need`` entries in ``order``, kept with ``rec``: 0, or -1 when the budget has
  * none (the order stays as it was). */
 int cache_pair_order_room(Reader *r, CacheSlot *rec, PairOrder *order, uint32_t need);
+/* Adds up the pair orders ``r`` keeps: how many, their entries, the room their arrays take
+ * (in entries), and how many have room for more than max(16, twice their entries), which a
+ * kept order never needs (it grows by doubling from 16, by the words it found); only while
+ * ``r`` does not search (for tests). */
+void cache_reader_pair_census(const Reader *r, unsigned long long census[4]);
 /* Reallocates a list of words and their alphas, two arrays, to ``cap`` entries each: 0, or
  * -1 when out of memory (the entries they held stay, in whichever arrays were moved). */
 int cache_resize_words(uint32_t **words, float **alphas, uint32_t cap);

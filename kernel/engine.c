@@ -167,6 +167,14 @@ void engine_counters(Engine *ix, unsigned long long totals[6]) {
     pthread_mutex_unlock(&ix->lock);
 }
 
+void engine_pair_census(Engine *ix, unsigned long long census[4]) {
+    memset(census, 0, 4 * sizeof(unsigned long long));
+    pthread_mutex_lock(&ix->lock);
+    for (int i = 0; i < ix->n_all; i++)
+        cache_reader_pair_census(&ix->all[i]->reader, census);
+    pthread_mutex_unlock(&ix->lock);
+}
+
 void engine_set_cache(Engine *ix, size_t records, size_t kept_bytes) {
     pthread_mutex_lock(&ix->lock);
     ix->record_slots = records < SLOT_WAYS ? SLOT_WAYS : records;

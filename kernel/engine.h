@@ -49,6 +49,8 @@ void engine_free(Engine *ix);
 /* Totals over every Searcher: searches, words evaluated, list entries read, substitutes
  * listed, pattern look-ups, look-ups that read the index. */
 void engine_counters(Engine *ix, unsigned long long totals[6]);
+/* cache_reader_pair_census over every searcher: only while none searches. */
+void engine_pair_census(Engine *ix, unsigned long long census[4]);
 /* The cache sizes of Searchers (records: made from now on; kept bytes: from their next
  * search); any sizes give the same answers. */
 void engine_set_cache(Engine *ix, size_t records, size_t kept_bytes);

@@ -48,6 +48,16 @@ static void follow_prefix(Searcher *searcher, const SlotAids *kept) {
     }
 }
 
+/* ``from``'s entries and progress into ``to``, which has room for them. */
+static void copy_order(PairOrder *to, const PairOrder *from) {
+    if (from->len) {  /* a new order has no arrays yet: a memcpy from NULL is undefined, even of nothing */
+        memcpy(to->words, from->words, from->len * sizeof(uint32_t));
+        memcpy(to->alphas, from->alphas, from->len * sizeof(float));
+    }
+    to->len = from->len;
+    to->scanned = from->scanned;
+}
+
 /* Room for ``need`` entries in a pair list's order.  A kept order grows within the reader's
  * budget; when the budget has no room, the list goes on with a copy in the searcher's own
  * order of its slot, which lists_start_pair made big enough for all of the pair's words. */
@@ -55,34 +65,40 @@ static void order_room(Searcher *searcher, List *list, uint32_t need) {
     PairOrder *kept = list->order, *own = list->own;
     if (kept == own || cache_pair_order_room(&searcher->reader, list->big, kept, need) == 0)
         return;
-    if (kept->len) {  /* a new order has no arrays yet: a memcpy from NULL is undefined, even of nothing */
-        memcpy(own->words, kept->words, kept->len * sizeof(uint32_t));
-        memcpy(own->alphas, kept->alphas, kept->len * sizeof(float));
-    }
-    own->len = kept->len;
-    own->scanned = kept->scanned;
+    copy_order(own, kept);
     list->order = own;
 }
 
 /* Tests the next PAIR_SCAN entries (at most) of a pair list's pattern's order against its
- * filter, adding the filter's words among them to the list's order, in that order. */
+ * filter, adding the filter's words among them to the list's order, in that order.  They are
+ * gathered here first and the order grown by their number: an order kept by the reader
+ * counts against its budget, and room for every entry tested (a tenth of them are the
+ * filter's, over corpus text) made the pair orders most of the budget, at the cost of
+ * the rank maps and sorted prefixes they pushed out. */
 static void extend_order(Searcher *searcher, List *list) {
     const Store *s = searcher->reader.store;
     const DiskPattern *d = list->pattern;
     uint32_t i = list->order->scanned, end = i + PAIR_SCAN < d->count ? i + PAIR_SCAN : d->count;
-    uint32_t most = list->filter->count < d->count ? list->filter->count : d->count;
-    order_room(searcher, list, list->order->len + (end - i) < most ? list->order->len + (end - i) : most);
-    PairOrder *o = list->order;
     SlotAids *kept = list->big ? cache_slot_sorted_prefix(&searcher->reader, list->big, end) : NULL;
     if (kept)
         follow_prefix(searcher, kept);
     Filter filter = filter_of(searcher, list->filter);
+    uint32_t words[PAIR_SCAN], found = 0;
+    float alphas[PAIR_SCAN];
     for (; i < end; i++) {
         uint32_t at = kept ? 0 : position_at(d, i), word = kept ? kept->sorted_ids[i] : pattern_id(s, d, at);
         if (word < s->vocab_size && holds(&filter, word)) {
-            o->words[o->len] = word;
-            o->alphas[o->len++] = kept ? kept->sorted_alpha[i] : list->alpha[at];
+            words[found] = word;
+            alphas[found++] = kept ? kept->sorted_alpha[i] : list->alpha[at];
         }
+    }
+    PairOrder *o = list->order;
+    if (found) {  /* (an order that found none yet may have no arrays) */
+        order_room(searcher, list, o->len + found);
+        o = list->order;
+        memcpy(&o->words[o->len], words, found * sizeof(uint32_t));
+        memcpy(&o->alphas[o->len], alphas, found * sizeof(float));
+        o->len += found;
     }
     o->scanned = end;
 }
@@ -229,8 +245,13 @@ void lists_start_pair(Searcher *searcher, int a) {
     list->own = &searcher->pair_own[a];
     list->order = kept ? kept : list->own;
     if (!list->order->scanned && filter->count <= PAIR_DIRECT) {
-        order_room(searcher, list, most);
-        direct_order(searcher, pattern, filter, list->order);
+        /* (made in the searcher's own order, which has room for ``most``; a kept one takes
+         * only the words found: see extend_order) */
+        direct_order(searcher, pattern, filter, list->own);
+        if (list->order != list->own && cache_pair_order_room(&searcher->reader, list->big, list->order, list->own->len) == 0)
+            copy_order(list->order, list->own);
+        else
+            list->order = list->own;
     }
     start_list(searcher, list, d->big, NULL, d->pattern, 0, filter, d->alpha, d->length);
     searcher->binds[l] = 0;

@@ -259,6 +259,15 @@ static PyObject *Engine_counters(EngineObject *self, PyObject *unused) {
     return Py_BuildValue("(KKKKKK)", t[0], t[1], t[2], t[3], t[4], t[5]);
 }
 
+/* pair_census(): what the searchers' kept pair orders hold (for tests). */
+static PyObject *Engine_pair_census(EngineObject *self, PyObject *unused) {
+    (void)unused;
+    unsigned long long t[4] = {0};
+    if (self->opened)
+        engine_pair_census(&self->engine, t);
+    return Py_BuildValue("(KKKK)", t[0], t[1], t[2], t[3]);
+}
+
 /* set_cache(records, kept_bytes): the cache sizes of searchers (for tests). */
 static PyObject *Engine_set_cache(EngineObject *self, PyObject *args) {
     Py_ssize_t records, kept;
@@ -387,6 +396,10 @@ static PyMethodDef Engine_methods[] = {
     {"counters", (PyCFunction)Engine_counters, METH_NOARGS,
      "counters() -> (searches, words evaluated, list entries read, substitutes listed, pattern look-ups,\n"
      "look-ups that read the index): totals over every search of this index."},
+    {"pair_census", (PyCFunction)Engine_pair_census, METH_NOARGS,
+     "pair_census() -> (orders, entries, room, oversized): the pair orders the searchers keep, their words,\n"
+     "the entries their arrays have room for, and the orders with room for more than max(16, twice their\n"
+     "words) (while no search runs)."},
     {"set_cache", (PyCFunction)Engine_set_cache, METH_VARARGS,
      "set_cache(records, kept_bytes): the cache slots of searchers made from now on, and the bytes of\n"
      "rank maps and sorted prefixes each keeps from its next search (any sizes give the same answers)."},

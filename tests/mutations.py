@@ -427,7 +427,11 @@ MUTATIONS = [
              "return map_block(f->map, f->supers, word)->bits >> ((word + 1) & 63) & 1;"),
     Mutation("pair-order-copy-loses-words", LISTS,
              "a pair order that the budget cannot grow goes on in the searcher's own without the words it had",
-             "own->len = kept->len;", "own->len = 0;"),
+             "to->len = from->len;", "to->len = 0;"),
+    Mutation("pair-order-room-for-every-entry-tested", LISTS,
+             "a kept pair order grows by room for a whole scan step, not by the words the step found: the "
+             "orders fill the reader's budget and push out its rank maps and sorted prefixes",
+             "order_room(searcher, list, o->len + found);", "order_room(searcher, list, o->len + found + PAIR_SCAN);"),
     Mutation("joint-plan-term-0-base-not-required", JOINT,
              "the joint plan takes term 0's last alternative for its unigram base unchecked: terms made otherwise "
              "(a change to terms.c or lists.c) would get a bound that leaves words out, without a sign",

@@ -64,6 +64,24 @@ def test_cache_sizes_never_change_an_answer(demo_index: Path) -> None:
         assert 0 < misses < lookups  # the slots served most look-ups of the later passes
 
 
+def test_kept_pair_orders_take_room_for_their_words_alone(demo_index: Path) -> None:
+    """A pair list's order (the words of a pattern of term 0 in term 1's "_ d", kernel/lists.c)
+    is kept with "_ d" within the reader's budget; it takes room for the words it holds,
+    grown by doubling from at least 16, not for every entry of "_ d" its scans tested (about
+    ten for each word found, over corpus text), which filled most of the budget and pushed
+    out the rank maps and sorted prefixes kept beside them."""
+    from conftest import demo_text
+
+    lines = demo_text(40).splitlines()
+    with Core(demo_index) as index:
+        index.set_cache(DEFAULT_SLOTS, 1 << 30)  # nothing dropped: every order the searches made
+        answers(index, lines, (100,))
+        orders, entries, room, oversized = index.pair_census()
+    assert orders > 0 and entries > 0  # (the searches kept pair orders: the checks below say something)
+    assert oversized == 0, f"{oversized} of {orders} orders have room for more than max(16, 2 x their words)"
+    assert entries <= room <= 2 * entries + 16 * orders
+
+
 def test_bad_arguments_are_refused_in_one_line(demo_index: Path) -> None:
     with Core(demo_index) as index:
         ids = index.sentence_ids(tokenize(SENTENCE))

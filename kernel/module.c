@@ -62,6 +62,7 @@ static void Engine_dealloc(EngineObject *self) {
     }
     if (self->opened)
         engine_free(&self->engine);
+    render_text_free(&self->kept_output);
     Py_XDECREF(self->path);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }

@@ -17,7 +17,13 @@ typedef struct {
     int opened;
     PyObject *path;               /* str, for messages */
     PyObject **texts;             /* per word id: its str, once made (answer_records) */
+    /* render_chunk()'s output buffer, kept (under the GIL) for the next call, up to
+     * KEPT_OUTPUT_BYTES: a chunk's text is ~700 KB at -n 100, above glibc's 128 KiB
+     * threshold (module.c), so a new buffer a chunk was new pages, each a fault */
+    Text kept_output;
 } EngineObject;
+
+#define KEPT_OUTPUT_BYTES ((size_t)8 << 20)
 
 /* Finds the exceptions of fastsubs.errors that module_raise_failure raises (once, as the module
  * is made): 0, or -1 with an exception set. */

@@ -472,7 +472,9 @@ PyObject *module_engine_render_chunk(EngineObject *self, PyObject *args, PyObjec
     if (limits_args(&request.limits, &excluded, count, mass, excluded_object) < 0)
         return NULL;
     PyObject *held, *result = NULL;
-    Chunk chunk = {&request, module_byte_spans(lines, &held, "lines"), 0, first_line, {0}, {0}};
+    Chunk chunk = {&request, module_byte_spans(lines, &held, "lines"), 0, first_line, self->kept_output, {0}};
+    self->kept_output = (Text){0};  /* (another thread's call meanwhile makes its own) */
+    chunk.out.len = 0;
     unsigned long long took[4];
     int64_t done = -1;
     if (chunk.lines) {
@@ -489,7 +491,10 @@ PyObject *module_engine_render_chunk(EngineObject *self, PyObject *args, PyObjec
         else
             Py_XDECREF(problem);
     }
-    render_text_free(&chunk.out);
+    if (!chunk.out.failed && chunk.out.cap <= KEPT_OUTPUT_BYTES && !self->kept_output.data)
+        self->kept_output = chunk.out;  /* (the GIL is held: no other call takes or gives it now) */
+    else
+        render_text_free(&chunk.out);
     render_text_free(&chunk.problem);
     PyMem_Free((void *)chunk.lines);
     Py_XDECREF(held);

@@ -648,6 +648,14 @@ MUTATIONS = [
              "sentence()'s substitutes stay tracked by the garbage collector: a hundred a position make its "
              "passes walk every one a program keeps (1,500 lines kept: 2.7-2.9 s against 1.39-1.45 s)",
              "PyObject_GC_UnTrack(record);", ";"),
+    Mutation("kept-output-not-emptied", "kernel/module_search.c",
+             "render_chunk's kept output buffer is reused with the text of the chunk before still in it",
+             "    chunk.out.len = 0;", "    ;"),
+    Mutation("kept-output-of-any-size", "kernel/module_search.c",
+             "render_chunk keeps its output buffer whatever its size: a chunk of 20 MB of text holds 20 MB "
+             "more for the rest of the run",
+             "if (!chunk.out.failed && chunk.out.cap <= KEPT_OUTPUT_BYTES && !self->kept_output.data)",
+             "if (!chunk.out.failed && !self->kept_output.data)"),
     Mutation("search-never-asks-for-signals", "kernel/module_search.c",
              "a chunk's search never checks for a stop signal: SIGTERM waits for the end of a long line",
              ".interrupted = signal_raised};", ".interrupted = NULL};"),

@@ -3,7 +3,8 @@ lines split into tokens as :func:`fastsubs.tokens.tokenize` splits them, -t reco
 as the rule that was Python's read them (``int()`` for the index, ``repr()`` of the bytes
 in the message), each line's output that of the id-level ``render``, for any bytes; bad
 records first, in the middle and last in a chunk, skipped or not; one call into C per
-chunk; and one open of the index per process of a run."""
+chunk; the output buffer a call keeps for the next, only while small; and one open of the
+index per process of a run."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from conftest import run_cli
 from fastsubs.core import Core, Render
 from fastsubs.jsonl import text_fields
+from fastsubs.limits import Limits
 from fastsubs.options import QueryOptions
 from fastsubs.pipeline.chunks import process_chunk
 from fastsubs.pipeline.formats import render_lines
@@ -330,3 +332,28 @@ def test_a_message_quotes_a_short_prefix_of_a_huge_field(tiny_index: Path, field
     lines = result.stderr.decode().splitlines()
     assert result.returncode == 1 and len(lines) == 1 and len(lines[0]) < 200, lines
     assert field[:40].decode() in lines[0] and f"({len(field)} " in lines[0]
+
+
+def _anonymous_memory() -> int:
+    """This process's resident anonymous memory, in bytes (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no RssAnon in /proc/self/status")
+
+
+def test_a_chunks_output_buffer_is_kept_only_while_small(index: Core) -> None:
+    """render_chunk keeps its output buffer for the next call (a chunk's text, ~700 KB at -n
+    100, would be new pages, each a fault), but not past 8 MiB: after a chunk whose text is
+    bigger (every word of the demo model a substitute, ~20 MB), the process holds no more
+    memory than before it; and a small chunk after it writes its own text alone."""
+    from conftest import demo_text
+
+    lines = demo_text(16).splitlines(keepends=True)
+    small = index.render_chunk(lines[:1], 1, Limits(10), index.excluded([]), Render.LINE).data
+    before = _anonymous_memory()
+    big = index.render_chunk(lines, 1, Limits(index.vocab_size), index.excluded([]), Render.LINE).data
+    assert len(big) > 16 << 20  # (bigger than what is kept, by a margin)
+    del big
+    assert _anonymous_memory() - before < 4 << 20
+    assert index.render_chunk(lines[:1], 1, Limits(10), index.excluded([]), Render.LINE).data == small

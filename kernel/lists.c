@@ -196,21 +196,31 @@ static void start_list(Searcher *searcher, List *list, CacheSlot *big, const ix_
 
 /* Makes ``order`` (empty, with room for them) whole: the words of ``filter`` (at most
  * PAIR_DIRECT) that are in ``d``, with their alphas there, by alpha descending (ties by lower
- * id, as the pattern's order has them), by a look-up in ``d`` per word of the filter. */
+ * id, as the pattern's order has them), by a look-up in ``d`` per word of the filter.  The
+ * look-ups first, each prefetching its word's alpha, then the insertions that read them:
+ * the alphas of a big pattern's scattered words are cache misses, which then overlap. */
 static void direct_order(Searcher *searcher, const SearchPattern *d, const SearchPattern *filter, PairOrder *order) {
     const Store *s = searcher->reader.store;
+    uint32_t words[PAIR_DIRECT], n = 0;
+    int32_t ats[PAIR_DIRECT];
     for (uint32_t i = 0; i < filter->count; i++) {
         uint32_t word = pattern_id(s, &filter->data, i);
         int32_t at = word >= s->vocab_size ? -1 : d->map ? map_rank(d->map, d->supers, word) : pattern_find(s, &d->data, word);
         if (at < 0)
             continue;
+        __builtin_prefetch(&d->alpha[at]);
+        words[n] = word;
+        ats[n++] = at;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        float alpha = d->alpha[ats[k]];
         uint32_t j = order->len++;  /* (ids ascend: a later word goes after those of its alpha) */
-        for (; j > 0 && order->alphas[j - 1] < d->alpha[at]; j--) {
+        for (; j > 0 && order->alphas[j - 1] < alpha; j--) {
             order->alphas[j] = order->alphas[j - 1];
             order->words[j] = order->words[j - 1];
         }
-        order->alphas[j] = d->alpha[at];
-        order->words[j] = word;
+        order->alphas[j] = alpha;
+        order->words[j] = words[k];
     }
     order->scanned = d->count;
 }

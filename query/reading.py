@@ -161,11 +161,18 @@ class ReadingThread:
 
     def next_ready(self) -> object:
         """The next chunk if one has been read, None if not yet, or :data:`END`; raises what
-        stopped the reading (an error of the stream)."""
-        try:
-            item = self._queue.get_nowait()
-        except queue.Empty:
-            return None
+        stopped the reading (an error of the stream).
+
+        Taken from the queue with the stop signals held: the queue's lock is taken in Python
+        code (``Condition.__enter__``), and a signal's exception raised there, after the lock
+        and before the ``with`` that releases it, left the lock held for ever.  The reading
+        thread then waited for it, and the stopped run for the thread (a run stopped under
+        load hung once in ~150 stops; a storm of signals, every time)."""
+        with signals_held():  # (around the queue's lock)
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return None
         if isinstance(item, BaseException):
             raise item
         return item

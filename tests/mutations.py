@@ -774,6 +774,10 @@ MUTATIONS = [
              "a reading thread that no one stopped (a stop signal landed as it started) waits for input after the "
              "main thread has ended: the run, at exit, waits for it as long as its input pipe stays open",
              "    return stopped.is_set() or not threading.main_thread().is_alive()", "    return stopped.is_set()"),
+    Mutation("chunk-taken-with-signals-open", "query/reading.py",
+             "the main thread takes a chunk from the reading thread's queue with stop signals open: one landing "
+             "there leaves the queue's lock held, and the stopped run waits for ever for the reading thread",
+             "with signals_held():  # (around the queue's lock)", "if True:"),
     # long_lines.py, chunks.py, lines.py: temporary files, long -t records, the input's start
     Mutation("abandoned-temporary-directories-kept", RUN,
              "no run removes the temporary directories of runs killed by SIGKILL: they fill $TMPDIR",

@@ -679,6 +679,62 @@ def test_a_reading_thread_ends_with_the_main_thread_that_never_stopped_it(tmp_pa
     assert status == 0, stderr.decode()
 
 
+# The main thread takes chunks from the reading thread while stop signals keep landing (a
+# handler that raises, as SIGINT's and SIGTERM's do in a run), then stops the thread and
+# waits for it.
+SIGNALS_WHILE_TAKING_CHUNKS = """
+import signal, sys, threading, time
+from pathlib import Path
+from fastsubs.query.reading import ReadingThread, open_input
+
+class Stop(Exception):
+    pass
+
+armed = False  # raised only within next_ready's call: nowhere else in this loop
+def raise_stop(signum, frame):
+    if armed:
+        raise Stop
+
+signal.signal(signal.SIGINT, raise_stop)
+stream, raw = open_input(Path(sys.argv[1]))
+reading = ReadingThread(iter(stream.readline, b""), 2, raw.stop).__enter__()
+main, sending = threading.main_thread().ident, True
+def send():
+    while sending:
+        signal.pthread_kill(main, signal.SIGINT)
+        time.sleep(0.0002)
+sender = threading.Thread(target=send)
+sender.start()
+deadline, stops = time.monotonic() + float(sys.argv[2]), 0
+while time.monotonic() < deadline:
+    try:
+        armed = True
+        reading.next_ready()
+    except Stop:
+        stops += 1
+    finally:
+        armed = False
+sending = False
+sender.join()
+reading.__exit__(None, None, None)
+print(stops, "ended", flush=True)
+"""
+
+
+def test_a_stop_signal_while_a_chunk_is_taken_leaves_the_reading_thread_free_to_end(tmp_path: Path) -> None:
+    """A signal whose handler raises as the main thread takes a chunk from the reading
+    thread's queue must not leave the queue's lock held (its ``with`` is entered in Python
+    code, where the exception can land after the lock is taken and before the block that
+    releases it): the reading thread would wait for the lock for ever, and a stopped run
+    (``--workers 2``, its input pipe open) for the thread.  Half a second of signals, then
+    the thread is stopped: it ends (without the signals held there: hung 10 times in 10)."""
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"a line\n" * 500_000)  # not all read in the half second: the thread stays busy
+    result = subprocess.run([str(BIN / "python"), "-c", SIGNALS_WHILE_TAKING_CHUNKS, str(source), "0.5"],
+                            capture_output=True, timeout=30)
+    assert result.returncode == 0 and result.stdout.endswith(b" ended\n"), result.stderr.decode()
+
+
 def test_a_signal_is_acted_on_in_the_middle_of_a_line_just_under_the_long_line_threshold(demo_index: Path,
                                                                                         tmp_path: Path) -> None:
     """A plain line a little shorter than LONG_LINE_BYTES is searched whole, in one call

@@ -48,3 +48,14 @@ def test_frames_runs_both_ways(demo_index: Path, text: Path, tmp_path: Path) -> 
     pytest.importorskip("pandas")
     out = bench("frames", "--index", demo_index, "--text", text, "--repeats", "1", cwd=tmp_path)
     assert "index.frame()" in out
+
+
+def test_versions_runs_each_row_for_each_build(demo_index: Path, text: Path, tmp_path: Path) -> None:
+    """Two builds (here the same, this Python's fastsubs on its path twice): a warm row per K
+    and the first pass, each build's median as a fraction of the first build's."""
+    out = bench("versions", "--build", f"a=:{demo_index}", "--build", f"b=:{demo_index}", "--held-out", text,
+                "--corpus", text, "--ks", "10,p0.9", "--first-n", "10", "--rounds", "1", cwd=tmp_path)
+    rows = [line for line in out.splitlines() if "(1.000)" in line]
+    assert [row.split(":")[0] for row in rows] == ["warm batch(), K = 10, 40 lines", "warm batch(), -p 0.9, 40 lines",
+                                                   "first pass, fastsubs-query -n 10 over 40 lines"], out
+    assert all(", b " in row for row in rows), out

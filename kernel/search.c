@@ -199,25 +199,39 @@ static void best_sift_down(Scored *heap, int64_t n, int64_t i, Scored e) {
     heap[i] = e;
 }
 
+/* Puts e in the hole at i or above it, moving down the parents that are better than e. */
+static void best_climb(Scored *heap, int64_t i, Scored e) {
+    for (; i > 0 && before(&heap[(i - 1) / 2], &e); i = (i - 1) / 2)
+        heap[i] = heap[(i - 1) / 2];
+    heap[i] = e;
+}
+
 static void best_push(Scored *heap, int64_t *n, int64_t size, Scored e) {
     if (*n < size) {
-        int64_t i = (*n)++;
-        for (; i > 0 && before(&heap[(i - 1) / 2], &e); i = (i - 1) / 2)
-            heap[i] = heap[(i - 1) / 2];
-        heap[i] = e;
+        best_climb(heap, (*n)++, e);
     } else if (before(&e, &heap[0])) {
         best_sift_down(heap, *n, 0, e);
     }
 }
 
-/* The words of the heap into ``out``, best first; empties the heap. */
+/* The words of the heap into ``out``, best first; empties the heap.  The root (the worst)
+ * goes out and the last leaf, one of the best, takes its place, Floyd's way: the hole
+ * goes down the worse children to the bottom with no comparison of the leaf, then the
+ * leaf climbs back up from there, a level or two (best_sift_down would compare it at
+ * every level, and leave each descent by a mispredicted branch). */
 static void best_sorted(Scored *heap, int64_t *n, Scored *out) {
-    while (*n > 0) {
-        out[*n - 1] = heap[0];
-        --*n;
-        if (*n > 0)
-            best_sift_down(heap, *n, 0, heap[*n]);
+    for (int64_t size = *n; size > 0;) {
+        out[size - 1] = heap[0];
+        Scored e = heap[--size];
+        int64_t i = 0;
+        for (int64_t child = 1; child < size; child = 2 * i + 1) {
+            child += child + 1 < size && before(&heap[child], &heap[child + 1]);  /* the worse child */
+            heap[i] = heap[child];
+            i = child;
+        }
+        best_climb(heap, i, e);
     }
+    *n = 0;
 }
 
 /* Keeps the best ``size`` scores in the min-heap ``top``. */

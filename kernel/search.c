@@ -151,34 +151,46 @@ static inline int before(const Scored *a, const Scored *b) {  /* a ranks before 
     return (a->score > b->score) | ((a->score == b->score) & (a->word < b->word));
 }
 
-static void heap_push(Scored *heap, int64_t *n, Scored e) {
-    int64_t i = (*n)++;
-    while (i > 0) {
-        int64_t parent = (i - 1) / 2;
-        if (!before(&e, &heap[parent]))
-            break;
-        heap[i] = heap[parent];
-        i = parent;
-    }
-    heap[i] = e;
+/* Whether a belongs above b in a heap whose root is its best word (``worst_first`` 0: the
+ * pending heap of -p) or its worst (1: -n's heap of the best words). */
+static inline int above(const Scored *a, const Scored *b, int worst_first) {
+    return worst_first ? before(b, a) : before(a, b);
 }
 
-static Scored heap_pop(Scored *heap, int64_t *n) {
-    Scored top = heap[0], last = heap[--(*n)];
+/* Takes the hole at the root of a heap of ``size`` words down to the bottom, moving up at
+ * each level the child that belongs above the other, with no comparison of the word that
+ * will fill it; returns where it ends.  With climb, this is Floyd's way of filling the
+ * root's hole with the last leaf: the leaf belongs near the bottom, so it is compared on
+ * its way back up (a level or two), not at every level down, where a sift-down compares it
+ * twice and leaves by a mispredicted branch. */
+static inline int64_t hole_to_bottom(Scored *heap, int64_t size, int worst_first) {
     int64_t i = 0;
-    for (;;) {
-        int64_t child = 2 * i + 1;
-        if (child >= *n)
-            break;
-        if (child + 1 < *n && before(&heap[child + 1], &heap[child]))
-            child++;
-        if (!before(&heap[child], &last))
-            break;
+    for (int64_t child = 1; child < size; child = 2 * i + 1) {
+        child += child + 1 < size && above(&heap[child + 1], &heap[child], worst_first);
         heap[i] = heap[child];
         i = child;
     }
-    if (*n > 0)
-        heap[i] = last;
+    return i;
+}
+
+/* Puts e in the hole at i or above it, moving down the parents that e belongs above. */
+static inline void climb(Scored *heap, int64_t i, Scored e, int worst_first) {
+    for (; i > 0 && above(&e, &heap[(i - 1) / 2], worst_first); i = (i - 1) / 2)
+        heap[i] = heap[(i - 1) / 2];
+    heap[i] = e;
+}
+
+static void heap_push(Scored *heap, int64_t *n, Scored e) {
+    climb(heap, (*n)++, e, 0);
+}
+
+/* The best word out.  -p lists its words one pop at a time, thousands a position: the pops
+ * were most of its search (perf of a warm -p 0.9 pass), hence Floyd's way (hole_to_bottom). */
+static Scored heap_pop(Scored *heap, int64_t *n) {
+    Scored top = heap[0];
+    int64_t size = --*n;
+    int64_t hole = hole_to_bottom(heap, size, 0);
+    climb(heap, hole, heap[size], 0);
     return top;
 }
 
@@ -199,37 +211,22 @@ static void best_sift_down(Scored *heap, int64_t n, int64_t i, Scored e) {
     heap[i] = e;
 }
 
-/* Puts e in the hole at i or above it, moving down the parents that are better than e. */
-static void best_climb(Scored *heap, int64_t i, Scored e) {
-    for (; i > 0 && before(&heap[(i - 1) / 2], &e); i = (i - 1) / 2)
-        heap[i] = heap[(i - 1) / 2];
-    heap[i] = e;
-}
-
 static void best_push(Scored *heap, int64_t *n, int64_t size, Scored e) {
     if (*n < size) {
-        best_climb(heap, (*n)++, e);
+        climb(heap, (*n)++, e, 1);
     } else if (before(&e, &heap[0])) {
         best_sift_down(heap, *n, 0, e);
     }
 }
 
-/* The words of the heap into ``out``, best first; empties the heap.  The root (the worst)
- * goes out and the last leaf, one of the best, takes its place, Floyd's way: the hole
- * goes down the worse children to the bottom with no comparison of the leaf, then the
- * leaf climbs back up from there, a level or two (best_sift_down would compare it at
- * every level, and leave each descent by a mispredicted branch). */
+/* The words of the heap into ``out``, best first; empties the heap: the root (the worst)
+ * goes out and the last leaf, one of the best, fills its hole (hole_to_bottom, climb). */
 static void best_sorted(Scored *heap, int64_t *n, Scored *out) {
     for (int64_t size = *n; size > 0;) {
         out[size - 1] = heap[0];
-        Scored e = heap[--size];
-        int64_t i = 0;
-        for (int64_t child = 1; child < size; child = 2 * i + 1) {
-            child += child + 1 < size && before(&heap[child], &heap[child + 1]);  /* the worse child */
-            heap[i] = heap[child];
-            i = child;
-        }
-        best_climb(heap, i, e);
+        Scored leaf = heap[--size];
+        int64_t end = hole_to_bottom(heap, size, 1);
+        climb(heap, end, leaf, 1);
     }
     *n = 0;
 }

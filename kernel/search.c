@@ -166,6 +166,9 @@ static inline int above(const Scored *a, const Scored *b, int worst_first) {
 static inline int64_t hole_to_bottom(Scored *heap, int64_t size, int worst_first) {
     int64_t i = 0;
     for (int64_t child = 1; child < size; child = 2 * i + 1) {
+        /* the next level's first line, whichever child moves: -p's pending heap is big
+         * and its levels are cache misses, each waiting on the comparison before it */
+        __builtin_prefetch(&heap[2 * child + 1]);
         child += child + 1 < size && above(&heap[child + 1], &heap[child], worst_first);
         heap[i] = heap[child];
         i = child;

@@ -15,8 +15,10 @@
 #include "search.h"
 
 /* Cache slots of a Searcher (64 bytes each): 2^17 slots, 8 MiB.  A search meets a few tens
- * of patterns (present or not), so a text's patterns fit many times over in a first pass
- * of thousands of lines (measured: docs/performance.md, "Tuning"). */
+ * of patterns (present or not), about 5 of them new in a first pass over corpus text, so
+ * the slots hold the patterns of some thousands of lines; most look-ups that miss them
+ * are of patterns never met before, which no number of slots saves (measured:
+ * docs/performance.md, "Tuning"). */
 #define ENGINE_RECORD_SLOTS ((size_t)1 << 17)
 /* Bytes of rank maps and sorted prefixes a Searcher keeps (cache.h, SlotAids). */
 #define ENGINE_KEPT_BYTES ((size_t)24 << 20)

@@ -425,6 +425,11 @@ MUTATIONS = [
              "a big P's pair order tests the bit of the next word in P's rank map",
              "return map_block(f->map, f->supers, word)->bits >> (word & 63) & 1;",
              "return map_block(f->map, f->supers, word)->bits >> ((word + 1) & 63) & 1;"),
+    Mutation("pair-scan-member-bit-of-another-pattern", LISTS,
+             "a pair scan tests P's words by the bit below P's own membership bit (another pattern's, or SEEN): "
+             "P's words in '_ d' go missing from its pair order (a vocabulary past 2^20 words, where a P the scan "
+             "tests has such a bit)",
+             "        return f->flags[word] & f->member;", "        return f->flags[word] & (f->member >> 1);"),
     Mutation("pair-order-copy-loses-words", LISTS,
              "a pair order that the budget cannot grow goes on in the searcher's own without the words it had",
              "to->len = from->len;", "to->len = 0;"),

@@ -129,31 +129,55 @@ def test_positive_backoff_weights_of_patterns_are_bounded_correctly(tmp_path: Pa
 
 
 
-@pytest.mark.parametrize("n_low, n_rare", [(0, 20), (200, 256)])
-def test_words_of_a_pattern_in_d_are_bounded_by_their_pair_list(tmp_path: Path, n_low: int, n_rare: int) -> None:
-    """The class split of the joint bound (docs/algorithm.md, "The class split"): in "a _ d",
-    b is in both "a _" (below its 100 fillers) and "_ d" (below the rare words), and scores
-    -2, above all (the fillers: -4).  The words of "a _" are bounded in term 1 by its pair
-    list, which holds b alone; a pair list without b would bound them by term 1's constant,
-    and once the fillers are read the search would list them, b unread.  Without low words
-    the pair list's order is made whole by look-ups; with 200 more words in "a _" (below b),
-    it is big and "_ d"'s order is scanned against its rank map, b the first entry of the
-    scan's second step (z after it), the order kept with "_ d" (under budgets from none to
-    ample)."""
+def pair_split_model(n_low: int, n_rare: int, n_pad: int = 0) -> tuple[list[str], list[str]]:
+    """The unigram and bigram lines of a model where "a _ d" needs the class split: b is in
+    both "a _" (below its 100 fillers and above ``n_low`` low words) and "_ d" (below
+    ``n_rare`` rare words), and scores -2, above all (the fillers: -4).  ``n_pad`` more
+    words, unigrams alone below every other, only make the vocabulary bigger."""
     # (ids in this order: no word of "_ d" but b is next to a word of "a _" in the rank map)
     unigrams = ["-99\t<s>\t0", "-1\t</s>", "-1\ta\t0", *[f"-6\tr{i}\t0" for i in range(n_rare)], "-6\tz\t0",
                 "-3\td\t0",
-                *fillers("-1.9", "0"), *[f"-6\tg{i}\t0" for i in range(n_low)], "-5\tb\t0"]
+                *fillers("-1.9", "0"), *[f"-6\tg{i}\t0" for i in range(n_low)], "-5\tb\t0",
+                *[f"-9\tp{i}\t0" for i in range(n_pad)]]
     bigrams = ["-0.5\t<s> a\t0", *[f"-1\ta f{i}" for i in range(100)], "-1.5\ta b",
                *[f"-4\ta g{i}" for i in range(n_low)], *[f"-0.1\tr{i} d" for i in range(n_rare)], "-0.5\tb d",
                "-2\tz d", "-0.5\td </s>"]
-    text, index_path = bigram_model(tmp_path, unigrams, bigrams)
+    return unigrams, bigrams
+
+
+@pytest.mark.parametrize("n_low, n_rare", [(0, 20), (200, 256)])
+def test_words_of_a_pattern_in_d_are_bounded_by_their_pair_list(tmp_path: Path, n_low: int, n_rare: int) -> None:
+    """The class split of the joint bound (docs/algorithm.md, "The class split"): in "a _ d"
+    (pair_split_model), the words of "a _" are bounded in term 1 by its pair list, which
+    holds b alone; a pair list without b would bound them by term 1's constant, and once
+    the fillers are read the search would list them, b unread.  Without low words the pair
+    list's order is made whole by look-ups; with 200 more words in "a _" (below b), it is big
+    and "_ d"'s order is scanned against its rank map, b the first entry of the scan's
+    second step (z after it), the order kept with "_ d" (under budgets from none to
+    ample)."""
+    text, index_path = bigram_model(tmp_path, *pair_split_model(n_low, n_rare))
     check_model(text, [["a", "b", "d"]])
     with fastsubs.open_index(index_path) as index:
         for budget in (0, 1 << 11, 1 << 13, 24 << 20):
             index._core.set_cache(1 << 17, budget)
             for _ in range(2):  # the order made, then found kept
                 assert index.position(["a", "b", "d"], 1, n=10)[0].word == "b", budget
+
+
+def test_a_pair_scan_of_a_vocabulary_past_a_million_words_tests_membership_bits(tmp_path: Path) -> None:
+    """Past 2^20 words a pattern is big (a rank map, no membership bit) only from V / 4,096
+    words on (is_big, searcher.h).  With 1.3M words, "a _" of 301 words is past
+    PAIR_DIRECT, so "_ d"'s order is scanned for its words, and not big, so the scan tests
+    its membership bit in the search's flags (holds, lists.c): a path that no vocabulary
+    under 2^20 words takes.  b, the one word of both, is found by that bit or the search
+    lists the fillers (as in the test above; the exhaustive scorer over 1.3M words is too
+    slow for the default suite, and b's -2 against the fillers' -4 is the model's own)."""
+    n_low, words_of_a = 200, 100 + 200 + 1  # "a _": the fillers, the low words, b
+    _, index_path = bigram_model(tmp_path, *pair_split_model(n_low, 256, n_pad=(1 << 20) + (1 << 18)))
+    with fastsubs.open_index(index_path) as index:
+        assert 256 < words_of_a < index.vocab_size // 4096  # past PAIR_DIRECT, not big
+        listed = index.position(["a", "b", "d"], 1, n=10)
+    assert (listed[0].word, listed[0].logprob, listed[1].logprob) == ("b", -2.0, -4.0)
 
 
 def test_unknown_words_back_off_through_their_known_context() -> None:

@@ -183,18 +183,23 @@ static inline void climb(Scored *heap, int64_t i, Scored e, int worst_first) {
     heap[i] = e;
 }
 
+/* The root out, its hole filled by the last leaf Floyd's way (hole_to_bottom, then climb). */
+static inline Scored pop_root(Scored *heap, int64_t *n, int worst_first) {
+    Scored root = heap[0];
+    int64_t size = --*n;
+    int64_t hole = hole_to_bottom(heap, size, worst_first);
+    climb(heap, hole, heap[size], worst_first);
+    return root;
+}
+
 static void heap_push(Scored *heap, int64_t *n, Scored e) {
     climb(heap, (*n)++, e, 0);
 }
 
 /* The best word out.  -p lists its words one pop at a time, thousands a position: the pops
- * were most of its search (perf of a warm -p 0.9 pass), hence Floyd's way (hole_to_bottom). */
+ * were most of its search (perf of a warm -p 0.9 pass), hence Floyd's way (pop_root). */
 static Scored heap_pop(Scored *heap, int64_t *n) {
-    Scored top = heap[0];
-    int64_t size = --*n;
-    int64_t hole = hole_to_bottom(heap, size, 0);
-    climb(heap, hole, heap[size], 0);
-    return top;
+    return pop_root(heap, n, 0);
 }
 
 /* -n alone: the best ``size`` words so far in one heap, the worst of them (the last in the
@@ -223,15 +228,10 @@ static void best_push(Scored *heap, int64_t *n, int64_t size, Scored e) {
 }
 
 /* The words of the heap into ``out``, best first; empties the heap: the root (the worst)
- * goes out and the last leaf, one of the best, fills its hole (hole_to_bottom, climb). */
+ * goes out and the last leaf, one of the best, fills its hole (pop_root). */
 static void best_sorted(Scored *heap, int64_t *n, Scored *out) {
-    for (int64_t size = *n; size > 0;) {
-        out[size - 1] = heap[0];
-        Scored leaf = heap[--size];
-        int64_t end = hole_to_bottom(heap, size, 1);
-        climb(heap, end, leaf, 1);
-    }
-    *n = 0;
+    for (int64_t i = *n - 1; i >= 0; i--)
+        out[i] = pop_root(heap, n, 1);
 }
 
 /* Keeps the best ``size`` scores in the min-heap ``top``. */

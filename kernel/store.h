@@ -138,7 +138,8 @@ size_t records_pattern_key(const Store *s, int slot, const uint32_t *ids, int n,
  * map is read-only and an index never changes once built).  A first pass looks most
  * records up many times: a block holds a hundred patterns, and a pattern of one word
  * outside the last slot looks up the one that holds its values. */
-#define CHECKED_RECORDS 4096
+#define CHECKED_RECORDS_BITS 12
+#define CHECKED_RECORDS (1 << CHECKED_RECORDS_BITS)
 typedef struct {
     const uint8_t *values[CHECKED_RECORDS];
 } CheckedRecords;

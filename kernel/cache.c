@@ -72,8 +72,7 @@ void cache_map_table_free(MapTable *t) {
 }
 
 static SharedMap **map_set(MapTable *t, const uint8_t *value) {
-    uint64_t h = (uint64_t)(uintptr_t)value * 0x9E3779B97F4A7C15ull;
-    return &t->slots[(h >> 40) % MAP_SETS * MAP_WAYS];
+    return &t->slots[(address_hash(value) >> 40) % MAP_SETS * MAP_WAYS];
 }
 
 static void map_free(SharedMap *m) {
@@ -339,8 +338,7 @@ SlotAids *cache_slot_sorted_prefix(Reader *r, CacheSlot *rec, uint32_t need) {
 
 /* The set of k's pair orders that holds the order of ``filter``. */
 static PairOrder **pair_set(const SlotAids *k, const uint8_t *filter) {
-    uint64_t h = (uint64_t)(uintptr_t)filter * 0x9E3779B97F4A7C15ull;
-    return &k->pair_sets[h >> 32 & (k->n_pair_sets - 1)];
+    return &k->pair_sets[address_hash(filter) >> 32 & (k->n_pair_sets - 1)];
 }
 
 /* Doubles k's sets of pair orders (at least 8) when they would hold more than one each on

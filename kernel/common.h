@@ -29,6 +29,13 @@ typedef uint64_t ix_u64;
 typedef float ix_f32;
 #endif
 
+/* A 64-bit hash of an address, for the tables that find what a reader keeps by where its
+ * record lies in the map (Fibonacci hashing: the product's high bits mix every bit of the
+ * address, its low bits only the address's low ones): take a place from its top bits. */
+static inline uint64_t address_hash(const void *p) {
+    return (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
+}
+
 /* Unsigned integers read in place, at any address. */
 static inline uint32_t load_u16(const uint8_t *p) {
     uint16_t v;

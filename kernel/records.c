@@ -203,12 +203,11 @@ no_memory:
 }
 
 
-/* The place in ``checked`` of the record whose value is at ``value``: the top bits of a
- * multiplicative hash, as many as CHECKED_RECORDS has places (a fixed shift of 52 used
- * 4,096 of them whatever the size, which made a bigger table look like no change). */
+/* The place in ``checked`` of the record whose value is at ``value``: the top bits of its
+ * address's hash, as many as CHECKED_RECORDS has places (a fixed shift of 52 used 4,096 of
+ * them whatever the size, which made a bigger table look like no change). */
 static size_t checked_place(const uint8_t *value) {
-    uint64_t h = (uint64_t)(uintptr_t)value * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> (64 - CHECKED_RECORDS_BITS));
+    return (size_t)(address_hash(value) >> (64 - CHECKED_RECORDS_BITS));
 }
 
 /* Looks the pattern ``key`` up as records_find_pattern does, checking the record it lands on

@@ -31,7 +31,8 @@ typedef float ix_f32;
 
 /* A 64-bit hash of an address, for the tables that find what a reader keeps by where its
  * record lies in the map (Fibonacci hashing: the product's high bits mix every bit of the
- * address, its low bits only the address's low ones): take a place from its top bits. */
+ * address, its low bits only the address's low ones): take a place from bits of its upper
+ * half, as each caller does (bits 32 and up), never from its low bits. */
 static inline uint64_t address_hash(const void *p) {
     return (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
 }
